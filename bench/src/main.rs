@@ -1,0 +1,3 @@
+//! Benchmark harness (being written).
+
+fn main() {}

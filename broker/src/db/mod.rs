@@ -1,0 +1,71 @@
+//! All of the broker's SQL, and the one embedded migrator every process and test uses.
+//!
+//! SQL lives only here (and in `migrations/`); the gRPC service and loops call these
+//! functions. Each function states its intent; the engine's invariants (shard scoping,
+//! lock order, epoch fencing) are kept by the plpgsql functions they call.
+
+pub mod kinds;
+pub mod queue;
+
+use std::{str::FromStr, time::Duration};
+
+use sqlx::{
+    PgPool,
+    migrate::Migrator,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+/// The forward-only migrations in `migrations/`, embedded once.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+
+/// Engine settings applied to every pooled connection (read by plpgsql via current_setting).
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Base of the transient-failure retry backoff.
+    pub retry_base: Duration,
+    /// Cap of the retry backoff.
+    pub retry_max: Duration,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            retry_base: Duration::from_secs(2),
+            retry_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Opens a pool to `url` with `max_connections`, stamping the engine settings on every
+/// connection.
+pub async fn connect(
+    url: &str,
+    max_connections: u32,
+    settings: &EngineSettings,
+) -> Result<PgPool, sqlx::Error> {
+    let opts = PgConnectOptions::from_str(url)?
+        .application_name("converge")
+        .options([
+            (
+                "converge.retry_base_ms",
+                settings.retry_base.as_millis().to_string(),
+            ),
+            (
+                "converge.retry_max_ms",
+                settings.retry_max.as_millis().to_string(),
+            ),
+        ]);
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .max_lifetime(Duration::from_secs(30 * 60))
+        .idle_timeout(Duration::from_secs(5 * 60))
+        .connect_with(opts)
+        .await
+}
+
+/// Applies pending migrations. Safe to call from many processes at once: the migrator holds
+/// a session advisory lock, so exactly one applies and the others wait, then find nothing to do.
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}

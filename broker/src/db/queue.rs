@@ -1,0 +1,273 @@
+//! Queue SQL: claim, fenced completion, heartbeat attestation and release. Every function
+//! moves a whole batch in one statement (one round trip), which is what lets the broker keep
+//! up with thousands of tasks a second.
+
+use std::collections::HashMap;
+
+use sqlx::{FromRow, PgPool};
+use uuid::Uuid;
+
+use crate::{
+    error::{Error, Result},
+    ids::{ClaimEpoch, KindPair, LeaseToken, ResourceId, ShardId, ShardRange},
+};
+
+/// The key of one queue row plus the epoch it was claimed at: enough to fence any write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseKey {
+    /// The resource.
+    pub resource_id: ResourceId,
+    /// Its shard (the partition key).
+    pub shard_id: ShardId,
+    /// reconcile | delete | operate.
+    pub task_type: String,
+    /// The lease token of the claim.
+    pub lease_token: LeaseToken,
+    /// The epoch of the claim.
+    pub claim_epoch: ClaimEpoch,
+}
+
+/// One claimed task with the resource row it acts on.
+#[derive(Debug, Clone, FromRow)]
+pub struct ClaimedTask {
+    /// The resource id.
+    pub resource_id: Uuid,
+    /// Its shard.
+    pub shard_id: i16,
+    /// reconcile | delete | operate.
+    pub task_type: String,
+    /// The generation this task reconciles.
+    pub generation: i64,
+    /// What fired it (specChange, resync, ...).
+    pub trigger: String,
+    /// 1 for the first attempt at this generation.
+    pub attempt: i32,
+    /// The fresh lease.
+    pub lease_token: Uuid,
+    /// The bumped epoch.
+    pub claim_epoch: i64,
+    /// Per-resource provider config override spec.
+    pub provider_config: Option<serde_json::Value>,
+    /// Per-resource bundle override.
+    pub provider_bundle: Option<Vec<u8>>,
+    /// The kind's live task deadline (0 = none).
+    pub task_deadline_secs: i32,
+    /// Resource name.
+    pub name: String,
+    /// Composing parent.
+    pub owner_id: Option<Uuid>,
+    /// Composition root.
+    pub root_id: Option<Uuid>,
+    /// Spec JSON.
+    pub spec: serde_json::Value,
+    /// Last applied status JSON.
+    pub status: Option<serde_json::Value>,
+    /// The resource's current generation.
+    pub r_generation: i64,
+    /// The resource's synced generation.
+    pub synced_gen: i64,
+    /// Derived readiness.
+    pub is_ready: bool,
+    /// Finalizers.
+    pub finalizers: Vec<String>,
+    /// Deletion requested at, ms since epoch (0 = not deleting).
+    pub deletion_requested_at_ms: i64,
+    /// Orphan/quarantine freeze, ms since epoch (0 = none, i64::MAX = quarantined).
+    pub frozen_until_ms: i64,
+    /// Labels object.
+    pub labels: serde_json::Value,
+    /// Derived phase.
+    pub phase: String,
+}
+
+impl ClaimedTask {
+    /// The fencing key of this claim.
+    pub fn key(&self) -> LeaseKey {
+        LeaseKey {
+            resource_id: ResourceId(self.resource_id),
+            shard_id: ShardId(self.shard_id),
+            task_type: self.task_type.clone(),
+            lease_token: LeaseToken(self.lease_token),
+            claim_epoch: ClaimEpoch(self.claim_epoch),
+        }
+    }
+}
+
+/// Claims up to `limit` unleased tasks of `pair` in `shards` for broker `broker_id`.
+/// Exclusive: `FOR UPDATE SKIP LOCKED` means two concurrent claims never get the same row.
+pub async fn lease_claim(
+    pool: &PgPool,
+    shards: ShardRange,
+    pair: &KindPair,
+    limit: i32,
+    broker_id: &str,
+) -> Result<Vec<ClaimedTask>> {
+    sqlx::query_as::<_, ClaimedTask>("SELECT * FROM work_claim($1, $2, $3, $4, $5, $6)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(&pair.kind)
+        .bind(pair.version)
+        .bind(limit)
+        .bind(broker_id)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::db("claim work"))
+}
+
+/// One task result to record.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// Which claim it answers.
+    pub key: LeaseKey,
+    /// Success or failure.
+    pub ok: bool,
+    /// With a failure: stop retrying until the spec changes.
+    pub terminal: bool,
+    /// With a failure: the message.
+    pub error_message: Option<String>,
+    /// Validated status JSON.
+    pub status: Option<serde_json::Value>,
+    /// Reported conditions as a JSON array.
+    pub conditions: Option<serde_json::Value>,
+    /// Health derived from the Ready condition.
+    pub health_ok: bool,
+}
+
+/// Records a batch of results, fenced on lease and epoch, and returns the keys that were
+/// accepted. A stale result (released, reaped, re-pointed or already completed) is absent.
+pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<LeaseKey>> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = batch.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut shards = Vec::with_capacity(n);
+    let mut types = Vec::with_capacity(n);
+    let mut tokens = Vec::with_capacity(n);
+    let mut epochs = Vec::with_capacity(n);
+    let mut oks = Vec::with_capacity(n);
+    let mut terms = Vec::with_capacity(n);
+    let mut errs = Vec::with_capacity(n);
+    let mut statuses = Vec::with_capacity(n);
+    let mut conds = Vec::with_capacity(n);
+    let mut health = Vec::with_capacity(n);
+    for c in batch {
+        ids.push(c.key.resource_id.0);
+        shards.push(c.key.shard_id.0);
+        types.push(c.key.task_type.as_str());
+        tokens.push(c.key.lease_token.0);
+        epochs.push(c.key.claim_epoch.0);
+        oks.push(c.ok);
+        terms.push(c.terminal);
+        errs.push(c.error_message.as_deref());
+        statuses.push(c.status.clone());
+        conds.push(c.conditions.clone());
+        health.push(c.health_ok);
+    }
+    let rows: Vec<(Uuid, String, i64)> =
+        sqlx::query_as("SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+            .bind(&ids)
+            .bind(&shards)
+            .bind(&types)
+            .bind(&tokens)
+            .bind(&epochs)
+            .bind(&oks)
+            .bind(&terms)
+            .bind(&errs)
+            .bind(&statuses)
+            .bind(&conds)
+            .bind(&health)
+            .fetch_all(pool)
+            .await
+            .map_err(Error::db("append results to outbox"))?;
+    let accepted: HashMap<(Uuid, String), i64> = rows
+        .into_iter()
+        .map(|(id, tt, ep)| ((id, tt), ep))
+        .collect();
+    Ok(batch
+        .iter()
+        .filter(|c| {
+            accepted.get(&(c.key.resource_id.0, c.key.task_type.clone()))
+                == Some(&c.key.claim_epoch.0)
+        })
+        .map(|c| c.key.clone())
+        .collect())
+}
+
+/// Finds the queue rows still leased under the given (token, epoch) pairs. Used for results
+/// and resumed tasks this broker did not hand out itself (after a broker restart or a
+/// reconnect to another broker); rare, so a scan of the queue is acceptable.
+pub async fn lease_lookup(
+    pool: &PgPool,
+    leases: &[(LeaseToken, ClaimEpoch)],
+) -> Result<Vec<LeaseKey>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
+    let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
+    let rows: Vec<(Uuid, i16, String, Uuid, i64)> = sqlx::query_as(
+        "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch
+         FROM work_queue w
+         JOIN unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
+           ON w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch",
+    )
+    .bind(&tokens)
+    .bind(&epochs)
+    .fetch_all(pool)
+    .await
+    .map_err(Error::db("look up leases"))?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, shard, tt, tok, ep)| LeaseKey {
+            resource_id: ResourceId(id),
+            shard_id: ShardId(shard),
+            task_type: tt,
+            lease_token: LeaseToken(tok),
+            claim_epoch: ClaimEpoch(ep),
+        })
+        .collect())
+}
+
+fn key_arrays(keys: &[LeaseKey]) -> (Vec<Uuid>, Vec<i16>, Vec<&str>, Vec<i64>) {
+    (
+        keys.iter().map(|k| k.resource_id.0).collect(),
+        keys.iter().map(|k| k.shard_id.0).collect(),
+        keys.iter().map(|k| k.task_type.as_str()).collect(),
+        keys.iter().map(|k| k.claim_epoch.0).collect(),
+    )
+}
+
+/// Refreshes the heartbeat of attested leases, one statement for the whole frame.
+pub async fn lease_heartbeat(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let (ids, shards, types, epochs) = key_arrays(keys);
+    let n: i32 = sqlx::query_scalar("SELECT work_heartbeat($1, $2, $3, $4)")
+        .bind(&ids)
+        .bind(&shards)
+        .bind(&types)
+        .bind(&epochs)
+        .fetch_one(pool)
+        .await
+        .map_err(Error::db("refresh heartbeats"))?;
+    Ok(n.max(0) as u64)
+}
+
+/// Releases leases at once so another worker can claim the rows (epoch bumped).
+pub async fn lease_release(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let (ids, shards, types, epochs) = key_arrays(keys);
+    let n: i32 = sqlx::query_scalar("SELECT work_release($1, $2, $3, $4)")
+        .bind(&ids)
+        .bind(&shards)
+        .bind(&types)
+        .bind(&epochs)
+        .fetch_one(pool)
+        .await
+        .map_err(Error::db("release leases"))?;
+    Ok(n.max(0) as u64)
+}

@@ -1,0 +1,158 @@
+//! The dispatcher: one loop per broker that claims tasks for every (kind, version) with a
+//! ready subscriber and free slots, and hands them to streams. Woken by `work_ready`, by
+//! in-process hints (a slot freed, a stream subscribed) and by a failsafe poll.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use converge_proto::pb;
+
+use crate::{
+    Broker, complete::Job, convert, db, error::Result, ids::LeaseToken, registry::Outgoing,
+    wake::WakeLoop,
+};
+
+/// Runs until `stop` or until the broker starts draining.
+pub(crate) async fn run(b: Broker, stop: CancellationToken) {
+    let mut wake = WakeLoop::new(b.inner.dispatch_wake.clone(), b.inner.cfg.failsafe_poll);
+    loop {
+        if b.inner.draining.is_cancelled() {
+            break;
+        }
+        let more = match pass(&b).await {
+            Ok(more) => more,
+            Err(e) => {
+                tracing::warn!(error = %e, cause = ?std::error::Error::source(&e), "claim pass failed");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                false
+            }
+        };
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        if !wake.wait(&stop).await {
+            break;
+        }
+    }
+}
+
+/// One claim pass over every pair with capacity. Returns true when a claim came back full
+/// (more work is likely waiting).
+async fn pass(b: &Broker) -> Result<bool> {
+    let inner = &b.inner;
+    let mut more = false;
+    for (pair, _) in inner.registry.capacity() {
+        if inner.draining.is_cancelled() {
+            break;
+        }
+        // Re-read: an earlier pair in this pass may have used slots of a shared stream.
+        let free = inner.registry.free_for(&pair);
+        if free == 0 {
+            continue;
+        }
+        let Some(info) = inner.manifests.get(&pair) else {
+            continue;
+        };
+        let n = free.min(inner.cfg.claim_batch);
+        let rows = db::queue::lease_claim(
+            &inner.pool,
+            inner.cfg.shards,
+            &pair,
+            i32::try_from(n).unwrap_or(i32::MAX),
+            &inner.cfg.broker_id,
+        )
+        .await?;
+        if rows.is_empty() {
+            continue;
+        }
+        more |= rows.len() == n;
+        let mut out = Vec::with_capacity(rows.len());
+        let mut deadlines = Vec::new();
+        for t in rows {
+            match (t.task_type.as_str(), info.work_reaction.as_deref()) {
+                ("reconcile", Some(reaction)) => {
+                    let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
+                    let deadline_ms = i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+                    if secs > 0 {
+                        deadlines.push((LeaseToken(t.lease_token), secs));
+                    }
+                    out.push(Outgoing {
+                        key: t.key(),
+                        pair: pair.clone(),
+                        stage: pb::Stage::Work as i32,
+                        msg: convert::work_task(
+                            &t,
+                            &pair.kind,
+                            pair.version,
+                            reaction,
+                            info.manifest_version,
+                            deadline_ms,
+                        ),
+                    });
+                }
+                (tt, _) => b.submit(Job::Known {
+                    completion: convert::failure(
+                        t.key(),
+                        format!("kind {pair} declares no reaction that handles a {tt} task"),
+                        true,
+                    ),
+                    reply: None,
+                }),
+            }
+        }
+        let (unplaced, placed) = inner.registry.assign(out);
+        if !unplaced.is_empty() {
+            // A stream went away or turned unready between the capacity check and now: the
+            // task goes back to the queue, never fails.
+            db::queue::lease_release(&inner.pool, &unplaced).await?;
+        }
+        for (token, secs) in deadlines {
+            if placed.contains(&token) {
+                arm_deadline(b, token, Duration::from_secs(secs));
+            }
+        }
+    }
+    Ok(more)
+}
+
+/// Rule 6: the broker's timer is authoritative. Past the deadline the task is recorded as a
+/// transient failure and the worker is told to cancel it; its late result is refused.
+fn arm_deadline(b: &Broker, token: LeaseToken, after: Duration) {
+    let b2 = b.clone();
+    let h = tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        b2.expire(token, after);
+    });
+    b.inner.registry.set_timer(token, h.abort_handle());
+}
+
+impl Broker {
+    fn expire(&self, token: LeaseToken, after: Duration) {
+        let Some(f) = self.inner.registry.take_token(token) else {
+            return;
+        };
+        tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
+        self.inner.registry.send(
+            f.stream,
+            pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {
+                lease_token: token.to_string(),
+                claim_epoch: f.key.claim_epoch.0,
+                reason: "deadline".into(),
+            }),
+        );
+        self.submit(Job::Known {
+            completion: convert::failure(
+                f.key,
+                format!(
+                    "task deadline exceeded: no result within {}s",
+                    after.as_secs()
+                ),
+                false,
+            ),
+            reply: None,
+        });
+        self.wake();
+    }
+}

@@ -1,0 +1,251 @@
+//! The `WorkerService` gRPC implementation: stream sessions (Subscribe, completions,
+//! readiness, heartbeats, release on end) and `GetProviderConfig`.
+
+use std::collections::HashSet;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use converge_proto::{
+    manifest::is_valid_kind_name,
+    pb::{self, work_stream_client_msg::Body as In},
+};
+
+use crate::{
+    Broker,
+    complete::Job,
+    convert, db,
+    ids::{ClaimEpoch, KindPair, LeaseToken},
+    registry::{StreamEntry, StreamId},
+};
+
+/// Most tasks one stream may ask for at once.
+const MAX_STREAM_INFLIGHT: u32 = 10_000;
+
+fn pairs_from(kinds: &[String], versions: &[i32]) -> Result<Vec<KindPair>, Status> {
+    if kinds.is_empty() {
+        return Err(Status::invalid_argument("kinds must not be empty"));
+    }
+    if versions.len() > kinds.len() {
+        return Err(Status::invalid_argument(
+            "kind_versions is longer than kinds",
+        ));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(kinds.len());
+    for (i, k) in kinds.iter().enumerate() {
+        if !is_valid_kind_name(k) {
+            return Err(Status::invalid_argument(format!(
+                "kinds[{i}]: {k:?} is not a valid kind name"
+            )));
+        }
+        let v = versions.get(i).copied().unwrap_or(1);
+        if !(0..=32767).contains(&v) {
+            return Err(Status::invalid_argument(format!(
+                "kind_versions[{i}]: {v} is out of range"
+            )));
+        }
+        let p = KindPair::new(k.clone(), v);
+        if seen.insert(p.clone()) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+fn parse_token(s: &str) -> Option<LeaseToken> {
+    uuid::Uuid::parse_str(s).ok().map(LeaseToken)
+}
+
+#[tonic::async_trait]
+impl pb::worker_service_server::WorkerService for Broker {
+    type WorkStreamStream = ReceiverStream<Result<pb::WorkStreamServerMsg, Status>>;
+
+    #[tracing::instrument(skip_all, fields(peer = ?req.remote_addr()))]
+    async fn work_stream(
+        &self,
+        req: Request<Streaming<pb::WorkStreamClientMsg>>,
+    ) -> Result<Response<Self::WorkStreamStream>, Status> {
+        if self.inner.draining.is_cancelled() {
+            return Err(Status::unavailable("broker is shutting down"));
+        }
+        let mut inbound = req.into_inner();
+        let first = tokio::time::timeout(self.inner.cfg.subscribe_timeout, inbound.message()).await;
+        let sub = match first {
+            Ok(Ok(Some(pb::WorkStreamClientMsg {
+                body: Some(In::Subscribe(s)),
+            }))) => s,
+            Ok(Ok(Some(_))) => {
+                return Err(Status::invalid_argument("first message must be Subscribe"));
+            }
+            Ok(Ok(None)) => return Err(Status::invalid_argument("stream ended before Subscribe")),
+            Ok(Err(s)) => return Err(s),
+            Err(_) => return Err(Status::deadline_exceeded("no Subscribe received in time")),
+        };
+        let pairs = pairs_from(&sub.kinds, &sub.kind_versions)?;
+        let max_inflight = match sub.max_inflight {
+            0 => self.inner.cfg.default_max_inflight,
+            n => n.min(MAX_STREAM_INFLIGHT),
+        } as usize;
+        let name: String = sub.worker_name.chars().take(128).collect();
+        let (tx, rx) = mpsc::channel(max_inflight * 2 + 64);
+        let sid = self.inner.registry.add_stream(StreamEntry {
+            tx,
+            pairs: pairs.iter().cloned().collect(),
+            unready: HashSet::new(),
+            max_inflight,
+            inflight: 0,
+            claimable: false,
+            draining: false,
+            name: name.clone(),
+        });
+        tracing::info!(stream = sid, worker = %name, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
+        let resumed: Vec<(LeaseToken, ClaimEpoch)> = sub
+            .resumed
+            .iter()
+            .filter_map(|r| parse_token(&r.lease_token).map(|t| (t, ClaimEpoch(r.claim_epoch))))
+            .collect();
+        tokio::spawn(session(self.clone(), sid, inbound, pairs, resumed));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn get_provider_config(
+        &self,
+        req: Request<pb::GetProviderConfigRequest>,
+    ) -> Result<Response<pb::GetProviderConfigResponse>, Status> {
+        let req = req.into_inner();
+        let pairs = pairs_from(&req.kinds, &req.kind_versions)?;
+        let entries = self
+            .defaults_for(&pairs)
+            .await?
+            .into_iter()
+            .filter(|(_, c)| !(c.spec.is_empty() && c.bundle.is_empty()))
+            .map(|(p, c)| pb::ProviderConfigEntry {
+                kind: p.kind,
+                kind_version: p.version,
+                config: c.spec,
+                bundle: c.bundle,
+            })
+            .collect();
+        Ok(Response::new(pb::GetProviderConfigResponse { entries }))
+    }
+}
+
+/// One stream's life after Subscribe: adopt resumed leases, prime configs, then serve frames
+/// until the stream ends, and finally release every lease still held (rule 8).
+async fn session(
+    b: Broker,
+    sid: StreamId,
+    mut inbound: Streaming<pb::WorkStreamClientMsg>,
+    pairs: Vec<KindPair>,
+    resumed: Vec<(LeaseToken, ClaimEpoch)>,
+) {
+    if !resumed.is_empty() {
+        match db::queue::lease_lookup(&b.inner.pool, &resumed).await {
+            Ok(keys) => {
+                tracing::info!(
+                    stream = sid,
+                    resumed = resumed.len(),
+                    adopted = keys.len(),
+                    "adopting resumed leases"
+                );
+                b.inner.registry.adopt(sid, keys);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
+        }
+    }
+    if let Err(e) = b.prime_stream(sid, &pairs).await {
+        tracing::warn!(error = %e, stream = sid, "could not prime provider configs");
+        b.inner.registry.set_claimable(sid);
+    }
+    let end = loop {
+        match inbound.message().await {
+            Ok(Some(msg)) => {
+                if let Err(status) = handle(&b, sid, &pairs, msg).await {
+                    if let Some(tx) = b.inner.registry.sender(sid) {
+                        let _ = tx.send(Err(status.clone())).await;
+                    }
+                    break format!("protocol error: {}", status.message());
+                }
+            }
+            Ok(None) => break "closed by worker".to_string(),
+            Err(s) => break format!("transport: {}", s.message()),
+        }
+    };
+    let held = b.inner.registry.remove_stream(sid);
+    let n = held.len();
+    if n > 0
+        && let Err(e) = db::queue::lease_release(&b.inner.pool, &held).await
+    {
+        tracing::error!(error = %e, stream = sid, "could not release leases of an ended stream; the reaper will");
+    }
+    tracing::info!(stream = sid, released = n, reason = %end, "worker stream ended");
+    b.wake();
+}
+
+async fn handle(
+    b: &Broker,
+    sid: StreamId,
+    pairs: &[KindPair],
+    msg: pb::WorkStreamClientMsg,
+) -> Result<(), Status> {
+    match msg.body {
+        None => return Err(Status::invalid_argument("frame without a body")),
+        Some(In::Subscribe(_)) => {
+            tracing::debug!(stream = sid, "ignoring a second Subscribe");
+        }
+        Some(In::Complete(c)) => {
+            let token = parse_token(&c.lease_token).ok_or_else(|| {
+                Status::invalid_argument("StageComplete.lease_token is not a lease token")
+            })?;
+            let epoch = ClaimEpoch(c.claim_epoch);
+            match b.inner.registry.take(token, epoch) {
+                Some(f) => {
+                    if let Some(t) = f.timer {
+                        t.abort();
+                    }
+                    b.wake();
+                    let completion = convert::completion(f.key, f.stage, &c);
+                    b.submit(Job::Known {
+                        completion,
+                        reply: Some(sid),
+                    });
+                }
+                None => b.submit(Job::Unknown {
+                    token,
+                    epoch,
+                    msg: c,
+                    reply: sid,
+                }),
+            }
+        }
+        Some(In::Interest(i)) => {
+            let pair = KindPair::new(i.kind, i.kind_version);
+            if pairs.contains(&pair) {
+                tracing::info!(stream = sid, %pair, ready = i.has_worker, "worker readiness changed");
+                b.inner.registry.set_ready(sid, pair, i.has_worker);
+                b.wake();
+            }
+        }
+        Some(In::Heartbeat(h)) => {
+            if h.lease_token.len() != h.claim_epoch.len() {
+                return Err(Status::invalid_argument(
+                    "WorkHeartbeat.lease_token and claim_epoch must have the same length",
+                ));
+            }
+            let leases: Vec<_> = h
+                .lease_token
+                .iter()
+                .zip(&h.claim_epoch)
+                .filter_map(|(t, e)| parse_token(t).map(|t| (t, ClaimEpoch(*e))))
+                .collect();
+            let keys = b.inner.registry.keys_for(&leases);
+            if let Err(e) = db::queue::lease_heartbeat(&b.inner.pool, &keys).await {
+                tracing::warn!(error = %e, "heartbeat refresh failed");
+            }
+        }
+    }
+    Ok(())
+}

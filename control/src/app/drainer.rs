@@ -1,0 +1,118 @@
+//! The drainer: applies task results from `work_outbox` to `resources` in batches
+//! (`drain_outbox_batch`), woken by `outbox_ready` (coalesced NOTIFY), by in-process hints
+//! from a co-located broker, and by a failsafe poll.
+
+use std::{sync::Arc, time::Duration};
+
+use converge_broker::{ids::ShardRange, wake::WakeLoop};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::db;
+
+/// Drainer settings.
+#[derive(Debug, Clone)]
+pub struct DrainerConfig {
+    /// Shards this drainer owns.
+    pub shards: ShardRange,
+    /// Outbox rows per statement.
+    pub batch: i32,
+    /// Poll behind the LISTEN.
+    pub failsafe: Duration,
+}
+
+/// The only way in: wake the drainer.
+#[derive(Clone)]
+pub struct DrainerHandle {
+    notify: Arc<Notify>,
+}
+
+impl DrainerHandle {
+    /// Asks for a drain pass soon.
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
+    /// The underlying notify (to hand to a broker as its outbox hook).
+    pub fn notify(&self) -> Arc<Notify> {
+        self.notify.clone()
+    }
+}
+
+/// The drain loop.
+pub struct Drainer {
+    cfg: DrainerConfig,
+    pool: PgPool,
+    notify: Arc<Notify>,
+    /// Woken after a pass that applied results (they may have scheduled new work).
+    on_drained: Option<Arc<Notify>>,
+}
+
+impl Drainer {
+    /// Builds a drainer and its handle. `on_drained` is the co-located broker's dispatch hint.
+    pub fn new(
+        pool: PgPool,
+        cfg: DrainerConfig,
+        on_drained: Option<Arc<Notify>>,
+    ) -> (Drainer, DrainerHandle) {
+        let notify = Arc::new(Notify::new());
+        (
+            Drainer {
+                cfg,
+                pool,
+                notify: notify.clone(),
+                on_drained,
+            },
+            DrainerHandle { notify },
+        )
+    }
+
+    /// Runs until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let listener = {
+            let (pool, n, stop) = (self.pool.clone(), self.notify.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                converge_broker::wake::listen(
+                    pool,
+                    &["outbox_ready"],
+                    move |_, _| n.notify_one(),
+                    stop,
+                )
+                .await;
+            })
+        };
+        let mut wake = WakeLoop::new(self.notify.clone(), self.cfg.failsafe);
+        loop {
+            let mut total = 0i64;
+            loop {
+                match db::sweeps::outbox_drain(&self.pool, self.cfg.shards, self.cfg.batch).await {
+                    Ok(n) => {
+                        total += i64::from(n);
+                        if n < self.cfg.batch {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "drain failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                }
+                if shutdown.is_cancelled() {
+                    break;
+                }
+            }
+            if total > 0 {
+                tracing::debug!(applied = total, "drained results");
+                if let Some(n) = &self.on_drained {
+                    n.notify_one();
+                }
+            }
+            if !wake.wait(&shutdown).await {
+                break;
+            }
+        }
+        let _ = listener.await;
+    }
+}

@@ -1,0 +1,145 @@
+//! kind_manifest and kind_config SQL.
+
+use sqlx::{PgPool, Row};
+
+/// A stored manifest.
+#[derive(Debug, Clone)]
+pub struct StoredManifest {
+    /// The manifest document.
+    pub manifest: serde_json::Value,
+    /// Its content hash.
+    pub manifest_version: i64,
+}
+
+/// Result of a manifest apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManifestApply {
+    /// A new (kind, version).
+    Created,
+    /// The stored manifest changed.
+    Updated,
+    /// Identical to what was stored; nothing written.
+    Unchanged,
+}
+
+/// Stores `manifest` for (kind, version). An identical document writes nothing. The
+/// database re-checks legality (`validate_kind_manifest`) and seeds kind_config.
+pub async fn manifest_put(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+    manifest: &serde_json::Value,
+) -> Result<(ManifestApply, i64), sqlx::Error> {
+    let row = sqlx::query(
+        "INSERT INTO kind_manifest AS m (kind, kind_version, manifest) VALUES ($1, $2, $3)
+         ON CONFLICT (kind, kind_version) DO UPDATE SET manifest = EXCLUDED.manifest
+           WHERE m.manifest IS DISTINCT FROM EXCLUDED.manifest
+         RETURNING manifest_version, (xmax = 0) AS inserted",
+    )
+    .bind(kind)
+    .bind(version)
+    .bind(manifest)
+    .fetch_optional(pool)
+    .await?;
+    match row {
+        Some(r) => {
+            let v: i64 = r.try_get(0)?;
+            let inserted: bool = r.try_get(1)?;
+            Ok((
+                if inserted {
+                    ManifestApply::Created
+                } else {
+                    ManifestApply::Updated
+                },
+                v,
+            ))
+        }
+        None => {
+            let v: i64 = sqlx::query_scalar(
+                "SELECT manifest_version FROM kind_manifest WHERE kind = $1 AND kind_version = $2",
+            )
+            .bind(kind)
+            .bind(version)
+            .fetch_one(pool)
+            .await?;
+            Ok((ManifestApply::Unchanged, v))
+        }
+    }
+}
+
+/// The manifest of (kind, version), or of the kind's highest version when `version` is None.
+pub async fn manifest_get(
+    pool: &PgPool,
+    kind: &str,
+    version: Option<i32>,
+) -> Result<Option<StoredManifest>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT manifest, manifest_version FROM kind_manifest
+         WHERE kind = $1 AND ($2::int IS NULL OR kind_version = $2)
+         ORDER BY kind_version DESC LIMIT 1",
+    )
+    .bind(kind)
+    .bind(version)
+    .fetch_optional(pool)
+    .await?;
+    row.map(|r| {
+        Ok(StoredManifest {
+            manifest: r.try_get(0)?,
+            manifest_version: r.try_get(1)?,
+        })
+    })
+    .transpose()
+}
+
+/// Every stored manifest, ordered by kind and version.
+pub async fn manifest_list(pool: &PgPool) -> Result<Vec<StoredManifest>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT manifest, manifest_version FROM kind_manifest ORDER BY kind, kind_version",
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(StoredManifest {
+                manifest: r.try_get(0)?,
+                manifest_version: r.try_get(1)?,
+            })
+        })
+        .collect()
+}
+
+/// A kind's live operational config.
+#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+pub struct KindConfig {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Global concurrency cap (0 = unlimited).
+    pub max_inflight: i32,
+    /// Per-task deadline (0 = none).
+    pub task_deadline_secs: i32,
+    /// Drift re-observe interval (0 = off).
+    pub resync_interval_secs: i32,
+    /// Whether resync re-runs the composer.
+    pub resync_recomposes: bool,
+    /// Orphan grace.
+    pub orphan_grace_secs: i32,
+    /// Transient attempts before terminal (0 = unbounded).
+    pub max_transient_attempts: i32,
+    /// Finalizer from the manifest.
+    pub finalizer_name: Option<String>,
+    /// Retired versions accept no new resources.
+    pub retired: bool,
+}
+
+/// Every kind's operational config.
+pub async fn kind_config_list(pool: &PgPool) -> Result<Vec<KindConfig>, sqlx::Error> {
+    sqlx::query_as::<_, KindConfig>(
+        "SELECT kind, kind_version, max_inflight, task_deadline_secs, resync_interval_secs,
+                resync_recomposes, orphan_grace_secs, max_transient_attempts, finalizer_name, retired
+         FROM kind_config ORDER BY kind, kind_version",
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,69 @@
+//! The sweepers' SQL: drain the outbox and run the reaper family, each scoped to a shard
+//! range so pods with disjoint ranges never contend.
+
+use std::time::Duration;
+
+use converge_broker::ids::ShardRange;
+use sqlx::{PgPool, postgres::types::PgInterval};
+
+fn interval(d: Duration) -> PgInterval {
+    PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Applies up to `max` outbox rows; returns how many were popped.
+pub async fn outbox_drain(pool: &PgPool, shards: ShardRange, max: i32) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT drain_outbox_batch($1, $2, $3)")
+        .bind(max)
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .fetch_one(pool)
+        .await
+}
+
+/// Frees leases whose heartbeat is older than `stale_after`.
+pub async fn lease_reap_stale(
+    pool: &PgPool,
+    shards: ShardRange,
+    stale_after: Duration,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT reap_stale_work($1, $2, $3)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(interval(stale_after))
+        .fetch_one(pool)
+        .await
+}
+
+/// Re-enqueues resources behind their spec that have no task and no undrained result.
+pub async fn resource_requeue_lagging(
+    pool: &PgPool,
+    shards: ShardRange,
+    quiet_for: Duration,
+    limit: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT requeue_failed_and_pending($1, $2, $3, $4)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(interval(quiet_for))
+        .bind(limit)
+        .fetch_one(pool)
+        .await
+}
+
+/// Drops queue rows nobody claimed for `older_than`.
+pub async fn work_delete_unclaimed(
+    pool: &PgPool,
+    shards: ShardRange,
+    older_than: Duration,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT delete_unclaimed_work($1, $2, $3)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(interval(older_than))
+        .fetch_one(pool)
+        .await
+}

@@ -1,0 +1,188 @@
+//! Kind manifests: apply (`PUT /api/v1/kinds/{kind}/manifest`), read and list.
+
+use axum::{
+    Json,
+    extract::{Path, RawQuery, State},
+    http::{HeaderMap, HeaderValue, StatusCode},
+    response::IntoResponse,
+};
+use converge_proto::manifest::KindManifest;
+use serde_json::{Value, json};
+
+use super::{
+    AppState,
+    problem::{ApiError, ApiJson},
+    query_pairs,
+};
+use crate::{
+    app::schemas::{FieldError, KindSchemas},
+    db::{self, kinds::ManifestApply},
+};
+
+/// `PUT /api/v1/kinds/{kind}/manifest`: validates every legality rule and schema, then stores
+/// the manifest (identical → no-op). 422 lists every violated rule.
+pub async fn put_manifest(
+    State(s): State<AppState>,
+    Path(kind): Path<String>,
+    ApiJson(mut body): ApiJson<Value>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Some(obj) = body.as_object_mut() else {
+        return Err(ApiError::invalid("", "manifest must be a JSON object"));
+    };
+    match obj.remove("type") {
+        None => {}
+        Some(Value::String(t)) if t == "manifest" => {}
+        Some(t) => {
+            return Err(ApiError::invalid(
+                "/type",
+                format!("expected \"manifest\", got {t}"),
+            ));
+        }
+    }
+    match obj.get("kind") {
+        None => {
+            obj.insert("kind".into(), Value::String(kind.clone()));
+        }
+        Some(Value::String(k)) if *k == kind => {}
+        Some(k) => {
+            return Err(ApiError::invalid(
+                "/kind",
+                format!("{k} does not match the path kind {kind:?}"),
+            ));
+        }
+    }
+    if obj.get("kind_version").and_then(Value::as_i64).unwrap_or(0) == 0 {
+        return Err(ApiError::invalid(
+            "/kind_version",
+            "kind_version is required and must be at least 1",
+        ));
+    }
+    let manifest: KindManifest = serde_json::from_value(body)
+        .map_err(|e| ApiError::invalid("", format!("manifest does not parse: {e}")))?;
+    let compiled = KindSchemas::compile(manifest.clone()).map_err(|errs| ApiError::Invalid {
+        detail: format!(
+            "manifest violates {} rule(s): {}",
+            errs.len(),
+            errs.join("; ")
+        ),
+        errors: errs
+            .into_iter()
+            .map(|m| FieldError {
+                location: "".into(),
+                message: m,
+            })
+            .collect(),
+    })?;
+    let doc = serde_json::to_value(&manifest).expect("a manifest serialises");
+    let (result, version) =
+        db::kinds::manifest_put(&s.pool, &manifest.kind, manifest.kind_version, &doc)
+            .await
+            .map_err(|e| match &e {
+                sqlx::Error::Database(d) if d.is_check_violation() => {
+                    ApiError::invalid("", format!("manifest refused by the database: {d}"))
+                }
+                _ => ApiError::Internal {
+                    op: "store a kind manifest",
+                    source: e,
+                },
+            })?;
+    s.schemas.insert(compiled);
+    s.work_scheduled();
+    let (status, word) = match result {
+        ManifestApply::Created => (StatusCode::CREATED, "created"),
+        ManifestApply::Updated => (StatusCode::OK, "configured"),
+        ManifestApply::Unchanged => (StatusCode::OK, "unchanged"),
+    };
+    let mut h = HeaderMap::new();
+    h.insert("x-apply-result", HeaderValue::from_static(word));
+    Ok((
+        status,
+        h,
+        Json(
+            json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word}),
+        ),
+    ))
+}
+
+fn manifest_body(m: db::kinds::StoredManifest) -> Json<Value> {
+    let mut v = m.manifest;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("manifest_version".into(), json!(m.manifest_version));
+    }
+    Json(v)
+}
+
+/// `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default).
+pub async fn get_manifest(
+    State(s): State<AppState>,
+    Path(kind): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let mut version = None;
+    for (k, v) in query_pairs(q.as_deref()) {
+        if k == "kind_version" {
+            version = Some(v.parse::<i32>().map_err(|_| {
+                ApiError::BadRequest(format!("kind_version {v:?} is not a number"))
+            })?);
+        }
+    }
+    fetch(&s, &kind, version).await
+}
+
+/// `GET /api/v1/kinds/{kind}/versions/{version}/manifest`.
+pub async fn get_manifest_version(
+    State(s): State<AppState>,
+    Path((kind, version)): Path<(String, i32)>,
+) -> Result<Json<Value>, ApiError> {
+    fetch(&s, &kind, Some(version)).await
+}
+
+async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Value>, ApiError> {
+    db::kinds::manifest_get(&s.pool, kind, version)
+        .await
+        .map_err(ApiError::db("read a kind manifest"))?
+        .map(manifest_body)
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "kind {kind:?} has no manifest{}",
+                version
+                    .map(|v| format!(" at version {v}"))
+                    .unwrap_or_default()
+            ))
+        })
+}
+
+/// `GET /api/v1/kinds`: every kind version with its reactions and live operational config.
+pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let manifests = db::kinds::manifest_list(&s.pool)
+        .await
+        .map_err(ApiError::db("list kind manifests"))?;
+    let configs = db::kinds::kind_config_list(&s.pool)
+        .await
+        .map_err(ApiError::db("list kind configs"))?;
+    let kinds: Vec<Value> = manifests
+        .into_iter()
+        .map(|m| {
+            let kind = m.manifest.get("kind").cloned().unwrap_or(Value::Null);
+            let version = m
+                .manifest
+                .get("kind_version")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let op = configs.iter().find(|c| {
+                Some(c.kind.as_str()) == kind.as_str()
+                    && Some(i64::from(c.kind_version)) == version.as_i64()
+            });
+            json!({
+                "kind": kind,
+                "kind_version": version,
+                "description": m.manifest.get("description").cloned().unwrap_or(Value::Null),
+                "reactions": m.manifest.get("reactions").cloned().unwrap_or(Value::Null),
+                "finalizer_name": m.manifest.get("finalizer_name").cloned().unwrap_or(Value::Null),
+                "manifest_version": m.manifest_version,
+                "operational": op,
+            })
+        })
+        .collect();
+    Ok(Json(json!({"kinds": kinds})))
+}

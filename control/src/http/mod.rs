@@ -1,0 +1,103 @@
+//! The HTTP API (`/api/v1/...`) and probes. Handlers validate input, call `db` functions and
+//! shape responses; they hold no SQL. Errors leave through [`problem::ApiError`] only.
+
+pub mod health;
+pub mod kinds;
+pub mod problem;
+pub mod resources;
+
+use std::sync::{Arc, OnceLock};
+
+use axum::{
+    Router,
+    extract::{DefaultBodyLimit, Request},
+    http::{HeaderValue, header},
+    middleware::{self, Next},
+    response::Response,
+    routing::{get, put},
+};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+
+use crate::app::schemas::Schemas;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// The primary pool.
+    pub pool: PgPool,
+    /// The validator surface.
+    pub schemas: Arc<Schemas>,
+    /// The co-located broker's dispatch hint, woken after an apply schedules work.
+    pub dispatch_hint: Option<Arc<Notify>>,
+}
+
+impl AppState {
+    /// Tells a co-located broker that work was scheduled (other brokers hear the NOTIFY).
+    pub fn work_scheduled(&self) {
+        if let Some(n) = &self.dispatch_hint {
+            n.notify_one();
+        }
+    }
+}
+
+static BODY_LIMIT: OnceLock<usize> = OnceLock::new();
+
+/// The request body limit in force (for the 413 message).
+pub(crate) fn body_limit() -> usize {
+    *BODY_LIMIT.get().unwrap_or(&(16 * 1024 * 1024))
+}
+
+async fn standard_headers(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert("x-api-version", HeaderValue::from_static("v1"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    resp
+}
+
+/// The API router (without a socket, so tests can drive it with `oneshot`).
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let _ = BODY_LIMIT.set(max_body_bytes);
+    let api = Router::new()
+        .route("/version", get(health::version))
+        .route("/kinds", get(kinds::list))
+        .route(
+            "/kinds/{kind}/manifest",
+            put(kinds::put_manifest).get(kinds::get_manifest),
+        )
+        .route(
+            "/kinds/{kind}/versions/{version}/manifest",
+            get(kinds::get_manifest_version),
+        )
+        .route("/resources", get(resources::list).post(resources::apply))
+        .route("/resources/{kind}/{name}", get(resources::get));
+    Router::new()
+        .nest("/api/v1", api)
+        .merge(health::probes())
+        .layer(middleware::from_fn(standard_headers))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+/// Parses a query string into (key, value) pairs, keeping repeats (`?phase=A&phase=B`).
+pub(crate) fn query_pairs(q: Option<&str>) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        let s = s.replace('+', " ");
+        percent_encoding::percent_decode_str(&s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    q.unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}

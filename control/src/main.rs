@@ -1,0 +1,113 @@
+//! The `converge` binary: `serve` (default), `migrate up|status`, and `dev` (the embedded
+//! default: starts a private PostgreSQL when DATABASE_URL is unset, then serves ROLE=all).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use converge_control::{config::Config, db, devdb, logging, server};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "converge",
+    version,
+    about = "converge: declarative resources reconciled on PostgreSQL"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the duties ROLE names (all | control | broker) against DATABASE_URL.
+    Serve,
+    /// Manage the schema.
+    Migrate {
+        #[command(subcommand)]
+        action: MigrateAction,
+    },
+    /// Run everything locally; without DATABASE_URL, start a private PostgreSQL first.
+    Dev {
+        /// Where the private PostgreSQL keeps its data.
+        #[arg(long, env = "CONVERGE_DEV_DIR", default_value = ".converge")]
+        data_dir: PathBuf,
+        /// Loopback port for the private PostgreSQL (default: a free one).
+        #[arg(long, env = "CONVERGE_DEV_PG_PORT")]
+        pg_port: Option<u16>,
+    },
+}
+
+#[derive(Subcommand)]
+enum MigrateAction {
+    /// Apply pending migrations (safe to run from many processes at once).
+    Up,
+    /// List migrations and whether each is applied.
+    Status,
+}
+
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("signal received");
+        t.cancel();
+    });
+    token
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    logging::init()?;
+    let cfg = Config::from_env()?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => server::run(cfg, shutdown_on_signal()).await,
+        Command::Migrate { action } => {
+            let url = cfg
+                .database_url
+                .clone()
+                .context("DATABASE_URL is required")?;
+            let pool = db::connect(&url, 2, &db::EngineSettings::default()).await?;
+            match action {
+                MigrateAction::Up => {
+                    db::migrate(&pool).await?;
+                    println!("migrations applied");
+                }
+                MigrateAction::Status => {
+                    for m in db::migration_status(&pool).await? {
+                        let state = if m.applied { "applied" } else { "pending" };
+                        println!("{:>4}  {:<8}  {}", m.version, state, m.description);
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Dev { data_dir, pg_port } => {
+            let mut cfg = cfg;
+            let shutdown = shutdown_on_signal();
+            if cfg.database_url.is_some() {
+                return server::run(cfg, shutdown).await;
+            }
+            let pg = devdb::DevDb::start(devdb::DevDbConfig {
+                data_dir,
+                port: pg_port,
+            })
+            .await
+            .context("starting the private PostgreSQL")?;
+            cfg.database_url = Some(pg.url());
+            let result = server::run(cfg, shutdown).await;
+            if let Err(e) = pg.stop().await {
+                tracing::warn!(error = %e, "stopping the private PostgreSQL failed");
+            }
+            result
+        }
+    }
+}

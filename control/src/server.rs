@@ -1,0 +1,168 @@
+//! Wires one `converge` process: migrations, then the duties its ROLE names (control: HTTP
+//! API, drainer, reaper, schema cache; broker: WorkerService), and an orderly shutdown that
+//! lets the broker drain while the API is already closed.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use anyhow::Context;
+use converge_broker::{Broker, BrokerConfig, ids::ShardRange};
+use tokio::{net::TcpListener, task::JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    app::{
+        drainer::{Drainer, DrainerConfig},
+        reaper::{Reaper, ReaperConfig},
+        schemas::Schemas,
+    },
+    config::Config,
+    db, http,
+};
+
+async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen for {what} on {addr}"))
+}
+
+/// Runs until `shutdown` fires, then stops in order: HTTP, broker drain, gRPC, sweepers.
+pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let url = cfg.database_url.clone().context(
+        "DATABASE_URL is required (or run `converge dev`, which starts its own PostgreSQL)",
+    )?;
+    let settings = db::EngineSettings {
+        retry_base: cfg.retry_base,
+        retry_max: cfg.retry_max,
+    };
+    let pool = db::connect(&url, cfg.db_max_connections, &settings)
+        .await
+        .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
+    db::migrate(&pool)
+        .await
+        .context("applying migrations failed")?;
+    tracing::info!(role = ?cfg.role, "migrations applied");
+
+    let loops = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let broker = cfg.role.broker().then(|| {
+        Broker::new(
+            pool.clone(),
+            BrokerConfig {
+                broker_id: format!("{}-{}", hostname(), std::process::id()),
+                shards: ShardRange::ALL,
+                claim_batch: cfg.claim_batch,
+                failsafe_poll: cfg.broker_failsafe,
+                shutdown_drain: cfg.shutdown_drain,
+                ..BrokerConfig::default()
+            },
+        )
+    });
+
+    let http_stop = CancellationToken::new();
+    if cfg.role.control() {
+        let (drainer, drainer_handle) = Drainer::new(
+            pool.clone(),
+            DrainerConfig {
+                shards: ShardRange::ALL,
+                batch: cfg.drain_batch,
+                failsafe: cfg.drainer_failsafe,
+            },
+            broker.as_ref().map(Broker::dispatch_notify),
+        );
+        if let Some(b) = &broker {
+            b.set_outbox_hook(drainer_handle.notify());
+        }
+        tasks.spawn(drainer.run(loops.clone()));
+        let reaper = Reaper::new(
+            pool.clone(),
+            ReaperConfig {
+                shards: ShardRange::ALL,
+                every: cfg.reaper_every,
+                stale_after: cfg.lease_stale_after,
+                requeue_after: cfg.retry_base.max(std::time::Duration::from_secs(10)),
+                unclaimed_delete_after: cfg.unclaimed_delete_after,
+            },
+        );
+        tasks.spawn(reaper.run(loops.clone()));
+        let schemas = Arc::new(Schemas::default());
+        schemas
+            .reload(&pool)
+            .await
+            .context("loading kind manifests")?;
+        tasks.spawn(schemas.clone().keep_fresh(
+            pool.clone(),
+            std::time::Duration::from_secs(15),
+            loops.clone(),
+        ));
+
+        let state = http::AppState {
+            pool: pool.clone(),
+            schemas,
+            dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
+        };
+        let app = http::router(state, cfg.max_body_bytes);
+        let listener = bind(cfg.listen_addr, "the HTTP API (LISTEN_ADDR)").await?;
+        tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
+        let stop = http_stop.clone();
+        tasks.spawn(async move {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+            {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        });
+    } else {
+        let listener = bind(cfg.health_addr, "probes (HEALTH_ADDR)").await?;
+        tracing::info!(addr = %listener.local_addr()?, "probes listening");
+        let app = http::health::probe_router(pool.clone());
+        let stop = http_stop.clone();
+        tasks.spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+    }
+
+    let grpc_stop = CancellationToken::new();
+    let mut broker_task = None;
+    if let Some(b) = &broker {
+        let listener = bind(cfg.broker_listen_addr, "the broker (BROKER_LISTEN_ADDR)").await?;
+        tracing::info!(addr = %listener.local_addr()?, "broker gRPC listening");
+        let router = converge_broker::grpc_router(b);
+        let stop = grpc_stop.clone();
+        tasks.spawn(async move {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            if let Err(e) = router
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                .await
+            {
+                tracing::error!(error = %e, "gRPC server failed");
+            }
+        });
+        broker_task = Some(tokio::spawn(b.clone().run(shutdown.clone())));
+    }
+
+    shutdown.cancelled().await;
+    tracing::info!("shutting down");
+    http_stop.cancel();
+    if let Some(t) = broker_task {
+        match t.await {
+            Ok(Err(e)) => tracing::error!(error = %e, "broker stopped with an error"),
+            Err(e) => tracing::error!(error = %e, "broker task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
+    grpc_stop.cancel();
+    loops.cancel();
+    while tasks.join_next().await.is_some() {}
+    pool.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "converge".into())
+}

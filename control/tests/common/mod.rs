@@ -1,0 +1,231 @@
+//! Shared end-to-end harness: a real `converge` process on a fresh database, real worker
+//! processes, an HTTP client, and polling waits (never sleeps as synchronisation).
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the harness"
+)]
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use converge_control::testing::{TestDb, wait_for};
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+/// A free loopback port (bound then released; a race with other processes is unlikely).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Path of a binary built by `cargo build --workspace --bins` next to `converge`.
+pub fn sibling_bin(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_converge")).with_file_name(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+fn signal(child: &Child, sig: &str) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status();
+    }
+}
+
+/// A running `converge serve` (ROLE=all) on its own fresh database.
+pub struct Converge {
+    pub db: TestDb,
+    pub http: String,
+    pub broker: String,
+    pub client: reqwest::Client,
+    child: Child,
+}
+
+impl Converge {
+    /// Starts converge with fast retry settings plus `env`, and waits until /readyz is 200.
+    pub async fn start(env: &[(&str, &str)]) -> Converge {
+        let db = TestDb::new().await;
+        let (hp, gp) = (free_port(), free_port());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
+        cmd.arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DATABASE_URL", &db.url)
+            .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+            .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+            .env("RETRY_BASE", "200ms")
+            .env("RETRY_MAX", "1s")
+            .env("SHUTDOWN_DRAIN", "2s")
+            .env("DB_MAX_CONNECTIONS", "10")
+            .env(
+                "LOG_LEVEL",
+                std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn converge");
+        let c = Converge {
+            db,
+            http: format!("http://127.0.0.1:{hp}"),
+            broker: format!("http://127.0.0.1:{gp}"),
+            client: reqwest::Client::new(),
+            child,
+        };
+        let url = format!("{}/readyz", c.http);
+        let client = c.client.clone();
+        wait_for(Duration::from_secs(30), "converge /readyz", || {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                client
+                    .get(&url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status() == 200)
+                    .map(|_| ())
+            }
+        })
+        .await;
+        c
+    }
+
+    /// PUTs a kind manifest and asserts it was accepted.
+    pub async fn apply_manifest(&self, manifest: &Value) {
+        let kind = manifest["kind"].as_str().unwrap();
+        let r = self
+            .client
+            .put(format!("{}/api/v1/kinds/{kind}/manifest", self.http))
+            .json(manifest)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        assert!(
+            status.is_success(),
+            "manifest apply failed: {status} {}",
+            r.text().await.unwrap()
+        );
+    }
+
+    /// The hello example's manifest (with an optional deadline).
+    pub fn hello_manifest(deadline_secs: i64) -> Value {
+        let mut m: Value = serde_json::from_str(
+            &std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../examples/hello/kind-hello.json"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        m["task_deadline_secs"] = deadline_secs.into();
+        m
+    }
+
+    /// POSTs a resource; returns (status, X-Apply-Result, body).
+    pub async fn apply(&self, body: &Value) -> (u16, String, Value) {
+        let r = self
+            .client
+            .post(format!("{}/api/v1/resources", self.http))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let result = r
+            .headers()
+            .get("x-apply-result")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        (status, result, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// GETs a resource (None on 404).
+    pub async fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        let r = self
+            .client
+            .get(format!("{}/api/v1/resources/{kind}/{name}", self.http))
+            .send()
+            .await
+            .unwrap();
+        match r.status().as_u16() {
+            404 => None,
+            200 => Some(r.json().await.unwrap()),
+            s => panic!("GET {kind}/{name}: {s}"),
+        }
+    }
+
+    /// Waits until the resource satisfies `pred`, returning it.
+    pub async fn wait_resource(
+        &self,
+        kind: &str,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        wait_for(timeout, what, || async {
+            self.get(kind, name).await.filter(|v| pred(v))
+        })
+        .await
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub async fn stop(mut self) {
+        signal(&self.child, "TERM");
+        let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
+    }
+}
+
+/// A running example worker process.
+pub struct Worker {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Worker {
+    /// Starts `hello-worker` against `broker` with `WORKER_NAME=name` plus `env`.
+    pub fn hello(broker: &str, name: &str, env: &[(&str, &str)]) -> Worker {
+        let mut cmd = Command::new(sibling_bin("hello-worker"));
+        cmd.env("BROKER_ADDR", broker)
+            .env("WORKER_NAME", name)
+            .env(
+                "LOG_LEVEL",
+                std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Worker {
+            child: cmd.spawn().expect("spawn hello-worker"),
+            name: name.into(),
+        }
+    }
+
+    /// SIGKILL: no drain, no goodbye; the broker sees the stream end.
+    pub async fn kill(mut self) -> Instant {
+        let at = Instant::now();
+        self.child.kill().await.unwrap();
+        at
+    }
+}

@@ -1,0 +1,258 @@
+//! The WorkerService contract against the real `converge` binary, driven by a raw gRPC client
+//! so every frame can be observed: Subscribe-first, epoch fencing with CompleteAck, and the
+//! broker-side deadline with CancelTask.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Converge;
+use converge_proto::pb::{
+    self, work_stream_client_msg::Body as Out, work_stream_server_msg::Body as In,
+    worker_service_client::WorkerServiceClient,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+
+struct RawWorker {
+    tx: mpsc::Sender<pb::WorkStreamClientMsg>,
+    rx: Streaming<pb::WorkStreamServerMsg>,
+}
+
+impl RawWorker {
+    async fn connect(c: &Converge, first: Out) -> Result<RawWorker, tonic::Status> {
+        let mut client = WorkerServiceClient::connect(c.broker.clone())
+            .await
+            .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(pb::WorkStreamClientMsg { body: Some(first) })
+            .await
+            .unwrap();
+        let rx = client
+            .work_stream(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        Ok(RawWorker { tx, rx })
+    }
+
+    async fn subscribe(c: &Converge) -> RawWorker {
+        RawWorker::connect(
+            c,
+            Out::Subscribe(pb::Subscribe {
+                kinds: vec!["hello".into()],
+                kind_versions: vec![1],
+                max_inflight: 4,
+                worker_name: "raw".into(),
+                sdk: "test/0".into(),
+                ..Default::default()
+            }),
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn send(&self, body: Out) {
+        self.tx
+            .send(pb::WorkStreamClientMsg { body: Some(body) })
+            .await
+            .unwrap();
+    }
+
+    /// The next frame other than a config push.
+    async fn next(&mut self, within: Duration) -> In {
+        loop {
+            let msg = tokio::time::timeout(within, self.rx.message())
+                .await
+                .expect("no frame in time")
+                .expect("stream failed")
+                .expect("stream ended");
+            match msg.body.expect("frame without body") {
+                In::Config(_) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn task(&mut self) -> pb::StageTask {
+        match self.next(Duration::from_secs(10)).await {
+            In::Task(t) => t,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    async fn ack(&mut self) -> pb::CompleteAck {
+        match self.next(Duration::from_secs(10)).await {
+            In::Ack(a) => a,
+            other => panic!("expected an ack, got {other:?}"),
+        }
+    }
+}
+
+fn done(t: &pb::StageTask, epoch: i64, status: serde_json::Value) -> Out {
+    Out::Complete(pb::StageComplete {
+        lease_token: t.lease_token.clone(),
+        stage: t.stage,
+        claim_epoch: epoch,
+        status: serde_json::to_vec(&status).unwrap(),
+        ..Default::default()
+    })
+}
+
+async fn setup(deadline_secs: i64) -> Converge {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&Converge::hello_manifest(deadline_secs))
+        .await;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn first_frame_must_be_subscribe_with_kinds() {
+    let c = setup(0).await;
+    let err = RawWorker::connect(&c, Out::Heartbeat(pb::WorkHeartbeat::default()))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("Subscribe"), "{}", err.message());
+    let err = RawWorker::connect(&c, Out::Subscribe(pb::Subscribe::default()))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    // The broker keeps serving well-behaved workers.
+    let mut w = RawWorker::subscribe(&c).await;
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "a", "spec": {}}))
+        .await;
+    let t = w.task().await;
+    assert_eq!(t.kind, "hello");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_epoch_result_is_acked_false_and_changes_nothing() {
+    let c = setup(0).await;
+    let mut w = RawWorker::subscribe(&c).await;
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "a", "spec": {"greeting": "x"}}))
+        .await;
+    let t = w.task().await;
+    assert_eq!(t.stage, pb::Stage::Work as i32);
+    assert_eq!(t.trigger, "specChange");
+    assert_eq!(t.attempt, 1);
+    assert_eq!(t.reaction, "work");
+    assert_eq!(t.generation, 1);
+    let Some(pb::stage_task::Request::WorkReq(req)) = &t.request else {
+        panic!("no work request")
+    };
+    let res = req.resource.as_ref().unwrap();
+    assert_eq!(res.name, "a");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&res.spec).unwrap(),
+        json!({"greeting": "x"})
+    );
+
+    w.send(done(&t, t.claim_epoch - 1, json!({"stale": true})))
+        .await;
+    let ack = w.ack().await;
+    assert!(!ack.accepted, "a stale epoch must be refused");
+    let r = c.get("hello", "a").await.unwrap();
+    assert_eq!(r["phase"], "Reconciling");
+    assert!(r["status"].is_null(), "stale result changed status: {r}");
+
+    w.send(done(&t, t.claim_epoch, json!({"fresh": true})))
+        .await;
+    let ack = w.ack().await;
+    assert!(ack.accepted);
+    assert_eq!(ack.lease_token, t.lease_token);
+    let r = c
+        .wait_resource("hello", "a", "Ready", Duration::from_secs(10), |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(r["status"], json!({"fresh": true}));
+    // A duplicate of an accepted result is refused too.
+    w.send(done(&t, t.claim_epoch, json!({"dup": true}))).await;
+    assert!(!w.ack().await.accepted);
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deadline_cancels_the_task_and_fails_it_transiently() {
+    let c = setup(1).await;
+    let mut w = RawWorker::subscribe(&c).await;
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "slow", "spec": {}}))
+        .await;
+    let t = w.task().await;
+    assert!(
+        t.task_deadline_ms > 0 && t.task_deadline_ms <= 1000,
+        "deadline {}",
+        t.task_deadline_ms
+    );
+    // Say nothing: past the deadline the broker cancels.
+    let cancel = match w.next(Duration::from_secs(5)).await {
+        In::Cancel(x) => x,
+        other => panic!("expected CancelTask, got {other:?}"),
+    };
+    assert_eq!(cancel.lease_token, t.lease_token);
+    assert_eq!(cancel.reason, "deadline");
+    let r = c
+        .wait_resource(
+            "hello",
+            "slow",
+            "Failed after the deadline",
+            Duration::from_secs(10),
+            |v| v["phase"] == "Failed",
+        )
+        .await;
+    assert_eq!(r["failure_terminal"], false);
+    assert!(
+        r["failure_message"].as_str().unwrap().contains("deadline"),
+        "{r}"
+    );
+    // The late result is refused.
+    w.send(done(&t, t.claim_epoch, json!({"late": true}))).await;
+    assert!(!w.ack().await.accepted);
+    // The retry arrives (transient) and succeeds.
+    let t2 = w.task().await;
+    assert_eq!(t2.attempt, 2);
+    assert_ne!(t2.lease_token, t.lease_token);
+    w.send(done(&t2, t2.claim_epoch, json!({"second": true})))
+        .await;
+    assert!(w.ack().await.accepted);
+    let r = c
+        .wait_resource("hello", "slow", "Ready", Duration::from_secs(10), |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(r["status"], json!({"second": true}));
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn heartbeats_keep_a_lease_and_stream_end_releases_it() {
+    let c = setup(0).await;
+    let mut w = RawWorker::subscribe(&c).await;
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "hb", "spec": {}}))
+        .await;
+    let t = w.task().await;
+    w.send(Out::Heartbeat(pb::WorkHeartbeat {
+        lease_token: vec![t.lease_token.clone()],
+        claim_epoch: vec![t.claim_epoch],
+    }))
+    .await;
+    let r = c.get("hello", "hb").await.unwrap();
+    assert_eq!(r["work"]["claimed"], true);
+    drop(w);
+    let r = c
+        .wait_resource(
+            "hello",
+            "hb",
+            "lease released",
+            Duration::from_secs(5),
+            |v| v["work"]["claimed"] == false,
+        )
+        .await;
+    assert_eq!(r["phase"], "Reconciling");
+    c.stop().await;
+}

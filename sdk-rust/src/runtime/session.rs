@@ -1,0 +1,273 @@
+//! One WorkStream session and the reconnect loop around it.
+
+use std::{error::Error as StdError, fmt, panic::AssertUnwindSafe, sync::Arc, time::Duration};
+
+use converge_proto::{
+    MAX_MESSAGE_BYTES,
+    pb::{self, work_stream_server_msg::Body, worker_service_client::WorkerServiceClient},
+};
+use tokio::{sync::mpsc, time::Instant};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::{
+    backoff::Backoff,
+    state::{LeaseKey, Shared, provider_config},
+    task,
+};
+use crate::{convert::wire_version, types::KindVersion};
+
+/// Bound on one GetProviderConfig call.
+const CONFIG_PULL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a session ended without an error.
+#[derive(Debug)]
+enum SessionEnd {
+    /// The broker asked us to drain and everything was delivered.
+    Drained,
+    /// The broker closed the stream.
+    Closed,
+}
+
+/// Why a session failed.
+#[derive(Debug)]
+pub(crate) enum SessionError {
+    Connect(tonic::transport::Error),
+    Rpc(tonic::Status),
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Connect(_) => f.write_str("cannot connect to the broker"),
+            Self::Rpc(s) => write!(f, "stream failed: {}: {}", s.code(), s.message()),
+        }
+    }
+}
+
+impl StdError for SessionError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Connect(e) => Some(e),
+            Self::Rpc(_) => None,
+        }
+    }
+}
+
+/// An error with its whole source chain, for a single log line.
+pub(crate) fn chain(e: &dyn StdError) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn client(channel: tonic::transport::Channel) -> WorkerServiceClient<tonic::transport::Channel> {
+    WorkerServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+/// A fresh connection per session, so that after a drain a load balancer can route the
+/// next one to another broker.
+async fn connect(shared: &Shared) -> Result<tonic::transport::Channel, SessionError> {
+    shared
+        .endpoint
+        .connect()
+        .await
+        .map_err(SessionError::Connect)
+}
+
+/// One GetProviderConfig call for every registered pair.
+async fn pull_configs(
+    channel: tonic::transport::Channel,
+    shared: &Shared,
+) -> Result<Vec<pb::ProviderConfigEntry>, SessionError> {
+    let entries = shared.registry.entries();
+    let req = pb::GetProviderConfigRequest {
+        kinds: entries.iter().map(|e| e.kv.kind.clone()).collect(),
+        kind_versions: entries.iter().map(|e| e.kv.version).collect(),
+    };
+    let mut request = tonic::Request::new(req);
+    request.set_timeout(CONFIG_PULL_TIMEOUT);
+    let resp = client(channel)
+        .get_provider_config(request)
+        .await
+        .map_err(SessionError::Rpc)?;
+    Ok(resp.into_inner().entries)
+}
+
+/// Loads every registered pair's default config, retrying with jittered backoff until the
+/// broker answers, and fires `on_config` for each before any task can arrive.
+pub(crate) async fn prime(shared: &Shared) {
+    let mut backoff = Backoff::new(shared.cfg.reconnect_min, shared.cfg.reconnect_max);
+    loop {
+        let res = async {
+            let channel = connect(shared).await?;
+            pull_configs(channel, shared).await
+        }
+        .await;
+        match res {
+            Ok(entries) => {
+                info!(configs = entries.len(), "provider configs loaded");
+                shared.apply_pulled(entries, true);
+                return;
+            }
+            Err(e) => {
+                let delay = backoff.next_delay();
+                warn!(error = %chain(&e), retry_in = ?delay, broker = %shared.cfg.broker_addr, "cannot load provider configs; retrying");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Polls every provider's `ready()`, containing panics (a panicking probe counts as unready).
+pub(crate) fn poll_readiness(shared: &Shared) -> Vec<(KindVersion, bool)> {
+    shared
+        .registry
+        .entries()
+        .iter()
+        .map(|e| {
+            let p = &e.provider;
+            let ready = std::panic::catch_unwind(AssertUnwindSafe(|| p.ready())).unwrap_or_else(|_| {
+                warn!(kind = %e.kv.kind, kind_version = e.kv.version, "ready() panicked; treating the provider as unready");
+                false
+            });
+            (e.kv.clone(), ready)
+        })
+        .collect()
+}
+
+/// Detaches the session's sender however the session ends (including being dropped).
+struct SessionGuard<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.close_session(self.id);
+    }
+}
+
+async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, SessionError> {
+    let channel = connect(shared).await?;
+    if reconnect {
+        // Pulled before the stream opens, so the broker's own push at subscribe time (newer)
+        // is applied after it.
+        match pull_configs(channel.clone(), shared).await {
+            Ok(entries) => shared.apply_pulled(entries, false),
+            Err(e) => warn!(error = %chain(&e), "config re-pull after reconnect failed"),
+        }
+    }
+    let readiness = poll_readiness(shared);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let id = shared.open_session(tx, &readiness);
+    let _guard = SessionGuard { shared, id };
+    let mut inbound = client(channel)
+        .work_stream(UnboundedReceiverStream::new(rx))
+        .await
+        .map_err(SessionError::Rpc)?
+        .into_inner();
+    info!(session = id, "work stream open");
+
+    let mut outstanding = shared.outstanding();
+    let mut draining = false;
+    loop {
+        let delivered = async {
+            if draining {
+                // An error means the sender is gone, i.e. the worker is ending anyway.
+                let _ = outstanding.wait_for(|n| *n == 0).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let msg = tokio::select! {
+            () = delivered => {
+                info!(session = id, "drained: in-flight work delivered; closing the stream");
+                return Ok(SessionEnd::Drained);
+            }
+            m = inbound.message() => m,
+        };
+        let Some(msg) = msg.map_err(SessionError::Rpc)? else {
+            return Ok(SessionEnd::Closed);
+        };
+        match msg.body {
+            Some(Body::Task(t)) => {
+                let refuse = if draining {
+                    Some("worker stream is draining; task refused")
+                } else if shared.is_shutting_down() {
+                    Some("worker is shutting down; task refused")
+                } else {
+                    None
+                };
+                task::accept(shared, t, refuse);
+            }
+            Some(Body::Config(u)) => {
+                let kv = KindVersion::new(u.kind, wire_version(u.kind_version));
+                match shared.registry.find(&kv.kind, kv.version) {
+                    Some(reg) => {
+                        let cfg = provider_config(&kv, &u.config, u.bundle);
+                        shared.apply_config(reg, cfg, true);
+                    }
+                    None => {
+                        debug!(kind = %kv.kind, kind_version = kv.version, "config for an unserved pair ignored")
+                    }
+                }
+            }
+            Some(Body::Ack(a)) => {
+                shared.ack(&LeaseKey::new(a.lease_token, a.claim_epoch), a.accepted)
+            }
+            Some(Body::Cancel(c)) => {
+                let key = LeaseKey::new(c.lease_token, c.claim_epoch);
+                let known = shared.cancel_task(&key);
+                info!(lease = %key.token, claim_epoch = key.epoch, reason = %c.reason, known, "task cancelled by the broker");
+            }
+            Some(Body::Drain(d)) => {
+                let (running, unacked) = shared.counts();
+                info!(session = id, reason = %d.reason, running, unacked, "broker is draining; finishing in-flight work before reconnecting");
+                draining = true;
+            }
+            None => debug!("empty frame ignored"),
+        }
+    }
+}
+
+/// Runs sessions until `stop`, reconnecting with exponential backoff (reset after a session
+/// that outlived the current backoff). Handlers keep running across reconnects.
+pub(crate) async fn connection_loop(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut backoff = Backoff::new(shared.cfg.reconnect_min, shared.cfg.reconnect_max);
+    let mut reconnect = false;
+    let mut n: u64 = 0;
+    loop {
+        n += 1;
+        let started = Instant::now();
+        let res = tokio::select! {
+            () = stop.cancelled() => return,
+            r = session(&shared, reconnect).instrument(info_span!("session", attempt = n)) => r,
+        };
+        reconnect = true;
+        match res {
+            Ok(SessionEnd::Drained) => info!("session drained"),
+            Ok(SessionEnd::Closed) => warn!("broker closed the work stream"),
+            Err(e) => {
+                warn!(error = %chain(&e), broker = %shared.cfg.broker_addr, "work stream lost")
+            }
+        }
+        if started.elapsed() > backoff.current() {
+            backoff.reset();
+        }
+        let delay = backoff.next_delay();
+        info!(retry_in = ?delay, "reconnecting");
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
