@@ -108,6 +108,7 @@ main() {
     echo
     local total=$((${#PASSED[@]} + ${#FAILED[@]}))
     if ((${#FAILED[@]} > 0)); then
+        local IFS=","
         echo "test.sh: FAILED ${#FAILED[@]} of $total steps (${FAILED[*]}) in $((SECONDS - start))s" >&2
         exit 1
     fi

@@ -1,3 +1,371 @@
-//! Benchmark harness (being written).
+//! `converge-bench`: the benchmark harness. Starts `converge dev` (a private PostgreSQL plus
+//! ROLE=all), serves a no-op leaf kind with W Rust SDK workers over real gRPC, applies N
+//! resources over the HTTP API, and prints figures as one JSON object on stdout:
+//! reconciles/s, apply→Ready latency percentiles (bulk and single applies on an idle system)
+//! and converge's peak RSS. Progress goes to stderr.
 
-fn main() {}
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use converge_sdk::{
+    HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry, WorkerConfig,
+};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark converge: N leaf resources reconciled by W Rust SDK workers")]
+struct Args {
+    /// Resources to apply in the bulk run.
+    #[arg(long, default_value_t = 10_000)]
+    n: usize,
+    /// Worker connections (each a separate gRPC stream).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// max_inflight of each worker.
+    #[arg(long, default_value_t = 256)]
+    parallel: usize,
+    /// Concurrent HTTP applies.
+    #[arg(long, default_value_t = 32)]
+    apply_concurrency: usize,
+    /// Single applies measured one at a time on the idle system.
+    #[arg(long, default_value_t = 200)]
+    idle_samples: usize,
+    /// Apply everything before the workers connect, so the reconcile rate is measured alone.
+    #[arg(long)]
+    preload: bool,
+}
+
+/// The no-op leaf: reports a tiny status.
+struct Noop;
+
+impl Provider for Noop {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new("benchleaf", 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        Ok(Outcome::status(
+            json!({"ok": true, "generation": req.generation}),
+        ))
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
+        .unwrap_or(0)
+}
+
+fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let p = me.with_file_name(name);
+    if !p.exists() {
+        bail!(
+            "{} not found next to the benchmark (build the workspace binaries first)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+struct Server {
+    child: Child,
+    http: String,
+    broker: String,
+    db_url: String,
+    _dir: PathBuf,
+}
+
+async fn start_server() -> anyhow::Result<Server> {
+    let dir = std::env::temp_dir().join(format!("converge-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let (hp, gp, pp) = (free_port(), free_port(), free_port());
+    let child = Command::new(sibling("converge")?)
+        .arg("dev")
+        .env("CONVERGE_DEV_DIR", &dir)
+        .env("CONVERGE_DEV_PG_PORT", pp.to_string())
+        .env("DEVDB_FAST", "1")
+        .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+        .env(
+            "LOG_LEVEL",
+            std::env::var("BENCH_CONVERGE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting converge dev")?;
+    let s = Server {
+        child,
+        http: format!("http://127.0.0.1:{hp}"),
+        broker: format!("http://127.0.0.1:{gp}"),
+        db_url: format!("postgres://converge@127.0.0.1:{pp}/converge"),
+        _dir: dir,
+    };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(r) = client.get(format!("{}/readyz", s.http)).send().await
+            && r.status().is_success()
+        {
+            return Ok(s);
+        }
+        if Instant::now() > deadline {
+            bail!("converge dev did not become ready in 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn start_workers(
+    args: &Args,
+    broker: &str,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..args.workers)
+        .map(|i| {
+            let mut cfg = WorkerConfig::new(broker);
+            cfg.max_parallel = args.parallel;
+            cfg.worker_name = format!("bench-{i}");
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if let Err(e) = converge_sdk::run_worker(
+                    cfg,
+                    Registry::new().with(Noop),
+                    stop.cancelled_owned(),
+                )
+                .await
+                {
+                    eprintln!("worker {i} failed: {e}");
+                }
+            })
+        })
+        .collect()
+}
+
+async fn apply_bulk(
+    client: &reqwest::Client,
+    http: &str,
+    n: usize,
+    conc: usize,
+) -> anyhow::Result<Duration> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..conc {
+        let (client, url, next) = (
+            client.clone(),
+            format!("{http}/api/v1/resources"),
+            next.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                let body = json!({"kind": "benchleaf", "kind_version": 1, "name": format!("bulk-{i}"), "spec": {"i": i}});
+                let r = client.post(&url).json(&body).send().await?;
+                if !r.status().is_success() {
+                    bail!("apply failed: {} {}", r.status(), r.text().await.unwrap_or_default());
+                }
+                if i > 0 && i % 10_000 == 0 {
+                    eprintln!("  applied {i}/{n}");
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(t0.elapsed())
+}
+
+async fn wait_all_ready(pool: &sqlx::PgPool, prefix: &str, n: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let mut last = 0;
+    loop {
+        let ready: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM resources WHERE kind = 'benchleaf' AND name LIKE $1 AND phase = 'Ready'",
+        )
+        .bind(format!("{prefix}%"))
+        .fetch_one(pool)
+        .await?;
+        let ready = ready as usize;
+        if ready >= n {
+            return Ok(());
+        }
+        if ready / 10_000 != last / 10_000 {
+            eprintln!("  ready {ready}/{n}");
+        }
+        last = ready;
+        if Instant::now() > deadline {
+            bail!("only {ready}/{n} resources became Ready in 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn idle_latency(
+    client: &reqwest::Client,
+    http: &str,
+    samples: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let name = format!("idle-{i}");
+        let t0 = Instant::now();
+        let r = client
+            .post(format!("{http}/api/v1/resources"))
+            .json(&json!({"kind": "benchleaf", "kind_version": 1, "name": name, "spec": {}}))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("apply failed: {}", r.status());
+        }
+        loop {
+            let v: Value = client
+                .get(format!("{http}/api/v1/resources/benchleaf/{name}"))
+                .send()
+                .await?
+                .json()
+                .await?;
+            if v["phase"] == "Ready" {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                bail!("{name} not Ready after 30 s: {v}");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        out.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    eprintln!("starting converge dev ...");
+    let mut server = start_server().await?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.apply_concurrency)
+        .build()?;
+    let manifest = json!({
+        "kind": "benchleaf", "kind_version": 1, "description": "benchmark no-op leaf",
+        "spec_schema": {"type": "object"},
+        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]
+    });
+    let r = client
+        .put(format!("{}/api/v1/kinds/benchleaf/manifest", server.http))
+        .json(&manifest)
+        .send()
+        .await?;
+    if !r.status().is_success() {
+        bail!("manifest apply failed: {}", r.status());
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&server.db_url)
+        .await?;
+    let stop = CancellationToken::new();
+
+    let mut workers = Vec::new();
+    if !args.preload {
+        workers = start_workers(&args, &server.broker, &stop);
+    }
+    eprintln!(
+        "measuring {} single applies on the idle system ...",
+        args.idle_samples
+    );
+    if args.preload {
+        workers = start_workers(&args, &server.broker, &stop);
+    }
+    let idle = idle_latency(&client, &server.http, args.idle_samples).await?;
+    if args.preload {
+        stop.cancel();
+        for w in workers.drain(..) {
+            let _ = w.await;
+        }
+    }
+    let stop = CancellationToken::new();
+
+    eprintln!(
+        "applying {} resources with {} concurrent clients ...",
+        args.n, args.apply_concurrency
+    );
+    let apply_time = apply_bulk(&client, &server.http, args.n, args.apply_concurrency).await?;
+    let workers_at = chrono::Utc::now();
+    if args.preload {
+        eprintln!("starting {} workers ...", args.workers);
+        workers = start_workers(&args, &server.broker, &stop);
+    }
+    wait_all_ready(&pool, "bulk-", args.n).await?;
+    let row: (f64, f64, f64, f64) = sqlx::query_as(
+        "SELECT extract(epoch FROM max(updated_at) - min(created_at))::float8,
+                extract(epoch FROM max(updated_at) - $1)::float8,
+                (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)))::float8,
+                (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)))::float8
+         FROM resources WHERE kind = 'benchleaf' AND name LIKE 'bulk-%'",
+    )
+    .bind(workers_at)
+    .fetch_one(&pool)
+    .await?;
+    let (span, since_workers, p50, p99) = row;
+    let rss = server.child.id().and_then(peak_rss_mb);
+    let reconcile_window = if args.preload { since_workers } else { span };
+    let out = json!({
+        "n": args.n,
+        "workers": args.workers,
+        "worker_parallel": args.parallel,
+        "mode": if args.preload { "preload" } else { "concurrent" },
+        "apply_secs": apply_time.as_secs_f64(),
+        "applies_per_sec": args.n as f64 / apply_time.as_secs_f64(),
+        "reconcile_secs": reconcile_window,
+        "reconciles_per_sec": args.n as f64 / reconcile_window.max(1e-9),
+        "bulk_apply_to_ready_ms": {"p50": p50 * 1000.0, "p99": p99 * 1000.0},
+        "idle_single_apply_to_ready_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0), "max": idle.last().copied().unwrap_or(0.0)},
+        "converge_peak_rss_mb": rss,
+    });
+    println!("{out}");
+    stop.cancel();
+    for w in workers {
+        let _ = w.await;
+    }
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(server.child.id().unwrap_or(0).to_string())
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
+    Ok(())
+}

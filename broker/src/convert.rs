@@ -182,7 +182,7 @@ pub fn completion(key: LeaseKey, expected_stage: i32, msg: &pb::StageComplete) -
         terminal: false,
         error_message: None,
         status,
-        conditions: (!conds.is_empty()).then(|| serde_json::Value::Array(conds)),
+        conditions: (!conds.is_empty()).then_some(serde_json::Value::Array(conds)),
         health_ok,
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! A malformed value is an error naming the variable, never a silent default.
 
+use converge_proto::duration::parse_duration;
 use std::time::Duration;
 
 use crate::error::ConfigError;
@@ -182,27 +183,6 @@ fn validate_broker_addr(var: &str, addr: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Parses `50s`, `500ms`, `2m`, `1h` or plain seconds (`50`).
-pub(crate) fn parse_duration(v: &str) -> Result<Duration, String> {
-    let v = v.trim();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    if num.is_empty() {
-        return Err("expected a duration such as 50s, 500ms, 2m or plain seconds".into());
-    }
-    let n: u64 = num.parse().map_err(|_| "number out of range".to_string())?;
-    let per_unit = match unit.trim() {
-        "" | "s" => 1000,
-        "ms" => 1,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        other => return Err(format!("unknown unit {other:?}; use ms, s, m or h")),
-    };
-    n.checked_mul(per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| "duration out of range".to_string())
-}
-
 /// `<hostname>-<pid>`, the default display name of a worker.
 fn default_worker_name() -> String {
     let host = std::env::var("HOSTNAME")
@@ -218,19 +198,6 @@ fn default_worker_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("50s"), Ok(Duration::from_secs(50)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert_eq!(parse_duration(" 0 "), Ok(Duration::ZERO));
-        for bad in ["", "s", "5x", "-1s", "1.5s", "fast"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
-        }
-    }
 
     #[test]
     fn default_name_has_pid() {

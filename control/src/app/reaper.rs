@@ -78,7 +78,7 @@ impl Reaper {
             }
             // The GC's window is hours long; once a minute is plenty.
             let gc_every = (60 / self.cfg.every.as_secs().max(1)).max(1);
-            match self.tick(n % gc_every == 0).await {
+            match self.tick(n.is_multiple_of(gc_every)).await {
                 Ok(r) if r != TickReport::default() => {
                     tracing::info!(
                         reaped = r.reaped,
