@@ -93,3 +93,16 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Spawns [`listen`] on `channels`, waking `notify` on every notification (and after each
+/// reconnect). For loops that only need "something changed" on their channels.
+pub fn spawn_listen_notify(
+    pool: PgPool,
+    channels: &'static [&'static str],
+    notify: Arc<Notify>,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        listen(pool, channels, move |_, _| notify.notify_one(), shutdown).await;
+    })
+}

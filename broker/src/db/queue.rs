@@ -229,45 +229,50 @@ pub async fn lease_lookup(
         .collect())
 }
 
-fn key_arrays(keys: &[LeaseKey]) -> (Vec<Uuid>, Vec<i16>, Vec<&str>, Vec<i64>) {
-    (
-        keys.iter().map(|k| k.resource_id.0).collect(),
-        keys.iter().map(|k| k.shard_id.0).collect(),
-        keys.iter().map(|k| k.task_type.as_str()).collect(),
-        keys.iter().map(|k| k.claim_epoch.0).collect(),
-    )
+/// Calls one of the engine's batch lease functions (`work_heartbeat`, `work_release`) with the
+/// keys as parallel arrays; returns the rows it touched.
+async fn lease_batch_call(
+    pool: &PgPool,
+    sql: &'static str,
+    keys: &[LeaseKey],
+    op: &'static str,
+) -> Result<u64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = keys.iter().map(|k| k.resource_id.0).collect();
+    let shards: Vec<i16> = keys.iter().map(|k| k.shard_id.0).collect();
+    let types: Vec<&str> = keys.iter().map(|k| k.task_type.as_str()).collect();
+    let epochs: Vec<i64> = keys.iter().map(|k| k.claim_epoch.0).collect();
+    let n: i32 = sqlx::query_scalar(sql)
+        .bind(&ids)
+        .bind(&shards)
+        .bind(&types)
+        .bind(&epochs)
+        .fetch_one(pool)
+        .await
+        .map_err(Error::db(op))?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Refreshes the heartbeat of attested leases, one statement for the whole frame.
 pub async fn lease_heartbeat(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
-    if keys.is_empty() {
-        return Ok(0);
-    }
-    let (ids, shards, types, epochs) = key_arrays(keys);
-    let n: i32 = sqlx::query_scalar("SELECT work_heartbeat($1, $2, $3, $4)")
-        .bind(&ids)
-        .bind(&shards)
-        .bind(&types)
-        .bind(&epochs)
-        .fetch_one(pool)
-        .await
-        .map_err(Error::db("refresh heartbeats"))?;
-    Ok(n.max(0) as u64)
+    lease_batch_call(
+        pool,
+        "SELECT work_heartbeat($1, $2, $3, $4)",
+        keys,
+        "refresh heartbeats",
+    )
+    .await
 }
 
 /// Releases leases at once so another worker can claim the rows (epoch bumped).
 pub async fn lease_release(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
-    if keys.is_empty() {
-        return Ok(0);
-    }
-    let (ids, shards, types, epochs) = key_arrays(keys);
-    let n: i32 = sqlx::query_scalar("SELECT work_release($1, $2, $3, $4)")
-        .bind(&ids)
-        .bind(&shards)
-        .bind(&types)
-        .bind(&epochs)
-        .fetch_one(pool)
-        .await
-        .map_err(Error::db("release leases"))?;
-    Ok(n.max(0) as u64)
+    lease_batch_call(
+        pool,
+        "SELECT work_release($1, $2, $3, $4)",
+        keys,
+        "release leases",
+    )
+    .await
 }

@@ -70,18 +70,12 @@ impl Drainer {
 
     /// Runs until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
-        let listener = {
-            let (pool, n, stop) = (self.pool.clone(), self.notify.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                converge_broker::wake::listen(
-                    pool,
-                    &["outbox_ready"],
-                    move |_, _| n.notify_one(),
-                    stop,
-                )
-                .await;
-            })
-        };
+        let listener = converge_broker::wake::spawn_listen_notify(
+            self.pool.clone(),
+            &["outbox_ready"],
+            self.notify.clone(),
+            shutdown.clone(),
+        );
         let mut wake = WakeLoop::new(self.notify.clone(), self.cfg.failsafe);
         loop {
             let mut total = 0i64;

@@ -146,18 +146,12 @@ impl Schemas {
         shutdown: CancellationToken,
     ) {
         let notify = Arc::new(Notify::new());
-        let listener = {
-            let (pool, n, stop) = (pool.clone(), notify.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                converge_broker::wake::listen(
-                    pool,
-                    &["kind_manifest_changed"],
-                    move |_, _| n.notify_one(),
-                    stop,
-                )
-                .await;
-            })
-        };
+        let listener = converge_broker::wake::spawn_listen_notify(
+            pool.clone(),
+            &["kind_manifest_changed"],
+            notify.clone(),
+            shutdown.clone(),
+        );
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,

@@ -18,10 +18,16 @@ async fn greets_the_resource() {
     let mut req = testing::request("hello", json!({"greeting": "hi"}));
     req.resource.name = "world".into();
     req.generation = 4;
-    let out = testing::run(&Hello::default(), req).await.unwrap();
+    let hello = Hello {
+        worker: "w1".into(),
+        log: None,
+    };
+    let out = testing::run(&hello, req).await.unwrap();
     assert_eq!(
         out.status,
-        Some(json!({"message": "hi, world!", "observed_generation": 4, "attempt": 1}))
+        Some(
+            json!({"message": "hi, world!", "observed_generation": 4, "attempt": 1, "worker": "w1"})
+        )
     );
     assert_eq!(out.conditions[0].type_, "Ready");
     let out = testing::run(&Hello::default(), testing::request("hello", json!({})))
