@@ -5,6 +5,7 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use converge_broker::{Broker, BrokerConfig, ids::ShardRange};
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -103,6 +104,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         let app = http::router(state, cfg.max_body_bytes);
         let listener = bind(cfg.listen_addr, "the HTTP API (LISTEN_ADDR)").await?;
         tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
+        let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
         let stop = http_stop.clone();
         tasks.spawn(async move {
             if let Err(e) = axum::serve(listener, app)
@@ -116,6 +118,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         let listener = bind(cfg.health_addr, "probes (HEALTH_ADDR)").await?;
         tracing::info!(addr = %listener.local_addr()?, "probes listening");
         let app = http::health::probe_router(pool.clone());
+        let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
         let stop = http_stop.clone();
         tasks.spawn(async move {
             let _ = axum::serve(listener, app)
@@ -132,7 +135,17 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         let router = converge_broker::grpc_router(b);
         let stop = grpc_stop.clone();
         tasks.spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            // Small request/response frames: without TCP_NODELAY, Nagle plus delayed ACKs
+            // add ~40 ms to every round trip.
+            let incoming = tokio_stream::StreamExt::map(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                |s| {
+                    if let Ok(s) = &s {
+                        no_delay(s);
+                    }
+                    s
+                },
+            );
             if let Err(e) = router
                 .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
                 .await
@@ -159,6 +172,12 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     pool.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn no_delay(s: &tokio::net::TcpStream) {
+    if let Err(e) = s.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
 }
 
 fn hostname() -> String {
