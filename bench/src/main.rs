@@ -156,6 +156,7 @@ fn start_workers(
             let mut cfg = WorkerConfig::new(broker);
             cfg.max_parallel = args.parallel;
             cfg.worker_name = format!("bench-{i}");
+            cfg.drain_timeout = Duration::from_secs(2);
             let stop = stop.clone();
             tokio::spawn(async move {
                 if let Err(e) = converge_sdk::run_worker(
@@ -315,7 +316,7 @@ async fn main() -> anyhow::Result<()> {
     if args.preload {
         stop.cancel();
         for w in workers.drain(..) {
-            let _ = w.await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
         }
     }
     let stop = CancellationToken::new();
@@ -360,7 +361,7 @@ async fn main() -> anyhow::Result<()> {
     println!("{out}");
     stop.cancel();
     for w in workers {
-        let _ = w.await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }
     let _ = std::process::Command::new("kill")
         .arg("-TERM")

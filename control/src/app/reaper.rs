@@ -48,12 +48,16 @@ impl Reaper {
         Reaper { cfg, pool }
     }
 
-    /// One pass of every sweep.
-    pub async fn tick(&self, with_gc: bool) -> Result<TickReport, sqlx::Error> {
+    /// One pass of every sweep. `requeue` is the shard range the catch-up scans this tick.
+    pub async fn tick(
+        &self,
+        requeue: ShardRange,
+        with_gc: bool,
+    ) -> Result<TickReport, sqlx::Error> {
         let s = self.cfg.shards;
         let reaped = db::sweeps::lease_reap_stale(&self.pool, s, self.cfg.stale_after).await?;
         let requeued =
-            db::sweeps::resource_requeue_lagging(&self.pool, s, self.cfg.requeue_after, 5000)
+            db::sweeps::resource_requeue_lagging(&self.pool, requeue, self.cfg.requeue_after, 5000)
                 .await?;
         let dropped = if with_gc {
             db::sweeps::work_delete_unclaimed(&self.pool, s, self.cfg.unclaimed_delete_after)
@@ -68,9 +72,28 @@ impl Reaper {
         })
     }
 
+    /// The catch-up probes every lagging row it scans, so a full scan of a large backlog on
+    /// every tick would tax the hot path. It sweeps one partition's worth of shards per tick,
+    /// and everything at start-up and after a PostgreSQL restart (the UNLOGGED queue was lost).
+    fn requeue_window(&self, tick: u64, full: bool) -> ShardRange {
+        let ShardRange { lo, hi } = self.cfg.shards;
+        if full {
+            return self.cfg.shards;
+        }
+        let width = 16i64;
+        let windows = ((i64::from(hi) - i64::from(lo)) / width + 1).max(1);
+        let start = i64::from(lo) + (i64::try_from(tick).unwrap_or(0) % windows) * width;
+        let end = (start + width - 1).min(i64::from(hi));
+        ShardRange {
+            lo: i16::try_from(start).unwrap_or(lo),
+            hi: i16::try_from(end).unwrap_or(hi),
+        }
+    }
+
     /// Runs until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut n: u64 = 0;
+        let mut server_started = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -78,7 +101,16 @@ impl Reaper {
             }
             // The GC's window is hours long; once a minute is plenty.
             let gc_every = (60 / self.cfg.every.as_secs().max(1)).max(1);
-            match self.tick(n.is_multiple_of(gc_every)).await {
+            let started = db::sweeps::server_started_at(&self.pool).await.ok();
+            let full = started.is_some() && started != server_started;
+            if full && server_started.is_some() {
+                tracing::warn!("PostgreSQL restarted; re-enqueueing everything behind its spec");
+            }
+            if started.is_some() {
+                server_started = started;
+            }
+            let window = self.requeue_window(n, full);
+            match self.tick(window, n.is_multiple_of(gc_every)).await {
                 Ok(r) if r != TickReport::default() => {
                     tracing::info!(
                         reaped = r.reaped,

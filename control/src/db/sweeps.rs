@@ -67,3 +67,12 @@ pub async fn work_delete_unclaimed(
         .fetch_one(pool)
         .await
 }
+
+/// When the PostgreSQL server started (a change means a restart: UNLOGGED tables are empty).
+pub async fn server_started_at(
+    pool: &PgPool,
+) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
+    sqlx::query_scalar("SELECT pg_postmaster_start_time()")
+        .fetch_one(pool)
+        .await
+}
