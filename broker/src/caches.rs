@@ -14,7 +14,10 @@ use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use converge_proto::{manifest::KindManifest, pb};
+use converge_proto::{
+    manifest::{Emit, KindManifest},
+    pb,
+};
 
 use crate::{
     Broker,
@@ -29,6 +32,14 @@ use crate::{
 pub(crate) struct KindInfo {
     /// The reaction run for a spec change without children (the worker), if declared.
     pub work_reaction: Option<String>,
+    /// The composer reaction, if declared.
+    pub compose_reaction: Option<String>,
+    /// The rollup reaction, if declared.
+    pub rollup_reaction: Option<String>,
+    /// Whether the composer's edges are applied (its emits mask has `edges`).
+    pub compose_edges: bool,
+    /// Whether the composer's configs are applied (its emits mask has `configs`).
+    pub compose_configs: bool,
     /// Content hash of the manifest.
     pub manifest_version: i64,
 }
@@ -49,6 +60,14 @@ impl Manifests {
                         r.pair,
                         Arc::new(KindInfo {
                             work_reaction: m.worker_reaction().map(|x| x.name.clone()),
+                            compose_reaction: m.composer_reaction().map(|x| x.name.clone()),
+                            rollup_reaction: m.rollup_reaction().map(|x| x.name.clone()),
+                            compose_edges: m
+                                .composer_reaction()
+                                .is_some_and(|x| x.emits(Emit::Edges)),
+                            compose_configs: m
+                                .composer_reaction()
+                                .is_some_and(|x| x.emits(Emit::Configs)),
                             manifest_version: r.manifest_version,
                         }),
                     );

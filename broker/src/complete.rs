@@ -184,7 +184,13 @@ async fn append_with_fallback(
     None
 }
 
-fn ack(b: &Broker, stream: StreamId, token: LeaseToken, epoch: ClaimEpoch, accepted: bool) {
+pub(crate) fn ack(
+    b: &Broker,
+    stream: StreamId,
+    token: LeaseToken,
+    epoch: ClaimEpoch,
+    accepted: bool,
+) {
     let body = Body::Ack(pb::CompleteAck {
         lease_token: token.to_string(),
         claim_epoch: epoch.0,

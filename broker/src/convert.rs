@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 use converge_proto::pb;
 
-use crate::db::queue::{ClaimedTask, Completion, LeaseKey};
+use crate::{
+    db::queue::{ClaimedTask, Completion, LeaseKey},
+    ids::KindPair,
+};
 
 /// Largest status, output or conditions document the broker stores for one task.
 pub const MAX_RESULT_JSON_BYTES: usize = 4 * 1024 * 1024;
@@ -59,21 +62,21 @@ pub fn resource(t: &ClaimedTask, kind: &str, kind_version: i32) -> pb::Resource 
     }
 }
 
-/// Builds the STAGE_WORK task for a claimed reconcile.
-pub fn work_task(
+/// Builds a task of `stage` for a claimed reconcile; `request` is the stage's payload.
+pub fn stage_task(
     t: &ClaimedTask,
-    kind: &str,
-    kind_version: i32,
+    pair: &KindPair,
+    stage: pb::Stage,
     reaction: &str,
     manifest_version: i64,
     deadline_ms: i64,
+    request: pb::stage_task::Request,
 ) -> pb::StageTask {
-    let res = resource(t, kind, kind_version);
     pb::StageTask {
-        stage: pb::Stage::Work as i32,
-        kind: kind.to_string(),
-        kind_version,
-        resource_id: res.id.clone(),
+        stage: stage as i32,
+        kind: pair.kind.clone(),
+        kind_version: pair.version,
+        resource_id: t.resource_id.as_bytes().to_vec(),
         generation: t.generation,
         reaction: reaction.to_string(),
         lease_token: t.lease_token.to_string(),
@@ -86,12 +89,40 @@ pub fn work_task(
             .unwrap_or_default(),
         provider_bundle: t.provider_bundle.clone().unwrap_or_default(),
         task_deadline_ms: deadline_ms,
-        request: Some(pb::stage_task::Request::WorkReq(pb::WorkRequest {
-            status: res.status.clone(),
-            resource: Some(res),
-        })),
+        request: Some(request),
         trigger: t.trigger.clone(),
         attempt: t.attempt,
+    }
+}
+
+/// The request payload of `stage` for the claimed resource. `status` is what earlier stages
+/// of this reconcile reported; `related` the observed children (compose) or descendants
+/// (rollup).
+pub fn stage_request(
+    t: &ClaimedTask,
+    pair: &KindPair,
+    stage: pb::Stage,
+    status: Option<&serde_json::Value>,
+    related: Vec<pb::Resource>,
+) -> pb::stage_task::Request {
+    use pb::stage_task::Request;
+    let res = resource(t, &pair.kind, pair.version);
+    let status = status.map(json_bytes).unwrap_or_else(|| res.status.clone());
+    match stage {
+        pb::Stage::Compose => Request::ComposeReq(pb::ComposeRequest {
+            root: Some(res),
+            observed: related,
+            ..Default::default()
+        }),
+        pb::Stage::Rollup => Request::RollupReq(pb::RollupRequest {
+            root: Some(res),
+            descendants: related,
+            status,
+        }),
+        _ => Request::WorkReq(pb::WorkRequest {
+            resource: Some(res),
+            status,
+        }),
     }
 }
 
@@ -112,6 +143,7 @@ pub fn failure(key: LeaseKey, message: impl Into<String>, terminal: bool) -> Com
         status: None,
         conditions: None,
         health_ok: true,
+        advance: true,
     }
 }
 
@@ -136,6 +168,77 @@ fn parse_json(field: &str, b: &[u8]) -> Result<Option<serde_json::Value>, String
     Ok(Some(v))
 }
 
+/// A stage's validated status and conditions.
+#[derive(Debug, Clone, Default)]
+pub struct StageOutcome {
+    /// Status JSON, if reported.
+    pub status: Option<serde_json::Value>,
+    /// Conditions as JSON objects (type, status, reason, message).
+    pub conditions: Vec<serde_json::Value>,
+}
+
+/// Validates a status document and conditions reported by a worker.
+pub fn stage_outcome(status: &[u8], conditions: &[pb::Condition]) -> Result<StageOutcome, String> {
+    let status = parse_json("status", status)?;
+    let mut conds = Vec::with_capacity(conditions.len());
+    for c in conditions {
+        if c.r#type.is_empty() {
+            continue;
+        }
+        let st = match c.status.as_str() {
+            "True" | "False" | "Unknown" => c.status.as_str(),
+            _ => "Unknown",
+        };
+        conds.push(serde_json::json!({
+            "type": truncate(&c.r#type, 128),
+            "status": st,
+            "reason": truncate(&c.reason.replace('\0', ""), 256),
+            "message": truncate(&c.message.replace('\0', ""), MAX_ERROR_CHARS),
+        }));
+    }
+    Ok(StageOutcome {
+        status,
+        conditions: conds,
+    })
+}
+
+/// Merges `later` conditions over `acc` (same type: the later one wins).
+pub fn merge_conditions(acc: &mut Vec<serde_json::Value>, later: Vec<serde_json::Value>) {
+    for c in later {
+        match acc.iter_mut().find(|x| x["type"] == c["type"]) {
+            Some(slot) => *slot = c,
+            None => acc.push(c),
+        }
+    }
+}
+
+/// Health from conditions: only a Ready condition that is not "True" makes it unhealthy.
+pub fn healthy(conditions: &[serde_json::Value]) -> bool {
+    !conditions
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] != "True")
+}
+
+/// A successful completion carrying `status` and `conditions`.
+pub fn success(
+    key: LeaseKey,
+    status: Option<serde_json::Value>,
+    conditions: Vec<serde_json::Value>,
+    advance: bool,
+) -> Completion {
+    let health_ok = healthy(&conditions);
+    Completion {
+        key,
+        ok: true,
+        terminal: false,
+        error_message: None,
+        status,
+        conditions: (!conditions.is_empty()).then_some(serde_json::Value::Array(conditions)),
+        health_ok,
+        advance,
+    }
+}
+
 /// Validates a worker's StageComplete for the task `key` (sent as `expected_stage`) and turns
 /// it into a completion to record. Anything malformed is a terminal failure of the task.
 pub fn completion(key: LeaseKey, expected_stage: i32, msg: &pb::StageComplete) -> Completion {
@@ -152,38 +255,9 @@ pub fn completion(key: LeaseKey, expected_stage: i32, msg: &pb::StageComplete) -
             true,
         );
     }
-    let status = match parse_json("status", &msg.status) {
-        Ok(s) => s,
-        Err(e) => return failure(key, format!("invalid result: {e}"), true),
-    };
-    let mut conds = Vec::with_capacity(msg.conditions.len());
-    let mut health_ok = true;
-    for c in &msg.conditions {
-        if c.r#type.is_empty() {
-            continue;
-        }
-        let status = match c.status.as_str() {
-            "True" | "False" | "Unknown" => c.status.as_str(),
-            _ => "Unknown",
-        };
-        if c.r#type == "Ready" && status != "True" {
-            health_ok = false;
-        }
-        conds.push(serde_json::json!({
-            "type": truncate(&c.r#type, 128),
-            "status": status,
-            "reason": truncate(&c.reason, 256),
-            "message": truncate(&c.message.replace('\0', ""), MAX_ERROR_CHARS),
-        }));
-    }
-    Completion {
-        key,
-        ok: true,
-        terminal: false,
-        error_message: None,
-        status,
-        conditions: (!conds.is_empty()).then_some(serde_json::Value::Array(conds)),
-        health_ok,
+    match stage_outcome(&msg.status, &msg.conditions) {
+        Ok(o) => success(key, o.status, o.conditions, true),
+        Err(e) => failure(key, format!("invalid result: {e}"), true),
     }
 }
 

@@ -9,7 +9,13 @@ use tokio_util::sync::CancellationToken;
 use converge_proto::pb;
 
 use crate::{
-    Broker, complete::Job, convert, db, error::Result, ids::LeaseToken, registry::Outgoing,
+    Broker,
+    complete::Job,
+    convert, db,
+    error::Result,
+    ids::LeaseToken,
+    pipeline::{self, Pipeline},
+    registry::Outgoing,
     wake::WakeLoop,
 };
 
@@ -71,35 +77,65 @@ async fn pass(b: &Broker) -> Result<bool> {
         let mut out = Vec::with_capacity(rows.len());
         let mut deadlines = Vec::new();
         for t in rows {
-            match (t.task_type.as_str(), info.work_reaction.as_deref()) {
-                ("reconcile", Some(reaction)) => {
-                    let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
-                    let deadline_ms = i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX);
-                    if secs > 0 {
-                        deadlines.push((LeaseToken(t.lease_token), secs));
-                    }
-                    out.push(Outgoing {
-                        key: t.key(),
-                        pair: pair.clone(),
-                        stage: pb::Stage::Work as i32,
-                        msg: convert::work_task(
-                            &t,
-                            &pair.kind,
-                            pair.version,
-                            reaction,
-                            info.manifest_version,
-                            deadline_ms,
-                        ),
-                    });
-                }
-                (tt, _) => b.submit(Job::Known {
+            if t.task_type != "reconcile" {
+                let tt = t.task_type.clone();
+                b.submit(Job::Known {
                     completion: convert::failure(
                         t.key(),
                         format!("kind {pair} declares no reaction that handles a {tt} task"),
                         true,
                     ),
                     reply: None,
+                });
+                continue;
+            }
+            let mut stages = pipeline::plan(&t, &info);
+            let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
+            let deadline_ms = i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+            match (stages.len(), stages.front()) {
+                // The hot path: a plain leaf runs one WORK stage, no pipeline state.
+                (1, Some(pb::Stage::Work)) => {
+                    if secs > 0 {
+                        deadlines.push((LeaseToken(t.lease_token), secs));
+                    }
+                    let request =
+                        convert::stage_request(&t, &pair, pb::Stage::Work, None, Vec::new());
+                    out.push(Outgoing {
+                        key: t.key(),
+                        pair: pair.clone(),
+                        stage: pb::Stage::Work as i32,
+                        msg: convert::stage_task(
+                            &t,
+                            &pair,
+                            pb::Stage::Work,
+                            info.work_reaction.as_deref().unwrap_or_default(),
+                            info.manifest_version,
+                            deadline_ms,
+                            request,
+                        ),
+                        pipeline: None,
+                    });
+                }
+                // Nothing declared for this trigger: done at once.
+                (0, _) => b.submit(Job::Known {
+                    completion: convert::success(t.key(), None, Vec::new(), true),
+                    reply: None,
                 }),
+                _ => {
+                    stages.make_contiguous();
+                    let key = t.key();
+                    let p = Pipeline {
+                        task: t,
+                        pair: pair.clone(),
+                        info: info.clone(),
+                        stages,
+                        index: 0,
+                        status: None,
+                        conditions: Vec::new(),
+                    };
+                    let b2 = b.clone();
+                    tokio::spawn(async move { b2.pipeline_advance(key, p, None).await });
+                }
             }
         }
         let (unplaced, placed) = inner.registry.assign(out);
@@ -110,7 +146,7 @@ async fn pass(b: &Broker) -> Result<bool> {
         }
         for (token, secs) in deadlines {
             if placed.contains(&token) {
-                arm_deadline(b, token, Duration::from_secs(secs));
+                b.arm_deadline(token, Duration::from_secs(secs));
             }
         }
     }
@@ -119,16 +155,17 @@ async fn pass(b: &Broker) -> Result<bool> {
 
 /// Rule 6: the broker's timer is authoritative. Past the deadline the task is recorded as a
 /// transient failure and the worker is told to cancel it; its late result is refused.
-fn arm_deadline(b: &Broker, token: LeaseToken, after: Duration) {
-    let b2 = b.clone();
-    let h = tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        b2.expire(token, after);
-    });
-    b.inner.registry.set_timer(token, h.abort_handle());
-}
-
 impl Broker {
+    /// Arms the broker-side deadline of a lease just handed out.
+    pub(crate) fn arm_deadline(&self, token: LeaseToken, after: Duration) {
+        let b2 = self.clone();
+        let h = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            b2.expire(token, after);
+        });
+        self.inner.registry.set_timer(token, h.abort_handle());
+    }
+
     fn expire(&self, token: LeaseToken, after: Duration) {
         let Some(f) = self.inner.registry.take_token(token) else {
             return;

@@ -13,8 +13,10 @@ pub mod wake;
 
 mod caches;
 mod complete;
+mod compose;
 mod convert;
 mod dispatch;
+mod pipeline;
 mod registry;
 mod service;
 

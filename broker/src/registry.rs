@@ -14,6 +14,7 @@ use converge_proto::pb::{self, work_stream_server_msg::Body};
 use crate::{
     db::queue::LeaseKey,
     ids::{ClaimEpoch, KindPair, LeaseToken},
+    pipeline::Pipeline,
 };
 
 /// Outbound frames of one stream.
@@ -52,6 +53,8 @@ pub(crate) struct Inflight {
     pub stream: StreamId,
     pub stage: i32,
     pub timer: Option<AbortHandle>,
+    /// Set for composite pipelines (compose/work/rollup under one lease).
+    pub pipeline: Option<Box<Pipeline>>,
 }
 
 /// A task ready to hand to a stream.
@@ -60,6 +63,7 @@ pub(crate) struct Outgoing {
     pub pair: KindPair,
     pub stage: i32,
     pub msg: pb::StageTask,
+    pub pipeline: Option<Box<Pipeline>>,
 }
 
 #[derive(Default)]
@@ -183,6 +187,7 @@ impl Registry {
                     stream: sid,
                     stage: t.stage,
                     timer: None,
+                    pipeline: t.pipeline,
                 },
             );
             placed.push(token);
@@ -244,6 +249,7 @@ impl Registry {
                     stream,
                     stage: 0,
                     timer: None,
+                    pipeline: None,
                 },
             );
             n += 1;

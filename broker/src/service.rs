@@ -202,16 +202,21 @@ async fn handle(
             })?;
             let epoch = ClaimEpoch(c.claim_epoch);
             match b.inner.registry.take(token, epoch) {
-                Some(f) => {
-                    if let Some(t) = f.timer {
+                Some(mut f) => {
+                    if let Some(t) = f.timer.take() {
                         t.abort();
                     }
                     b.wake();
-                    let completion = convert::completion(f.key, f.stage, &c);
-                    b.submit(Job::Known {
-                        completion,
-                        reply: Some(sid),
-                    });
+                    if f.pipeline.is_some() {
+                        let b2 = b.clone();
+                        tokio::spawn(async move { b2.pipeline_complete(f, c, sid).await });
+                    } else {
+                        let completion = convert::completion(f.key, f.stage, &c);
+                        b.submit(Job::Known {
+                            completion,
+                            reply: Some(sid),
+                        });
+                    }
                 }
                 None => b.submit(Job::Unknown {
                     token,

@@ -239,7 +239,7 @@ async fn complete(
     ok: bool,
     status: serde_json::Value,
 ) -> usize {
-    sqlx::query("SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true])")
+    sqlx::query("SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true], ARRAY[true])")
         .bind(id)
         .bind(token)
         .bind(epoch)

@@ -4,6 +4,7 @@
 //! functions. Each function states its intent; the engine's invariants (shard scoping,
 //! lock order, epoch fencing) are kept by the plpgsql functions they call.
 
+pub mod compose;
 pub mod kinds;
 pub mod queue;
 

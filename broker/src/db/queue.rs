@@ -78,6 +78,8 @@ pub struct ClaimedTask {
     pub labels: serde_json::Value,
     /// Derived phase.
     pub phase: String,
+    /// The generation the composer last ran for.
+    pub composed_gen: i64,
 }
 
 impl ClaimedTask {
@@ -131,6 +133,8 @@ pub struct Completion {
     pub conditions: Option<serde_json::Value>,
     /// Health derived from the Ready condition.
     pub health_ok: bool,
+    /// Whether success advances synced_gen (false: a composite waiting for its children).
+    pub advance: bool,
 }
 
 /// Records a batch of results, fenced on lease and epoch, and returns the keys that were
@@ -151,6 +155,7 @@ pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Le
     let mut statuses = Vec::with_capacity(n);
     let mut conds = Vec::with_capacity(n);
     let mut health = Vec::with_capacity(n);
+    let mut advance = Vec::with_capacity(n);
     for c in batch {
         ids.push(c.key.resource_id.0);
         shards.push(c.key.shard_id.0);
@@ -163,23 +168,26 @@ pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Le
         statuses.push(c.status.clone());
         conds.push(c.conditions.clone());
         health.push(c.health_ok);
+        advance.push(c.advance);
     }
-    let rows: Vec<(Uuid, String, i64)> =
-        sqlx::query_as("SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
-            .bind(&ids)
-            .bind(&shards)
-            .bind(&types)
-            .bind(&tokens)
-            .bind(&epochs)
-            .bind(&oks)
-            .bind(&terms)
-            .bind(&errs)
-            .bind(&statuses)
-            .bind(&conds)
-            .bind(&health)
-            .fetch_all(pool)
-            .await
-            .map_err(Error::db("append results to outbox"))?;
+    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
+        "SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(&ids)
+    .bind(&shards)
+    .bind(&types)
+    .bind(&tokens)
+    .bind(&epochs)
+    .bind(&oks)
+    .bind(&terms)
+    .bind(&errs)
+    .bind(&statuses)
+    .bind(&conds)
+    .bind(&health)
+    .bind(&advance)
+    .fetch_all(pool)
+    .await
+    .map_err(Error::db("append results to outbox"))?;
     let accepted: HashMap<(Uuid, String), i64> = rows
         .into_iter()
         .map(|(id, tt, ep)| ((id, tt), ep))

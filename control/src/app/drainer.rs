@@ -97,6 +97,12 @@ impl Drainer {
                     break;
                 }
             }
+            // After this drainer's own commits: close any straddle it may have left.
+            match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards, 1000).await {
+                Ok(n) if n > 0 => total += 1,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "rollup recheck failed"),
+            }
             if total > 0 {
                 tracing::debug!(applied = total, "drained results");
                 if let Some(n) = &self.on_drained {

@@ -76,3 +76,18 @@ pub async fn server_started_at(
         .fetch_one(pool)
         .await
 }
+
+/// Re-evaluates composites armed by concurrent drains (the straddle case) in a fresh
+/// snapshot; returns how many were re-pended.
+pub async fn rollup_recheck_drain(
+    pool: &PgPool,
+    shards: ShardRange,
+    max: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT drain_rollup_rechecks($1, $2, $3)")
+        .bind(max)
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .fetch_one(pool)
+        .await
+}

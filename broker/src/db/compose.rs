@@ -1,0 +1,142 @@
+//! Composition SQL for the broker's pipeline: apply a compose result (fenced on the lease),
+//! check a composite's rollup gate, and read the children / descendants a stage request
+//! carries.
+
+use sqlx::{FromRow, PgPool};
+use uuid::Uuid;
+
+use crate::{
+    compose::ComposePayload,
+    db::queue::LeaseKey,
+    error::{Error, Result},
+};
+
+/// How applying a compose result went.
+#[derive(Debug)]
+pub enum ComposeApplied {
+    /// Applied in one transaction; composed_gen stamped.
+    Applied,
+    /// The lease is gone (released, reaped, re-pointed): nothing was written.
+    Stale,
+    /// The database refused the result (unknown child kind, a name owned by another
+    /// resource, ...): a terminal failure of the composer.
+    Refused(String),
+}
+
+/// Applies `payload` for the composite behind `key` at `generation`.
+pub async fn compose_apply(
+    pool: &PgPool,
+    key: &LeaseKey,
+    generation: i64,
+    payload: &ComposePayload,
+    apply_edges: bool,
+    apply_configs: bool,
+) -> Result<ComposeApplied> {
+    let r: Result<String, sqlx::Error> =
+        sqlx::query_scalar("SELECT apply_compose_result($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+            .bind(key.resource_id.0)
+            .bind(key.lease_token.0)
+            .bind(key.claim_epoch.0)
+            .bind(generation)
+            .bind(&payload.children)
+            .bind(&payload.edges)
+            .bind(&payload.configs)
+            .bind(apply_edges)
+            .bind(apply_configs)
+            .fetch_one(pool)
+            .await;
+    match r {
+        Ok(s) if s == "ok" => Ok(ComposeApplied::Applied),
+        Ok(_) => Ok(ComposeApplied::Stale),
+        Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some("P0001") => {
+            Ok(ComposeApplied::Refused(d.message().to_string()))
+        }
+        Err(e) => Err(Error::Db {
+            op: "apply a compose result",
+            source: e,
+        }),
+    }
+}
+
+/// Whether the composite still has descendants in progress (its rollup must wait).
+pub async fn rollup_pending(pool: &PgPool, id: Uuid, root_id: Option<Uuid>) -> Result<bool> {
+    sqlx::query_scalar("SELECT has_unsettled_descendants($1, $2)")
+        .bind(id)
+        .bind(root_id)
+        .fetch_one(pool)
+        .await
+        .map_err(Error::db("check a rollup gate"))
+}
+
+/// A related resource carried in a compose or rollup request.
+#[derive(Debug, Clone, FromRow)]
+pub struct RelatedRow {
+    /// Id.
+    pub id: Uuid,
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Name.
+    pub name: String,
+    /// Owner.
+    pub owner_id: Option<Uuid>,
+    /// Root.
+    pub root_id: Option<Uuid>,
+    /// Spec.
+    pub spec: serde_json::Value,
+    /// Status.
+    pub status: Option<serde_json::Value>,
+    /// Generation.
+    pub generation: i64,
+    /// Synced generation.
+    pub synced_gen: i64,
+    /// Ready.
+    pub is_ready: bool,
+    /// Labels.
+    pub labels: serde_json::Value,
+    /// Phase.
+    pub phase: String,
+    /// The last failure's message (for ChildrenNotReady).
+    pub failure_message: Option<String>,
+}
+
+/// Most related resources one request carries (bounds the frame size).
+pub const MAX_RELATED: i64 = 10_000;
+
+/// The composite's direct children (compose's `observed`), or its whole live subtree
+/// (rollup's `descendants`: by root_id for a top-level root, direct children otherwise).
+pub async fn related(
+    pool: &PgPool,
+    id: Uuid,
+    root_id: Option<Uuid>,
+    subtree: bool,
+) -> Result<Vec<RelatedRow>> {
+    // Two static shapes so each uses its index (root_id / owner_id).
+    let sql = if subtree && root_id.is_none() {
+        const_format(
+            "WHERE root_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL",
+        )
+    } else if subtree {
+        const_format(
+            "WHERE owner_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL",
+        )
+    } else {
+        const_format("WHERE owner_id = $1")
+    };
+    sqlx::query_as::<_, RelatedRow>(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(MAX_RELATED)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::db("read related resources"))
+}
+
+/// The related-resources query with `filter` (a constant): built from constants only.
+fn const_format(filter: &'static str) -> String {
+    format!(
+        "SELECT id, kind, kind_version, name, owner_id, root_id, spec, status, generation, \
+         synced_gen, is_ready, labels, phase, failure_message FROM resources {filter} \
+         ORDER BY kind, name LIMIT $2"
+    )
+}

@@ -1,0 +1,338 @@
+//! The reconcile pipeline for composites: one claim runs the kind's stages in order —
+//! compose (when this generation was not composed yet), work, then rollup once every
+//! descendant has settled — each stage sent as its own StageTask under the same lease.
+//! A compose result is applied in one fenced transaction before the next stage; a composite
+//! whose children are still progressing finishes without advancing synced_gen and is
+//! re-pended by the cascade when they settle. Plain leaves (work only) skip all of this.
+
+use std::{collections::VecDeque, sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+
+use converge_proto::pb;
+
+use crate::{
+    Broker,
+    caches::KindInfo,
+    complete::{Job, ack},
+    compose, convert,
+    db::{
+        self,
+        compose::{ComposeApplied, RelatedRow},
+        queue::{ClaimedTask, LeaseKey},
+    },
+    ids::KindPair,
+    registry::{Inflight, Outgoing, StreamId},
+};
+
+/// The state of one claim's pipeline between stages.
+pub(crate) struct Pipeline {
+    /// The claimed row (resource snapshot at claim time).
+    pub task: ClaimedTask,
+    /// Its (kind, version).
+    pub pair: KindPair,
+    /// Its reactions.
+    pub info: Arc<KindInfo>,
+    /// Stages still to run after the current one.
+    pub stages: VecDeque<pb::Stage>,
+    /// Index of the current stage (reported as failed_stage context).
+    pub index: usize,
+    /// Status so far (last writer wins).
+    pub status: Option<Value>,
+    /// Conditions so far (same type: later wins).
+    pub conditions: Vec<Value>,
+}
+
+/// The stages a claimed reconcile runs, in order.
+pub(crate) fn plan(t: &ClaimedTask, info: &KindInfo) -> VecDeque<pb::Stage> {
+    let mut stages = VecDeque::new();
+    if t.trigger == "childrenSettled" {
+        if info.rollup_reaction.is_some() {
+            stages.push_back(pb::Stage::Rollup);
+        }
+        return stages;
+    }
+    if info.compose_reaction.is_some() && t.composed_gen < t.generation {
+        stages.push_back(pb::Stage::Compose);
+    }
+    if info.work_reaction.is_some() {
+        stages.push_back(pb::Stage::Work);
+    }
+    if info.rollup_reaction.is_some() {
+        stages.push_back(pb::Stage::Rollup);
+    }
+    stages
+}
+
+fn reaction(info: &KindInfo, stage: pb::Stage) -> &str {
+    match stage {
+        pb::Stage::Compose => info.compose_reaction.as_deref(),
+        pb::Stage::Rollup => info.rollup_reaction.as_deref(),
+        _ => info.work_reaction.as_deref(),
+    }
+    .unwrap_or_default()
+}
+
+fn related_resource(r: &RelatedRow) -> pb::Resource {
+    let bytes = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
+    pb::Resource {
+        id: r.id.as_bytes().to_vec(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        owner_id: r
+            .owner_id
+            .map(|u| u.as_bytes().to_vec())
+            .unwrap_or_default(),
+        root_id: r.root_id.map(|u| u.as_bytes().to_vec()).unwrap_or_default(),
+        spec: bytes(&r.spec),
+        status: r.status.as_ref().map(bytes).unwrap_or_default(),
+        generation: r.generation,
+        synced_gen: r.synced_gen,
+        is_ready: r.is_ready,
+        labels: r
+            .labels
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        kind_version: r.kind_version,
+        phase: r.phase.clone(),
+        ..Default::default()
+    }
+}
+
+/// The condition that names failed descendants (the composite shows Degraded, not stuck).
+fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
+    let failed: Vec<&RelatedRow> = desc.iter().filter(|d| d.phase == "Failed").collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = failed
+        .iter()
+        .take(3)
+        .map(|d| {
+            format!(
+                "{}/{} failed: {}",
+                d.kind,
+                d.name,
+                d.failure_message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    let more = if failed.len() > 3 {
+        format!(" (and {} more)", failed.len() - 3)
+    } else {
+        String::new()
+    };
+    Some(json!({
+        "type": "Ready", "status": "False", "reason": "ChildrenNotReady",
+        "message": format!("{}{more}", named.join("; ")),
+    }))
+}
+
+impl Broker {
+    fn finish(&self, key: LeaseKey, p: Pipeline, reply: Option<StreamId>, advance: bool) {
+        self.submit(Job::Known {
+            completion: convert::success(key, p.status, p.conditions, advance),
+            reply,
+        });
+    }
+
+    fn fail(&self, key: LeaseKey, message: String, terminal: bool, reply: Option<StreamId>) {
+        self.submit(Job::Known {
+            completion: convert::failure(key, message, terminal),
+            reply,
+        });
+    }
+
+    /// Runs the next stage of `p` (or finishes it). `reply` is the stream whose stage result
+    /// led here; it is acked once that result has been used.
+    pub(crate) async fn pipeline_advance(
+        &self,
+        key: LeaseKey,
+        mut p: Pipeline,
+        reply: Option<StreamId>,
+    ) {
+        let pool = &self.inner.pool;
+        let Some(stage) = p.stages.pop_front() else {
+            self.finish(key, p, reply, true);
+            return;
+        };
+        let (id, root) = (p.task.resource_id, p.task.root_id);
+        let related = match stage {
+            pb::Stage::Rollup => {
+                match db::compose::rollup_pending(pool, id, root).await {
+                    Ok(true) => {
+                        // Children still progressing: record status, stay behind; the
+                        // cascade re-pends this composite when they settle.
+                        self.finish(key, p, reply, false);
+                        return;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        return self.fail(
+                            key,
+                            format!("rollup gate check failed: {e}"),
+                            false,
+                            reply,
+                        );
+                    }
+                }
+                match db::compose::related(pool, id, root, true).await {
+                    Ok(d) => {
+                        if let Some(c) = children_not_ready(&d) {
+                            convert::merge_conditions(&mut p.conditions, vec![c]);
+                        }
+                        d
+                    }
+                    Err(e) => {
+                        return self.fail(
+                            key,
+                            format!("reading descendants failed: {e}"),
+                            false,
+                            reply,
+                        );
+                    }
+                }
+            }
+            pb::Stage::Compose => match db::compose::related(pool, id, root, false).await {
+                Ok(d) => d,
+                Err(e) => {
+                    return self.fail(key, format!("reading children failed: {e}"), false, reply);
+                }
+            },
+            _ => Vec::new(),
+        };
+        p.index += 1;
+        let secs = u64::try_from(p.task.task_deadline_secs).unwrap_or(0);
+        let request = convert::stage_request(
+            &p.task,
+            &p.pair,
+            stage,
+            p.status.as_ref(),
+            related.iter().map(related_resource).collect(),
+        );
+        let msg = convert::stage_task(
+            &p.task,
+            &p.pair,
+            stage,
+            reaction(&p.info, stage),
+            p.info.manifest_version,
+            i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+            request,
+        );
+        let pair = p.pair.clone();
+        let out = Outgoing {
+            key: key.clone(),
+            pair,
+            stage: stage as i32,
+            msg,
+            pipeline: Some(Box::new(p)),
+        };
+        // Ack the previous stage's result before sending the next stage: both share the
+        // lease, and a worker still holding an unacked result for it would resend it.
+        if let Some(s) = reply {
+            ack(self, s, key.lease_token, key.claim_epoch, true);
+        }
+        let (unplaced, placed) = self.inner.registry.assign(vec![out]);
+        if !unplaced.is_empty() {
+            // No ready worker right now: back to the queue (the compose is kept; the next
+            // claim skips it).
+            if let Err(e) = db::queue::lease_release(pool, &unplaced).await {
+                tracing::warn!(error = %e, "could not release a pipeline lease; the reaper will");
+            }
+        } else if secs > 0 && placed.contains(&key.lease_token) {
+            self.arm_deadline(key.lease_token, Duration::from_secs(secs));
+        }
+    }
+
+    /// A stage result of a pipeline task arrived on stream `sid`.
+    pub(crate) async fn pipeline_complete(
+        &self,
+        f: Inflight,
+        msg: pb::StageComplete,
+        sid: StreamId,
+    ) {
+        let Some(p) = f.pipeline else { return };
+        let mut p = *p;
+        let key = f.key;
+        if !msg.error_message.is_empty() {
+            let m = format!(
+                "stage {} failed: {}",
+                stage_name(f.stage),
+                msg.error_message
+            );
+            return self.fail(key, m, msg.terminal, Some(sid));
+        }
+        if msg.stage != f.stage {
+            let m = format!(
+                "worker answered stage {} for a stage {} task",
+                msg.stage, f.stage
+            );
+            return self.fail(key, m, true, Some(sid));
+        }
+        let outcome = if f.stage == pb::Stage::Compose as i32 {
+            let c = msg.compose.unwrap_or_default();
+            let payload = match compose::validate(&c) {
+                Ok(x) => x,
+                Err(e) => {
+                    return self.fail(key, format!("compose result refused: {e}"), true, Some(sid));
+                }
+            };
+            let emits = (p.info.compose_edges, p.info.compose_configs);
+            match db::compose::compose_apply(
+                &self.inner.pool,
+                &key,
+                p.task.generation,
+                &payload,
+                emits.0,
+                emits.1,
+            )
+            .await
+            {
+                Ok(ComposeApplied::Applied) => self.wake(),
+                Ok(ComposeApplied::Stale) => {
+                    return ack(self, sid, key.lease_token, key.claim_epoch, false);
+                }
+                Ok(ComposeApplied::Refused(m)) => {
+                    return self.fail(key, format!("compose result refused: {m}"), true, Some(sid));
+                }
+                Err(e) => {
+                    return self.fail(
+                        key,
+                        format!("applying the compose result failed: {e}"),
+                        false,
+                        Some(sid),
+                    );
+                }
+            }
+            convert::stage_outcome(&c.status, &c.conditions)
+        } else {
+            convert::stage_outcome(&msg.status, &msg.conditions)
+        };
+        match outcome {
+            Ok(o) => {
+                if o.status.is_some() {
+                    p.status = o.status;
+                }
+                convert::merge_conditions(&mut p.conditions, o.conditions);
+                self.pipeline_advance(key, p, Some(sid)).await;
+            }
+            Err(e) => self.fail(key, format!("invalid result: {e}"), true, Some(sid)),
+        }
+    }
+}
+
+fn stage_name(stage: i32) -> &'static str {
+    pb::Stage::try_from(stage)
+        .map(|s| s.as_str_name())
+        .unwrap_or("STAGE_UNSPECIFIED")
+}

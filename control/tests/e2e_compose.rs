@@ -1,0 +1,355 @@
+//! Composition end to end with the real `converge` binary: a composite (composer + rollup)
+//! served by in-process Rust SDK providers over real gRPC expands into children wired by
+//! edges and value flows, reconciles them in dependency order, and rolls up; recompose
+//! diffs; a cycle is a terminal failure; a failed child degrades the root.
+
+mod common;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use common::Converge;
+use converge_sdk::{
+    ChildSpec, Condition, DepEdge, HandlerError, KindVersion, Outcome, Provider, ReactionRequest,
+    Registry, ResourceRef, Stage, ValueFlow, WorkerConfig,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const T: Duration = Duration::from_secs(30);
+
+/// `stack`: composes, per team in spec.teams, net (vpc) <- subnet <- route, with value flows
+/// (subnet.vpc_id <- net.vpc_id, route.subnet_id <- subnet.subnet_id). spec.cycle adds a
+/// back edge; spec.drop_route omits the first team's route. Rollup counts ready children.
+struct Stack;
+
+impl Provider for Stack {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new("stack", 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        let spec: Value = req.spec()?;
+        match req.stage {
+            Stage::Compose => {
+                let teams: Vec<String> =
+                    serde_json::from_value(spec["teams"].clone()).unwrap_or_default();
+                let mut out = Outcome::status(json!({"composed": teams.len()}));
+                for (i, t) in teams.iter().enumerate() {
+                    let (net, sub, route) = (
+                        format!("{t}-net"),
+                        format!("{t}-subnet"),
+                        format!("{t}-route"),
+                    );
+                    let fail = spec["fail"].as_str() == Some(sub.as_str());
+                    out = out
+                        .with_child(ChildSpec::new(
+                            "cnet",
+                            1,
+                            &net,
+                            json!({"cidr": "10.0.0.0/16"}),
+                        ))
+                        .with_child(ChildSpec::new(
+                            "csubnet",
+                            1,
+                            &sub,
+                            json!({"vpc_id": null, "fail": fail}),
+                        ))
+                        .with_edge(
+                            DepEdge::new(
+                                ResourceRef::new("csubnet", &sub),
+                                ResourceRef::new("cnet", &net),
+                            )
+                            .with_value(ValueFlow::new("/vpc_id", "/vpc_id")),
+                        );
+                    if !(i == 0 && spec["drop_route"] == true) {
+                        out = out
+                            .with_child(ChildSpec::new(
+                                "croute",
+                                1,
+                                &route,
+                                json!({"subnet_id": null}),
+                            ))
+                            .with_edge(
+                                DepEdge::new(
+                                    ResourceRef::new("croute", &route),
+                                    ResourceRef::new("csubnet", &sub),
+                                )
+                                .with_value(ValueFlow::new("/subnet_id", "/subnet_id")),
+                            );
+                    }
+                    if spec["cycle"] == true {
+                        out = out.with_edge(DepEdge::new(
+                            ResourceRef::new("cnet", &net),
+                            ResourceRef::new("croute", &route),
+                        ));
+                    }
+                }
+                Ok(out)
+            }
+            Stage::Rollup => {
+                let ready = req.descendants.iter().filter(|d| d.is_ready).count();
+                Ok(Outcome::status(
+                    json!({"children": req.descendants.len(), "ready": ready}),
+                ))
+            }
+            other => Err(HandlerError::terminal(format!(
+                "unexpected stage {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The leaves: record when each ran (for ordering) and publish an id in status.
+#[derive(Clone)]
+struct Leaf {
+    kind: &'static str,
+    runs: Arc<Mutex<Vec<(String, String, Instant, Value)>>>,
+}
+
+impl Provider for Leaf {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new(self.kind, 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        let spec: Value = req.spec()?;
+        self.runs.lock().unwrap().push((
+            self.kind.to_string(),
+            req.resource.name.clone(),
+            Instant::now(),
+            spec.clone(),
+        ));
+        if spec["fail"] == true {
+            return Err(HandlerError::transient("subnet exhausted"));
+        }
+        let id = format!("{}-{}", self.kind, req.resource.name);
+        let status = match self.kind {
+            "cnet" => json!({"vpc_id": id}),
+            "csubnet" => json!({"subnet_id": id, "vpc_id": spec["vpc_id"]}),
+            _ => json!({"route_id": id, "subnet_id": spec["subnet_id"]}),
+        };
+        Ok(Outcome::status(status).with_condition(Condition::ready(true, "Provisioned", "ok")))
+    }
+}
+
+fn manifest(kind: &str, composite: bool) -> Value {
+    if composite {
+        json!({"kind": kind, "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]},
+            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status", "conditions"]}]})
+    } else {
+        json!({"kind": kind, "kind_version": 1, "reactions": [
+            {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
+    }
+}
+
+struct World {
+    c: Converge,
+    runs: Arc<Mutex<Vec<(String, String, Instant, Value)>>>,
+    stop: CancellationToken,
+}
+
+async fn world() -> World {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&manifest("stack", true)).await;
+    for k in ["cnet", "csubnet", "croute"] {
+        c.apply_manifest(&manifest(k, false)).await;
+    }
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let stop = CancellationToken::new();
+    let mut reg = Registry::new().with(Stack);
+    for k in ["cnet", "csubnet", "croute"] {
+        reg = reg.with(Leaf {
+            kind: k,
+            runs: runs.clone(),
+        });
+    }
+    let mut cfg = WorkerConfig::new(c.broker.clone());
+    cfg.max_parallel = 64;
+    cfg.worker_name = "compose-test".into();
+    tokio::spawn(converge_sdk::run_worker(
+        cfg,
+        reg,
+        stop.clone().cancelled_owned(),
+    ));
+    World { c, runs, stop }
+}
+
+async fn apply_stack(c: &Converge, name: &str, spec: Value) {
+    let (s, _, body) = c
+        .apply(&json!({"kind": "stack", "kind_version": 1, "name": name, "spec": spec}))
+        .await;
+    assert!(s == 200 || s == 201, "{s} {body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn composite_reconciles_children_in_dependency_order_with_value_flows_and_rolls_up() {
+    let w = world().await;
+    apply_stack(&w.c, "bom", json!({"teams": ["a", "b"]})).await;
+    let root =
+        w.c.wait_resource("stack", "bom", "root Ready", T, |v| v["phase"] == "Ready")
+            .await;
+    assert_eq!(
+        root["status"],
+        json!({"children": 6, "ready": 6}),
+        "rollup status replaces compose status"
+    );
+    let route = w.c.get("croute", "a-route").await.unwrap();
+    assert_eq!(route["phase"], "Ready");
+    assert_eq!(
+        route["spec"]["subnet_id"], "csubnet-a-subnet",
+        "value flowed from the subnet's status"
+    );
+    assert_eq!(route["status"]["subnet_id"], "csubnet-a-subnet");
+    assert_eq!(route["owner"], json!({"kind": "stack", "name": "bom"}));
+    let subnet = w.c.get("csubnet", "b-subnet").await.unwrap();
+    assert_eq!(subnet["spec"]["vpc_id"], "cnet-b-net");
+
+    // Each child ran once per generation it reached, and never before its upstream ran.
+    let runs = w.runs.lock().unwrap().clone();
+    let first: HashMap<(String, String), Instant> = runs
+        .iter()
+        .rev()
+        .map(|(k, n, t, _)| ((k.clone(), n.clone()), *t))
+        .collect();
+    for t in ["a", "b"] {
+        let net = first[&("cnet".to_string(), format!("{t}-net"))];
+        let sub = first[&("csubnet".to_string(), format!("{t}-subnet"))];
+        let route = first[&("croute".to_string(), format!("{t}-route"))];
+        assert!(net < sub && sub < route, "order violated for team {t}");
+    }
+    for (k, n, _, spec) in &runs {
+        if k != "cnet" {
+            let field = if k == "csubnet" {
+                "vpc_id"
+            } else {
+                "subnet_id"
+            };
+            assert!(
+                !spec[field].is_null(),
+                "{k}/{n} ran before its value arrived: {spec}"
+            );
+        }
+    }
+    assert_eq!(
+        runs.len(),
+        6,
+        "each child reconciled exactly once: {:?}",
+        runs.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>()
+    );
+
+    // Recompose with an unrelated root change writes nothing to the children.
+    let before: Vec<i64> = children_generations(&w.c).await;
+    apply_stack(&w.c, "bom", json!({"teams": ["a", "b"], "note": "touch"})).await;
+    w.c.wait_resource("stack", "bom", "root Ready at gen 2", T, |v| {
+        v["phase"] == "Ready" && v["synced_gen"] == 2
+    })
+    .await;
+    assert_eq!(
+        children_generations(&w.c).await,
+        before,
+        "an identical compose must not bump children"
+    );
+    assert_eq!(w.runs.lock().unwrap().len(), 6, "no child re-ran");
+
+    // Dropping one child prunes only that child.
+    apply_stack(
+        &w.c,
+        "bom",
+        json!({"teams": ["a", "b"], "drop_route": true}),
+    )
+    .await;
+    w.c.wait_resource("stack", "bom", "root Ready at gen 3", T, |v| {
+        v["phase"] == "Ready" && v["synced_gen"] == 3
+    })
+    .await;
+    assert!(
+        w.c.get("croute", "a-route").await.is_none(),
+        "the dropped child is removed"
+    );
+    assert!(w.c.get("croute", "b-route").await.is_some());
+    assert_eq!(children_generations(&w.c).await.len(), 5);
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+async fn children_generations(c: &Converge) -> Vec<i64> {
+    let mut out = Vec::new();
+    for (k, n) in [
+        ("cnet", "a-net"),
+        ("csubnet", "a-subnet"),
+        ("croute", "a-route"),
+        ("cnet", "b-net"),
+        ("csubnet", "b-subnet"),
+        ("croute", "b-route"),
+    ] {
+        if let Some(v) = c.get(k, n).await {
+            out.push(v["generation"].as_i64().unwrap());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cycle_is_a_terminal_failure_naming_it() {
+    let w = world().await;
+    apply_stack(&w.c, "loop", json!({"teams": ["a"], "cycle": true})).await;
+    let r =
+        w.c.wait_resource("stack", "loop", "Failed", T, |v| v["phase"] == "Failed")
+            .await;
+    assert_eq!(r["failure_terminal"], true);
+    let msg = r["failure_message"].as_str().unwrap();
+    assert!(
+        msg.contains("dependency cycle")
+            && msg.contains("cnet/a-net")
+            && msg.contains("croute/a-route"),
+        "{msg}"
+    );
+    assert!(
+        w.c.get("cnet", "a-net").await.is_none(),
+        "nothing from a refused compose is applied"
+    );
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_child_degrades_the_root_naming_it() {
+    let w = world().await;
+    apply_stack(
+        &w.c,
+        "sick",
+        json!({"teams": ["a", "b"], "fail": "b-subnet"}),
+    )
+    .await;
+    let r =
+        w.c.wait_resource("stack", "sick", "Degraded", T, |v| v["phase"] == "Degraded")
+            .await;
+    let cond = r["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap();
+    assert_eq!(cond["status"], "False");
+    assert_eq!(cond["reason"], "ChildrenNotReady");
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("csubnet/b-subnet"),
+        "{cond}"
+    );
+    assert_eq!(
+        w.c.get("croute", "a-route").await.unwrap()["phase"],
+        "Ready",
+        "siblings proceed"
+    );
+    w.stop.cancel();
+    w.c.stop().await;
+}
