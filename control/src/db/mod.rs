@@ -47,3 +47,29 @@ pub async fn migration_status(pool: &PgPool) -> Result<Vec<MigrationStatus>, sql
         })
         .collect())
 }
+
+/// How many times [`retry_conflicts`] runs an operation before giving up.
+const CONFLICT_ATTEMPTS: u32 = 3;
+
+/// Runs `op`, re-running it when PostgreSQL aborted it as a deadlock victim (40P01) or a
+/// serialization failure (40001). `op` must be one self-contained transaction (or statement),
+/// so a re-run starts from scratch. The one place such retries live.
+pub async fn retry_conflicts<T, F, Fut>(mut op: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Err(sqlx::Error::Database(e))
+                if attempt < CONFLICT_ATTEMPTS
+                    && matches!(e.code().as_deref(), Some("40P01" | "40001")) =>
+            {
+                tracing::debug!(attempt, error = %e, "retrying after a transaction conflict");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}

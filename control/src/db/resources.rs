@@ -1,8 +1,9 @@
-//! resources and resource_conditions SQL: apply, read, keyset-paged list.
+//! resources and resource_conditions SQL: apply, read, keyset-paged lists with filters,
+//! summaries, and the operator actions (reconcile now, quarantine, delete).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{FromRow, PgPool};
+use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 /// The outcome of an apply.
@@ -198,13 +199,27 @@ pub struct ListItem {
     pub is_ready: bool,
     /// Labels.
     pub labels: serde_json::Value,
+    /// The direct owner as `{kind, name}`, null for a root.
+    pub owner: Option<serde_json::Value>,
     /// Created at (the keyset's first column).
     pub created_at: DateTime<Utc>,
     /// Updated at.
     pub updated_at: DateTime<Utc>,
 }
 
-/// List filters; empty vectors mean "any".
+/// One row of the roots list: a list row plus the size of its composed subtree.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct RootItem {
+    /// The root itself.
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub item: ListItem,
+    /// How many resources carry this root's id (its descendants, not itself).
+    pub resource_count: i64,
+}
+
+/// List filters; empty vectors and `None` mean "any". Every filter narrows the result (AND);
+/// the values inside one vector are alternatives (OR).
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     /// Kinds (union).
@@ -215,30 +230,239 @@ pub struct ListFilter {
     pub limit: i64,
     /// Keyset position: rows strictly after (created_at, id).
     pub after: Option<(DateTime<Utc>, Uuid)>,
+    /// Direct children of any of these owners (union).
+    pub owners: Vec<Uuid>,
+    /// Case-insensitive substring of the name.
+    pub name: Option<String>,
+    /// A JSON object the labels must contain (every key:value pair, AND).
+    pub labels: Option<serde_json::Value>,
+}
+
+const LIST_COLUMNS: &str = "SELECT r.id AS uid, r.kind, r.kind_version, r.name, r.phase, \
+     r.generation, r.synced_gen, r.is_ready, r.labels, \
+     CASE WHEN o.id IS NULL THEN NULL ELSE jsonb_build_object('kind', o.kind, 'name', o.name) END AS owner, \
+     r.created_at, r.updated_at";
+
+/// Appends the WHERE clause, keyset order and limit of a list page. Only the predicates a
+/// filter uses are emitted, so each combination gets a plan that can use its index (the GIN
+/// index for labels, the (owner_id, created_at, id) index for children) instead of one
+/// generic plan full of `$n IS NULL OR ...`.
+fn push_filters(q: &mut QueryBuilder<Postgres>, f: &ListFilter, roots_only: bool) {
+    q.push(" WHERE true");
+    if roots_only {
+        q.push(" AND r.owner_id IS NULL");
+    }
+    match f.owners.as_slice() {
+        [] => {}
+        [one] => {
+            q.push(" AND r.owner_id = ").push_bind(*one);
+        }
+        many => {
+            q.push(" AND r.owner_id = ANY(")
+                .push_bind(many.to_vec())
+                .push(")");
+        }
+    }
+    if !f.kinds.is_empty() {
+        q.push(" AND r.kind = ANY(")
+            .push_bind(f.kinds.clone())
+            .push(")");
+    }
+    if !f.phases.is_empty() {
+        q.push(" AND r.phase = ANY(")
+            .push_bind(f.phases.clone())
+            .push(")");
+    }
+    if let Some(name) = &f.name {
+        // strpos rather than ILIKE: no escaping of % and _ in user input.
+        q.push(" AND strpos(lower(r.name), lower(")
+            .push_bind(name.clone())
+            .push(")) > 0");
+    }
+    if let Some(labels) = &f.labels {
+        q.push(" AND r.labels @> ")
+            .push_bind(labels.clone())
+            .push("::jsonb");
+    }
+    if let Some((t, id)) = f.after {
+        q.push(" AND (r.created_at, r.id) > (")
+            .push_bind(t)
+            .push(", ")
+            .push_bind(id)
+            .push(")");
+    }
+    q.push(" ORDER BY r.created_at, r.id LIMIT ")
+        .push_bind(f.limit + 1);
 }
 
 /// One keyset page ordered by (created_at, id). No COUNT: the page is exact, totals are not
 /// computed. Returns `limit + 1` rows at most so the caller can tell whether more exist.
 pub async fn resource_list(pool: &PgPool, f: &ListFilter) -> Result<Vec<ListItem>, sqlx::Error> {
-    let (after_ts, after_id) = match f.after {
-        Some((t, id)) => (Some(t), Some(id)),
-        None => (None, None),
+    let mut q = QueryBuilder::<Postgres>::new(LIST_COLUMNS);
+    q.push(" FROM resources r LEFT JOIN resources o ON o.id = r.owner_id");
+    push_filters(&mut q, f, false);
+    q.build_query_as::<ListItem>().fetch_all(pool).await
+}
+
+/// One keyset page of roots (resources without an owner), each with its descendant count;
+/// `f.owners` is ignored. Returns `limit + 1` rows at most, like [`resource_list`].
+pub async fn resource_roots(pool: &PgPool, f: &ListFilter) -> Result<Vec<RootItem>, sqlx::Error> {
+    let mut q = QueryBuilder::<Postgres>::new(LIST_COLUMNS);
+    q.push(
+        ", (SELECT count(*) FROM resources d WHERE d.root_id = r.id AND d.id <> r.id) \
+         AS resource_count \
+         FROM resources r LEFT JOIN resources o ON o.id = r.owner_id",
+    );
+    let f = ListFilter {
+        owners: Vec::new(),
+        ..f.clone()
     };
-    sqlx::query_as::<_, ListItem>(
-        "SELECT id AS uid, kind, kind_version, name, phase, generation, synced_gen, is_ready,
-                labels, created_at, updated_at
-         FROM resources
-         WHERE (cardinality($1::text[]) = 0 OR kind = ANY($1))
-           AND (cardinality($2::text[]) = 0 OR phase = ANY($2))
-           AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid))
-         ORDER BY created_at, id
-         LIMIT $5",
+    push_filters(&mut q, &f, true);
+    q.build_query_as::<RootItem>().fetch_all(pool).await
+}
+
+/// A resource's identity: id plus its public (kind, name) address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, FromRow)]
+pub struct ResourceKey {
+    /// The resource id.
+    pub uid: Uuid,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+}
+
+/// Resolves (kind, name) addresses to ids; addresses that name no resource are left out.
+pub async fn resource_keys(
+    pool: &PgPool,
+    refs: &[(String, String)],
+) -> Result<Vec<ResourceKey>, sqlx::Error> {
+    let (kinds, names): (Vec<String>, Vec<String>) = refs.iter().cloned().unzip();
+    sqlx::query_as::<_, ResourceKey>(
+        "SELECT r.id AS uid, r.kind, r.name
+         FROM resources r
+         JOIN unnest($1::text[], $2::text[]) AS x(kind, name)
+           ON r.kind = x.kind AND r.name = x.name
+         ORDER BY r.kind, r.name",
     )
-    .bind(&f.kinds)
-    .bind(&f.phases)
-    .bind(after_ts)
-    .bind(after_id)
-    .bind(f.limit + 1)
+    .bind(kinds)
+    .bind(names)
     .fetch_all(pool)
+    .await
+}
+
+/// How many resources of one kind are in one phase.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct PhaseCount {
+    /// Kind.
+    pub kind: String,
+    /// Phase.
+    pub phase: String,
+    /// Number of resources.
+    pub count: i64,
+}
+
+/// Counts by (kind, phase): of the descendants of `owners` (their union, each row once), or
+/// of the roots themselves when `owners` is empty.
+pub async fn resource_summary(
+    pool: &PgPool,
+    owners: &[Uuid],
+) -> Result<Vec<PhaseCount>, sqlx::Error> {
+    if owners.is_empty() {
+        return sqlx::query_as::<_, PhaseCount>(
+            "SELECT kind, phase, count(*) AS count FROM resources
+             WHERE owner_id IS NULL GROUP BY kind, phase ORDER BY kind, phase",
+        )
+        .fetch_all(pool)
+        .await;
+    }
+    sqlx::query_as::<_, PhaseCount>(
+        "SELECT r.kind, r.phase, count(*) AS count FROM resources r
+         WHERE r.id IN (SELECT d.id FROM unnest($1::uuid[]) AS o(id),
+                                         LATERAL resource_descendant_ids(o.id) AS d)
+         GROUP BY r.kind, r.phase ORDER BY r.kind, r.phase",
+    )
+    .bind(owners)
+    .fetch_all(pool)
+    .await
+}
+
+/// What a "reconcile now" request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileNow {
+    /// A reconcile task was queued (or a queued one made due now).
+    Queued,
+    /// A reconcile task was already queued or running.
+    AlreadyQueued,
+    /// The resource is being deleted.
+    Deleting,
+    /// The resource is orphaned or quarantined.
+    Frozen,
+}
+
+/// Queues a reconcile of the live generation even if the resource is synced (trigger
+/// `manual`). `None` when no such resource exists.
+pub async fn resource_reconcile_now(
+    pool: &PgPool,
+    kind: &str,
+    name: &str,
+) -> Result<Option<ReconcileNow>, sqlx::Error> {
+    let r: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT resource_reconcile_now(id) FROM resources WHERE kind = $1 AND name = $2",
+    )
+    .bind(kind)
+    .bind(name)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match r.flatten().as_deref() {
+        Some("queued") => Some(ReconcileNow::Queued),
+        Some("already_queued") => Some(ReconcileNow::AlreadyQueued),
+        Some("deleting") => Some(ReconcileNow::Deleting),
+        Some("frozen") => Some(ReconcileNow::Frozen),
+        _ => None,
+    })
+}
+
+/// Quarantines (`true`) or releases (`false`) a resource; see `resource_quarantine` and
+/// `resource_unquarantine` in `migrations/0003_api.sql`. Returns false when no such resource
+/// exists.
+pub async fn resource_set_quarantine(
+    pool: &PgPool,
+    kind: &str,
+    name: &str,
+    quarantined: bool,
+) -> Result<bool, sqlx::Error> {
+    let sql = if quarantined {
+        "SELECT resource_quarantine(id) FROM resources WHERE kind = $1 AND name = $2"
+    } else {
+        "SELECT resource_unquarantine(id) FROM resources WHERE kind = $1 AND name = $2"
+    };
+    let found: Option<bool> = sqlx::query_scalar(sql)
+        .bind(kind)
+        .bind(name)
+        .fetch_optional(pool)
+        .await?;
+    Ok(found.unwrap_or(false))
+}
+
+/// Hard-deletes a resource, its composed subtree and their queued work, retrying a deadlock
+/// with a concurrent drainer. Returns false when no such resource exists.
+///
+/// Issue 4 replaces this with ordered soft deletion (finalizers, reverse-dependency order).
+pub async fn resource_delete_now(
+    pool: &PgPool,
+    kind: &str,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    super::retry_conflicts(|| async {
+        let deleted: Option<bool> = sqlx::query_scalar(
+            "SELECT resource_delete_now(id) FROM resources WHERE kind = $1 AND name = $2",
+        )
+        .bind(kind)
+        .bind(name)
+        .fetch_optional(pool)
+        .await?;
+        Ok(deleted.unwrap_or(false))
+    })
     .await
 }

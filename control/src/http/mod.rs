@@ -4,6 +4,8 @@
 pub mod health;
 pub mod kinds;
 pub mod problem;
+pub mod resource_actions;
+pub mod resource_views;
 pub mod resources;
 
 use std::sync::{Arc, OnceLock};
@@ -14,7 +16,7 @@ use axum::{
     http::{HeaderValue, header},
     middleware::{self, Next},
     response::Response,
-    routing::{get, put},
+    routing::{get, post, put},
 };
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -75,7 +77,32 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             get(kinds::get_manifest_version),
         )
         .route("/resources", get(resources::list).post(resources::apply))
-        .route("/resources/{kind}/{name}", get(resources::get));
+        .route("/resources/roots", get(resource_views::roots))
+        .route("/resources/summary", get(resource_views::summary))
+        .route(
+            "/resources/{kind}/{name}",
+            get(resources::get).delete(resource_actions::delete),
+        )
+        .route(
+            "/resources/{kind}/{name}/children",
+            get(resource_views::children),
+        )
+        .route(
+            "/resources/{kind}/{name}/summary",
+            get(resource_views::owner_summary),
+        )
+        .route(
+            "/resources/{kind}/{name}/reconcile",
+            post(resource_actions::reconcile),
+        )
+        .route(
+            "/resources/{kind}/{name}/quarantine",
+            post(resource_actions::quarantine),
+        )
+        .route(
+            "/resources/{kind}/{name}/unquarantine",
+            post(resource_actions::unquarantine),
+        );
     Router::new()
         .nest("/api/v1", api)
         .merge(health::probes())

@@ -1,4 +1,5 @@
-//! Resources: apply (create or update by kind + name), read, and the keyset-paged list.
+//! Resources: apply (create or update by kind + name), read, and the keyset-paged list with
+//! its filters (shared by the roots and children views).
 
 use axum::{
     Json,
@@ -216,14 +217,14 @@ pub async fn get(
     Ok(Json(v))
 }
 
-fn encode_cursor(t: DateTime<Utc>, id: Uuid) -> String {
+pub(crate) fn encode_cursor(t: DateTime<Utc>, id: Uuid) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
         "{}|{id}",
         t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
     ))
 }
 
-fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
+pub(crate) fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(c)
         .ok()?;
@@ -235,47 +236,129 @@ fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
     ))
 }
 
-/// `GET /api/v1/resources?kind=..&phase=..&limit=..&cursor=..`: one keyset page (repeated
-/// `kind`/`phase` values union), `X-Next-Cursor` for the next page (empty on the last).
-pub async fn list(
-    State(s): State<AppState>,
-    RawQuery(q): RawQuery,
-) -> Result<impl IntoResponse, ApiError> {
-    let mut f = db::resources::ListFilter {
-        limit: 100,
-        ..Default::default()
+/// Parses a `kind/name` address (names never contain '/').
+pub(crate) fn parse_ref(location: &str, v: &str) -> Result<(String, String), ApiError> {
+    match v.split_once('/') {
+        Some((k, n)) if !k.is_empty() && !n.is_empty() && !n.contains('/') => {
+            Ok((k.to_string(), n.to_string()))
+        }
+        _ => Err(ApiError::invalid(
+            location,
+            format!("{v:?} is not a kind/name address"),
+        )),
+    }
+}
+
+fn parse_phase(v: String) -> Result<String, ApiError> {
+    if PHASES.contains(&v.as_str()) {
+        Ok(v)
+    } else {
+        Err(ApiError::invalid(
+            "phase",
+            format!("{v:?} is not one of {}", PHASES.join(", ")),
+        ))
+    }
+}
+
+/// The filters of a list query, parsed and checked.
+pub(crate) struct ListQuery {
+    /// The database filter (owners not resolved yet).
+    pub filter: db::resources::ListFilter,
+    /// `owner=kind/name` values, in request order.
+    pub owner_refs: Vec<(String, String)>,
+    /// Two `label` values gave one key different values: nothing can match.
+    pub contradictory: bool,
+}
+
+/// Parses the shared list filters: `kind`, `phase` (repeatable unions), `owner=kind/name`
+/// (repeatable union, only where `owners_allowed`), `name` (case-insensitive substring),
+/// `label=key:value` (repeatable, AND), `limit` (1..=500), `cursor` (a malformed one restarts
+/// from the first page). Unknown parameters are ignored.
+pub(crate) fn parse_list_query(
+    q: Option<&str>,
+    default_limit: i64,
+    owners_allowed: bool,
+) -> Result<ListQuery, ApiError> {
+    let mut lq = ListQuery {
+        filter: db::resources::ListFilter {
+            limit: default_limit,
+            ..Default::default()
+        },
+        owner_refs: Vec::new(),
+        contradictory: false,
     };
-    for (k, v) in query_pairs(q.as_deref()) {
+    let mut labels = serde_json::Map::new();
+    for (k, v) in query_pairs(q) {
         match k.as_str() {
-            "kind" => f.kinds.push(v),
-            "phase" => {
-                if !PHASES.contains(&v.as_str()) {
+            "kind" => lq.filter.kinds.push(v),
+            "phase" => lq.filter.phases.push(parse_phase(v)?),
+            "owner" if owners_allowed => lq.owner_refs.push(parse_ref("owner", &v)?),
+            "name" if !v.is_empty() => lq.filter.name = Some(v),
+            "label" => {
+                let Some((key, value)) = v.split_once(':').filter(|(k, _)| !k.is_empty()) else {
                     return Err(ApiError::invalid(
-                        "phase",
-                        format!("{v:?} is not one of {}", PHASES.join(", ")),
+                        "label",
+                        format!("{v:?} is not a key:value label selector"),
                     ));
+                };
+                match labels.get(key) {
+                    Some(Value::String(old)) if old != value => lq.contradictory = true,
+                    _ => {
+                        labels.insert(key.to_string(), Value::String(value.to_string()));
+                    }
                 }
-                f.phases.push(v);
             }
             "limit" => {
-                f.limit = v
+                lq.filter.limit = v
                     .parse::<i64>()
                     .ok()
                     .filter(|n| (1..=500).contains(n))
                     .ok_or_else(|| ApiError::invalid("limit", "limit must be 1..=500"))?;
             }
-            // A malformed cursor restarts from the first page rather than failing.
-            "cursor" => f.after = decode_cursor(&v),
+            "cursor" => lq.filter.after = decode_cursor(&v),
             _ => {}
         }
     }
-    let mut rows = db::resources::resource_list(&s.pool, &f)
+    if !labels.is_empty() {
+        lq.filter.labels = Some(Value::Object(labels));
+    }
+    Ok(lq)
+}
+
+/// Resolves `owner` addresses; 404 naming the first that does not exist.
+pub(crate) async fn resolve_owners(
+    s: &AppState,
+    refs: &[(String, String)],
+) -> Result<Vec<db::resources::ResourceKey>, ApiError> {
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys = db::resources::resource_keys(&s.pool, refs)
         .await
-        .map_err(ApiError::db("list resources"))?;
-    let more = rows.len() as i64 > f.limit;
-    rows.truncate(f.limit as usize);
+        .map_err(ApiError::db("resolve owners"))?;
+    if let Some((k, n)) = refs
+        .iter()
+        .find(|(k, n)| !keys.iter().any(|key| key.kind == *k && key.name == *n))
+    {
+        return Err(ApiError::NotFound(format!("owner {k}/{n} not found")));
+    }
+    Ok(keys)
+}
+
+/// Cuts a `limit + 1` page to `limit` rows and builds the `X-Next-Cursor` header (empty on
+/// the last page).
+pub(crate) fn page<T>(
+    rows: &mut Vec<T>,
+    limit: i64,
+    key: impl Fn(&T) -> (DateTime<Utc>, Uuid),
+) -> HeaderMap {
+    let more = rows.len() as i64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(0));
     let next = match rows.last() {
-        Some(last) if more => encode_cursor(last.created_at, last.uid),
+        Some(last) if more => {
+            let (t, id) = key(last);
+            encode_cursor(t, id)
+        }
         _ => String::new(),
     };
     let mut h = HeaderMap::new();
@@ -283,7 +366,27 @@ pub async fn list(
         "x-next-cursor",
         HeaderValue::from_str(&next).expect("base64 is ascii"),
     );
-    Ok((h, Json(json!({"resources": rows}))))
+    h
+}
+
+/// `GET /api/v1/resources`: one keyset page (no COUNT), `X-Next-Cursor` for the next one.
+/// Filters: see [`parse_list_query`]; `owner` lists the direct children of those owners.
+pub async fn list(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Result<impl IntoResponse, ApiError> {
+    let mut lq = parse_list_query(q.as_deref(), 100, true)?;
+    let owners = resolve_owners(&s, &lq.owner_refs).await?;
+    lq.filter.owners = owners.iter().map(|o| o.uid).collect();
+    let mut rows = if lq.contradictory {
+        Vec::new()
+    } else {
+        db::resources::resource_list(&s.pool, &lq.filter)
+            .await
+            .map_err(ApiError::db("list resources"))?
+    };
+    let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
+    Ok((h, Json(json!({"owners": owners, "resources": rows}))))
 }
 
 #[cfg(test)]
@@ -297,5 +400,42 @@ mod tests {
         let c = encode_cursor(t, id);
         assert_eq!(decode_cursor(&c), Some((t, id)));
         assert_eq!(decode_cursor("not a cursor"), None);
+    }
+
+    #[test]
+    fn list_queries_parse_unions_and_label_conjunctions() {
+        let lq = parse_list_query(
+            Some("kind=a&kind=b&phase=Ready&owner=k/n&label=team:web&label=env:prod%3Ax&name=Ne"),
+            100,
+            true,
+        )
+        .unwrap();
+        assert_eq!(lq.filter.kinds, ["a", "b"]);
+        assert_eq!(lq.filter.phases, ["Ready"]);
+        assert_eq!(lq.owner_refs, [("k".to_string(), "n".to_string())]);
+        assert_eq!(
+            lq.filter.labels,
+            Some(json!({"team": "web", "env": "prod:x"}))
+        );
+        assert_eq!(lq.filter.name.as_deref(), Some("Ne"));
+        assert!(!lq.contradictory);
+        let lq = parse_list_query(Some("label=a:1&label=a:2"), 100, true).unwrap();
+        assert!(lq.contradictory);
+        let lq = parse_list_query(Some("owner=k/n"), 50, false).unwrap();
+        assert!(
+            lq.owner_refs.is_empty(),
+            "owner is ignored where not allowed"
+        );
+        assert_eq!(lq.filter.limit, 50);
+        for bad in [
+            "label=nocolon",
+            "label=:v",
+            "owner=k",
+            "owner=k/",
+            "phase=x",
+            "limit=501",
+        ] {
+            assert!(parse_list_query(Some(bad), 100, true).is_err(), "{bad}");
+        }
     }
 }

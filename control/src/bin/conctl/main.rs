@@ -1,0 +1,564 @@
+//! `conctl`: the command-line client of the converge HTTP API — apply JSON/YAML files, get,
+//! list, delete, and the operator actions (reconcile, quarantine, unquarantine).
+
+mod client;
+mod docs;
+mod output;
+
+use std::{process::ExitCode, time::Duration};
+
+use anyhow::bail;
+use clap::{Parser, Subcommand, ValueEnum};
+use reqwest::Method;
+use serde_json::Value;
+
+use client::{Client, enc, query};
+use docs::DocType;
+use output::{Format, age, cell, table};
+
+#[derive(Parser)]
+#[command(
+    name = "conctl",
+    version,
+    about = "Command-line client for the converge API"
+)]
+struct Cli {
+    /// The converge HTTP API.
+    #[arg(
+        long,
+        global = true,
+        env = "CONVERGE_SERVER",
+        default_value = "http://localhost:8080"
+    )]
+    server: String,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        global = true,
+        value_enum,
+        default_value = "table"
+    )]
+    output: Format,
+    /// Per-request timeout (`500ms`, `30s`, `2m`, or seconds).
+    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    timeout: Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// What `get`, `list` and `delete` act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Object {
+    /// Resources, addressed as KIND/NAME.
+    #[value(aliases = ["resources", "res"])]
+    Resource,
+    /// Kind manifests, addressed by kind.
+    #[value(aliases = ["manifests", "kind", "kinds", "crd"])]
+    Manifest,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create or update resources and kind manifests from JSON or YAML files.
+    Apply {
+        /// A file to apply (`-` reads stdin); repeatable. YAML files may hold several
+        /// `---`-separated documents, JSON files an array of documents.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<String>,
+        /// Treat every document as this type (default: its `type` field, else a manifest if
+        /// it declares `reactions`, else a resource).
+        #[arg(long = "type", value_enum)]
+        doc_type: Option<DocType>,
+    },
+    /// Show one resource (KIND/NAME) or one kind's manifest (KIND).
+    Get {
+        /// resource | manifest.
+        #[arg(value_enum)]
+        object: Object,
+        /// KIND/NAME for a resource, KIND for a manifest.
+        name: String,
+        /// Manifest version (default: the highest).
+        #[arg(long)]
+        kind_version: Option<i32>,
+    },
+    /// List resources (roots by default) or manifests.
+    List {
+        /// resources (default) | manifests.
+        #[arg(value_enum, default_value = "resource")]
+        object: Object,
+        /// Every resource, not only roots.
+        #[arg(long)]
+        all: bool,
+        /// Only this kind (repeatable: any of them).
+        #[arg(long)]
+        kind: Vec<String>,
+        /// Only resources with this label, as key:value (repeatable: all of them).
+        #[arg(short = 'l', long = "label")]
+        label: Vec<String>,
+        /// Only this phase (repeatable: any of them).
+        #[arg(long)]
+        phase: Vec<String>,
+        /// Only names containing this text (case-insensitive).
+        #[arg(long)]
+        name: Option<String>,
+        /// At most this many rows (pages are followed up to it).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Delete a resource (KIND/NAME) and everything composed under it.
+    Delete {
+        /// resource.
+        #[arg(value_enum)]
+        object: Object,
+        /// KIND/NAME.
+        name: String,
+    },
+    /// Queue a reconcile of a resource now, even if it is in sync.
+    Reconcile {
+        /// KIND/NAME.
+        target: String,
+    },
+    /// Set a resource aside: no scheduler touches it until it is unquarantined.
+    Quarantine {
+        /// KIND/NAME.
+        target: String,
+    },
+    /// Lift a quarantine and re-schedule the resource.
+    Unquarantine {
+        /// KIND/NAME.
+        target: String,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 2m)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?} has an unknown unit (ms, s, m, h)")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("{s:?} must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Splits KIND/NAME.
+fn kind_name(s: &str) -> anyhow::Result<(&str, &str)> {
+    match s.split_once('/') {
+        Some((k, n)) if !k.is_empty() && !n.is_empty() && !n.contains('/') => Ok((k, n)),
+        _ => bail!("{s:?} is not KIND/NAME"),
+    }
+}
+
+fn resource_path(target: &str) -> anyhow::Result<String> {
+    let (k, n) = kind_name(target)?;
+    Ok(format!("/resources/{}/{}", enc(k), enc(n)))
+}
+
+async fn apply(
+    c: &Client,
+    files: &[String],
+    forced: Option<DocType>,
+    format: Format,
+) -> anyhow::Result<bool> {
+    let docs = docs::load(files, forced)?;
+    let mut ok = true;
+    let mut bodies = Vec::new();
+    for d in docs {
+        let kind = d.body["kind"].as_str().unwrap_or_default().to_string();
+        let (label, reply) = match d.doc_type {
+            DocType::Manifest => {
+                if kind.is_empty() {
+                    eprintln!("error: {}: a manifest needs a kind", d.origin);
+                    ok = false;
+                    continue;
+                }
+                let path = format!("/kinds/{}/manifest", enc(&kind));
+                (
+                    format!("manifest/{kind}"),
+                    c.call(Method::PUT, &path, Some(&d.body)).await,
+                )
+            }
+            DocType::Resource => {
+                let name = d.body["name"].as_str().unwrap_or_default();
+                let label = if kind.is_empty() || name.is_empty() {
+                    d.origin.clone()
+                } else {
+                    format!("{kind}/{name}")
+                };
+                (
+                    label,
+                    c.call(Method::POST, "/resources", Some(&d.body)).await,
+                )
+            }
+        };
+        match reply {
+            Ok(r) => {
+                let result = r.header("x-apply-result");
+                if format == Format::Table {
+                    println!("{label}: {result}");
+                } else {
+                    bodies.push(r.body);
+                }
+            }
+            // A refused document does not stop the others; the exit code reports it.
+            Err(e) => {
+                eprintln!("error: {label}: {e:#}");
+                ok = false;
+            }
+        }
+    }
+    if format != Format::Table {
+        output::document(&Value::Array(bodies), format)?;
+    }
+    Ok(ok)
+}
+
+fn print_resource(r: &Value) {
+    let gen_ = cell(&r["generation"]);
+    print!(
+        "{}",
+        table(
+            &["KIND", "NAME", "PHASE", "GEN", "SYNCED", "AGE"],
+            &[vec![
+                cell(&r["kind"]),
+                cell(&r["name"]),
+                cell(&r["phase"]),
+                gen_,
+                cell(&r["synced_gen"]),
+                age(&r["created_at"]),
+            ]],
+        )
+    );
+    if let Some(owner) = r["owner"].as_object() {
+        println!("\nOwner: {}/{}", cell(&owner["kind"]), cell(&owner["name"]));
+    }
+    if let Some(msg) = r["failure_message"].as_str() {
+        println!("\nLast failure: {msg}");
+    }
+    let conditions = r["conditions"].as_array().cloned().unwrap_or_default();
+    if !conditions.is_empty() {
+        let rows: Vec<Vec<String>> = conditions
+            .iter()
+            .map(|c| {
+                vec![
+                    cell(&c["type"]),
+                    cell(&c["status"]),
+                    cell(&c["reason"]),
+                    age(&c["last_transition_at"]),
+                    cell(&c["message"]),
+                ]
+            })
+            .collect();
+        print!(
+            "\nConditions:\n{}",
+            table(&["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], &rows)
+        );
+    }
+    if let Some(w) = r["work"].as_object() {
+        let state = if w["claimed"] == true {
+            format!("running on {}", cell(&w["broker_id"]))
+        } else {
+            "queued".to_string()
+        };
+        println!(
+            "\nWork: {} {state} (generation {}, attempt {}, trigger {})",
+            cell(&w["task_type"]),
+            cell(&w["generation"]),
+            cell(&w["attempt"]),
+            cell(&w["trigger"])
+        );
+    }
+}
+
+fn reactions_cell(m: &Value) -> String {
+    m["reactions"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .map(|r| format!("{}({})", cell(&r["name"]), cell(&r["trigger"])))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+async fn get(
+    c: &Client,
+    object: Object,
+    name: &str,
+    kind_version: Option<i32>,
+    format: Format,
+) -> anyhow::Result<()> {
+    match object {
+        Object::Resource => {
+            let r = c.call(Method::GET, &resource_path(name)?, None).await?.body;
+            if format == Format::Table {
+                print_resource(&r);
+            } else {
+                output::document(&r, format)?;
+            }
+        }
+        Object::Manifest => {
+            let q: Vec<(&str, String)> = kind_version
+                .map(|v| vec![("kind_version", v.to_string())])
+                .unwrap_or_default();
+            let path = format!("/kinds/{}/manifest{}", enc(name), query(&q));
+            let m = c.call(Method::GET, &path, None).await?.body;
+            if format == Format::Table {
+                print!(
+                    "{}",
+                    table(
+                        &["KIND", "VERSION", "REACTIONS", "DESCRIPTION"],
+                        &[vec![
+                            cell(&m["kind"]),
+                            cell(&m["kind_version"]),
+                            reactions_cell(&m),
+                            cell(&m["description"]),
+                        ]],
+                    )
+                );
+            } else {
+                output::document(&m, format)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The filters of `conctl list resources`.
+struct ListArgs {
+    all: bool,
+    kind: Vec<String>,
+    label: Vec<String>,
+    phase: Vec<String>,
+    name: Option<String>,
+    limit: usize,
+}
+
+async fn list_resources(c: &Client, a: &ListArgs, format: Format) -> anyhow::Result<()> {
+    let (path, field) = if a.all {
+        ("/resources", "resources")
+    } else {
+        ("/resources/roots", "roots")
+    };
+    let mut base: Vec<(&str, String)> = Vec::new();
+    base.extend(a.kind.iter().map(|k| ("kind", k.clone())));
+    base.extend(a.phase.iter().map(|p| ("phase", p.clone())));
+    base.extend(a.label.iter().map(|l| ("label", l.clone())));
+    base.extend(a.name.iter().map(|n| ("name", n.clone())));
+    let mut rows: Vec<Value> = Vec::new();
+    let mut cursor = String::new();
+    while rows.len() < a.limit {
+        let mut q = base.clone();
+        q.push(("limit", (a.limit - rows.len()).min(500).to_string()));
+        if !cursor.is_empty() {
+            q.push(("cursor", cursor.clone()));
+        }
+        let reply = c
+            .call(Method::GET, &format!("{path}{}", query(&q)), None)
+            .await?;
+        let page = reply.body[field].as_array().cloned().unwrap_or_default();
+        if page.is_empty() {
+            break;
+        }
+        rows.extend(page);
+        cursor = reply.header("x-next-cursor");
+        if cursor.is_empty() {
+            break;
+        }
+    }
+    rows.truncate(a.limit);
+    if format != Format::Table {
+        return output::document(&Value::Array(rows), format);
+    }
+    let out = if a.all {
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                let owner = r["owner"]
+                    .as_object()
+                    .map(|o| format!("{}/{}", cell(&o["kind"]), cell(&o["name"])))
+                    .unwrap_or_else(|| "-".into());
+                vec![
+                    cell(&r["kind"]),
+                    cell(&r["name"]),
+                    cell(&r["phase"]),
+                    cell(&r["generation"]),
+                    owner,
+                ]
+            })
+            .collect();
+        table(&["KIND", "NAME", "PHASE", "GEN", "OWNER"], &cells)
+    } else {
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    cell(&r["kind"]),
+                    cell(&r["name"]),
+                    cell(&r["phase"]),
+                    cell(&r["resource_count"]),
+                    cell(&r["generation"]),
+                ]
+            })
+            .collect();
+        table(&["KIND", "NAME", "PHASE", "CHILDREN", "GEN"], &cells)
+    };
+    if rows.is_empty() {
+        eprintln!("no resources found");
+    } else {
+        print!("{out}");
+    }
+    Ok(())
+}
+
+async fn list_manifests(c: &Client, format: Format) -> anyhow::Result<()> {
+    let kinds = c.call(Method::GET, "/kinds", None).await?.body["kinds"].clone();
+    let kinds = kinds.as_array().cloned().unwrap_or_default();
+    if format != Format::Table {
+        return output::document(&Value::Array(kinds), format);
+    }
+    let rows: Vec<Vec<String>> = kinds
+        .iter()
+        .map(|m| {
+            vec![
+                cell(&m["kind"]),
+                cell(&m["kind_version"]),
+                reactions_cell(m),
+                cell(&m["finalizer_name"]),
+                cell(&m["operational"]["max_inflight"]),
+                cell(&m["description"]),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &[
+                "KIND",
+                "VERSION",
+                "REACTIONS",
+                "FINALIZER",
+                "MAX-INFLIGHT",
+                "DESCRIPTION"
+            ],
+            &rows
+        )
+    );
+    Ok(())
+}
+
+/// Prints an action's outcome: a line for people, the reply for scripts.
+fn report(format: Format, line: String, body: &Value) -> anyhow::Result<()> {
+    if format == Format::Table {
+        println!("{line}");
+        Ok(())
+    } else {
+        output::document(body, format)
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<bool> {
+    let c = Client::new(&cli.server, cli.timeout)?;
+    let f = cli.output;
+    match cli.command {
+        Command::Apply { files, doc_type } => return apply(&c, &files, doc_type, f).await,
+        Command::Get {
+            object,
+            name,
+            kind_version,
+        } => get(&c, object, &name, kind_version, f).await?,
+        Command::List {
+            object: Object::Manifest,
+            ..
+        } => list_manifests(&c, f).await?,
+        Command::List {
+            object: Object::Resource,
+            all,
+            kind,
+            label,
+            phase,
+            name,
+            limit,
+        } => {
+            let args = ListArgs {
+                all,
+                kind,
+                label,
+                phase,
+                name,
+                limit,
+            };
+            list_resources(&c, &args, f).await?
+        }
+        Command::Delete { object, name } => {
+            if object != Object::Resource {
+                bail!("only resources can be deleted with conctl for now");
+            }
+            let r = c.call(Method::DELETE, &resource_path(&name)?, None).await?;
+            report(f, format!("{name}: deleted"), &r.body)?;
+        }
+        Command::Reconcile { target } => {
+            let path = format!("{}/reconcile", resource_path(&target)?);
+            let r = c.call(Method::POST, &path, None).await?;
+            let line = match r.body["status"].as_str() {
+                Some("already_queued") => format!("{target}: a reconcile is already queued"),
+                _ => format!("{target}: reconcile queued"),
+            };
+            report(f, line, &r.body)?;
+        }
+        Command::Quarantine { target } => {
+            let path = format!("{}/quarantine", resource_path(&target)?);
+            let r = c.call(Method::POST, &path, None).await?;
+            report(f, format!("{target}: quarantined"), &r.body)?;
+        }
+        Command::Unquarantine { target } => {
+            let path = format!("{}/unquarantine", resource_path(&target)?);
+            let r = c.call(Method::POST, &path, None).await?;
+            report(f, format!("{target}: unquarantined"), &r.body)?;
+        }
+    }
+    Ok(true)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_addresses_parse() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3d").is_err());
+        assert_eq!(kind_name("hello/world").unwrap(), ("hello", "world"));
+        assert!(kind_name("hello").is_err());
+        assert!(kind_name("a/b/c").is_err());
+    }
+}

@@ -1,0 +1,103 @@
+//! Operator actions on one resource: reconcile now, quarantine and unquarantine, delete.
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde_json::{Value, json};
+
+use super::{AppState, problem::ApiError};
+use crate::db::{self, resources::ReconcileNow};
+
+fn not_found(kind: &str, name: &str) -> ApiError {
+    ApiError::NotFound(format!("resource {kind}/{name} not found"))
+}
+
+/// `POST /api/v1/resources/{kind}/{name}/reconcile` → 202 `{status: queued|already_queued}`:
+/// queues a reconcile of the live generation even when the resource is synced (trigger
+/// `manual`). 409 while it is quarantined, orphaned or being deleted.
+#[tracing::instrument(skip(s))]
+pub async fn reconcile(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    let outcome = db::resources::resource_reconcile_now(&s.pool, &kind, &name)
+        .await
+        .map_err(ApiError::db("queue a reconcile"))?
+        .ok_or_else(|| not_found(&kind, &name))?;
+    let status = match outcome {
+        ReconcileNow::Queued => {
+            s.work_scheduled();
+            "queued"
+        }
+        ReconcileNow::AlreadyQueued => "already_queued",
+        ReconcileNow::Frozen => {
+            return Err(ApiError::Conflict(format!(
+                "resource {kind}/{name} is quarantined or orphaned; unquarantine it first"
+            )));
+        }
+        ReconcileNow::Deleting => {
+            return Err(ApiError::Conflict(format!(
+                "resource {kind}/{name} is being deleted"
+            )));
+        }
+    };
+    Ok((StatusCode::ACCEPTED, Json(json!({"status": status}))))
+}
+
+/// `POST /api/v1/resources/{kind}/{name}/quarantine` → `{quarantined: true}`: sets the
+/// resource aside (phase Quarantined), frozen from every scheduler; its pending reconcile task
+/// is dropped. Idempotent.
+#[tracing::instrument(skip(s))]
+pub async fn quarantine(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    if !db::resources::resource_set_quarantine(&s.pool, &kind, &name, true)
+        .await
+        .map_err(ApiError::db("quarantine a resource"))?
+    {
+        return Err(not_found(&kind, &name));
+    }
+    Ok(Json(json!({"quarantined": true})))
+}
+
+/// `POST /api/v1/resources/{kind}/{name}/unquarantine` → `{quarantined: false}`: lifts a
+/// quarantine (never an orphan-grace deadline) and re-schedules the resource if it is behind
+/// its spec. Idempotent.
+#[tracing::instrument(skip(s))]
+pub async fn unquarantine(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    if !db::resources::resource_set_quarantine(&s.pool, &kind, &name, false)
+        .await
+        .map_err(ApiError::db("unquarantine a resource"))?
+    {
+        return Err(not_found(&kind, &name));
+    }
+    s.work_scheduled();
+    Ok(Json(json!({"quarantined": false})))
+}
+
+/// `DELETE /api/v1/resources/{kind}/{name}` → `{deleted: true}`.
+///
+/// For now a hard delete: the row, its composed subtree (through `owner_id ON DELETE
+/// CASCADE`) and their queued work go at once, without running any teardown. Issue 4
+/// replaces this with ordered soft deletion (`deletion_requested_at`, finalizers run by the
+/// kind's delete reaction, dependents before dependencies).
+#[tracing::instrument(skip(s))]
+pub async fn delete(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    if !db::resources::resource_delete_now(&s.pool, &kind, &name)
+        .await
+        .map_err(ApiError::db("delete a resource"))?
+    {
+        return Err(not_found(&kind, &name));
+    }
+    Ok(Json(json!({"deleted": true})))
+}

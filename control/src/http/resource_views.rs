@@ -1,0 +1,171 @@
+//! Read views over the resource tree: the roots list (with subtree sizes), one owner's direct
+//! children, and phase/kind summaries of a set of owners or of all roots.
+
+use std::collections::BTreeMap;
+
+use axum::{
+    Json,
+    extract::{Path, RawQuery, State},
+    response::IntoResponse,
+};
+use converge_proto::manifest::PHASES;
+use serde_json::{Map, Value, json};
+
+use super::{
+    AppState,
+    problem::ApiError,
+    query_pairs,
+    resources::{page, parse_list_query, parse_ref, resolve_owners},
+};
+use crate::db::{
+    self,
+    resources::{PhaseCount, ResourceKey},
+};
+
+/// `GET /api/v1/resources/roots`: one keyset page of roots (resources without an owner), each
+/// with `resource_count` (its descendants). Filters `kind`, `phase` (repeatable unions), `name`
+/// (substring), `label` (AND), `limit` (default 50, max 500), `cursor`; `X-Next-Cursor`.
+pub async fn roots(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Result<impl IntoResponse, ApiError> {
+    let lq = parse_list_query(q.as_deref(), 50, false)?;
+    let mut rows = if lq.contradictory {
+        Vec::new()
+    } else {
+        db::resources::resource_roots(&s.pool, &lq.filter)
+            .await
+            .map_err(ApiError::db("list roots"))?
+    };
+    let h = page(&mut rows, lq.filter.limit, |r| {
+        (r.item.created_at, r.item.uid)
+    });
+    Ok((h, Json(json!({"roots": rows}))))
+}
+
+async fn one_owner(s: &AppState, kind: &str, name: &str) -> Result<ResourceKey, ApiError> {
+    db::resources::resource_keys(&s.pool, &[(kind.to_string(), name.to_string())])
+        .await
+        .map_err(ApiError::db("look up a resource"))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))
+}
+
+/// `GET /api/v1/resources/{kind}/{name}/children`: the direct children of one resource, with
+/// the list's filters and keyset cursor (default limit 100).
+pub async fn children(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> Result<impl IntoResponse, ApiError> {
+    let mut lq = parse_list_query(q.as_deref(), 100, false)?;
+    let owner = one_owner(&s, &kind, &name).await?;
+    lq.filter.owners = vec![owner.uid];
+    let mut rows = if lq.contradictory {
+        Vec::new()
+    } else {
+        db::resources::resource_list(&s.pool, &lq.filter)
+            .await
+            .map_err(ApiError::db("list children"))?
+    };
+    let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
+    Ok((h, Json(json!({"owner": owner, "resources": rows}))))
+}
+
+fn zero_phases() -> Map<String, Value> {
+    PHASES.iter().map(|p| (p.to_string(), json!(0))).collect()
+}
+
+fn add(m: &mut Map<String, Value>, phase: &str, n: i64) {
+    let old = m.get(phase).and_then(Value::as_i64).unwrap_or(0);
+    m.insert(phase.to_string(), json!(old + n));
+}
+
+/// `{totals, total, by_kind}`: every phase key present (zeros included), in totals and per kind.
+fn summarise(counts: &[PhaseCount]) -> (Value, i64, Value) {
+    let mut totals = zero_phases();
+    let mut by_kind: BTreeMap<&str, (i64, Map<String, Value>)> = BTreeMap::new();
+    let mut total = 0;
+    for c in counts {
+        add(&mut totals, &c.phase, c.count);
+        total += c.count;
+        let e = by_kind
+            .entry(c.kind.as_str())
+            .or_insert_with(|| (0, zero_phases()));
+        e.0 += c.count;
+        add(&mut e.1, &c.phase, c.count);
+    }
+    let by_kind = by_kind
+        .into_iter()
+        .map(|(kind, (n, phases))| json!({"kind": kind, "total": n, "phases": phases}))
+        .collect();
+    (Value::Object(totals), total, Value::Array(by_kind))
+}
+
+/// `GET /api/v1/resources/summary[?owner=kind/name...]`: counts per phase (all seven keys)
+/// and per kind of the given owners' descendants (each counted once), or of all roots when
+/// no owner is given.
+pub async fn summary(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let mut refs = Vec::new();
+    for (k, v) in query_pairs(q.as_deref()) {
+        if k == "owner" {
+            refs.push(parse_ref("owner", &v)?);
+        }
+    }
+    let owners = resolve_owners(&s, &refs).await?;
+    let ids: Vec<_> = owners.iter().map(|o| o.uid).collect();
+    let counts = db::resources::resource_summary(&s.pool, &ids)
+        .await
+        .map_err(ApiError::db("summarise resources"))?;
+    let (totals, total, by_kind) = summarise(&counts);
+    Ok(Json(
+        json!({"owners": owners, "totals": totals, "total": total, "by_kind": by_kind}),
+    ))
+}
+
+/// `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
+/// kind.
+pub async fn owner_summary(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let owner = one_owner(&s, &kind, &name).await?;
+    let counts = db::resources::resource_summary(&s.pool, &[owner.uid])
+        .await
+        .map_err(ApiError::db("summarise resources"))?;
+    let (totals, total, by_kind) = summarise(&counts);
+    Ok(Json(
+        json!({"owner": owner, "totals": totals, "total": total, "by_kind": by_kind}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_list_every_phase_and_add_up_per_kind() {
+        let c = |kind: &str, phase: &str, count| PhaseCount {
+            kind: kind.into(),
+            phase: phase.into(),
+            count,
+        };
+        let (totals, total, by_kind) =
+            summarise(&[c("a", "Ready", 2), c("a", "Failed", 1), c("b", "Ready", 4)]);
+        assert_eq!(total, 7);
+        assert_eq!(totals.as_object().unwrap().len(), 7);
+        assert_eq!(totals["Ready"], 6);
+        assert_eq!(totals["Deleting"], 0);
+        assert_eq!(by_kind[0]["kind"], "a");
+        assert_eq!(by_kind[0]["total"], 3);
+        assert_eq!(by_kind[0]["phases"]["Failed"], 1);
+        assert_eq!(by_kind[1]["phases"]["Ready"], 4);
+        let (totals, total, by_kind) = summarise(&[]);
+        assert_eq!((total, by_kind.as_array().unwrap().len()), (0, 0));
+        assert!(totals.as_object().unwrap().values().all(|v| v == 0));
+    }
+}
