@@ -103,11 +103,14 @@ impl Provider for Stack {
     }
 }
 
+/// One recorded leaf run: (kind, name, when, spec it saw).
+type Run = (String, String, Instant, Value);
+
 /// The leaves: record when each ran (for ordering) and publish an id in status.
 #[derive(Clone)]
 struct Leaf {
     kind: &'static str,
-    runs: Arc<Mutex<Vec<(String, String, Instant, Value)>>>,
+    runs: Arc<Mutex<Vec<Run>>>,
 }
 
 impl Provider for Leaf {
@@ -149,15 +152,25 @@ fn manifest(kind: &str, composite: bool) -> Value {
 
 struct World {
     c: Converge,
-    runs: Arc<Mutex<Vec<(String, String, Instant, Value)>>>,
+    runs: Arc<Mutex<Vec<Run>>>,
     stop: CancellationToken,
 }
 
 async fn world() -> World {
-    let c = Converge::start(&[]).await;
+    world_with(&[], 0).await
+}
+
+/// A converge with `env`, the stack kinds (croute with `route_grace` seconds of orphan
+/// grace) and an in-process worker serving them.
+async fn world_with(env: &[(&str, &str)], route_grace: i64) -> World {
+    let c = Converge::start(env).await;
     c.apply_manifest(&manifest("stack", true)).await;
     for k in ["cnet", "csubnet", "croute"] {
-        c.apply_manifest(&manifest(k, false)).await;
+        let mut m = manifest(k, false);
+        if k == "croute" {
+            m["orphan_grace_secs"] = route_grace.into();
+        }
+        c.apply_manifest(&m).await;
     }
     let runs = Arc::new(Mutex::new(Vec::new()));
     let stop = CancellationToken::new();
@@ -350,6 +363,170 @@ async fn a_failed_child_degrades_the_root_naming_it() {
         "Ready",
         "siblings proceed"
     );
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn orphan_grace_readopts_a_reemitted_child_and_removes_an_expired_one() {
+    let w = world_with(&[("REAPER_EVERY", "1s")], 3).await;
+    apply_stack(&w.c, "g", json!({"teams": ["a"]})).await;
+    w.c.wait_resource("stack", "g", "Ready", T, |v| v["phase"] == "Ready")
+        .await;
+    let route = w.c.get("croute", "a-route").await.unwrap();
+    let uid = route["uid"].clone();
+
+    apply_stack(&w.c, "g", json!({"teams": ["a"], "drop_route": true})).await;
+    w.c.wait_resource("croute", "a-route", "Orphaned", T, |v| {
+        v["phase"] == "Orphaned"
+    })
+    .await;
+    w.c.wait_resource("stack", "g", "Ready without the orphan", T, |v| {
+        v["phase"] == "Ready" && v["synced_gen"] == 2
+    })
+    .await;
+    // Re-emitted within the grace window: re-adopted, same resource, nothing recreated.
+    apply_stack(&w.c, "g", json!({"teams": ["a"], "note": "re-emit"})).await;
+    let r =
+        w.c.wait_resource("croute", "a-route", "re-adopted", T, |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(r["uid"], uid, "re-adoption keeps the resource");
+    let runs = w
+        .runs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|x| x.1 == "a-route")
+        .count();
+    assert_eq!(runs, 1, "nothing was destroyed or re-run");
+
+    // Dropped again and left alone: removed once the grace expires (reaper sweep).
+    apply_stack(
+        &w.c,
+        "g",
+        json!({"teams": ["a"], "drop_route": true, "n": 2}),
+    )
+    .await;
+    w.c.wait_resource("croute", "a-route", "Orphaned again", T, |v| {
+        v["phase"] == "Orphaned"
+    })
+    .await;
+    converge_control::testing::wait_for(T, "the expired orphan is removed", || async {
+        w.c.get("croute", "a-route").await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        w.c.get("csubnet", "a-subnet").await.is_some(),
+        "only the orphan goes"
+    );
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_510_child_three_level_dag_reconciles_each_child_once_in_order() {
+    let w = world().await;
+    let teams: Vec<String> = (0..170).map(|i| format!("t{i}")).collect();
+    apply_stack(&w.c, "big", json!({"teams": teams})).await;
+    let root =
+        w.c.wait_resource(
+            "stack",
+            "big",
+            "root Ready",
+            Duration::from_secs(120),
+            |v| v["phase"] == "Ready",
+        )
+        .await;
+    assert_eq!(root["status"]["children"], 510);
+    assert_eq!(root["status"]["ready"], 510);
+    let runs = w.runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 510, "each child reconciled exactly once");
+    let at: HashMap<(String, String), Instant> = runs
+        .iter()
+        .map(|(k, n, t, _)| ((k.clone(), n.clone()), *t))
+        .collect();
+    assert_eq!(at.len(), 510);
+    for t in &teams {
+        let net = at[&("cnet".to_string(), format!("{t}-net"))];
+        let sub = at[&("csubnet".to_string(), format!("{t}-subnet"))];
+        let route = at[&("croute".to_string(), format!("{t}-route"))];
+        assert!(
+            net < sub && sub < route,
+            "team {t}: a child ran before its upstream"
+        );
+    }
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_completions_never_strand_a_root() {
+    // Two pods drain concurrently; the reaper backstop is off, so only the reactive cascade
+    // and the straddle recheck can bring each root to Ready.
+    let env = [("REAPER_EVERY", "3600s"), ("DRAIN_BATCH", "3")];
+    let w = world_with(&env, 0).await;
+    let _peer = w.c.spawn_peer(&env).await;
+    for round in 0..50 {
+        let name = format!("race-{round}");
+        let teams: Vec<String> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|t| format!("r{round}{t}"))
+            .collect();
+        apply_stack(&w.c, &name, json!({ "teams": teams })).await;
+    }
+    for round in 0..50 {
+        let name = format!("race-{round}");
+        w.c.wait_resource("stack", &name, "root Ready", Duration::from_secs(60), |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    }
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quarantining_a_failed_child_lets_the_root_be_ready_and_unquarantine_retries_it() {
+    let w = world().await;
+    apply_stack(&w.c, "q", json!({"teams": ["a", "b"], "fail": "b-subnet"})).await;
+    w.c.wait_resource("stack", "q", "Degraded", T, |v| v["phase"] == "Degraded")
+        .await;
+    let post = |action: &str| {
+        w.c.client
+            .post(format!(
+                "{}/api/v1/resources/csubnet/b-subnet/{action}",
+                w.c.http
+            ))
+            .send()
+    };
+    assert_eq!(post("quarantine").await.unwrap().status(), 200);
+    w.c.wait_resource("csubnet", "b-subnet", "Quarantined", T, |v| {
+        v["phase"] == "Quarantined"
+    })
+    .await;
+    let r =
+        w.c.wait_resource("stack", "q", "Ready with the child set aside", T, |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(
+        r["status"]["children"], 5,
+        "the quarantined child is excluded from the rollup"
+    );
+    let attempts = w.c.get("csubnet", "b-subnet").await.unwrap()["failure_attempts"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(post("unquarantine").await.unwrap().status(), 200);
+    w.c.wait_resource("csubnet", "b-subnet", "retried", T, |v| {
+        v["failure_attempts"].as_i64().unwrap() > attempts
+    })
+    .await;
+    w.c.wait_resource("stack", "q", "Degraded again", T, |v| {
+        v["phase"] == "Degraded"
+    })
+    .await;
     w.stop.cancel();
     w.c.stop().await;
 }

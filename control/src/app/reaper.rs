@@ -40,6 +40,8 @@ pub struct TickReport {
     pub requeued: i32,
     /// Unclaimed rows dropped.
     pub dropped: i32,
+    /// Expired orphans removed.
+    pub orphans: i32,
 }
 
 impl Reaper {
@@ -65,10 +67,12 @@ impl Reaper {
         } else {
             0
         };
+        let orphans = db::sweeps::orphan_sweep_expired(&self.pool, s, 1000).await?;
         Ok(TickReport {
             reaped,
             requeued,
             dropped,
+            orphans,
         })
     }
 
@@ -116,6 +120,7 @@ impl Reaper {
                         reaped = r.reaped,
                         requeued = r.requeued,
                         dropped = r.dropped,
+                        orphans = r.orphans,
                         "reaper tick"
                     );
                 }

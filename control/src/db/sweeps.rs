@@ -91,3 +91,17 @@ pub async fn rollup_recheck_drain(
         .fetch_one(pool)
         .await
 }
+
+/// Removes composer-dropped children whose orphan grace expired.
+pub async fn orphan_sweep_expired(
+    pool: &PgPool,
+    shards: ShardRange,
+    limit: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT sweep_expired_orphans($1, $2, $3)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(limit)
+        .fetch_one(pool)
+        .await
+}

@@ -107,6 +107,44 @@ impl Converge {
         c
     }
 
+    /// Starts another `converge` process on the same database (a second pod), with `env`.
+    pub async fn spawn_peer(&self, env: &[(&str, &str)]) -> Child {
+        let (hp, gp) = (free_port(), free_port());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
+        cmd.arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DATABASE_URL", &self.db.url)
+            .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+            .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+            .env("DB_MAX_CONNECTIONS", "10")
+            .env(
+                "LOG_LEVEL",
+                std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+            )
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn peer converge");
+        let url = format!("http://127.0.0.1:{hp}/readyz");
+        let client = self.client.clone();
+        wait_for(Duration::from_secs(30), "peer /readyz", || {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                client
+                    .get(&url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status() == 200)
+                    .map(|_| ())
+            }
+        })
+        .await;
+        child
+    }
+
     /// PUTs a kind manifest and asserts it was accepted.
     pub async fn apply_manifest(&self, manifest: &Value) {
         let kind = manifest["kind"].as_str().unwrap();
