@@ -7,7 +7,10 @@ mod common;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -50,7 +53,7 @@ impl Provider for Stack {
                             "cnet",
                             1,
                             &net,
-                            json!({"cidr": "10.0.0.0/16"}),
+                            json!({"cidr": spec["net_cidr"][t.as_str()].as_str().unwrap_or("10.0.0.0/16")}),
                         ))
                         .with_child(ChildSpec::new(
                             "csubnet",
@@ -111,6 +114,8 @@ type Run = (String, String, Instant, Value);
 struct Leaf {
     kind: &'static str,
     runs: Arc<Mutex<Vec<Run>>>,
+    /// Bumped by a test to make cnet report a new vpc_id (an out-of-band status change).
+    epoch: Arc<AtomicU64>,
 }
 
 impl Provider for Leaf {
@@ -129,7 +134,11 @@ impl Provider for Leaf {
         if spec["fail"] == true {
             return Err(HandlerError::transient("subnet exhausted"));
         }
-        let id = format!("{}-{}", self.kind, req.resource.name);
+        let id = match self.epoch.load(Ordering::SeqCst) {
+            0 => format!("{}-{}", self.kind, req.resource.name),
+            e if self.kind == "cnet" => format!("{}-{}-v{e}", self.kind, req.resource.name),
+            _ => format!("{}-{}", self.kind, req.resource.name),
+        };
         let status = match self.kind {
             "cnet" => json!({"vpc_id": id}),
             "csubnet" => json!({"subnet_id": id, "vpc_id": spec["vpc_id"]}),
@@ -153,6 +162,7 @@ fn manifest(kind: &str, composite: bool) -> Value {
 struct World {
     c: Converge,
     runs: Arc<Mutex<Vec<Run>>>,
+    epoch: Arc<AtomicU64>,
     stop: CancellationToken,
 }
 
@@ -173,12 +183,14 @@ async fn world_with(env: &[(&str, &str)], route_grace: i64) -> World {
         c.apply_manifest(&m).await;
     }
     let runs = Arc::new(Mutex::new(Vec::new()));
+    let epoch = Arc::new(AtomicU64::new(0));
     let stop = CancellationToken::new();
     let mut reg = Registry::new().with(Stack);
     for k in ["cnet", "csubnet", "croute"] {
         reg = reg.with(Leaf {
             kind: k,
             runs: runs.clone(),
+            epoch: epoch.clone(),
         });
     }
     let mut cfg = WorkerConfig::new(c.broker.clone());
@@ -189,7 +201,12 @@ async fn world_with(env: &[(&str, &str)], route_grace: i64) -> World {
         reg,
         stop.clone().cancelled_owned(),
     ));
-    World { c, runs, stop }
+    World {
+        c,
+        runs,
+        epoch,
+        stop,
+    }
 }
 
 async fn apply_stack(c: &Converge, name: &str, spec: Value) {
@@ -527,6 +544,91 @@ async fn quarantining_a_failed_child_lets_the_root_be_ready_and_unquarantine_ret
         v["phase"] == "Degraded"
     })
     .await;
+    w.stop.cancel();
+    w.c.stop().await;
+}
+
+async fn generation(c: &Converge, kind: &str, name: &str) -> i64 {
+    c.get(kind, name).await.unwrap()["generation"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_changed_child_updates_only_it_and_a_status_change_reflows_only_dependents() {
+    let w = world().await;
+    apply_stack(&w.c, "d", json!({"teams": ["a", "b"]})).await;
+    w.c.wait_resource("stack", "d", "Ready", T, |v| v["phase"] == "Ready")
+        .await;
+
+    // The composer changes one child's spec: only that child gets a new generation.
+    apply_stack(
+        &w.c,
+        "d",
+        json!({"teams": ["a", "b"], "net_cidr": {"a": "10.9.0.0/16"}}),
+    )
+    .await;
+    w.c.wait_resource("stack", "d", "Ready at gen 2", T, |v| {
+        v["phase"] == "Ready" && v["synced_gen"] == 2
+    })
+    .await;
+    w.c.wait_resource("cnet", "a-net", "a-net re-reconciled", T, |v| {
+        v["synced_gen"] == 2
+    })
+    .await;
+    assert_eq!(generation(&w.c, "cnet", "a-net").await, 2);
+    for (k, n) in [
+        ("cnet", "b-net"),
+        ("csubnet", "b-subnet"),
+        ("croute", "b-route"),
+        ("csubnet", "a-subnet"),
+    ] {
+        assert_eq!(
+            generation(&w.c, k, n).await,
+            2.min(if k == "cnet" { 1 } else { 2 }),
+            "{k}/{n} must not change"
+        );
+    }
+
+    // b-net reports a new vpc_id out of band: its dependent subnet re-flows and re-reconciles;
+    // the route (which flows subnet_id, unchanged) and team a are untouched.
+    let before_route = generation(&w.c, "croute", "b-route").await;
+    let before_sub = generation(&w.c, "csubnet", "b-subnet").await;
+    let before_a: Vec<i64> = vec![
+        generation(&w.c, "csubnet", "a-subnet").await,
+        generation(&w.c, "croute", "a-route").await,
+    ];
+    w.epoch.store(1, Ordering::SeqCst);
+    let r =
+        w.c.client
+            .post(format!(
+                "{}/api/v1/resources/cnet/b-net/reconcile",
+                w.c.http
+            ))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 202);
+    let sub =
+        w.c.wait_resource("csubnet", "b-subnet", "re-flowed", T, |v| {
+            v["spec"]["vpc_id"] == "cnet-b-net-v1" && v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(sub["generation"].as_i64().unwrap(), before_sub + 1);
+    assert_eq!(sub["status"]["vpc_id"], "cnet-b-net-v1");
+    assert_eq!(
+        generation(&w.c, "croute", "b-route").await,
+        before_route,
+        "the route's flowed value did not change"
+    );
+    assert_eq!(
+        vec![
+            generation(&w.c, "csubnet", "a-subnet").await,
+            generation(&w.c, "croute", "a-route").await
+        ],
+        before_a,
+        "another team's children are untouched"
+    );
     w.stop.cancel();
     w.c.stop().await;
 }
