@@ -3,6 +3,7 @@
 //! with the broker (`converge_broker::db`).
 
 pub mod kinds;
+pub mod resource_deps;
 pub mod resources;
 pub mod sweeps;
 

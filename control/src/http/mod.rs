@@ -5,6 +5,7 @@ pub mod health;
 pub mod kinds;
 pub mod problem;
 pub mod resource_actions;
+pub mod resource_graph;
 pub mod resource_views;
 pub mod resources;
 
@@ -87,6 +88,11 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             "/resources/{kind}/{name}/children",
             get(resource_views::children),
         )
+        .route(
+            "/resources/{kind}/{name}/dependencies",
+            get(resource_graph::dependencies),
+        )
+        .route("/resources/{kind}/{name}/graph", get(resource_graph::graph))
         .route(
             "/resources/{kind}/{name}/summary",
             get(resource_views::owner_summary),

@@ -1,0 +1,137 @@
+//! Dependency views of one resource: its upstreams and dependents with their value flows, and
+//! the dependency graph of the composite it heads (its subtree and the edges inside it).
+
+use axum::{
+    Json,
+    extract::{Path, RawQuery, State},
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{AppState, problem::ApiError, query_pairs};
+use crate::db::{
+    self,
+    resource_deps::{GraphEdge, GraphNode},
+};
+
+/// Nodes (and edges) a graph returns when no `limit` is given.
+const DEFAULT_GRAPH_LIMIT: i64 = 500;
+/// The largest `limit` a graph request may ask for.
+const MAX_GRAPH_LIMIT: i64 = 1000;
+
+fn not_found(kind: &str, name: &str) -> ApiError {
+    ApiError::NotFound(format!("resource {kind}/{name} not found"))
+}
+
+async fn node(s: &AppState, kind: &str, name: &str) -> Result<GraphNode, ApiError> {
+    db::resource_deps::resource_graph_node(&s.pool, kind, name)
+        .await
+        .map_err(ApiError::db("look up a resource"))?
+        .ok_or_else(|| not_found(kind, name))
+}
+
+/// `GET /api/v1/resources/{kind}/{name}/dependencies`: `{dependencies, dependents}`. The
+/// dependencies are the resources this one waits for (with their phase, readiness, health and
+/// last change, and the values each flows into this spec); the dependents are the resources
+/// waiting for this one. Both ordered by kind and name; 404 for an unknown resource.
+#[tracing::instrument(skip(s))]
+pub async fn dependencies(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let me = node(&s, &kind, &name).await?;
+    let (up, down) = tokio::try_join!(
+        db::resource_deps::resource_deps_upstream(&s.pool, me.uid),
+        db::resource_deps::resource_deps_downstream(&s.pool, me.uid),
+    )
+    .map_err(ApiError::db("read dependency edges"))?;
+    Ok(Json(json!({"dependencies": up, "dependents": down})))
+}
+
+/// Parses the graph's `limit` (1..=1000, default 500); other parameters are ignored.
+fn parse_graph_limit(q: Option<&str>) -> Result<i64, ApiError> {
+    let mut limit = DEFAULT_GRAPH_LIMIT;
+    for (k, v) in query_pairs(q) {
+        if k == "limit" {
+            limit = v
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (1..=MAX_GRAPH_LIMIT).contains(n))
+                .ok_or_else(|| {
+                    ApiError::invalid("limit", format!("limit must be 1..={MAX_GRAPH_LIMIT}"))
+                })?;
+        }
+    }
+    Ok(limit)
+}
+
+/// One node on the wire: its `kind/name` address plus the node.
+#[derive(Serialize)]
+struct NodeOut {
+    #[serde(rename = "ref")]
+    ref_: String,
+    #[serde(flatten)]
+    node: GraphNode,
+}
+
+/// `GET /api/v1/resources/{kind}/{name}/graph?limit=N`: `{owner, nodes, edges, total_nodes,
+/// truncated}`. The nodes are the resource itself (depth 0, always first) and its descendants
+/// ordered by kind and name, `limit` in all (default 500, max 1000); the edges (`from`
+/// depends on `to`, with value mappings) are those with both ends among the returned nodes,
+/// at most `limit` of them. `total_nodes` counts the whole subtree including the resource;
+/// `truncated` says the limit cut nodes or edges. 404 for an unknown resource.
+#[tracing::instrument(skip(s))]
+pub async fn graph(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let limit = parse_graph_limit(q.as_deref())?;
+    let owner = node(&s, &kind, &name).await?;
+    let (descendants, total_descendants) =
+        db::resource_deps::resource_graph_descendants(&s.pool, owner.uid, limit - 1)
+            .await
+            .map_err(ApiError::db("read a dependency graph"))?;
+    let mut nodes = Vec::with_capacity(descendants.len() + 1);
+    nodes.push(owner);
+    nodes.extend(descendants);
+    let ids: Vec<_> = nodes.iter().map(|n| n.uid).collect();
+    let mut edges: Vec<GraphEdge> =
+        db::resource_deps::resource_graph_edges(&s.pool, &ids, limit + 1)
+            .await
+            .map_err(ApiError::db("read a dependency graph"))?;
+    let total_nodes = total_descendants + 1;
+    let edges_cut = edges.len() as i64 > limit;
+    edges.truncate(usize::try_from(limit).unwrap_or(0));
+    let truncated = total_nodes > nodes.len() as i64 || edges_cut;
+    let nodes: Vec<NodeOut> = nodes
+        .into_iter()
+        .map(|n| NodeOut {
+            ref_: format!("{}/{}", n.kind, n.name),
+            node: n,
+        })
+        .collect();
+    Ok(Json(json!({
+        "owner": {"kind": kind, "name": name},
+        "nodes": nodes,
+        "edges": edges,
+        "total_nodes": total_nodes,
+        "truncated": truncated,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_limit_defaults_and_bounds() {
+        assert_eq!(parse_graph_limit(None).unwrap(), 500);
+        assert_eq!(parse_graph_limit(Some("other=1")).unwrap(), 500);
+        assert_eq!(parse_graph_limit(Some("limit=1")).unwrap(), 1);
+        assert_eq!(parse_graph_limit(Some("limit=1000")).unwrap(), 1000);
+        for bad in ["limit=0", "limit=1001", "limit=-3", "limit=x", "limit="] {
+            assert!(parse_graph_limit(Some(bad)).is_err(), "{bad}");
+        }
+    }
+}
