@@ -15,6 +15,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod bom;
+
 use anyhow::{Context, bail};
 use clap::Parser;
 use converge_sdk::{
@@ -45,6 +47,12 @@ struct Args {
     /// Apply everything before the workers connect, so the reconcile rate is measured alone.
     #[arg(long)]
     preload: bool,
+    /// Composite mode: total children across all roots (chains of 3 with value flows).
+    #[arg(long)]
+    bom_children: Option<usize>,
+    /// Composite mode: number of roots (rollup latency is measured per root).
+    #[arg(long, default_value_t = 20)]
+    roots: usize,
 }
 
 /// The no-op leaf: reports a tiny status.
@@ -151,6 +159,7 @@ fn start_workers(
     broker: &str,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let composite = args.bom_children.is_some();
     (0..args.workers)
         .map(|i| {
             let mut cfg = WorkerConfig::new(broker);
@@ -158,13 +167,14 @@ fn start_workers(
             cfg.worker_name = format!("bench-{i}");
             cfg.drain_timeout = Duration::from_secs(2);
             let stop = stop.clone();
+            let registry = if composite {
+                Registry::new().with(bom::BenchBom).with(bom::BenchLink)
+            } else {
+                Registry::new().with(Noop)
+            };
             tokio::spawn(async move {
-                if let Err(e) = converge_sdk::run_worker(
-                    cfg,
-                    Registry::new().with(Noop),
-                    stop.cancelled_owned(),
-                )
-                .await
+                if let Err(e) =
+                    converge_sdk::run_worker(cfg, registry, stop.cancelled_owned()).await
                 {
                     eprintln!("worker {i} failed: {e}");
                 }
@@ -300,6 +310,18 @@ async fn main() -> anyhow::Result<()> {
         .connect(&server.db_url)
         .await?;
     let stop = CancellationToken::new();
+    if let Some(children) = args.bom_children {
+        let out = run_bom(&args, &server, &client, &pool, children, &stop).await?;
+        println!("{out}");
+        stop.cancel();
+        let pid = server.child.id().unwrap_or(0).to_string();
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid)
+            .status();
+        let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
+        return Ok(());
+    }
 
     let mut workers = Vec::new();
     if !args.preload {
@@ -369,4 +391,96 @@ async fn main() -> anyhow::Result<()> {
         .status();
     let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
     Ok(())
+}
+
+/// The composite benchmark (see `bom.rs`).
+async fn run_bom(
+    args: &Args,
+    server: &Server,
+    client: &reqwest::Client,
+    pool: &sqlx::PgPool,
+    children: usize,
+    stop: &CancellationToken,
+) -> anyhow::Result<Value> {
+    for m in bom::manifests() {
+        let kind = m["kind"].as_str().unwrap_or_default().to_string();
+        let r = client
+            .put(format!("{}/api/v1/kinds/{kind}/manifest", server.http))
+            .json(&m)
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("manifest {kind} refused: {}", r.status());
+        }
+    }
+    let workers = start_workers(args, &server.broker, stop);
+    let chains = (children / 3 / args.roots).max(1);
+    eprintln!(
+        "applying {} roots x {} chains x 3 = {} children ...",
+        args.roots,
+        chains,
+        args.roots * chains * 3
+    );
+    for r in 0..args.roots {
+        let body = json!({"kind": "benchbom", "kind_version": 1, "name": format!("bom{r}"), "spec": {"chains": chains}});
+        let resp = client
+            .post(format!("{}/api/v1/resources", server.http))
+            .json(&body)
+            .send()
+            .await?;
+        if !resp.status().is_success() {
+            bail!("apply failed: {}", resp.status());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let (ready, kids): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE kind = 'benchbom' AND phase = 'Ready'),
+                    count(*) FILTER (WHERE kind = 'benchlink' AND phase = 'Ready')
+             FROM resources",
+        )
+        .fetch_one(pool)
+        .await?;
+        if ready as usize >= args.roots {
+            break;
+        }
+        eprintln!(
+            "  roots ready {ready}/{}, children ready {kids}",
+            args.roots
+        );
+        if Instant::now() > deadline {
+            bail!("roots not Ready after 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let (total, n_children, reconcile_window): (f64, i64, f64) = sqlx::query_as(
+        "SELECT extract(epoch FROM (SELECT max(updated_at) FROM resources WHERE kind = 'benchbom')
+                                - (SELECT min(created_at) FROM resources WHERE kind = 'benchbom'))::float8,
+                (SELECT count(*) FROM resources WHERE kind = 'benchlink'),
+                extract(epoch FROM (SELECT max(updated_at) FROM resources WHERE kind = 'benchlink')
+                                - (SELECT min(created_at) FROM resources WHERE kind = 'benchbom'))::float8",
+    )
+    .fetch_one(pool)
+    .await?;
+    let mut lat: Vec<f64> = sqlx::query_scalar(
+        "SELECT (extract(epoch FROM r.updated_at - max(c.updated_at)) * 1000)::float8
+         FROM resources r JOIN resources c ON c.root_id = r.id
+         WHERE r.kind = 'benchbom' GROUP BY r.id, r.updated_at",
+    )
+    .fetch_all(pool)
+    .await?;
+    lat.sort_by(f64::total_cmp);
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+    }
+    Ok(json!({
+        "mode": "bom",
+        "roots": args.roots,
+        "children": n_children,
+        "workers": args.workers,
+        "secs_to_all_roots_ready": total,
+        "reconciles_per_sec": (n_children as f64 + args.roots as f64) / reconcile_window.max(1e-9),
+        "rollup_latency_ms": {"p50": percentile(&lat, 50.0), "p99": percentile(&lat, 99.0), "max": lat.last().copied().unwrap_or(0.0)},
+        "converge_peak_rss_mb": server.child.id().and_then(peak_rss_mb),
+    }))
 }
