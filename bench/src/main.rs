@@ -53,6 +53,10 @@ struct Args {
     /// Composite mode: number of roots (rollup latency is measured per root).
     #[arg(long, default_value_t = 20)]
     roots: usize,
+    /// Composite mode: small roots (30 children) applied one at a time after the bulk run,
+    /// to measure rollup latency on an otherwise idle system.
+    #[arg(long, default_value_t = 20)]
+    idle_roots: usize,
 }
 
 /// The no-op leaf: reports a tiny status.
@@ -470,6 +474,44 @@ async fn run_bom(
     .fetch_all(pool)
     .await?;
     lat.sort_by(f64::total_cmp);
+    eprintln!(
+        "measuring rollup latency of {} small roots applied one at a time ...",
+        args.idle_roots
+    );
+    for r in 0..args.idle_roots {
+        let name = format!("idle{r}");
+        let body =
+            json!({"kind": "benchbom", "kind_version": 1, "name": name, "spec": {"chains": 10}});
+        client
+            .post(format!("{}/api/v1/resources", server.http))
+            .json(&body)
+            .send()
+            .await?;
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let phase: Option<String> = sqlx::query_scalar(
+                "SELECT phase FROM resources WHERE kind = 'benchbom' AND name = $1",
+            )
+            .bind(&name)
+            .fetch_optional(pool)
+            .await?;
+            if phase.as_deref() == Some("Ready") {
+                break;
+            }
+            if Instant::now() > until {
+                bail!("{name} not Ready in 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let mut idle: Vec<f64> = sqlx::query_scalar(
+        "SELECT (extract(epoch FROM r.updated_at - max(c.updated_at)) * 1000)::float8
+         FROM resources r JOIN resources c ON c.root_id = r.id
+         WHERE r.kind = 'benchbom' AND r.name LIKE 'idle%' GROUP BY r.id, r.updated_at",
+    )
+    .fetch_all(pool)
+    .await?;
+    idle.sort_by(f64::total_cmp);
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }
@@ -481,6 +523,7 @@ async fn run_bom(
         "secs_to_all_roots_ready": total,
         "reconciles_per_sec": (n_children as f64 + args.roots as f64) / reconcile_window.max(1e-9),
         "rollup_latency_ms": {"p50": percentile(&lat, 50.0), "p99": percentile(&lat, 99.0), "max": lat.last().copied().unwrap_or(0.0)},
+        "idle_rollup_latency_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0)},
         "converge_peak_rss_mb": server.child.id().and_then(peak_rss_mb),
     }))
 }
