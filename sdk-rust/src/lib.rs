@@ -39,6 +39,7 @@ mod logging;
 mod merge;
 mod provider;
 mod runtime;
+mod signal;
 pub mod testing;
 mod types;
 
@@ -53,6 +54,7 @@ pub use logging::init_logging;
 pub use merge::{effective_bundle, effective_config};
 pub use provider::{Provider, Registry};
 pub use runtime::{run_worker, serve};
+pub use signal::shutdown_signal;
 pub use types::{
     CONDITION_READY, CONDITION_SYNCED, ChildSpec, Condition, DepEdge, KindVersion, Operation,
     Outcome, ProviderConfig, ProviderConfigSpec, ReactionRequest, Resource, ResourceRef, Stage,

@@ -46,6 +46,50 @@ fn signal(child: &Child, sig: &str) {
     }
 }
 
+/// A `converge serve` command on `db_url` with loopback ports and `env` (a clean
+/// environment, so nothing from the developer's shell leaks in).
+fn serve_command(db_url: &str, http_port: u16, grpc_port: u16, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
+    cmd.arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATABASE_URL", db_url)
+        .env("LISTEN_ADDR", format!("127.0.0.1:{http_port}"))
+        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{grpc_port}"))
+        .env("RETRY_BASE", "200ms")
+        .env("RETRY_MAX", "1s")
+        .env("SHUTDOWN_DRAIN", "2s")
+        .env("DB_MAX_CONNECTIONS", "10")
+        .env(
+            "LOG_LEVEL",
+            std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Waits until `GET url` answers 200.
+async fn wait_ready(client: &reqwest::Client, url: String, what: &str) {
+    wait_for(Duration::from_secs(30), what, || {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            client
+                .get(&url)
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status() == 200)
+                .map(|_| ())
+        }
+    })
+    .await;
+}
+
 /// A running `converge serve` (ROLE=all) on its own fresh database.
 pub struct Converge {
     pub db: TestDb,
@@ -60,28 +104,9 @@ impl Converge {
     pub async fn start(env: &[(&str, &str)]) -> Converge {
         let db = TestDb::new().await;
         let (hp, gp) = (free_port(), free_port());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
-        cmd.arg("serve")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DATABASE_URL", &db.url)
-            .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
-            .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
-            .env("RETRY_BASE", "200ms")
-            .env("RETRY_MAX", "1s")
-            .env("SHUTDOWN_DRAIN", "2s")
-            .env("DB_MAX_CONNECTIONS", "10")
-            .env(
-                "LOG_LEVEL",
-                std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("spawn converge");
+        let child = serve_command(&db.url, hp, gp, env)
+            .spawn()
+            .expect("spawn converge");
         let c = Converge {
             db,
             http: format!("http://127.0.0.1:{hp}"),
@@ -89,58 +114,21 @@ impl Converge {
             client: reqwest::Client::new(),
             child,
         };
-        let url = format!("{}/readyz", c.http);
-        let client = c.client.clone();
-        wait_for(Duration::from_secs(30), "converge /readyz", || {
-            let (client, url) = (client.clone(), url.clone());
-            async move {
-                client
-                    .get(&url)
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status() == 200)
-                    .map(|_| ())
-            }
-        })
-        .await;
+        wait_ready(&c.client, format!("{}/readyz", c.http), "converge /readyz").await;
         c
     }
 
     /// Starts another `converge` process on the same database (a second pod), with `env`.
     pub async fn spawn_peer(&self, env: &[(&str, &str)]) -> Child {
         let (hp, gp) = (free_port(), free_port());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
-        cmd.arg("serve")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DATABASE_URL", &self.db.url)
-            .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
-            .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
-            .env("DB_MAX_CONNECTIONS", "10")
-            .env(
-                "LOG_LEVEL",
-                std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-            )
-            .kill_on_drop(true);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("spawn peer converge");
-        let url = format!("http://127.0.0.1:{hp}/readyz");
-        let client = self.client.clone();
-        wait_for(Duration::from_secs(30), "peer /readyz", || {
-            let (client, url) = (client.clone(), url.clone());
-            async move {
-                client
-                    .get(&url)
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status() == 200)
-                    .map(|_| ())
-            }
-        })
+        let child = serve_command(&self.db.url, hp, gp, env)
+            .spawn()
+            .expect("spawn peer converge");
+        wait_ready(
+            &self.client,
+            format!("http://127.0.0.1:{hp}/readyz"),
+            "peer /readyz",
+        )
         .await;
         child
     }

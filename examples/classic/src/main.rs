@@ -13,31 +13,10 @@ async fn main() -> anyhow::Result<()> {
         latency_ms = latency.as_millis(),
         "serving the classic demo kinds"
     );
-    converge_sdk::serve(classic_worker::registry(latency), shutdown_signal()).await?;
+    converge_sdk::serve(
+        classic_worker::registry(latency),
+        converge_sdk::shutdown_signal(),
+    )
+    .await?;
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends before killing a pod).
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C received"),
-        () = term => tracing::info!("SIGTERM received"),
-    }
 }

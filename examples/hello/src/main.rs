@@ -10,31 +10,10 @@ use hello_worker::Hello;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     converge_sdk::init_logging()?;
-    converge_sdk::serve(Registry::new().with(Hello::from_env()), shutdown_signal()).await?;
+    converge_sdk::serve(
+        Registry::new().with(Hello::from_env()),
+        converge_sdk::shutdown_signal(),
+    )
+    .await?;
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends before killing a pod).
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C received"),
-        () = term => tracing::info!("SIGTERM received"),
-    }
 }
