@@ -70,6 +70,8 @@ pub struct Config {
     pub broker_failsafe: Duration,
     /// DRAIN_BATCH: outbox rows per drain statement.
     pub drain_batch: i32,
+    /// DRAINERS: concurrent drainers per control process, each over its own shard slice.
+    pub drainers: usize,
     /// CLAIM_BATCH: queue rows per claim statement.
     pub claim_batch: usize,
     /// MAX_BODY_BYTES: largest accepted request body.
@@ -145,6 +147,7 @@ impl Config {
             drainer_failsafe: read(&get, "DRAINER_FAILSAFE", Duration::from_secs(2), dur)?,
             broker_failsafe: read(&get, "BROKER_FAILSAFE", Duration::from_secs(1), dur)?,
             drain_batch: read(&get, "DRAIN_BATCH", 1000, num)?,
+            drainers: read(&get, "DRAINERS", 1, num)?,
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
         };
@@ -158,6 +161,12 @@ impl Config {
             return Err(ConfigError {
                 var: "DRAIN_BATCH",
                 reason: "must be 1..=100000".into(),
+            });
+        }
+        if !(1..=16).contains(&cfg.drainers) {
+            return Err(ConfigError {
+                var: "DRAINERS",
+                reason: "must be 1..=16".into(),
             });
         }
         if !(1..=10_000).contains(&cfg.claim_batch) {
@@ -198,6 +207,7 @@ mod tests {
         assert_eq!(c.listen_addr.port(), 8080);
         assert_eq!(c.broker_listen_addr.port(), 9090);
         assert_eq!(c.shutdown_drain, Duration::from_secs(45));
+        assert_eq!(c.drainers, 1);
     }
 
     #[test]

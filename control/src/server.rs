@@ -61,19 +61,36 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
 
     let http_stop = CancellationToken::new();
     if cfg.role.control() {
-        let (drainer, drainer_handle) = Drainer::new(
-            pool.clone(),
-            DrainerConfig {
-                shards: ShardRange::ALL,
-                batch: cfg.drain_batch,
-                failsafe: cfg.drainer_failsafe,
-            },
-            broker.as_ref().map(Broker::dispatch_notify),
-        );
-        if let Some(b) = &broker {
-            b.set_outbox_hook(drainer_handle.notify());
+        // DRAINERS drainers over disjoint shard slices (a drain is one transaction at a time;
+        // more drainers let several run at once when the database has cores to spare).
+        let hub = Arc::new(tokio::sync::Notify::new());
+        let mut handles = Vec::new();
+        for shards in split_shards(ShardRange::ALL, cfg.drainers) {
+            let (drainer, handle) = Drainer::new(
+                pool.clone(),
+                DrainerConfig {
+                    shards,
+                    batch: cfg.drain_batch,
+                    failsafe: cfg.drainer_failsafe,
+                },
+                broker.as_ref().map(Broker::dispatch_notify),
+            );
+            handles.push(handle);
+            tasks.spawn(drainer.run(loops.clone()));
         }
-        tasks.spawn(drainer.run(loops.clone()));
+        if let Some(b) = &broker {
+            b.set_outbox_hook(hub.clone());
+        }
+        // Fan the co-located broker's "results landed" hint out to every drainer.
+        let (fan_hub, fan_stop) = (hub.clone(), loops.clone());
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = fan_stop.cancelled() => break,
+                    _ = fan_hub.notified() => handles.iter().for_each(|h| h.wake()),
+                }
+            }
+        });
         let reaper = Reaper::new(
             pool.clone(),
             ReaperConfig {
@@ -174,6 +191,23 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Splits `all` into `n` contiguous ranges (the last takes the remainder).
+fn split_shards(all: ShardRange, n: usize) -> Vec<ShardRange> {
+    let n = i32::try_from(n.clamp(1, 16)).unwrap_or(1);
+    let (lo, hi) = (i32::from(all.lo), i32::from(all.hi));
+    let width = (hi - lo + 1) / n;
+    (0..n)
+        .map(|i| {
+            let start = lo + i * width;
+            let end = if i == n - 1 { hi } else { start + width - 1 };
+            ShardRange {
+                lo: i16::try_from(start).unwrap_or(all.lo),
+                hi: i16::try_from(end).unwrap_or(all.hi),
+            }
+        })
+        .collect()
+}
+
 fn no_delay(s: &tokio::net::TcpStream) {
     if let Err(e) = s.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
@@ -184,4 +218,22 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "converge".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_split_tiles_the_range() {
+        for n in [1, 2, 3, 7, 16] {
+            let parts = split_shards(ShardRange::ALL, n);
+            assert_eq!(parts.len(), n);
+            assert_eq!(parts[0].lo, 0);
+            assert_eq!(parts[n - 1].hi, 255);
+            for w in parts.windows(2) {
+                assert_eq!(w[0].hi + 1, w[1].lo, "contiguous, no overlap");
+            }
+        }
+    }
 }
