@@ -143,3 +143,71 @@ pub async fn kind_config_list(pool: &PgPool) -> Result<Vec<KindConfig>, sqlx::Er
     .fetch_all(pool)
     .await
 }
+
+/// The operator-editable part of a kind's config (a full replace).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindConfigEdit {
+    /// Global concurrency cap (0 = unlimited).
+    pub max_inflight: i32,
+    /// Per-task deadline in seconds (0 = none).
+    pub task_deadline_seconds: i32,
+    /// Drift re-observe interval (0 = off).
+    pub resync_interval_seconds: i32,
+    /// Orphan grace in seconds.
+    pub orphan_grace_seconds: i32,
+    /// Transient attempts before terminal (0 = unbounded).
+    pub max_transient_attempts: i32,
+    /// Whether resync re-runs the composer.
+    #[serde(default)]
+    pub resync_recomposes: bool,
+    /// A retired version accepts no new resources.
+    #[serde(default)]
+    pub retired: bool,
+}
+
+/// Replaces the live config of (kind, version); `None` when that version has no manifest.
+/// Takes effect at the next claim / drain (both read kind_config directly).
+pub async fn kind_config_put(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+    c: &KindConfigEdit,
+) -> Result<Option<KindConfig>, sqlx::Error> {
+    sqlx::query_as::<_, KindConfig>(
+        "UPDATE kind_config SET max_inflight = $3, task_deadline_secs = $4,
+                resync_interval_secs = $5, orphan_grace_secs = $6, max_transient_attempts = $7,
+                resync_recomposes = $8, retired = $9, updated_at = now()
+         WHERE kind = $1 AND kind_version = $2
+         RETURNING kind, kind_version, max_inflight, task_deadline_secs, resync_interval_secs,
+                   resync_recomposes, orphan_grace_secs, max_transient_attempts, finalizer_name, retired",
+    )
+    .bind(kind)
+    .bind(version)
+    .bind(c.max_inflight)
+    .bind(c.task_deadline_seconds)
+    .bind(c.resync_interval_seconds)
+    .bind(c.orphan_grace_seconds)
+    .bind(c.max_transient_attempts)
+    .bind(c.resync_recomposes)
+    .bind(c.retired)
+    .fetch_optional(pool)
+    .await
+}
+
+/// The live config of (kind, version).
+pub async fn kind_config_get(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+) -> Result<Option<KindConfig>, sqlx::Error> {
+    sqlx::query_as::<_, KindConfig>(
+        "SELECT kind, kind_version, max_inflight, task_deadline_secs, resync_interval_secs,
+                resync_recomposes, orphan_grace_secs, max_transient_attempts, finalizer_name, retired
+         FROM kind_config WHERE kind = $1 AND kind_version = $2",
+    )
+    .bind(kind)
+    .bind(version)
+    .fetch_optional(pool)
+    .await
+}

@@ -186,3 +186,56 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
         .collect();
     Ok(Json(json!({"kinds": kinds})))
 }
+
+/// `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
+/// (every field required, all ≥ 0); no restart needed.
+pub async fn put_config(
+    State(s): State<AppState>,
+    Path((kind, version)): Path<(String, i32)>,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let edit: db::kinds::KindConfigEdit = serde_json::from_value(body)
+        .map_err(|e| ApiError::invalid("", format!("invalid kind config: {e}")))?;
+    let fields = [
+        ("/max_inflight", edit.max_inflight),
+        ("/task_deadline_seconds", edit.task_deadline_seconds),
+        ("/resync_interval_seconds", edit.resync_interval_seconds),
+        ("/orphan_grace_seconds", edit.orphan_grace_seconds),
+        ("/max_transient_attempts", edit.max_transient_attempts),
+    ];
+    let errors: Vec<FieldError> = fields
+        .iter()
+        .filter(|(_, v)| *v < 0)
+        .map(|(l, _)| FieldError {
+            location: (*l).to_string(),
+            message: "must not be negative".into(),
+        })
+        .collect();
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid {
+            detail: "kind config values must not be negative".into(),
+            errors,
+        });
+    }
+    let c = db::kinds::kind_config_put(&s.pool, &kind, version, &edit)
+        .await
+        .map_err(ApiError::db("update a kind config"))?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!("kind {kind:?} version {version} is not registered"))
+        })?;
+    Ok(Json(serde_json::to_value(c).expect("config serialises")))
+}
+
+/// `GET /api/v1/kinds/{kind}/versions/{version}/config`.
+pub async fn get_config(
+    State(s): State<AppState>,
+    Path((kind, version)): Path<(String, i32)>,
+) -> Result<Json<Value>, ApiError> {
+    let c = db::kinds::kind_config_get(&s.pool, &kind, version)
+        .await
+        .map_err(ApiError::db("read a kind config"))?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!("kind {kind:?} version {version} is not registered"))
+        })?;
+    Ok(Json(serde_json::to_value(c).expect("config serialises")))
+}

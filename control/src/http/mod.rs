@@ -77,6 +77,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             "/kinds/{kind}/versions/{version}/manifest",
             get(kinds::get_manifest_version),
         )
+        .route(
+            "/kinds/{kind}/versions/{version}/config",
+            put(kinds::put_config).get(kinds::get_config),
+        )
         .route("/resources", get(resources::list).post(resources::apply))
         .route("/resources/roots", get(resource_views::roots))
         .route("/resources/summary", get(resource_views::summary))
