@@ -105,6 +105,13 @@ fn update_frame(pair: &KindPair, c: &DefaultConfig) -> pb::work_stream_server_ms
 }
 
 impl Broker {
+    /// Whether a reconcile of `pair` is a single WORK stage (no composer, no rollup).
+    pub(crate) fn is_plain_leaf(&self, pair: &KindPair) -> bool {
+        self.inner.manifests.get(pair).is_some_and(|i| {
+            i.work_reaction.is_some() && i.compose_reaction.is_none() && i.rollup_reaction.is_none()
+        })
+    }
+
     /// Rule 2: pushes the default config of each of the stream's pairs before the stream can
     /// receive any task, then makes it claimable.
     pub(crate) async fn prime_stream(&self, stream: StreamId, pairs: &[KindPair]) -> Result<()> {

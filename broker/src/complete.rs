@@ -100,12 +100,19 @@ async fn process(b: &Broker, jobs: Vec<Job>) {
             }
         };
         for (token, epoch, msg, reply) in unknown {
-            match found
+            let found = found
                 .iter()
-                .find(|k| k.lease_token == token && k.claim_epoch == epoch)
-            {
-                Some(key) => items.push((convert::completion(key.clone(), 0, &msg), Some(reply))),
-                None => ack(b, reply, token, epoch, false),
+                .find(|(k, _)| k.lease_token == token && k.claim_epoch == epoch);
+            match found {
+                // Only a plain leaf's WORK result is final on its own; a composite's stage
+                // result cannot be adopted without its pipeline (compose not applied, rollup
+                // not run), so it is refused and the task re-runs.
+                Some((key, pair))
+                    if msg.stage == pb::Stage::Work as i32 && b.is_plain_leaf(pair) =>
+                {
+                    items.push((convert::completion(key.clone(), 0, &msg), Some(reply)));
+                }
+                _ => ack(b, reply, token, epoch, false),
             }
         }
     }

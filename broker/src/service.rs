@@ -151,7 +151,9 @@ async fn session(
                     adopted = keys.len(),
                     "adopting resumed leases"
                 );
-                b.inner.registry.adopt(sid, keys);
+                b.inner
+                    .registry
+                    .adopt(sid, keys.into_iter().map(|(k, _)| k).collect());
             }
             Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
         }

@@ -23,7 +23,11 @@ struct RawWorker {
 
 impl RawWorker {
     async fn connect(c: &Converge, first: Out) -> Result<RawWorker, tonic::Status> {
-        let mut client = WorkerServiceClient::connect(c.broker.clone())
+        RawWorker::connect_to(&c.broker, first).await
+    }
+
+    async fn connect_to(broker: &str, first: Out) -> Result<RawWorker, tonic::Status> {
+        let mut client = WorkerServiceClient::connect(broker.to_string())
             .await
             .unwrap();
         let (tx, rx) = mpsc::channel(16);
@@ -255,4 +259,45 @@ async fn heartbeats_keep_a_lease_and_stream_end_releases_it() {
         .await;
     assert_eq!(r["phase"], "Reconciling");
     c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_held_across_a_broker_crash_is_accepted_by_another_broker() {
+    let mut c = setup(0).await;
+    let peer = c.spawn_peer(&[]).await;
+    let mut w = RawWorker::subscribe(&c).await;
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "survivor", "spec": {}}))
+        .await;
+    let t = w.task().await;
+    // Broker A dies while the worker holds the task: nothing released the lease.
+    c.crash().await;
+    drop(w);
+    // The worker reconnects to broker B, lists the task as resumed, and delivers its result.
+    let mut w2 = RawWorker::connect_to(&peer.broker, subscribe())
+        .await
+        .unwrap();
+    w2.send(done(
+        &t,
+        t.claim_epoch,
+        json!({"delivered": "after the crash"}),
+    ))
+    .await;
+    let ack = w2.ack().await;
+    assert!(
+        ack.accepted,
+        "a valid lease's result is accepted by any broker"
+    );
+    let client = reqwest::Client::new();
+    converge_control::testing::wait_for(Duration::from_secs(15), "Ready via broker B", || async {
+        let v: serde_json::Value = client
+            .get(format!("{}/api/v1/resources/hello/survivor", peer.http))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (v["phase"] == "Ready").then_some(v)
+    })
+    .await;
 }

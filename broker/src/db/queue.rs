@@ -208,14 +208,15 @@ pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Le
 pub async fn lease_lookup(
     pool: &PgPool,
     leases: &[(LeaseToken, ClaimEpoch)],
-) -> Result<Vec<LeaseKey>> {
+) -> Result<Vec<(LeaseKey, KindPair)>> {
     if leases.is_empty() {
         return Ok(Vec::new());
     }
     let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
     let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
-    let rows: Vec<(Uuid, i16, String, Uuid, i64)> = sqlx::query_as(
-        "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch
+    let rows: Vec<(Uuid, i16, String, Uuid, i64, String, i32)> = sqlx::query_as(
+        "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
+                w.kind, w.kind_version
          FROM work_queue w
          JOIN unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
            ON w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch",
@@ -227,12 +228,17 @@ pub async fn lease_lookup(
     .map_err(Error::db("look up leases"))?;
     Ok(rows
         .into_iter()
-        .map(|(id, shard, tt, tok, ep)| LeaseKey {
-            resource_id: ResourceId(id),
-            shard_id: ShardId(shard),
-            task_type: tt,
-            lease_token: LeaseToken(tok),
-            claim_epoch: ClaimEpoch(ep),
+        .map(|(id, shard, tt, tok, ep, kind, kv)| {
+            (
+                LeaseKey {
+                    resource_id: ResourceId(id),
+                    shard_id: ShardId(shard),
+                    task_type: tt,
+                    lease_token: LeaseToken(tok),
+                    claim_epoch: ClaimEpoch(ep),
+                },
+                KindPair::new(kind, kv),
+            )
         })
         .collect())
 }

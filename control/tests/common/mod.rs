@@ -119,7 +119,7 @@ impl Converge {
     }
 
     /// Starts another `converge` process on the same database (a second pod), with `env`.
-    pub async fn spawn_peer(&self, env: &[(&str, &str)]) -> Child {
+    pub async fn spawn_peer(&self, env: &[(&str, &str)]) -> Peer {
         let (hp, gp) = (free_port(), free_port());
         let child = serve_command(&self.db.url, hp, gp, env)
             .spawn()
@@ -130,7 +130,16 @@ impl Converge {
             "peer /readyz",
         )
         .await;
-        child
+        Peer {
+            child,
+            http: format!("http://127.0.0.1:{hp}"),
+            broker: format!("http://127.0.0.1:{gp}"),
+        }
+    }
+
+    /// SIGKILLs this converge (a crash: no drain, no lease release).
+    pub async fn crash(&mut self) {
+        self.child.kill().await.unwrap();
     }
 
     /// PUTs a kind manifest and asserts it was accepted.
@@ -218,6 +227,13 @@ impl Converge {
         signal(&self.child, "TERM");
         let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
     }
+}
+
+/// Another converge process on the same database.
+pub struct Peer {
+    pub child: Child,
+    pub http: String,
+    pub broker: String,
 }
 
 /// A running example worker process.
