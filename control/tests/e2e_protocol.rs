@@ -273,7 +273,17 @@ async fn a_result_held_across_a_broker_crash_is_accepted_by_another_broker() {
     c.crash().await;
     drop(w);
     // The worker reconnects to broker B, lists the task as resumed, and delivers its result.
-    let mut w2 = RawWorker::connect_to(&peer.broker, subscribe())
+    let resubscribe = Out::Subscribe(pb::Subscribe {
+        kinds: vec!["hello".into()],
+        kind_versions: vec![1],
+        max_inflight: 4,
+        resumed: vec![pb::ResumedTask {
+            lease_token: t.lease_token.clone(),
+            claim_epoch: t.claim_epoch,
+        }],
+        ..Default::default()
+    });
+    let mut w2 = RawWorker::connect_to(&peer.broker, resubscribe)
         .await
         .unwrap();
     w2.send(done(
