@@ -336,3 +336,80 @@ fn stage_name(stage: i32) -> &'static str {
         .map(|s| s.as_str_name())
         .unwrap_or("STAGE_UNSPECIFIED")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(trigger: &str, generation: i64, composed_gen: i64) -> ClaimedTask {
+        ClaimedTask {
+            resource_id: uuid::Uuid::nil(),
+            shard_id: 0,
+            task_type: "reconcile".into(),
+            generation,
+            trigger: trigger.into(),
+            attempt: 1,
+            lease_token: uuid::Uuid::nil(),
+            claim_epoch: 1,
+            provider_config: None,
+            provider_bundle: None,
+            task_deadline_secs: 0,
+            name: "r".into(),
+            owner_id: None,
+            root_id: None,
+            spec: serde_json::json!({}),
+            status: None,
+            r_generation: generation,
+            synced_gen: 0,
+            is_ready: false,
+            finalizers: Vec::new(),
+            deletion_requested_at_ms: 0,
+            frozen_until_ms: 0,
+            labels: serde_json::json!({}),
+            phase: "Reconciling".into(),
+            composed_gen,
+        }
+    }
+
+    fn info(compose: bool, work: bool, rollup: bool) -> KindInfo {
+        KindInfo {
+            work_reaction: work.then(|| "work".into()),
+            compose_reaction: compose.then(|| "compose".into()),
+            rollup_reaction: rollup.then(|| "rollup".into()),
+            compose_edges: true,
+            compose_configs: false,
+            manifest_version: 1,
+        }
+    }
+
+    #[test]
+    fn composes_only_when_this_generation_was_not_composed() {
+        let full = info(true, true, true);
+        assert_eq!(
+            plan(&task("specChange", 2, 1), &full),
+            [pb::Stage::Compose, pb::Stage::Work, pb::Stage::Rollup]
+        );
+        assert_eq!(
+            plan(&task("specChange", 2, 2), &full),
+            [pb::Stage::Work, pb::Stage::Rollup]
+        );
+    }
+
+    #[test]
+    fn children_settled_runs_only_the_rollup() {
+        assert_eq!(
+            plan(&task("childrenSettled", 3, 3), &info(true, true, true)),
+            [pb::Stage::Rollup]
+        );
+        assert!(plan(&task("childrenSettled", 3, 3), &info(true, true, false)).is_empty());
+    }
+
+    #[test]
+    fn a_leaf_is_one_work_stage_and_a_kind_without_reactions_has_none() {
+        assert_eq!(
+            plan(&task("specChange", 1, 0), &info(false, true, false)),
+            [pb::Stage::Work]
+        );
+        assert!(plan(&task("specChange", 1, 0), &info(false, false, false)).is_empty());
+    }
+}
