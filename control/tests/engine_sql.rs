@@ -203,7 +203,7 @@ async fn claim_plan_touches_one_partition() {
     hello_kind(&db.pool).await;
     // Plan the real work_claim body with its parameters bound to a range inside partition 0.
     let body: String =
-        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'work_claim'")
+        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'work_claim_rows'")
             .fetch_one(&db.pool)
             .await
             .unwrap();
