@@ -100,12 +100,12 @@ async fn the_cap_bounds_concurrency_across_workers_and_is_live_editable() {
         .unwrap();
 
     assert!(
-        under_five >= 1 && under_five <= 5,
+        (1..=5).contains(&under_five),
         "cap 5 was exceeded: {under_five} live leases"
     );
     let after = after_raise.load(Ordering::SeqCst);
     assert!(
-        after > 5 && after <= 12,
+        (6..=12).contains(&after),
         "after raising the cap to 12 the peak was {after}"
     );
     assert_eq!(ready(&c.db.pool).await, 200);
