@@ -7,7 +7,10 @@ use std::collections::HashMap;
 use converge_proto::pb;
 
 use crate::{
-    db::queue::{ClaimedTask, Completion, LeaseKey},
+    db::{
+        compose::RelatedRow,
+        queue::{ClaimedTask, Completion, LeaseKey},
+    },
     ids::KindPair,
 };
 
@@ -59,6 +62,29 @@ pub fn resource(t: &ClaimedTask, kind: &str, kind_version: i32) -> pb::Resource 
         labels: labels(&t.labels),
         kind_version,
         phase: t.phase.clone(),
+    }
+}
+
+/// The wire view of a child or descendant carried in a compose or rollup request.
+pub fn related_resource(r: &RelatedRow) -> pb::Resource {
+    pb::Resource {
+        id: r.id.as_bytes().to_vec(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        owner_id: r
+            .owner_id
+            .map(|u| u.as_bytes().to_vec())
+            .unwrap_or_default(),
+        root_id: r.root_id.map(|u| u.as_bytes().to_vec()).unwrap_or_default(),
+        spec: json_bytes(&r.spec),
+        status: r.status.as_ref().map(json_bytes).unwrap_or_default(),
+        generation: r.generation,
+        synced_gen: r.synced_gen,
+        is_ready: r.is_ready,
+        labels: labels(&r.labels),
+        kind_version: r.kind_version,
+        phase: r.phase.clone(),
+        ..Default::default()
     }
 }
 

@@ -17,10 +17,6 @@ pub struct LeaseToken(pub Uuid);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClaimEpoch(pub i64);
 
-/// A resource's spec generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Generation(pub i64);
-
 /// A logical shard (0..=255) of the resource id space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShardId(pub i16);

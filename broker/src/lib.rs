@@ -135,11 +135,6 @@ impl Broker {
         self.inner.dispatch_wake.clone()
     }
 
-    /// Display names of the workers connected to this broker.
-    pub fn connected_workers(&self) -> Vec<String> {
-        self.inner.registry.stream_names()
-    }
-
     /// Number of tasks currently handed out by this broker.
     pub fn inflight(&self) -> usize {
         self.inner.registry.inflight_count()

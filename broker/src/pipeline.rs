@@ -73,42 +73,6 @@ fn reaction(info: &KindInfo, stage: pb::Stage) -> &str {
     .unwrap_or_default()
 }
 
-fn related_resource(r: &RelatedRow) -> pb::Resource {
-    let bytes = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
-    pb::Resource {
-        id: r.id.as_bytes().to_vec(),
-        kind: r.kind.clone(),
-        name: r.name.clone(),
-        owner_id: r
-            .owner_id
-            .map(|u| u.as_bytes().to_vec())
-            .unwrap_or_default(),
-        root_id: r.root_id.map(|u| u.as_bytes().to_vec()).unwrap_or_default(),
-        spec: bytes(&r.spec),
-        status: r.status.as_ref().map(bytes).unwrap_or_default(),
-        generation: r.generation,
-        synced_gen: r.synced_gen,
-        is_ready: r.is_ready,
-        labels: r
-            .labels
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        kind_version: r.kind_version,
-        phase: r.phase.clone(),
-        ..Default::default()
-    }
-}
-
 /// The condition that names failed descendants (the composite shows Degraded, not stuck).
 fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
     let failed: Vec<&RelatedRow> = desc.iter().filter(|d| d.phase == "Failed").collect();
@@ -218,7 +182,7 @@ impl Broker {
             &p.pair,
             stage,
             p.status.as_ref(),
-            related.iter().map(related_resource).collect(),
+            related.iter().map(convert::related_resource).collect(),
         );
         let msg = convert::stage_task(
             &p.task,

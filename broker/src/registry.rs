@@ -32,7 +32,6 @@ pub(crate) struct StreamEntry {
     /// False until the default configs were pushed (rule 2: config before any task).
     pub claimable: bool,
     pub draining: bool,
-    pub name: String,
 }
 
 impl StreamEntry {
@@ -306,15 +305,6 @@ impl Registry {
             .flat_map(|e| e.pairs.iter().cloned())
             .collect();
         set.into_iter().collect()
-    }
-
-    /// Names of connected streams (for logs and the cluster view).
-    pub fn stream_names(&self) -> Vec<String> {
-        self.lock()
-            .streams
-            .values()
-            .map(|e| e.name.clone())
-            .collect()
     }
 
     pub fn inflight_count(&self) -> usize {

@@ -98,7 +98,6 @@ impl pb::worker_service_server::WorkerService for Broker {
             inflight: 0,
             claimable: false,
             draining: false,
-            name: name.clone(),
         });
         tracing::info!(stream = sid, worker = %name, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
         let resumed: Vec<(LeaseToken, ClaimEpoch)> = sub

@@ -2,10 +2,9 @@
 //!
 //! `worker::v1` is generated from `proto/converge/worker/v1/worker.proto` at build time.
 //! `manifest` holds the KindManifest model and its validation (the SDK half of the DB's
-//! `validate_kind_manifest` CHECK); `ids` holds UUID helpers for the 16-byte wire form.
+//! `validate_kind_manifest` CHECK).
 
 pub mod duration;
-pub mod ids;
 pub mod manifest;
 
 /// Generated code for the `converge.worker.v1` protobuf package.
