@@ -240,13 +240,35 @@ async fn heartbeats_keep_a_lease_and_stream_end_releases_it() {
     c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "hb", "spec": {}}))
         .await;
     let t = w.task().await;
-    w.send(Out::Heartbeat(pb::WorkHeartbeat {
-        lease_token: vec![t.lease_token.clone()],
-        claim_epoch: vec![t.claim_epoch],
-    }))
-    .await;
-    let r = c.get("hello", "hb").await.unwrap();
-    assert_eq!(r["work"]["claimed"], true);
+    let claimed = c.get("hello", "hb").await.unwrap();
+    assert_eq!(claimed["work"]["claimed"], true);
+    let at = |v: &serde_json::Value| {
+        v["work"]["heartbeat_at"]
+            .as_str()
+            .and_then(|h| chrono::DateTime::parse_from_rfc3339(h).ok())
+    };
+    let first = at(&claimed).expect("a claim stamps heartbeat_at");
+    let beat = |epoch: i64| {
+        Out::Heartbeat(pb::WorkHeartbeat {
+            lease_token: vec![t.lease_token.clone()],
+            claim_epoch: vec![epoch],
+        })
+    };
+    // A heartbeat with the wrong epoch attests nothing; the right one refreshes the lease.
+    // Frames of one stream are handled in order, so once the good beat has landed the stale
+    // one has been handled too, and only one refresh may have happened.
+    w.send(beat(t.claim_epoch + 7)).await;
+    w.send(beat(t.claim_epoch)).await;
+    let refreshed = c
+        .wait_resource(
+            "hello",
+            "hb",
+            "heartbeat refreshed",
+            Duration::from_secs(5),
+            |v| at(v).is_some_and(|h| h > first),
+        )
+        .await;
+    assert_eq!(refreshed["work"]["claimed"], true);
     drop(w);
     let r = c
         .wait_resource(
