@@ -16,6 +16,8 @@ DATA_DIR="${CONVERGE_DEV_DIR:-$PWD/.converge}"
 
 command -v cargo >/dev/null || { echo "demo: cargo is required (https://rustup.rs)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "demo: curl is required" >&2; exit 1; }
+# `converge dev` runs PostgreSQL from the system's server binaries: install them if absent.
+scripts/ensure-postgres.sh
 
 echo "==> building converge and the hello worker (release)"
 cargo build --release --quiet -p converge-control -p hello-worker
