@@ -40,6 +40,10 @@ pub(crate) struct KindInfo {
     pub compose_edges: bool,
     /// Whether the composer's configs are applied (its emits mask has `configs`).
     pub compose_configs: bool,
+    /// The teardown reaction (deleteRequested), if declared.
+    pub delete_reaction: Option<String>,
+    /// Verb → the operation reaction that handles it.
+    pub verbs: HashMap<String, String>,
     /// Content hash of the manifest.
     pub manifest_version: i64,
 }
@@ -68,6 +72,12 @@ impl Manifests {
                             compose_configs: m
                                 .composer_reaction()
                                 .is_some_and(|x| x.emits(Emit::Configs)),
+                            delete_reaction: m.delete_reaction().map(|x| x.name.clone()),
+                            verbs: m
+                                .reactions
+                                .iter()
+                                .filter_map(|x| Some((x.verb.clone()?, x.name.clone())))
+                                .collect(),
                             manifest_version: r.manifest_version,
                         }),
                     );

@@ -104,12 +104,11 @@ async fn process(b: &Broker, jobs: Vec<Job>) {
                 .iter()
                 .find(|(k, _)| k.lease_token == token && k.claim_epoch == epoch);
             match found {
-                // Only a plain leaf's WORK result is final on its own; a composite's stage
-                // result cannot be adopted without its pipeline (compose not applied, rollup
-                // not run), so it is refused and the task re-runs.
-                Some((key, pair))
-                    if msg.stage == pb::Stage::Work as i32 && b.is_plain_leaf(pair) =>
-                {
+                // Only a single-stage result is final on its own (a plain leaf's WORK, a
+                // teardown, an operation); a composite's stage result cannot be adopted
+                // without its pipeline (compose not applied, rollup not run), so it is
+                // refused and the task re-runs.
+                Some((key, pair)) if is_single_stage_result(b, key, pair, msg.stage) => {
                     items.push((convert::completion(key.clone(), 0, &msg), Some(reply)));
                 }
                 _ => ack(b, reply, token, epoch, false),
@@ -188,6 +187,20 @@ async fn append_with_fallback(
         }
     }
     None
+}
+
+/// Whether a result re-sent for a lease this broker did not hand out answers a whole task.
+fn is_single_stage_result(
+    b: &Broker,
+    key: &db::queue::LeaseKey,
+    pair: &crate::ids::KindPair,
+    stage: i32,
+) -> bool {
+    match key.task_type.as_str() {
+        "delete" => stage == pb::Stage::Delete as i32,
+        "operate" => stage == pb::Stage::Operate as i32,
+        _ => stage == pb::Stage::Work as i32 && b.is_plain_leaf(pair),
+    }
 }
 
 pub(crate) fn ack(

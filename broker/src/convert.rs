@@ -145,11 +145,32 @@ pub fn stage_request(
             descendants: related,
             status,
         }),
+        pb::Stage::Delete => Request::DeleteReq(pb::DeleteRequest {
+            resource: Some(res),
+        }),
         _ => Request::WorkReq(pb::WorkRequest {
             resource: Some(res),
             status,
         }),
     }
+}
+
+/// The request payload of an operate task: the resource and the operation to run.
+pub fn operate_request(
+    t: &ClaimedTask,
+    pair: &KindPair,
+    op: &crate::db::queue::StartedOperation,
+) -> pb::stage_task::Request {
+    pb::stage_task::Request::OperateReq(pb::OperateRequest {
+        resource: Some(resource(t, &pair.kind, pair.version)),
+        operation: Some(pb::Operation {
+            resource_id: t.resource_id.as_bytes().to_vec(),
+            verb: op.verb.clone(),
+            input: op.input.as_ref().map(json_bytes).unwrap_or_default(),
+            attempts: op.attempts,
+            requested_by: op.requested_by.clone(),
+        }),
+    })
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -170,6 +191,7 @@ pub fn failure(key: LeaseKey, message: impl Into<String>, terminal: bool) -> Com
         conditions: None,
         health_ok: true,
         advance: true,
+        output: None,
     }
 }
 
@@ -262,6 +284,7 @@ pub fn success(
         conditions: (!conditions.is_empty()).then_some(serde_json::Value::Array(conditions)),
         health_ok,
         advance,
+        output: None,
     }
 }
 
@@ -280,6 +303,15 @@ pub fn completion(key: LeaseKey, expected_stage: i32, msg: &pb::StageComplete) -
             ),
             true,
         );
+    }
+    if msg.stage == pb::Stage::Operate as i32 {
+        return match parse_json("output", &msg.output) {
+            Ok(output) => Completion {
+                output,
+                ..success(key, None, Vec::new(), true)
+            },
+            Err(e) => failure(key, format!("invalid result: {e}"), true),
+        };
     }
     match stage_outcome(&msg.status, &msg.conditions) {
         Ok(o) => success(key, o.status, o.conditions, true),

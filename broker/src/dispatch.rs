@@ -2,7 +2,7 @@
 //! ready subscriber and free slots, and hands them to streams. Woken by `work_ready`, by
 //! in-process hints (a slot freed, a stream subscribed) and by a failsafe poll.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
@@ -10,10 +10,12 @@ use converge_proto::pb;
 
 use crate::{
     Broker,
+    caches::KindInfo,
     complete::Job,
-    convert, db,
+    convert,
+    db::{self, queue::ClaimedTask},
     error::Result,
-    ids::LeaseToken,
+    ids::{KindPair, LeaseToken},
     pipeline::{self, Pipeline},
     registry::Outgoing,
     wake::WakeLoop,
@@ -77,64 +79,80 @@ async fn pass(b: &Broker) -> Result<bool> {
         let mut out = Vec::with_capacity(rows.len());
         let mut deadlines = Vec::new();
         for t in rows {
-            if t.task_type != "reconcile" {
-                let tt = t.task_type.clone();
-                b.submit(Job::Known {
-                    completion: convert::failure(
-                        t.key(),
-                        format!("kind {pair} declares no reaction that handles a {tt} task"),
-                        true,
-                    ),
-                    reply: None,
-                });
-                continue;
-            }
-            let mut stages = pipeline::plan(&t, &info);
             let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
-            let deadline_ms = i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX);
-            match (stages.len(), stages.front()) {
-                // The hot path: a plain leaf runs one WORK stage, no pipeline state.
-                (1, Some(pb::Stage::Work)) => {
-                    if secs > 0 {
-                        deadlines.push((LeaseToken(t.lease_token), secs));
-                    }
-                    let request =
-                        convert::stage_request(&t, &pair, pb::Stage::Work, None, Vec::new());
-                    out.push(Outgoing {
-                        key: t.key(),
-                        pair: pair.clone(),
-                        stage: pb::Stage::Work as i32,
-                        msg: convert::stage_task(
+            match t.task_type.as_str() {
+                "delete" => match info.delete_reaction.as_deref() {
+                    Some(reaction) => {
+                        if secs > 0 {
+                            deadlines.push((LeaseToken(t.lease_token), secs));
+                        }
+                        let request =
+                            convert::stage_request(&t, &pair, pb::Stage::Delete, None, Vec::new());
+                        out.push(single_stage(
                             &t,
                             &pair,
-                            pb::Stage::Work,
-                            info.work_reaction.as_deref().unwrap_or_default(),
-                            info.manifest_version,
-                            deadline_ms,
+                            &info,
+                            pb::Stage::Delete,
+                            reaction,
                             request,
-                        ),
-                        pipeline: None,
-                    });
+                        ));
+                    }
+                    // A finalizer with no teardown reaction: nothing to run, strip it.
+                    None => b.submit(Job::Known {
+                        completion: convert::success(t.key(), None, Vec::new(), true),
+                        reply: None,
+                    }),
+                },
+                "operate" => {
+                    let (b2, pair, info) = (b.clone(), pair.clone(), info.clone());
+                    tokio::spawn(async move { b2.operate(t, pair, info).await });
                 }
-                // Nothing declared for this trigger: done at once.
-                (0, _) => b.submit(Job::Known {
-                    completion: convert::success(t.key(), None, Vec::new(), true),
-                    reply: None,
-                }),
                 _ => {
-                    stages.make_contiguous();
-                    let key = t.key();
-                    let p = Pipeline {
-                        task: t,
-                        pair: pair.clone(),
-                        info: info.clone(),
-                        stages,
-                        index: 0,
-                        status: None,
-                        conditions: Vec::new(),
-                    };
-                    let b2 = b.clone();
-                    tokio::spawn(async move { b2.pipeline_advance(key, p, None).await });
+                    let mut stages = pipeline::plan(&t, &info);
+                    match (stages.len(), stages.front()) {
+                        // The hot path: a plain leaf runs one WORK stage, no pipeline state.
+                        (1, Some(pb::Stage::Work)) => {
+                            if secs > 0 {
+                                deadlines.push((LeaseToken(t.lease_token), secs));
+                            }
+                            let request = convert::stage_request(
+                                &t,
+                                &pair,
+                                pb::Stage::Work,
+                                None,
+                                Vec::new(),
+                            );
+                            let reaction = info.work_reaction.as_deref().unwrap_or_default();
+                            out.push(single_stage(
+                                &t,
+                                &pair,
+                                &info,
+                                pb::Stage::Work,
+                                reaction,
+                                request,
+                            ));
+                        }
+                        // Nothing declared for this trigger: done at once.
+                        (0, _) => b.submit(Job::Known {
+                            completion: convert::success(t.key(), None, Vec::new(), true),
+                            reply: None,
+                        }),
+                        _ => {
+                            stages.make_contiguous();
+                            let key = t.key();
+                            let p = Pipeline {
+                                task: t,
+                                pair: pair.clone(),
+                                info: info.clone(),
+                                stages,
+                                index: 0,
+                                status: None,
+                                conditions: Vec::new(),
+                            };
+                            let b2 = b.clone();
+                            tokio::spawn(async move { b2.pipeline_advance(key, p, None).await });
+                        }
+                    }
                 }
             }
         }
@@ -151,6 +169,84 @@ async fn pass(b: &Broker) -> Result<bool> {
         }
     }
     Ok(more)
+}
+
+/// A task that is one stage with no pipeline state (a plain leaf's WORK, a teardown, an
+/// operation).
+fn single_stage(
+    t: &ClaimedTask,
+    pair: &KindPair,
+    info: &KindInfo,
+    stage: pb::Stage,
+    reaction: &str,
+    request: pb::stage_task::Request,
+) -> Outgoing {
+    let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
+    let deadline_ms = i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    Outgoing {
+        key: t.key(),
+        pair: pair.clone(),
+        stage: stage as i32,
+        msg: convert::stage_task(
+            t,
+            pair,
+            stage,
+            reaction,
+            info.manifest_version,
+            deadline_ms,
+            request,
+        ),
+        pipeline: None,
+    }
+}
+
+impl Broker {
+    /// Runs an operate claim: picks the resource's oldest open operation and sends it to the
+    /// verb's reaction. No open operation left: the claim completes (and the queue row goes).
+    async fn operate(&self, t: ClaimedTask, pair: KindPair, info: Arc<KindInfo>) {
+        let pool = &self.inner.pool;
+        let op = match db::queue::operation_start(pool, t.resource_id).await {
+            Ok(op) => op,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start an operation; releasing the claim");
+                if let Err(e) = db::queue::lease_release(pool, &[t.key()]).await {
+                    tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
+                }
+                return;
+            }
+        };
+        let Some(op) = op else {
+            return self.submit(Job::Known {
+                completion: convert::success(t.key(), None, Vec::new(), true),
+                reply: None,
+            });
+        };
+        let Some(reaction) = info.verbs.get(&op.verb) else {
+            return self.submit(Job::Known {
+                completion: convert::failure(
+                    t.key(),
+                    format!(
+                        "kind {pair} declares no operation reaction for verb {:?}",
+                        op.verb
+                    ),
+                    true,
+                ),
+                reply: None,
+            });
+        };
+        let request = convert::operate_request(&t, &pair, &op);
+        let out = single_stage(&t, &pair, &info, pb::Stage::Operate, reaction, request);
+        let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
+        let token = LeaseToken(t.lease_token);
+        let (unplaced, placed) = self.inner.registry.assign(vec![out]);
+        if !unplaced.is_empty() {
+            if let Err(e) = db::queue::lease_release(pool, &unplaced).await {
+                tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
+            }
+        } else if secs > 0 && placed.contains(&token) {
+            self.arm_deadline(token, Duration::from_secs(secs));
+        }
+    }
 }
 
 /// Rule 6: the broker's timer is authoritative. Past the deadline the task is recorded as a

@@ -342,6 +342,8 @@ mod tests {
             rollup_reaction: rollup.then(|| "rollup".into()),
             compose_edges: true,
             compose_configs: false,
+            delete_reaction: None,
+            verbs: Default::default(),
             manifest_version: 1,
         }
     }

@@ -164,7 +164,7 @@ async fn apply_list_get_reconcile_delete_round_trip() {
     assert!(out.contains("unquarantined"), "{out}");
 
     let out = ok(s, &["delete", "resource", "hello/world"]).await;
-    assert!(out.contains("hello/world: deleted"), "{out}");
+    assert!(out.contains("hello/world: deletion requested"), "{out}");
     let r = conctl(s, &["get", "resource", "hello/world"], None).await;
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("hello/world not found"), "{}", r.stderr);

@@ -4,6 +4,7 @@
 //! `manifest` holds the KindManifest model and its validation (the SDK half of the DB's
 //! `validate_kind_manifest` CHECK).
 
+pub mod compat;
 pub mod duration;
 pub mod manifest;
 

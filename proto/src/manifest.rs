@@ -198,6 +198,29 @@ impl KindManifest {
             .find(|r| r.trigger == Trigger::ChildrenSettled && r.emits(Emit::Status))
     }
 
+    /// The teardown reaction (deleteRequested), if any.
+    pub fn delete_reaction(&self) -> Option<&ReactionDecl> {
+        self.reactions
+            .iter()
+            .find(|r| r.trigger == Trigger::DeleteRequested)
+    }
+
+    /// The operation reaction that handles `verb`, if declared.
+    pub fn operation_reaction(&self, verb: &str) -> Option<&ReactionDecl> {
+        self.reactions
+            .iter()
+            .find(|r| r.trigger == Trigger::Operation && r.verb.as_deref() == Some(verb))
+    }
+
+    /// The verbs the kind declares, in declaration order.
+    pub fn verbs(&self) -> Vec<&str> {
+        self.reactions
+            .iter()
+            .filter(|r| r.trigger == Trigger::Operation)
+            .filter_map(|r| r.verb.as_deref())
+            .collect()
+    }
+
     /// A kind that declares only reactor reactions.
     pub fn is_reactor(&self) -> bool {
         !self.reactions.is_empty() && self.reactions.iter().all(|r| r.trigger == Trigger::Reactor)

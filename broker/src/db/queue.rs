@@ -135,11 +135,117 @@ pub struct Completion {
     pub health_ok: bool,
     /// Whether success advances synced_gen (false: a composite waiting for its children).
     pub advance: bool,
+    /// An operate task's validated output JSON.
+    pub output: Option<serde_json::Value>,
 }
 
 /// Records a batch of results, fenced on lease and epoch, and returns the keys that were
 /// accepted. A stale result (released, reaped, re-pointed or already completed) is absent.
+/// Each task type has its own fenced statement: reconcile results go to the outbox for the
+/// drainer; teardown and operation results are applied at once (they are rare and small).
 pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<LeaseKey>> {
+    let (reconcile, rest): (Vec<&Completion>, Vec<&Completion>) =
+        batch.iter().partition(|c| c.key.task_type == "reconcile");
+    let (delete, operate): (Vec<&Completion>, Vec<&Completion>) =
+        rest.into_iter().partition(|c| c.key.task_type == "delete");
+    let mut accepted = reconcile_append(pool, &reconcile).await?;
+    accepted.extend(teardown_append(pool, &delete).await?);
+    accepted.extend(operation_append(pool, &operate).await?);
+    Ok(accepted)
+}
+
+/// The keys of `batch` whose (resource, epoch) the engine returned as accepted.
+fn accepted_keys(batch: &[&Completion], rows: Vec<(Uuid, i64)>) -> Vec<LeaseKey> {
+    let accepted: HashMap<Uuid, i64> = rows.into_iter().collect();
+    batch
+        .iter()
+        .filter(|c| accepted.get(&c.key.resource_id.0) == Some(&c.key.claim_epoch.0))
+        .map(|c| c.key.clone())
+        .collect()
+}
+
+/// Teardown (STAGE_DELETE) results: a success strips the finalizer, a failure re-arms the
+/// delete task with backoff.
+async fn teardown_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<LeaseKey>> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = batch.iter().map(|c| c.key.resource_id.0).collect();
+    let shards: Vec<i16> = batch.iter().map(|c| c.key.shard_id.0).collect();
+    let tokens: Vec<Uuid> = batch.iter().map(|c| c.key.lease_token.0).collect();
+    let epochs: Vec<i64> = batch.iter().map(|c| c.key.claim_epoch.0).collect();
+    let oks: Vec<bool> = batch.iter().map(|c| c.ok).collect();
+    let errs: Vec<Option<&str>> = batch.iter().map(|c| c.error_message.as_deref()).collect();
+    let rows: Vec<(Uuid, i64)> =
+        sqlx::query_as("SELECT * FROM teardown_complete($1, $2, $3, $4, $5, $6)")
+            .bind(&ids)
+            .bind(&shards)
+            .bind(&tokens)
+            .bind(&epochs)
+            .bind(&oks)
+            .bind(&errs)
+            .fetch_all(pool)
+            .await
+            .map_err(Error::db("record teardown results"))?;
+    Ok(accepted_keys(batch, rows))
+}
+
+/// Operate (STAGE_OPERATE) results: the running operation succeeds, fails or is retried.
+async fn operation_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<LeaseKey>> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = batch.iter().map(|c| c.key.resource_id.0).collect();
+    let shards: Vec<i16> = batch.iter().map(|c| c.key.shard_id.0).collect();
+    let tokens: Vec<Uuid> = batch.iter().map(|c| c.key.lease_token.0).collect();
+    let epochs: Vec<i64> = batch.iter().map(|c| c.key.claim_epoch.0).collect();
+    let oks: Vec<bool> = batch.iter().map(|c| c.ok).collect();
+    let terms: Vec<bool> = batch.iter().map(|c| c.terminal).collect();
+    let errs: Vec<Option<&str>> = batch.iter().map(|c| c.error_message.as_deref()).collect();
+    let outputs: Vec<Option<serde_json::Value>> = batch.iter().map(|c| c.output.clone()).collect();
+    let rows: Vec<(Uuid, i64)> =
+        sqlx::query_as("SELECT * FROM operation_complete($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(&ids)
+            .bind(&shards)
+            .bind(&tokens)
+            .bind(&epochs)
+            .bind(&oks)
+            .bind(&terms)
+            .bind(&errs)
+            .bind(&outputs)
+            .fetch_all(pool)
+            .await
+            .map_err(Error::db("record operation results"))?;
+    Ok(accepted_keys(batch, rows))
+}
+
+/// The operation an operate claim runs.
+#[derive(Debug, Clone, FromRow)]
+pub struct StartedOperation {
+    /// Its uid.
+    pub uid: Uuid,
+    /// The verb.
+    pub verb: String,
+    /// The input JSON.
+    pub input: Option<serde_json::Value>,
+    /// Attempts so far, this one included.
+    pub attempts: i32,
+    /// Who asked for it.
+    pub requested_by: String,
+}
+
+/// Marks the oldest open operation of a resource running (the caller holds its operate
+/// claim); `None` when nothing is left to run.
+pub async fn operation_start(pool: &PgPool, resource_id: Uuid) -> Result<Option<StartedOperation>> {
+    sqlx::query_as::<_, StartedOperation>("SELECT * FROM operation_start($1)")
+        .bind(resource_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(Error::db("start an operation"))
+}
+
+/// Reconcile results: appended to the outbox for the drainer.
+async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<LeaseKey>> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }

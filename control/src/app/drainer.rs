@@ -1,6 +1,7 @@
 //! The drainer: applies task results from `work_outbox` to `resources` in batches
-//! (`drain_outbox_batch`), woken by `outbox_ready` (coalesced NOTIFY), by in-process hints
-//! from a co-located broker, and by a failsafe poll.
+//! (`drain_outbox_batch`) and advances teardown trees (`sweep_deletable`), woken by
+//! `outbox_ready` (coalesced NOTIFY), by in-process hints from a co-located broker, and by a
+//! failsafe poll.
 
 use std::{sync::Arc, time::Duration};
 
@@ -95,6 +96,18 @@ impl Drainer {
                 }
                 if shutdown.is_cancelled() {
                     break;
+                }
+            }
+            // Teardown: a result stripped a finalizer, or a delete marked a tree (both wake
+            // this loop). Loops while rows progress: each removal can unblock the next layer.
+            for _ in 0..64 {
+                match db::sweeps::teardown_sweep(&self.pool, self.cfg.shards, 1000).await {
+                    Ok(0) => break,
+                    Ok(_) => total += 1,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "teardown sweep failed");
+                        break;
+                    }
                 }
             }
             // After this drainer's own commits: close any straddle it may have left.

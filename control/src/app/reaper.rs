@@ -42,6 +42,8 @@ pub struct TickReport {
     pub dropped: i32,
     /// Expired orphans removed.
     pub orphans: i32,
+    /// Teardown rows advanced by the backstop sweep.
+    pub teardown: i32,
 }
 
 impl Reaper {
@@ -68,11 +70,13 @@ impl Reaper {
             0
         };
         let orphans = db::sweeps::orphan_sweep_expired(&self.pool, s, 1000).await?;
+        let teardown = db::sweeps::teardown_sweep(&self.pool, s, 1000).await?;
         Ok(TickReport {
             reaped,
             requeued,
             dropped,
             orphans,
+            teardown,
         })
     }
 
@@ -121,6 +125,7 @@ impl Reaper {
                         requeued = r.requeued,
                         dropped = r.dropped,
                         orphans = r.orphans,
+                        teardown = r.teardown,
                         "reaper tick"
                     );
                 }

@@ -211,3 +211,33 @@ pub async fn kind_config_get(
     .fetch_optional(pool)
     .await
 }
+
+/// Whether any resource uses (kind, version).
+pub async fn version_in_use(pool: &PgPool, kind: &str, version: i32) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM resources WHERE kind = $1 AND kind_version = $2)",
+    )
+    .bind(kind)
+    .bind(version)
+    .fetch_one(pool)
+    .await
+}
+
+/// What an apply at (kind, version) of resource `name` must know about versions: whether
+/// that version is retired, and the version the resource has now (`None`: a new resource).
+pub async fn apply_version_check(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+    name: &str,
+) -> Result<(bool, Option<i32>), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT coalesce((SELECT retired FROM kind_config WHERE kind = $1 AND kind_version = $2), false),
+                (SELECT kind_version FROM resources WHERE kind = $1 AND name = $3)",
+    )
+    .bind(kind)
+    .bind(version)
+    .bind(name)
+    .fetch_one(pool)
+    .await
+}

@@ -3,8 +3,10 @@
 //! with the broker (`converge_broker::db`).
 
 pub mod kinds;
+pub mod operations;
 pub mod resource_deps;
 pub mod resources;
+pub mod spec_history;
 pub mod sweeps;
 
 pub use converge_broker::db::{EngineSettings, MIGRATOR, connect, migrate};

@@ -445,24 +445,23 @@ pub async fn resource_set_quarantine(
     Ok(found.unwrap_or(false))
 }
 
-/// Hard-deletes a resource, its composed subtree and their queued work, retrying a deadlock
-/// with a concurrent drainer. Returns false when no such resource exists.
-///
-/// Issue 4 replaces this with ordered soft deletion (finalizers, reverse-dependency order).
-pub async fn resource_delete_now(
+/// Requests deletion of a resource: marks its teardown tree (everything it owns and
+/// everything downstream of it) Deleting and advances it at once. Returns how many rows were
+/// newly marked (0 when it was already being deleted), `None` when no such resource exists.
+pub async fn resource_request_deletion(
     pool: &PgPool,
     kind: &str,
     name: &str,
-) -> Result<bool, sqlx::Error> {
+) -> Result<Option<i32>, sqlx::Error> {
     super::retry_conflicts(|| async {
-        let deleted: Option<bool> = sqlx::query_scalar(
-            "SELECT resource_delete_now(id) FROM resources WHERE kind = $1 AND name = $2",
+        let marked: Option<Option<i32>> = sqlx::query_scalar(
+            "SELECT resource_request_deletion(id) FROM resources WHERE kind = $1 AND name = $2",
         )
         .bind(kind)
         .bind(name)
         .fetch_optional(pool)
         .await?;
-        Ok(deleted.unwrap_or(false))
+        Ok(marked.flatten())
     })
     .await
 }

@@ -105,3 +105,18 @@ pub async fn orphan_sweep_expired(
         .fetch_one(pool)
         .await
 }
+
+/// Advances marked teardown trees in `shards`: queues the delete tasks of unblocked rows with
+/// a finalizer and removes unblocked rows without one. Returns how many rows progressed.
+pub async fn teardown_sweep(
+    pool: &PgPool,
+    shards: ShardRange,
+    limit: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT sweep_deletable($1, $2, $3)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(limit)
+        .fetch_one(pool)
+        .await
+}

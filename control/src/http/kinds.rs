@@ -6,7 +6,7 @@ use axum::{
     http::{HeaderMap, HeaderValue, StatusCode},
     response::IntoResponse,
 };
-use converge_proto::manifest::KindManifest;
+use converge_proto::{compat::breaking_changes, manifest::KindManifest};
 use serde_json::{Value, json};
 
 use super::{
@@ -19,13 +19,19 @@ use crate::{
     db::{self, kinds::ManifestApply},
 };
 
-/// `PUT /api/v1/kinds/{kind}/manifest`: validates every legality rule and schema, then stores
-/// the manifest (identical → no-op). 422 lists every violated rule.
+/// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: validates every legality rule and
+/// schema, then stores the manifest (identical → no-op). 422 lists every violated rule; 409
+/// lists the breaking changes when resources already use this kind version (make a new
+/// version instead, or force it).
 pub async fn put_manifest(
     State(s): State<AppState>,
     Path(kind): Path<String>,
+    RawQuery(q): RawQuery,
     ApiJson(mut body): ApiJson<Value>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let force = query_pairs(q.as_deref())
+        .iter()
+        .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
     let Some(obj) = body.as_object_mut() else {
         return Err(ApiError::invalid("", "manifest must be a JSON object"));
     };
@@ -73,6 +79,9 @@ pub async fn put_manifest(
             })
             .collect(),
     })?;
+    if !force {
+        refuse_breaking_change(&s, &manifest).await?;
+    }
     let doc = serde_json::to_value(&manifest).expect("a manifest serialises");
     let (result, version) =
         db::kinds::manifest_put(&s.pool, &manifest.kind, manifest.kind_version, &doc)
@@ -102,6 +111,37 @@ pub async fn put_manifest(
             json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word}),
         ),
     ))
+}
+
+/// 409 when `new` changes the stored manifest of its version incompatibly while resources
+/// of that version exist.
+async fn refuse_breaking_change(s: &AppState, new: &KindManifest) -> Result<(), ApiError> {
+    let Some(old) = db::kinds::manifest_get(&s.pool, &new.kind, Some(new.kind_version))
+        .await
+        .map_err(ApiError::db("read a kind manifest"))?
+    else {
+        return Ok(());
+    };
+    let Ok(old) = serde_json::from_value::<KindManifest>(old.manifest) else {
+        return Ok(());
+    };
+    let breaks = breaking_changes(&old, new);
+    if breaks.is_empty() {
+        return Ok(());
+    }
+    let in_use = db::kinds::version_in_use(&s.pool, &new.kind, new.kind_version)
+        .await
+        .map_err(ApiError::db("check a kind version's use"))?;
+    if !in_use {
+        return Ok(());
+    }
+    Err(ApiError::Conflict(format!(
+        "kind {} version {} is in use and this manifest breaks it: {}; apply it as a new \
+         kind_version (and flip resources to it), or add ?force=true",
+        new.kind,
+        new.kind_version,
+        breaks.join("; ")
+    )))
 }
 
 fn manifest_body(m: db::kinds::StoredManifest) -> Json<Value> {

@@ -3,11 +3,13 @@
 
 pub mod health;
 pub mod kinds;
+pub mod operations;
 pub mod problem;
 pub mod resource_actions;
 pub mod resource_graph;
 pub mod resource_views;
 pub mod resources;
+pub mod spec_history;
 
 use std::sync::{Arc, OnceLock};
 
@@ -112,6 +114,23 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route(
             "/resources/{kind}/{name}/unquarantine",
             post(resource_actions::unquarantine),
+        )
+        .route(
+            "/resources/{kind}/{name}/ops",
+            post(operations::create).get(operations::list),
+        )
+        .route("/resources/{kind}/{name}/ops/{uid}", get(operations::get))
+        .route(
+            "/resources/{kind}/{name}/spec-history",
+            get(spec_history::history),
+        )
+        .route(
+            "/resources/{kind}/{name}/rollback",
+            post(spec_history::rollback),
+        )
+        .route(
+            "/raw/resources/{kind}/{name}/spec/{generation}",
+            get(spec_history::raw_spec),
         );
     Router::new()
         .nest("/api/v1", api)

@@ -82,22 +82,25 @@ pub async fn unquarantine(
     Ok(Json(json!({"quarantined": false})))
 }
 
-/// `DELETE /api/v1/resources/{kind}/{name}` → `{deleted: true}`.
+/// `DELETE /api/v1/resources/{kind}/{name}` → 202 `{phase: "Deleting", marked: N}`.
 ///
-/// For now a hard delete: the row, its composed subtree (through `owner_id ON DELETE
-/// CASCADE`) and their queued work go at once, without running any teardown. Issue 4
-/// replaces this with ordered soft deletion (`deletion_requested_at`, finalizers run by the
-/// kind's delete reaction, dependents before dependencies).
+/// A soft delete: the resource and its teardown tree (everything it owns, transitively, and
+/// everything that depends on it through edges) turn Deleting at once and are torn down
+/// dependents-before-dependencies — kinds with a finalizer run their teardown reaction,
+/// the rest are removed as soon as nothing hangs below them. The row disappears when its
+/// own teardown is done. Idempotent: a second DELETE marks nothing new.
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,
     Path((kind, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    if !db::resources::resource_delete_now(&s.pool, &kind, &name)
+) -> Result<impl IntoResponse, ApiError> {
+    let marked = db::resources::resource_request_deletion(&s.pool, &kind, &name)
         .await
         .map_err(ApiError::db("delete a resource"))?
-    {
-        return Err(not_found(&kind, &name));
-    }
-    Ok(Json(json!({"deleted": true})))
+        .ok_or_else(|| not_found(&kind, &name))?;
+    s.work_scheduled();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"phase": "Deleting", "marked": marked})),
+    ))
 }

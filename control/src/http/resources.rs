@@ -155,6 +155,16 @@ pub async fn apply(
         );
         return Err(ApiError::Invalid { detail, errors });
     }
+    let (retired, current) =
+        db::kinds::apply_version_check(&s.pool, &body.kind, body.kind_version, &body.name)
+            .await
+            .map_err(ApiError::db("check the kind version"))?;
+    if retired && current != Some(body.kind_version) {
+        return Err(ApiError::Conflict(format!(
+            "kind {} version {} is retired: it takes no new resources (use a newer version)",
+            body.kind, body.kind_version
+        )));
+    }
     let labels = Value::Object(body.labels);
     let applied = db::resources::resource_apply(
         &s.pool,

@@ -13,7 +13,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use converge_control::testing::{TestDb, wait_for};
+use converge_control::testing::TestDb;
+pub use converge_control::testing::wait_for;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 

@@ -1,5 +1,6 @@
 //! The four leaves (`account`, `vpc`, `tgw`, `route`): each pretends to provision one cloud
-//! resource and reports a deterministic id plus its inputs in status.
+//! resource and reports a deterministic id plus its inputs in status, and to tear it down
+//! when deleted (see [`crate::teardown`]).
 //!
 //! Inputs that arrive by value flow (`vpc.account_id`, `tgw.vpc_id`, `route.tgw_id`,
 //! `route.vpc_id`) are `null` until the upstream has synced. The engine schedules a dependent
@@ -15,7 +16,7 @@ use converge_sdk::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::ids::fake_id;
+use crate::{ids::fake_id, teardown::Teardown};
 
 /// Where every team's route points through its transit gateway (the corporate supernet).
 pub const ROUTE_DESTINATION: &str = "10.0.0.0/8";
@@ -135,6 +136,9 @@ impl Provider for Account {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.stage == Stage::Delete {
+            return Teardown::global().run(&req).await;
+        }
         let spec: AccountSpec = req.spec()?;
         prelude(&req, self.latency, spec.fail).await?;
         let name = req.resource.name.as_str();
@@ -152,6 +156,9 @@ impl Provider for Vpc {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.stage == Stage::Delete {
+            return Teardown::global().run(&req).await;
+        }
         let spec: VpcSpec = req.spec()?;
         prelude(&req, self.latency, spec.fail).await?;
         let account_id = flowed("account_id", spec.account_id.as_deref())?;
@@ -170,6 +177,9 @@ impl Provider for Tgw {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.stage == Stage::Delete {
+            return Teardown::global().run(&req).await;
+        }
         let spec: TgwSpec = req.spec()?;
         prelude(&req, self.latency, spec.fail).await?;
         let vpc_id = flowed("vpc_id", spec.vpc_id.as_deref())?;
@@ -189,6 +199,9 @@ impl Provider for Route {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.stage == Stage::Delete {
+            return Teardown::global().run(&req).await;
+        }
         let spec: RouteSpec = req.spec()?;
         prelude(&req, self.latency, spec.fail).await?;
         let tgw_id = flowed("tgw_id", spec.tgw_id.as_deref())?;

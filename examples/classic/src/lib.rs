@@ -10,6 +10,7 @@
 mod bom;
 mod ids;
 mod leaves;
+pub mod teardown;
 
 use std::time::Duration;
 

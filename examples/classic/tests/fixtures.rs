@@ -58,7 +58,12 @@ fn manifests_are_legal() {
             let work = m.worker_reaction().unwrap();
             assert_eq!(work.name, "work");
             assert_eq!(work.emits, [Emit::Status, Emit::Conditions]);
-            assert_eq!(m.reactions.len(), 1);
+            // Every leaf tears its simulated resource down behind a finalizer.
+            let teardown = m.delete_reaction().unwrap();
+            assert_eq!(teardown.emits, [Emit::Finalizer]);
+            assert_eq!(teardown.finalizer, m.finalizer_name);
+            assert!(m.finalizer_name.is_some());
+            assert_eq!(m.reactions.len(), 2);
         }
     }
 }

@@ -508,7 +508,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 bail!("only resources can be deleted with conctl for now");
             }
             let r = c.call(Method::DELETE, &resource_path(&name)?, None).await?;
-            report(f, format!("{name}: deleted"), &r.body)?;
+            report(f, format!("{name}: deletion requested"), &r.body)?;
         }
         Command::Reconcile { target } => {
             let path = format!("{}/reconcile", resource_path(&target)?);

@@ -1,0 +1,114 @@
+//! Operations (`resource_operations`): a verb with an input, run once by the kind's
+//! operation reaction as an operate task, with its state and output recorded.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{FromRow, PgPool};
+use uuid::Uuid;
+
+/// The identity of a resource an action targets.
+#[derive(Debug, Clone, FromRow)]
+pub struct Target {
+    /// Its id.
+    pub id: Uuid,
+    /// Its kind version (selects the manifest).
+    pub kind_version: i32,
+    /// Whether it is being deleted.
+    pub deleting: bool,
+}
+
+/// Looks up the resource an action targets.
+pub async fn target(pool: &PgPool, kind: &str, name: &str) -> Result<Option<Target>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, kind_version, deletion_requested_at IS NOT NULL AS deleting
+         FROM resources WHERE kind = $1 AND name = $2",
+    )
+    .bind(kind)
+    .bind(name)
+    .fetch_optional(pool)
+    .await
+}
+
+/// One operation.
+#[derive(Debug, Clone, FromRow, Serialize)]
+pub struct OperationRow {
+    /// Its uid.
+    pub uid: Uuid,
+    /// The verb.
+    pub verb: String,
+    /// The input JSON.
+    pub input: Option<serde_json::Value>,
+    /// pending | running | succeeded | failed.
+    pub state: String,
+    /// The reaction's output (succeeded).
+    pub output: Option<serde_json::Value>,
+    /// The last failure message.
+    pub error: Option<String>,
+    /// Attempts so far.
+    pub attempts: i32,
+    /// Who asked for it.
+    pub requested_by: String,
+    /// When it was requested.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When it succeeded or failed for good.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: &str = "uid, verb, input, state, output, error, attempts, requested_by, \
+                       created_at, updated_at, finished_at";
+
+/// Records an operation and queues its task. `None` when the resource vanished or started
+/// deleting in the meantime.
+pub async fn operation_request(
+    pool: &PgPool,
+    id: Uuid,
+    verb: &str,
+    input: Option<&serde_json::Value>,
+    requested_by: &str,
+) -> Result<Option<OperationRow>, sqlx::Error> {
+    let uid: Option<Uuid> = sqlx::query_scalar("SELECT operation_request($1, $2, $3, $4)")
+        .bind(id)
+        .bind(verb)
+        .bind(input)
+        .bind(requested_by)
+        .fetch_one(pool)
+        .await?;
+    match uid {
+        Some(uid) => operation_get(pool, id, uid).await,
+        None => Ok(None),
+    }
+}
+
+/// One operation of a resource.
+pub async fn operation_get(
+    pool: &PgPool,
+    id: Uuid,
+    uid: Uuid,
+) -> Result<Option<OperationRow>, sqlx::Error> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM resource_operations WHERE resource_id = $1 AND uid = $2");
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(uid)
+        .fetch_optional(pool)
+        .await
+}
+
+/// The newest `limit` operations of a resource, newest first.
+pub async fn operation_list(
+    pool: &PgPool,
+    id: Uuid,
+    limit: i64,
+) -> Result<Vec<OperationRow>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM resource_operations WHERE resource_id = $1
+         ORDER BY created_at DESC, uid DESC LIMIT $2"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+}

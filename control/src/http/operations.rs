@@ -1,0 +1,114 @@
+//! Operations on one resource: `POST/GET /api/v1/resources/{kind}/{name}/ops` and
+//! `GET .../ops/{uid}`. A verb must be declared by the kind's manifest (an operation
+//! reaction); it runs once on a worker as STAGE_OPERATE and its output is recorded.
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{
+    AppState,
+    problem::{ApiError, ApiJson},
+};
+use crate::db::{self, operations::Target};
+
+/// The request body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperateBody {
+    /// The verb (one the kind declares).
+    pub verb: String,
+    /// Input handed to the reaction.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Who asks (free text, shown in the operation).
+    #[serde(default)]
+    pub requested_by: Option<String>,
+}
+
+/// How many operations a list returns.
+const LIST_LIMIT: i64 = 100;
+
+async fn target(s: &AppState, kind: &str, name: &str) -> Result<Target, ApiError> {
+    db::operations::target(&s.pool, kind, name)
+        .await
+        .map_err(ApiError::db("look up a resource"))?
+        .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))
+}
+
+/// `POST .../ops` → 202 with the operation (state `pending`). 422 for a verb the kind does
+/// not declare, 409 while the resource is being deleted.
+#[tracing::instrument(skip(s, body))]
+pub async fn create(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+    ApiJson(body): ApiJson<OperateBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    let t = target(&s, &kind, &name).await?;
+    let declared: Vec<String> = s
+        .schemas
+        .get(&kind, t.kind_version)
+        .map(|k| k.manifest.verbs().into_iter().map(str::to_string).collect())
+        .unwrap_or_default();
+    if !declared.contains(&body.verb) {
+        let known = if declared.is_empty() {
+            "it declares none".to_string()
+        } else {
+            format!("it declares {}", declared.join(", "))
+        };
+        return Err(ApiError::invalid(
+            "/verb",
+            format!(
+                "kind {kind} version {} has no operation {:?}; {known}",
+                t.kind_version, body.verb
+            ),
+        ));
+    }
+    if t.deleting {
+        return Err(ApiError::Conflict(format!(
+            "resource {kind}/{name} is being deleted"
+        )));
+    }
+    let by = body.requested_by.as_deref().unwrap_or("api");
+    let op = db::operations::operation_request(&s.pool, t.id, &body.verb, body.input.as_ref(), by)
+        .await
+        .map_err(ApiError::db("request an operation"))?
+        .ok_or_else(|| ApiError::Conflict(format!("resource {kind}/{name} is being deleted")))?;
+    s.work_scheduled();
+    Ok((StatusCode::ACCEPTED, Json(op)))
+}
+
+/// `GET .../ops` → `{items: [...]}`, newest first (at most 100).
+#[tracing::instrument(skip(s))]
+pub async fn list(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let t = target(&s, &kind, &name).await?;
+    let items = db::operations::operation_list(&s.pool, t.id, LIST_LIMIT)
+        .await
+        .map_err(ApiError::db("list operations"))?;
+    Ok(Json(json!({ "items": items })))
+}
+
+/// `GET .../ops/{uid}` → the operation.
+#[tracing::instrument(skip(s))]
+pub async fn get(
+    State(s): State<AppState>,
+    Path((kind, name, uid)): Path<(String, String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    let t = target(&s, &kind, &name).await?;
+    let missing = || ApiError::NotFound(format!("operation {uid} of {kind}/{name} not found"));
+    let id = Uuid::parse_str(&uid).map_err(|_| missing())?;
+    let op = db::operations::operation_get(&s.pool, t.id, id)
+        .await
+        .map_err(ApiError::db("read an operation"))?
+        .ok_or_else(missing)?;
+    Ok(Json(op))
+}

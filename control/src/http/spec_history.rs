@@ -1,0 +1,93 @@
+//! Spec history and rollback of roots: `GET .../spec-history`, `POST .../rollback` and the
+//! raw spec of one generation at `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}`.
+//! Only roots keep history (a composed child's spec is derived from its root's).
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    AppState,
+    problem::{ApiError, ApiJson},
+};
+use crate::db;
+
+/// The rollback body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackBody {
+    /// The recorded generation whose spec becomes the live one.
+    pub generation: i64,
+}
+
+async fn resource_id(s: &AppState, kind: &str, name: &str) -> Result<uuid::Uuid, ApiError> {
+    db::operations::target(&s.pool, kind, name)
+        .await
+        .map_err(ApiError::db("look up a resource"))?
+        .map(|t| t.id)
+        .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))
+}
+
+/// `GET .../spec-history` → `{items: [{generation, spec, created_at}]}`, newest first.
+#[tracing::instrument(skip(s))]
+pub async fn history(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let id = resource_id(&s, &kind, &name).await?;
+    let items = db::spec_history::spec_history(&s.pool, id)
+        .await
+        .map_err(ApiError::db("read spec history"))?;
+    Ok(Json(json!({ "items": items })))
+}
+
+/// `POST .../rollback {generation}` → 202 `{generation, changed}`: the recorded spec is
+/// applied as a new generation (or nothing happens when it equals the live spec). 404 when
+/// that generation is not recorded.
+#[tracing::instrument(skip(s))]
+pub async fn rollback(
+    State(s): State<AppState>,
+    Path((kind, name)): Path<(String, String)>,
+    ApiJson(body): ApiJson<RollbackBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = resource_id(&s, &kind, &name).await?;
+    let (generation, changed) = db::spec_history::rollback(&s.pool, id, body.generation)
+        .await
+        .map_err(ApiError::db("roll back a spec"))?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "generation {} of {kind}/{name} is not recorded",
+                body.generation
+            ))
+        })?;
+    if changed {
+        s.work_scheduled();
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"generation": generation, "changed": changed})),
+    ))
+}
+
+/// `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}` → the spec document itself.
+#[tracing::instrument(skip(s))]
+pub async fn raw_spec(
+    State(s): State<AppState>,
+    Path((kind, name, generation)): Path<(String, String, i64)>,
+) -> Result<Json<Value>, ApiError> {
+    let id = resource_id(&s, &kind, &name).await?;
+    db::spec_history::spec_at(&s.pool, id, generation)
+        .await
+        .map_err(ApiError::db("read a recorded spec"))?
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "generation {generation} of {kind}/{name} is not recorded"
+            ))
+        })
+}

@@ -1,0 +1,98 @@
+"""converge_sdk: write converge providers in Python.
+
+Subclass `Provider` for each (kind, kind_version) you serve and call `run_worker` (blocking,
+configuration from the environment, SIGTERM/SIGINT drain) or `await serve(...)`. The runtime
+dials the broker's WorkerService over grpc.aio, subscribes, runs tasks with bounded
+concurrency, keeps results until the broker acks them, heartbeats running tasks, reports
+readiness flips, applies provider-config pushes and reconnects with backoff and jitter.
+
+    from converge_sdk import KindVersion, Outcome, Provider, ReactionRequest, run_worker
+
+    class Hello(Provider):
+        kind = KindVersion("hello", 1)
+
+        async def work(self, req: ReactionRequest) -> Outcome:
+            return Outcome(status={"message": f"hello, {req.resource.name}!"})
+
+    run_worker([Hello()])
+"""
+
+from ._version import SDK, __version__
+from .config import (
+    DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_HEARTBEAT_EVERY,
+    DEFAULT_MAX_PARALLEL,
+    DEFAULT_READINESS_POLL,
+    DEFAULT_RECONNECT_MAX,
+    DEFAULT_RECONNECT_MIN,
+    WorkerConfig,
+    parse_duration,
+)
+from .errors import ConfigError, HandlerError, RegistryError, TerminalError, TransientError
+from .logs import init_logging
+from .merge import effective_bundle, effective_config
+from .provider import Provider, Registry
+from .runtime.worker import run_worker, serve
+from .types import (
+    CONDITION_READY,
+    CONDITION_SYNCED,
+    JSON,
+    ChildSpec,
+    Condition,
+    DepEdge,
+    KindVersion,
+    Operation,
+    Outcome,
+    ProviderConfig,
+    ProviderConfigSpec,
+    ReactionRequest,
+    Resource,
+    ResourceRef,
+    Stage,
+    Transition,
+    Trigger,
+    ValueFlow,
+)
+
+__all__ = [
+    "CONDITION_READY",
+    "CONDITION_SYNCED",
+    "DEFAULT_DRAIN_TIMEOUT",
+    "DEFAULT_HEARTBEAT_EVERY",
+    "DEFAULT_MAX_PARALLEL",
+    "DEFAULT_READINESS_POLL",
+    "DEFAULT_RECONNECT_MAX",
+    "DEFAULT_RECONNECT_MIN",
+    "JSON",
+    "SDK",
+    "ChildSpec",
+    "Condition",
+    "ConfigError",
+    "DepEdge",
+    "HandlerError",
+    "KindVersion",
+    "Operation",
+    "Outcome",
+    "Provider",
+    "ProviderConfig",
+    "ProviderConfigSpec",
+    "ReactionRequest",
+    "Registry",
+    "RegistryError",
+    "Resource",
+    "ResourceRef",
+    "Stage",
+    "TerminalError",
+    "TransientError",
+    "Transition",
+    "Trigger",
+    "ValueFlow",
+    "WorkerConfig",
+    "__version__",
+    "effective_bundle",
+    "effective_config",
+    "init_logging",
+    "parse_duration",
+    "run_worker",
+    "serve",
+]

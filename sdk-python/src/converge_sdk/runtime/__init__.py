@@ -1,0 +1,1 @@
+"""The worker runtime: `serve` / `run_worker` and the loops behind them."""

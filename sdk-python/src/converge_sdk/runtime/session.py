@@ -1,0 +1,201 @@
+"""One WorkStream session, the reconnect loop around it, and the provider-config prime."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from .._proto import worker_pb2 as pb
+from .._proto import worker_pb2_grpc as pb_grpc
+from ..convert import wire_version
+from ..types import KindVersion
+from .backoff import Backoff
+from .state import LeaseKey, Shared, poll_readiness, provider_config
+from .task import accept
+
+log = logging.getLogger("converge_sdk")
+
+CONFIG_PULL_TIMEOUT = 10.0
+"""Bound on one GetProviderConfig call, seconds."""
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Largest frame either side accepts (the broker uses the same bound)."""
+
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.enable_retries", 0),
+]
+
+
+def _stub(channel: grpc.aio.Channel) -> Any:
+    return pb_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+def open_channel(shared: Shared) -> grpc.aio.Channel:
+    """A fresh channel per session, so that after a drain a load balancer can route the next
+    session to another broker."""
+    return grpc.aio.insecure_channel(shared.cfg.target, options=CHANNEL_OPTIONS)
+
+
+async def pull_configs(channel: grpc.aio.Channel, shared: Shared) -> list[Any]:
+    """One GetProviderConfig call for every registered pair."""
+    kinds = shared.registry.kinds()
+    req = pb.GetProviderConfigRequest(
+        kinds=[kv.kind for kv in kinds], kind_versions=[kv.version for kv in kinds]
+    )
+    stub = _stub(channel)
+    resp = await stub.GetProviderConfig(req, timeout=CONFIG_PULL_TIMEOUT)
+    return list(resp.entries)
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, grpc.aio.AioRpcError):
+        return f"{e.code().name}: {e.details()}"
+    return f"{type(e).__name__}: {e}"
+
+
+async def prime(shared: Shared) -> None:
+    """Loads every registered pair's default config, retrying with jittered backoff until
+    the broker answers, and calls `on_config` for each before any task can arrive."""
+    backoff = Backoff(shared.cfg.reconnect_min, shared.cfg.reconnect_max)
+    while True:
+        channel = open_channel(shared)
+        try:
+            entries = await pull_configs(channel, shared)
+        except (grpc.aio.AioRpcError, OSError) as e:
+            delay = backoff.next_delay()
+            log.warning(
+                "cannot load provider configs from %s (%s); retrying in %.1fs",
+                shared.cfg.broker_addr, _describe(e), delay,
+            )
+            await asyncio.sleep(delay)
+            continue
+        finally:
+            await channel.close()
+        log.info("provider configs loaded (%d)", len(entries))
+        shared.apply_pulled(entries, True)
+        return
+
+
+async def _frames(queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    """The request iterator of a stream: every frame the one sender queued, until None."""
+    while True:
+        frame = await queue.get()
+        if frame is None:
+            return
+        yield frame
+
+
+def _dispatch(shared: Shared, msg: Any, draining: bool) -> bool:
+    """Handles one server frame; returns whether the session is now draining."""
+    which = msg.WhichOneof("body")
+    if which == "task":
+        refuse = None
+        if draining:
+            refuse = "worker stream is draining; task refused"
+        elif shared.shutting_down:
+            refuse = "worker is shutting down; task refused"
+        accept(shared, msg.task, refuse)
+    elif which == "ack":
+        a = msg.ack
+        shared.ack(LeaseKey(a.lease_token, a.claim_epoch), a.accepted)
+    elif which == "config":
+        u = msg.config
+        kv = KindVersion(u.kind, wire_version(u.kind_version))
+        provider = shared.registry.find(kv.kind, kv.version)
+        if provider is None:
+            log.debug("config for unserved pair %s ignored", kv)
+        else:
+            shared.apply_config(kv, provider, provider_config(kv, u.config, u.bundle), True)
+    elif which == "cancel":
+        c = msg.cancel
+        known = shared.cancel_task(LeaseKey(c.lease_token, c.claim_epoch))
+        log.info("task %s cancelled by the broker (%s, known=%s)", c.lease_token, c.reason, known)
+    elif which == "drain":
+        log.info(
+            "broker is draining (%s); finishing %d running and %d unacked before reconnecting",
+            msg.drain.reason, len(shared.running), len(shared.unacked),
+        )
+        return True
+    else:
+        log.debug("empty frame ignored")
+    return draining
+
+
+async def run_session(shared: Shared, reconnect: bool) -> str:
+    """Runs one stream to its end; returns "drained" or "closed", raises on a stream error."""
+    channel = open_channel(shared)
+    sid = None
+    try:
+        if reconnect:
+            # Pulled before the stream opens, so the broker's own push at subscribe time
+            # (newer) is applied after it.
+            try:
+                shared.apply_pulled(await pull_configs(channel, shared), False)
+            except grpc.aio.AioRpcError as e:
+                log.warning("config re-pull after reconnect failed: %s", _describe(e))
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        sid = shared.open_session(queue, poll_readiness(shared))
+        call = _stub(channel).WorkStream(_frames(queue))
+        log.info("work stream open (session %d)", sid)
+        draining = False
+        while True:
+            msg = await call.read()
+            if msg is grpc.aio.EOF:
+                return "closed"
+            draining = _dispatch(shared, msg, draining)
+            if draining and shared.outstanding == 0:
+                log.info("drained: in-flight work delivered; closing the stream")
+                call.cancel()
+                return "drained"
+    finally:
+        if sid is not None:
+            shared.close_session(sid)
+        await channel.close(grace=None)
+
+
+async def connection_loop(shared: Shared, stop: asyncio.Event) -> None:
+    """Runs sessions until `stop`, reconnecting with exponential backoff and jitter (reset
+    after a session that outlived the current backoff). Handlers survive reconnects."""
+    backoff = Backoff(shared.cfg.reconnect_min, shared.cfg.reconnect_max)
+    reconnect = False
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        while True:
+            started = time.monotonic()
+            session = asyncio.ensure_future(run_session(shared, reconnect))
+            await asyncio.wait((session, stopper), return_when=asyncio.FIRST_COMPLETED)
+            if stopper.done():
+                session.cancel()
+                await asyncio.gather(session, return_exceptions=True)
+                return
+            reconnect = True
+            exc = session.exception()
+            if exc is None:
+                if session.result() == "drained":
+                    log.info("session drained")
+                else:
+                    log.warning("broker closed the work stream")
+            else:
+                log.warning("work stream to %s lost: %s", shared.cfg.broker_addr, _describe(exc))
+            if time.monotonic() - started > backoff.current:
+                backoff.reset()
+            delay = backoff.next_delay()
+            log.info("reconnecting in %.2fs", delay)
+            try:
+                await asyncio.wait_for(asyncio.shield(stopper), delay)
+                return
+            except TimeoutError:
+                pass
+    finally:
+        stopper.cancel()

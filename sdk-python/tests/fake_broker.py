@@ -1,0 +1,119 @@
+"""An in-process fake broker (a grpc.aio WorkerService server) that records every client
+frame and lets a test push server frames, to check the SDK's stream rules precisely."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from converge_sdk._proto import worker_pb2 as pb
+from converge_sdk._proto import worker_pb2_grpc as pb_grpc
+
+
+class Stream:
+    """One WorkStream as the broker sees it."""
+
+    def __init__(self) -> None:
+        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.closed = asyncio.Event()
+
+    def push(self, **body: Any) -> None:
+        """Sends one server frame (`task=...`, `ack=...`, ...)."""
+        self.outbox.put_nowait(pb.WorkStreamServerMsg(**body))
+
+    def end(self) -> None:
+        """Ends the stream from the broker side."""
+        self.outbox.put_nowait(None)
+
+    async def next(self, body: str, timeout: float = 5.0) -> Any:
+        """The next client frame whose body is `body`, skipping others (e.g. heartbeats)."""
+        async def find() -> Any:
+            while True:
+                m = await self.inbox.get()
+                if m is None:
+                    raise AssertionError(f"stream ended before a {body} frame")
+                if m.WhichOneof("body") == body:
+                    return getattr(m, body)
+
+        return await asyncio.wait_for(find(), timeout)
+
+    async def first(self, timeout: float = 5.0) -> Any:
+        """The next client frame of any kind."""
+        m = await asyncio.wait_for(self.inbox.get(), timeout)
+        assert m is not None, "stream ended"
+        return m
+
+
+class FakeBroker(pb_grpc.WorkerServiceServicer):  # type: ignore[misc]
+    """Serves WorkerService on a loopback port; each new stream lands in `streams`."""
+
+    def __init__(self) -> None:
+        self.streams: asyncio.Queue[Stream] = asyncio.Queue()
+        self.entries: list[Any] = []
+        self.config_pulls = 0
+        self.server: grpc.aio.Server | None = None
+        self.addr = ""
+
+    async def start(self) -> None:
+        self.server = grpc.aio.server()
+        pb_grpc.add_WorkerServiceServicer_to_server(self, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        self.addr = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=None)
+
+    async def next_stream(self, timeout: float = 5.0) -> Stream:
+        return await asyncio.wait_for(self.streams.get(), timeout)
+
+    async def GetProviderConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.config_pulls += 1
+        return pb.GetProviderConfigResponse(entries=self.entries)
+
+    async def WorkStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        s = Stream()
+        await self.streams.put(s)
+
+        async def read() -> None:
+            try:
+                async for m in request_iterator:
+                    await s.inbox.put(m)
+            except Exception:  # noqa: BLE001 - the client went away
+                pass
+            await s.inbox.put(None)
+            s.closed.set()
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                out_task = asyncio.ensure_future(s.outbox.get())
+                closed_task = asyncio.ensure_future(s.closed.wait())
+                await asyncio.wait((out_task, closed_task), return_when=asyncio.FIRST_COMPLETED)
+                if not out_task.done():
+                    out_task.cancel()
+                    closed_task.cancel()
+                    return
+                closed_task.cancel()
+                m = out_task.result()
+                if m is None:
+                    return
+                yield m
+        finally:
+            reader.cancel()
+
+
+def work_task(lease: str, epoch: int = 1, *, kind: str = "k", name: str = "r",
+              spec: bytes = b"{}", deadline_ms: int = 0, attempt: int = 1) -> Any:
+    """A STAGE_WORK task frame body."""
+    return pb.StageTask(
+        stage=pb.STAGE_WORK, kind=kind, kind_version=1, generation=1, reaction="work",
+        lease_token=lease, claim_epoch=epoch, task_deadline_ms=deadline_ms, trigger="specChange",
+        attempt=attempt,
+        work_req=pb.WorkRequest(resource=pb.Resource(kind=kind, name=name, spec=spec, generation=1)),
+    )
