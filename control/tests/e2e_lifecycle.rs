@@ -196,15 +196,7 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut r = c
-        .client
-        .request(method, format!("{}/api/v1/{path}", c.http));
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.unwrap();
-    let s = r.status().as_u16();
-    (s, r.json().await.unwrap_or(Value::Null))
+    c.call(method, path, body).await
 }
 
 async fn apply_tree(c: &Converge, name: &str, branches: u64, leaves: u64) {

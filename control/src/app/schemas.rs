@@ -30,6 +30,7 @@ pub struct KindSchemas {
     /// The manifest.
     pub manifest: KindManifest,
     spec: Option<jsonschema::Validator>,
+    config: Option<jsonschema::Validator>,
 }
 
 fn compile(
@@ -52,16 +53,19 @@ impl KindSchemas {
             .map_err(|e| errs.push(e))
             .ok()
             .flatten();
-        for (f, s) in [
-            ("status_schema", &manifest.status_schema),
-            ("config_schema", &manifest.config_schema),
-        ] {
-            if let Err(e) = compile(f, s) {
-                errs.push(e);
-            }
+        let config = compile("config_schema", &manifest.config_schema)
+            .map_err(|e| errs.push(e))
+            .ok()
+            .flatten();
+        if let Err(e) = compile("status_schema", &manifest.status_schema) {
+            errs.push(e);
         }
         if errs.is_empty() {
-            Ok(KindSchemas { manifest, spec })
+            Ok(KindSchemas {
+                manifest,
+                spec,
+                config,
+            })
         } else {
             Err(errs)
         }
@@ -69,17 +73,31 @@ impl KindSchemas {
 
     /// Every violation of the kind's spec schema, located under `prefix` (e.g. "/spec").
     pub fn validate_spec(&self, spec: &serde_json::Value, prefix: &str) -> Vec<FieldError> {
-        let Some(v) = &self.spec else {
-            return Vec::new();
-        };
-        v.iter_errors(spec)
-            .take(50)
-            .map(|e| FieldError {
-                location: format!("{prefix}{}", e.instance_path()),
-                message: e.to_string(),
-            })
-            .collect()
+        violations(self.spec.as_ref(), spec, prefix)
     }
+
+    /// Every violation of the kind's config schema (provider config specs).
+    pub fn validate_config(&self, config: &serde_json::Value, prefix: &str) -> Vec<FieldError> {
+        violations(self.config.as_ref(), config, prefix)
+    }
+}
+
+/// At most 50 violations of `schema` (none when the axis is untyped), located under `prefix`.
+fn violations(
+    schema: Option<&jsonschema::Validator>,
+    doc: &serde_json::Value,
+    prefix: &str,
+) -> Vec<FieldError> {
+    let Some(v) = schema else {
+        return Vec::new();
+    };
+    v.iter_errors(doc)
+        .take(50)
+        .map(|e| FieldError {
+            location: format!("{prefix}{}", e.instance_path()),
+            message: e.to_string(),
+        })
+        .collect()
 }
 
 /// The cache, keyed by (kind, version).

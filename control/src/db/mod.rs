@@ -4,6 +4,7 @@
 
 pub mod kinds;
 pub mod operations;
+pub mod providerconfigs;
 pub mod resource_deps;
 pub mod resources;
 pub mod spec_history;

@@ -5,6 +5,7 @@ pub mod health;
 pub mod kinds;
 pub mod operations;
 pub mod problem;
+pub mod providerconfigs;
 pub mod resource_actions;
 pub mod resource_graph;
 pub mod resource_views;
@@ -24,7 +25,7 @@ use axum::{
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-use crate::app::schemas::Schemas;
+use crate::app::schemas::{KindSchemas, Schemas};
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -38,6 +39,23 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The compiled manifest of (kind, version). Another pod may have just applied it, so a
+    /// miss re-reads the manifests once before answering `None`.
+    pub async fn kind_schemas(
+        &self,
+        kind: &str,
+        version: i32,
+    ) -> Result<Option<Arc<KindSchemas>>, problem::ApiError> {
+        if let Some(k) = self.schemas.get(kind, version) {
+            return Ok(Some(k));
+        }
+        self.schemas
+            .reload(&self.pool)
+            .await
+            .map_err(problem::ApiError::db("reload kind manifests"))?;
+        Ok(self.schemas.get(kind, version))
+    }
+
     /// Tells a co-located broker that work was scheduled (other brokers hear the NOTIFY).
     pub fn work_scheduled(&self) {
         if let Some(n) = &self.dispatch_hint {
@@ -82,6 +100,14 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route(
             "/kinds/{kind}/versions/{version}/config",
             put(kinds::put_config).get(kinds::get_config),
+        )
+        .route(
+            "/providerconfigs",
+            get(providerconfigs::list).post(providerconfigs::put),
+        )
+        .route(
+            "/providerconfigs/{name}",
+            get(providerconfigs::get).delete(providerconfigs::delete),
         )
         .route("/resources", get(resources::list).post(resources::apply))
         .route("/resources/roots", get(resource_views::roots))

@@ -115,16 +115,7 @@ pub async fn apply(
         });
     }
     errors.extend(check_labels(&body.labels));
-    let mut schemas = s.schemas.get(&body.kind, body.kind_version);
-    if schemas.is_none() {
-        // Another pod may have just applied the manifest: re-read once before refusing.
-        s.schemas
-            .reload(&s.pool)
-            .await
-            .map_err(ApiError::db("reload kind manifests"))?;
-        schemas = s.schemas.get(&body.kind, body.kind_version);
-    }
-    let Some(schemas) = schemas else {
+    let Some(schemas) = s.kind_schemas(&body.kind, body.kind_version).await? else {
         return Err(ApiError::NotFound(format!(
             "kind {:?} version {} is not registered (apply its manifest first)",
             body.kind, body.kind_version
@@ -141,6 +132,25 @@ pub async fn apply(
     }
     if body.spec.is_object() {
         errors.extend(schemas.validate_spec(&body.spec, "/spec"));
+    }
+    if let Some(r) = &body.provider_config_ref {
+        match db::providerconfigs::providerconfig_target(&s.pool, r)
+            .await
+            .map_err(ApiError::db("look up a provider config"))?
+        {
+            None => errors.push(FieldError {
+                location: "/provider_config_ref".into(),
+                message: format!("provider config {r:?} does not exist"),
+            }),
+            Some((k, v)) if k != body.kind || v != body.kind_version => errors.push(FieldError {
+                location: "/provider_config_ref".into(),
+                message: format!(
+                    "provider config {r:?} configures {k} version {v}, not {} version {}",
+                    body.kind, body.kind_version
+                ),
+            }),
+            Some(_) => {}
+        }
     }
     if !errors.is_empty() {
         let detail = format!(

@@ -193,6 +193,24 @@ impl Converge {
         (status, result, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Sends `method` to `/api/v1/{path}` with an optional JSON body; returns (status, body).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut r = self
+            .client
+            .request(method, format!("{}/api/v1/{path}", self.http));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
     /// GETs a resource (None on 404).
     pub async fn get(&self, kind: &str, name: &str) -> Option<Value> {
         let r = self

@@ -1,0 +1,248 @@
+//! Provider configs: `POST /api/v1/providerconfigs` (create or replace by name),
+//! `GET /api/v1/providerconfigs` (offset pages, filters `kind`, `name`, `default`),
+//! `GET` and `DELETE /api/v1/providerconfigs/{name}`. A config's spec must satisfy its kind's
+//! `config_schema` (422); its bundle (`data`, base64) is at most 10 MiB; a kind version has at
+//! most one default (409). Brokers push a changed default to every stream serving the kind.
+
+use axum::{
+    Json,
+    extract::{Path, RawQuery, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use base64::Engine;
+use converge_proto::manifest::is_valid_resource_name;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    AppState,
+    problem::{ApiError, ApiJson},
+    query_pairs,
+};
+use crate::db::{
+    self,
+    providerconfigs::{DeleteOutcome, ListFilter, ProviderConfigPut, PutRefused},
+};
+
+/// Largest bundle a config may carry.
+pub const MAX_BUNDLE_BYTES: usize = 10 * 1024 * 1024;
+
+/// The create-or-replace body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutBody {
+    /// Global name.
+    pub name: String,
+    /// Kind configured.
+    pub kind: String,
+    /// Kind version configured (required, ≥ 1).
+    #[serde(default)]
+    pub kind_version: i32,
+    /// Whether this is the kind version's default.
+    #[serde(default)]
+    pub is_default: bool,
+    /// Config spec (a JSON object).
+    #[serde(default = "empty_object")]
+    pub spec: Value,
+    /// Bundle, base64 (standard alphabet).
+    #[serde(default)]
+    pub data: Option<String>,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config.
+#[tracing::instrument(skip(s, body), fields(name = %body.name))]
+pub async fn put(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<PutBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    if !is_valid_resource_name(&body.name) {
+        return Err(ApiError::invalid(
+            "/name",
+            "name must be 1-253 printable ASCII characters without '/' or spaces",
+        ));
+    }
+    if body.kind_version < 1 {
+        return Err(ApiError::invalid(
+            "/kind_version",
+            "kind_version is required and must be at least 1",
+        ));
+    }
+    if !body.spec.is_object() {
+        return Err(ApiError::invalid("/spec", "spec must be a JSON object"));
+    }
+    let Some(schemas) = s.kind_schemas(&body.kind, body.kind_version).await? else {
+        return Err(ApiError::invalid(
+            "/kind",
+            format!(
+                "kind {:?} version {} is not registered (apply its manifest first)",
+                body.kind, body.kind_version
+            ),
+        ));
+    };
+    let errors = schemas.validate_config(&body.spec, "/spec");
+    if !errors.is_empty() {
+        let detail = format!(
+            "spec does not satisfy the config_schema of {} version {}: {}",
+            body.kind,
+            body.kind_version,
+            errors
+                .iter()
+                .map(|e| format!("{} {}", e.location, e.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        return Err(ApiError::Invalid { detail, errors });
+    }
+    let data = match &body.data {
+        None => None,
+        Some(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|e| ApiError::invalid("/data", format!("data is not base64: {e}")))?;
+            if bytes.len() > MAX_BUNDLE_BYTES {
+                return Err(ApiError::invalid(
+                    "/data",
+                    format!(
+                        "data is {} bytes, over the {MAX_BUNDLE_BYTES}-byte limit",
+                        bytes.len()
+                    ),
+                ));
+            }
+            Some(bytes)
+        }
+    };
+    let put = ProviderConfigPut {
+        name: &body.name,
+        kind: &body.kind,
+        kind_version: body.kind_version,
+        is_default: body.is_default,
+        spec: &body.spec,
+        data: data.as_deref(),
+    };
+    let created = match db::providerconfigs::providerconfig_put(&s.pool, &put)
+        .await
+        .map_err(ApiError::db("store a provider config"))?
+    {
+        Ok(created) => created,
+        Err(PutRefused::DefaultTaken(other)) => {
+            return Err(ApiError::Conflict(format!(
+                "{other:?} is already the default config of {} version {}; make it a non-default first",
+                body.kind, body.kind_version
+            )));
+        }
+        Err(PutRefused::Owned) => {
+            return Err(ApiError::Conflict(format!(
+                "provider config {:?} is managed by the composite that emitted it",
+                body.name
+            )));
+        }
+    };
+    let (row, _) = db::providerconfigs::providerconfig_get(&s.pool, &body.name)
+        .await
+        .map_err(ApiError::db("read a provider config"))?
+        .ok_or_else(|| ApiError::NotFound(format!("provider config {} vanished", body.name)))?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(row)))
+}
+
+/// `GET /api/v1/providerconfigs/{name}` → the config, with its bundle as base64 `data`.
+#[tracing::instrument(skip(s))]
+pub async fn get(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (row, data) = db::providerconfigs::providerconfig_get(&s.pool, &name)
+        .await
+        .map_err(ApiError::db("read a provider config"))?
+        .ok_or_else(|| ApiError::NotFound(format!("provider config {name} not found")))?;
+    let mut v = serde_json::to_value(row).expect("row serialises");
+    v["data"] = data
+        .map(|d| Value::String(base64::engine::general_purpose::STANDARD.encode(d)))
+        .unwrap_or(Value::Null);
+    Ok(Json(v))
+}
+
+/// Default and largest page sizes.
+const PAGE: i64 = 50;
+const MAX_PAGE: i64 = 500;
+
+/// `GET /api/v1/providerconfigs?kind=&name=&default=&offset=&limit=` →
+/// `{items, total, offset, limit}` ordered by name (bundles are not included).
+#[tracing::instrument(skip(s))]
+pub async fn list(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let mut f = ListFilter {
+        limit: PAGE,
+        ..Default::default()
+    };
+    for (k, v) in query_pairs(q.as_deref()) {
+        let bad = |what: &str| ApiError::BadRequest(format!("{k}={v:?}: {what}"));
+        match k.as_str() {
+            "kind" => f.kind = Some(v),
+            "name" => f.name = Some(v),
+            "default" => {
+                f.is_default = Some(v.parse().map_err(|_| bad("expected true or false"))?);
+            }
+            "offset" => {
+                f.offset = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| bad("expected a non-negative integer"))?;
+            }
+            "limit" => {
+                f.limit = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or_else(|| bad(&format!("expected 1..={MAX_PAGE}")))?;
+            }
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {k:?}"
+                )));
+            }
+        }
+    }
+    let (items, total) = db::providerconfigs::providerconfig_list(&s.pool, &f)
+        .await
+        .map_err(ApiError::db("list provider configs"))?;
+    Ok(Json(
+        json!({"items": items, "total": total, "offset": f.offset, "limit": f.limit}),
+    ))
+}
+
+/// `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a
+/// composite owns it.
+#[tracing::instrument(skip(s))]
+pub async fn delete(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    match db::providerconfigs::providerconfig_delete(&s.pool, &name)
+        .await
+        .map_err(ApiError::db("delete a provider config"))?
+    {
+        DeleteOutcome::Deleted => Ok(StatusCode::NO_CONTENT),
+        DeleteOutcome::NotFound => Err(ApiError::NotFound(format!(
+            "provider config {name} not found"
+        ))),
+        DeleteOutcome::Owned => Err(ApiError::Conflict(format!(
+            "provider config {name} is managed by the composite that emitted it"
+        ))),
+        DeleteOutcome::InUse(n) => Err(ApiError::Conflict(format!(
+            "provider config {name} is referenced by {n} resource(s); detach them first"
+        ))),
+    }
+}

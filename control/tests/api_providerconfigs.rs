@@ -1,0 +1,164 @@
+//! Provider configs against the real `converge`: validation against the kind's
+//! config_schema, one default per kind version, offset-paged filtered lists, bundles, the
+//! resource reference check, delete guards — and, with an in-process Rust SDK worker, the
+//! default pushed to a connected stream on edit and a per-resource override riding its task.
+
+mod common;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use base64::Engine;
+use common::{Converge, wait_for};
+use converge_sdk::{
+    HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest, Registry,
+    WorkerConfig,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const T: Duration = Duration::from_secs(30);
+
+fn manifest() -> Value {
+    json!({"kind": "cfgd", "kind_version": 1,
+           "config_schema": {"type": "object", "properties": {
+               "region": {"type": "string"}, "replicas": {"type": "integer", "minimum": 1}},
+               "additionalProperties": false},
+           "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]})
+}
+
+/// Echoes its effective config; remembers every default pushed to it.
+struct Echo {
+    pushed: Arc<Mutex<Vec<ProviderConfig>>>,
+}
+
+impl Provider for Echo {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new("cfgd", 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        Ok(Outcome::status(json!({
+            "config": req.effective_config(),
+            "bundle": String::from_utf8_lossy(req.effective_bundle()),
+        })))
+    }
+
+    fn on_config(&self, cfg: ProviderConfig) {
+        self.pushed.lock().unwrap().push(cfg);
+    }
+}
+
+fn config(name: &str, default: bool, spec: Value) -> Value {
+    json!({"name": name, "kind": "cfgd", "kind_version": 1, "is_default": default, "spec": spec})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configs_are_validated_listed_guarded_and_reach_workers() {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&manifest()).await;
+    let pc = |body: Value| c.call(Method::POST, "providerconfigs", Some(body));
+
+    // Validation.
+    let (s, body) = pc(config("bad", false, json!({"replicas": 0}))).await;
+    assert_eq!(s, 422, "{body}");
+    assert_eq!(body["errors"][0]["location"], "/spec/replicas", "{body}");
+    let (s, _) = pc(json!({"name": "x", "kind": "nope", "kind_version": 1})).await;
+    assert_eq!(s, 422);
+    let (s, _) = pc(json!({"name": "x", "kind": "cfgd", "kind_version": 1, "data": "%%%"})).await;
+    assert_eq!(s, 422);
+
+    // One default per kind version.
+    let (s, body) = pc(config("base", true, json!({"region": "eu"}))).await;
+    assert_eq!(s, 201, "{body}");
+    assert_eq!(body["is_default"], true);
+    let (s, body) = pc(config("other", true, json!({}))).await;
+    assert_eq!(s, 409, "{body}");
+    let bundle = base64::engine::general_purpose::STANDARD.encode(b"override-bundle");
+    let mut over = config("big", false, json!({"replicas": 3}));
+    over["data"] = json!(bundle);
+    let (s, body) = pc(over).await;
+    assert_eq!((s, &body["data_size"]), (201, &json!(15)), "{body}");
+    let (s, got) = c.call(Method::GET, "providerconfigs/big", None).await;
+    assert_eq!((s, &got["data"]), (200, &json!(bundle)));
+
+    // Lists: filters and offset pages.
+    let (_, l) = c
+        .call(Method::GET, "providerconfigs?default=true", None)
+        .await;
+    assert_eq!(l["total"], 1);
+    assert_eq!(l["items"][0]["name"], "base");
+    let (_, l) = c
+        .call(
+            Method::GET,
+            "providerconfigs?kind=cfgd&limit=1&offset=1",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (l["total"].clone(), l["items"][0]["name"].clone()),
+        (json!(2), json!("big"))
+    );
+    let (s, _) = c.call(Method::GET, "providerconfigs?limit=0", None).await;
+    assert_eq!(s, 400);
+
+    // A resource's reference must exist and configure its kind.
+    let apply = |name: &str, r: Option<&str>| json!({"kind": "cfgd", "kind_version": 1, "name": name, "spec": {}, "provider_config_ref": r});
+    let (s, _, body) = c.apply(&apply("r0", Some("missing"))).await;
+    assert_eq!(s, 422, "{body}");
+
+    // A worker: primed with the default, then pushed the edit; the override rides the task.
+    let pushed = Arc::new(Mutex::new(Vec::new()));
+    let stop = CancellationToken::new();
+    let cfg = WorkerConfig::new(c.broker.clone());
+    tokio::spawn(converge_sdk::run_worker(
+        cfg,
+        Registry::new().with(Echo {
+            pushed: pushed.clone(),
+        }),
+        stop.clone().cancelled_owned(),
+    ));
+    let (s, _, body) = c.apply(&apply("plain", None)).await;
+    assert_eq!(s, 201, "{body}");
+    let (s, _, body) = c.apply(&apply("tuned", Some("big"))).await;
+    assert_eq!(s, 201, "{body}");
+    let plain = c
+        .wait_resource("cfgd", "plain", "plain Ready", T, |v| v["phase"] == "Ready")
+        .await;
+    assert_eq!(
+        plain["status"],
+        json!({"config": {"region": "eu"}, "bundle": ""})
+    );
+    let tuned = c
+        .wait_resource("cfgd", "tuned", "tuned Ready", T, |v| v["phase"] == "Ready")
+        .await;
+    assert_eq!(
+        tuned["status"],
+        json!({"config": {"region": "eu", "replicas": 3}, "bundle": "override-bundle"})
+    );
+    let (s, body) = pc(config("base", true, json!({"region": "us"}))).await;
+    assert_eq!(s, 200, "{body}");
+    wait_for(T, "the edited default pushed to the worker", || async {
+        pushed
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.spec == Some(json!({"region": "us"})))
+            .then_some(())
+    })
+    .await;
+
+    // Guards: in use, then free.
+    let (s, body) = c.call(Method::DELETE, "providerconfigs/big", None).await;
+    assert_eq!(s, 409, "{body}");
+    let (s, _, _) = c.apply(&apply("tuned", None)).await;
+    assert_eq!(s, 200);
+    let (s, _) = c.call(Method::DELETE, "providerconfigs/big", None).await;
+    assert_eq!(s, 204);
+    let (s, _) = c.call(Method::GET, "providerconfigs/big", None).await;
+    assert_eq!(s, 404);
+    stop.cancel();
+}
