@@ -75,10 +75,11 @@ rust_steps() {
 }
 
 # --- Python SDK (sdk-python/) -------------------------------------------------------------
-# Placeholder: add the Python SDK's steps here (lint, generated-code drift check, pytest).
+# mypy, the generated-code drift check and pytest (unit, stream and e2e against the real
+# converge built above), in a venv under $HOME/.cache.
 python_sdk_steps() {
     [[ -d "$ROOT/sdk-python" ]] || return 0
-    echo "test.sh: sdk-python/ exists but its test steps are not wired up yet" >&2
+    step "python sdk" "$ROOT/sdk-python/scripts/test.sh"
 }
 
 # --- Go SDK (sdk-go/) ---------------------------------------------------------------------
