@@ -372,6 +372,25 @@ impl DevDb {
         }
     }
 
+    /// Stops the server the way a crash would: an immediate shutdown (SIGQUIT), no
+    /// checkpoint, so the next start runs crash recovery — which empties every UNLOGGED
+    /// table. For tests of converge's crash recovery.
+    pub async fn crash(mut self) -> Result<(), DevDbError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        if let Some(pid) = child.id() {
+            signal(pid, "QUIT").await;
+        }
+        if tokio::time::timeout(STOP_TIMEOUT, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.kill().await;
+        }
+        Ok(())
+    }
+
     /// Polls until the server accepts connections, it exits, or [`READY_TIMEOUT`] passes.
     async fn wait_ready(&mut self) -> Result<(), DevDbError> {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;

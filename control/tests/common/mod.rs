@@ -49,7 +49,12 @@ fn signal(child: &Child, sig: &str) {
 
 /// A `converge serve` command on `db_url` with loopback ports and `env` (a clean
 /// environment, so nothing from the developer's shell leaks in).
-fn serve_command(db_url: &str, http_port: u16, grpc_port: u16, env: &[(&str, &str)]) -> Command {
+pub fn serve_command(
+    db_url: &str,
+    http_port: u16,
+    grpc_port: u16,
+    env: &[(&str, &str)],
+) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
     cmd.arg("serve")
         .env_clear()
