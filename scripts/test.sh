@@ -46,6 +46,12 @@ check_toolchains() {
         die "cargo not found; install Rust with rustup (https://rustup.rs); rust-toolchain.toml pins the version"
     cargo fmt --version >/dev/null 2>&1 || die "rustfmt missing; run: rustup component add rustfmt"
     cargo clippy --version >/dev/null 2>&1 || die "clippy missing; run: rustup component add clippy"
+    if [[ -d "$ROOT/sdk-python" ]]; then
+        command -v python3 >/dev/null 2>&1 || die "python3 not found; install Python >= 3.11 (the Python SDK's tests need it)"
+    fi
+    if [[ -d "$ROOT/sdk-go" ]]; then
+        command -v go >/dev/null 2>&1 || die "go not found; install Go >= 1.26 (https://go.dev/dl) for the Go SDK's tests"
+    fi
     "$ROOT/scripts/pg-test-cluster.sh" bindir >/dev/null ||
         die "PostgreSQL server binaries not found; install PostgreSQL (apt-get install postgresql) or set PG_BIN_DIR"
 }
@@ -83,10 +89,17 @@ python_sdk_steps() {
 }
 
 # --- Go SDK (sdk-go/) ---------------------------------------------------------------------
-# Placeholder: add the Go SDK's steps here (go vet, generated-code drift check, go test).
+# gofmt, go vet, the generated-code drift check and go test (e2e against the real converge).
 go_sdk_steps() {
     [[ -d "$ROOT/sdk-go" ]] || return 0
-    echo "test.sh: sdk-go/ exists but its test steps are not wired up yet" >&2
+    step "go sdk" "$ROOT/sdk-go/scripts/test.sh"
+}
+
+# --- Conformance (conformance/) -----------------------------------------------------------
+# The same scenarios against every worker form (Rust, Python, Go, exec), one table.
+conformance_steps() {
+    [[ -d "$ROOT/conformance" ]] || return 0
+    step "conformance" "$ROOT/conformance/run.sh"
 }
 
 # --- UI (ui/) -----------------------------------------------------------------------------
@@ -103,6 +116,7 @@ main() {
     rust_steps
     python_sdk_steps
     go_sdk_steps
+    conformance_steps
     ui_steps
     stop_postgres
 

@@ -83,7 +83,14 @@ impl WorkerConfig {
         let broker_addr = get("BROKER_ADDR")?.ok_or_else(|| ConfigError::Missing {
             var: "BROKER_ADDR".into(),
         })?;
-        let mut cfg = Self::new(broker_addr.trim());
+        // A bare `host:port` means plaintext h2c, as every SDK reads it.
+        let broker_addr = broker_addr.trim();
+        let broker_addr = if broker_addr.contains("://") {
+            broker_addr.to_string()
+        } else {
+            format!("http://{broker_addr}")
+        };
+        let mut cfg = Self::new(broker_addr);
         validate_broker_addr("BROKER_ADDR", &cfg.broker_addr)?;
         if let Some(v) = get("WORKER_MAX_PARALLEL")? {
             cfg.max_parallel = parse_max_parallel("WORKER_MAX_PARALLEL", &v)?;
@@ -171,7 +178,7 @@ fn validate_broker_addr(var: &str, addr: &str) -> Result<(), ConfigError> {
         let reason = if addr.starts_with("https://") {
             "TLS is not supported by this SDK build; use an http:// (h2c) address"
         } else {
-            "expected an http:// URL, e.g. http://127.0.0.1:9090"
+            "expected host:port or an http:// URL, e.g. 127.0.0.1:9090"
         };
         return Err(ConfigError::invalid(var, addr, reason));
     };

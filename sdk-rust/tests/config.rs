@@ -17,6 +17,9 @@ fn parse(vars: &[(&str, &str)]) -> Result<WorkerConfig, ConfigError> {
 fn defaults_apply_when_only_the_broker_is_set() {
     let cfg = parse(&[("BROKER_ADDR", "http://127.0.0.1:9090")]).unwrap();
     assert_eq!(cfg.broker_addr, "http://127.0.0.1:9090");
+    // A bare host:port is plaintext h2c, as in every SDK.
+    let bare = parse(&[("BROKER_ADDR", "127.0.0.1:9090")]).unwrap();
+    assert_eq!(bare.broker_addr, "http://127.0.0.1:9090");
     assert_eq!(cfg.max_parallel, 16);
     assert_eq!(cfg.drain_timeout, Duration::from_secs(50));
     assert_eq!(cfg.kinds, None);
@@ -63,7 +66,7 @@ fn every_variable_is_read() {
 fn malformed_values_are_errors_naming_the_variable() {
     let cases: &[(&[(&str, &str)], &str)] = &[
         (&[], "BROKER_ADDR"),
-        (&[("BROKER_ADDR", "127.0.0.1:9090")], "BROKER_ADDR"),
+        (&[("BROKER_ADDR", "ftp://b:9090")], "BROKER_ADDR"),
         (&[("BROKER_ADDR", "https://b:9090")], "BROKER_ADDR"),
         (
             &[

@@ -215,6 +215,9 @@ async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, Se
                     Some(reg) => {
                         let cfg = provider_config(&kv, &u.config, u.bundle);
                         shared.apply_config(reg, cfg, true);
+                        // Readiness often follows config: re-evaluate now, not at the
+                        // next poll, so the broker hears the flip at once.
+                        shared.update_readiness(&poll_readiness(shared));
                     }
                     None => {
                         debug!(kind = %kv.kind, kind_version = kv.version, "config for an unserved pair ignored")

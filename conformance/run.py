@@ -1,0 +1,825 @@
+#!/usr/bin/env python3
+"""The converge conformance runner: every scenario against every worker form.
+
+A *form* is a worker program given as a shell command line (Rust SDK, Python SDK, Go SDK,
+stdworker exec, ...) that serves the kinds in ``conformance/KINDS.md``. For each form and
+each scenario the runner starts a real ``converge`` on a fresh PostgreSQL database, applies
+the conformance manifests, starts the form's worker, drives the scenario through the HTTP
+API and reads the worker's event log, then tears everything down. It prints a scenario x
+form table and the details of every failure, and exits non-zero if anything failed.
+
+Standard library only (Python 3.11), so it runs anywhere the forms run::
+
+    python3 conformance/run.py --form rust='path/to/conformance-worker' \\
+        --form python='venv/bin/python conformance/workers/python/worker.py' [--only leaf,compose]
+
+Needs ``CONVERGE_TEST_DATABASE_URL`` (an admin URL, e.g. from ``scripts/pg-test-cluster.sh``),
+``psql`` on PATH, and the ``converge`` binary (``--converge`` or ``CONVERGE_BIN``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+KINDS_DIR = HERE / "kinds"
+
+# converge settings that make retries fast enough for a suite (see control/src/config.rs).
+CONVERGE_ENV = {
+    "RETRY_BASE": "200ms",
+    "RETRY_MAX": "2s",
+    "SHUTDOWN_DRAIN": "2s",
+    "DB_MAX_CONNECTIONS": "10",
+    "BROKER_FAILSAFE": "500ms",
+    "DRAINER_FAILSAFE": "500ms",
+}
+# Default deadline of a single wait; scenarios pass longer ones where the contract needs it.
+WAIT = 20.0
+POLL = 0.05
+# Colour codes a logger may still emit despite NO_COLOR; stripped from failure details.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Failure(Exception):
+    """A scenario's expectation did not hold; the message says which and what was seen."""
+
+
+def check(cond: bool, message: str) -> None:
+    """Fails the scenario with ``message`` unless ``cond`` holds."""
+    if not cond:
+        raise Failure(message)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    """A free loopback port (bound then released; a race with another process is unlikely)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A child process in its own process group, so teardown reaches its whole tree."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path):
+        self.log = log
+        self._out = open(log, "ab")
+        self.popen = subprocess.Popen(
+            argv, env=env, stdout=self._out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self, grace: float) -> int | None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds; returns the exit code of a clean stop."""
+        code = None
+        if self.alive():
+            self.signal(signal.SIGTERM)
+            try:
+                code = self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                code = None
+        else:
+            code = self.popen.returncode
+        self.kill()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL the whole group (a crash: no drain) and reap the leader."""
+        self.signal(signal.SIGKILL)
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._out.close()
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return ANSI.sub("", "\n".join(text[-lines:]))
+
+
+# --------------------------------------------------------------------------- database
+
+
+def db_url(admin_url: str, name: str) -> str:
+    """The admin URL with its database replaced by ``name``."""
+    u = urllib.parse.urlsplit(admin_url)
+    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, u.fragment))
+
+
+def psql(admin_url: str, sql: str) -> None:
+    r = subprocess.run(["psql", admin_url, "-v", "ON_ERROR_STOP=1", "-qc", sql],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"psql {sql!r} failed: {r.stderr.strip()}")
+
+
+class Databases:
+    """Fresh databases cloned from one migrated template (migrating once per run, not per test)."""
+
+    def __init__(self, admin_url: str, converge: str, workdir: Path):
+        self.admin = admin_url
+        self.template = f"conf_tmpl_{os.getpid()}"
+        self.seq = 0
+        psql(admin_url, f"DROP DATABASE IF EXISTS {self.template}")
+        psql(admin_url, f"CREATE DATABASE {self.template}")
+        env = dict(os.environ, DATABASE_URL=db_url(admin_url, self.template), LOG_LEVEL="warn")
+        r = subprocess.run([converge, "migrate", "up"], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"converge migrate up failed: {r.stderr.strip()[-2000:]}")
+
+    def create(self) -> str:
+        self.seq += 1
+        name = f"conf_{os.getpid()}_{self.seq}"
+        psql(self.admin, f"CREATE DATABASE {name} TEMPLATE {self.template}")
+        return name
+
+    def drop(self, name: str) -> None:
+        # FORCE: a converge killed mid-transaction may leave a backend behind for a moment.
+        psql(self.admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def close(self) -> None:
+        self.drop(self.template)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+@dataclass
+class Reply:
+    """One HTTP answer: status code and decoded JSON body (or the raw text)."""
+
+    status: int
+    body: Any
+
+
+def http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> Reply:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return Reply(r.status, _decode(r.read()))
+    except urllib.error.HTTPError as e:
+        return Reply(e.code, _decode(e.read()))
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT) -> Any:
+    """Polls ``probe`` until it returns something truthy; fails naming ``what`` and the last
+    value seen. Every synchronisation in the suite goes through here (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            got = probe()
+        except Failure:
+            raise
+        except Exception as e:  # noqa: BLE001 - a flaky probe is retried until the deadline
+            got, last = None, f"{type(e).__name__}: {e}"
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise Failure(f"timed out after {timeout:.0f}s waiting for {what}; last seen: "
+                          f"{_short(last if got is None else got)}")
+        if got is not None:
+            last = got
+        time.sleep(POLL)
+
+
+def _short(v: Any, limit: int = 600) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class Form:
+    """A worker form: a name and the shell command line that starts its worker."""
+
+    name: str
+    command: str
+
+
+@dataclass
+class Ctx:
+    """Everything a scenario touches: the converge endpoints, the worker, its event log."""
+
+    form: Form
+    http_base: str
+    broker: str
+    workdir: Path
+    probe: str
+    worker: Proc | None = None
+    starts: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    # ---- worker
+
+    @property
+    def event_log(self) -> Path:
+        return self.workdir / "events.jsonl"
+
+    def start_worker(self) -> None:
+        """Starts the form's worker (again, after a crash) against the broker."""
+        self.starts += 1
+        env = dict(os.environ,
+                   BROKER_ADDR=self.broker,
+                   CONFORMANCE_LOG=str(self.event_log),
+                   CONFORMANCE_FORM=self.form.name,
+                   WORKER_NAME=f"conf-{self.form.name}-{self.starts}",
+                   WORKER_DRAIN_TIMEOUT="3s",
+                   LOG_LEVEL=os.environ.get("CONFORMANCE_LOG_LEVEL", "info"),
+                   NO_COLOR="1")
+        # exec: the shell becomes the worker, so signals reach it directly.
+        argv = ["bash", "-c", "exec " + self.form.command]
+        self.worker = Proc(argv, env, self.workdir / f"worker-{self.starts}.log")
+
+    def crash_worker(self) -> None:
+        """SIGKILLs the worker's process group: no drain, no goodbye."""
+        assert self.worker is not None
+        self.worker.kill()
+
+    # ---- HTTP API
+
+    def url(self, path: str) -> str:
+        return self.http_base + "/api/v1" + path
+
+    def apply(self, kind: str, name: str, spec: dict | None = None, **extra: Any) -> Reply:
+        body = {"kind": kind, "kind_version": 1, "name": name, "spec": spec or {}, **extra}
+        r = http("POST", self.url("/resources"), body)
+        check(r.status in (200, 201), f"apply {kind}/{name}: HTTP {r.status} {_short(r.body)}")
+        return r
+
+    def get(self, kind: str, name: str) -> dict | None:
+        r = http("GET", self.url(f"/resources/{kind}/{name}"))
+        if r.status == 404:
+            return None
+        check(r.status == 200, f"GET {kind}/{name}: HTTP {r.status} {_short(r.body)}")
+        return r.body
+
+    def wait_resource(self, kind: str, name: str, what: str, pred: Callable[[dict], bool],
+                      timeout: float = WAIT) -> dict:
+        """Waits until ``kind/name`` exists and satisfies ``pred``; returns it."""
+        def probe() -> Any:
+            r = self.get(kind, name)
+            if r is None:
+                return None
+            return r if pred(r) else _Seen(r)
+        got = wait_for(f"{kind}/{name} {what}", probe, timeout)
+        return got
+
+    def wait_ready(self, kind: str, name: str, timeout: float = WAIT) -> dict:
+        """Waits for phase Ready with the current generation synced."""
+        return self.wait_resource(
+            kind, name, "Ready",
+            lambda r: r["phase"] == "Ready" and r["synced_gen"] == r["generation"], timeout)
+
+    def put_config(self, name: str, kind: str, spec: Any, is_default: bool) -> Reply:
+        """Creates or replaces a provider config (POST by global name; PUT if POST says 409)."""
+        body = {"name": name, "kind": kind, "kind_version": 1, "is_default": is_default,
+                "spec": spec}
+        r = http("POST", self.url("/providerconfigs"), body)
+        if r.status == 409:
+            # An API that keeps POST create-only updates by name instead.
+            r = http("PUT", self.url(f"/providerconfigs/{name}"), body)
+        check(r.status in (200, 201),
+              f"POST /providerconfigs {name}: HTTP {r.status} {_short(r.body)}")
+        return r
+
+    # ---- event log
+
+    def events(self, name: str | None = None, event: str | None = None,
+               kind: str | None = None) -> list[dict]:
+        """The worker's event lines, filtered; a torn last line (being written) is skipped."""
+        try:
+            lines = self.event_log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if ((name is None or e.get("name") == name) and (event is None or e.get("event") == event)
+                    and (kind is None or e.get("kind") == kind)):
+                out.append(e)
+        return out
+
+
+class _Seen(dict):
+    """A resource that did not match yet: falsy for ``wait_for`` but kept as 'last seen'."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def observe_for(seconds: float, probe: Callable[[], str | None]) -> None:
+    """Proves a negative over a window: ``probe`` returns a complaint (failing at once) or
+    None, and is re-run until the window closes. The window is an observation period, not a
+    synchronisation: nothing is expected to happen during it."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        complaint = probe()
+        if complaint:
+            raise Failure(complaint)
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- scenarios
+
+SCENARIOS: dict[str, Callable[[Ctx], None]] = {}
+
+
+def scenario(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+    """Registers a scenario under its function name (in definition order)."""
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def manual_worker(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+    """Marks a scenario that starts the worker itself (it must set state up first)."""
+    fn.manual_worker = True  # type: ignore[attr-defined]
+    return fn
+
+
+def worker_connected(ctx: Ctx, name: str = "connected") -> None:
+    """Proves the worker has subscribed: a conf-leaf resource gets reconciled."""
+    ctx.apply("conf-leaf", name, {"probe": True})
+    ctx.wait_ready("conf-leaf", name)
+
+
+@scenario
+def leaf(ctx: Ctx) -> None:
+    """A leaf's work reaction sees the spec, generation, attempt and trigger, and its status
+    is applied; a spec edit reaches the handler as a new generation."""
+    ctx.apply("conf-leaf", "leaf-a", {"v": 1})
+    r = ctx.wait_resource("conf-leaf", "leaf-a", "Ready at generation 1",
+                          lambda r: r["phase"] == "Ready" and (r["status"] or {}).get("generation") == 1)
+    want = {"echo": {"v": 1}, "form": ctx.form.name, "generation": 1, "attempt": 1,
+            "trigger": "specChange"}
+    check(r["status"] == want, f"status {_short(r['status'])} != {_short(want)}")
+    ctx.apply("conf-leaf", "leaf-a", {"v": 2})
+    r = ctx.wait_resource("conf-leaf", "leaf-a", "Ready at generation 2",
+                          lambda r: r["phase"] == "Ready" and (r["status"] or {}).get("generation") == 2)
+    check(r["status"]["echo"] == {"v": 2}, f"echo after edit: {_short(r['status'])}")
+    check(r["generation"] == 2, f"resource generation {r['generation']} != 2")
+    works = ctx.events(name="leaf-a", event="work")
+    check([e["generation"] for e in works] == [1, 2], f"work events: {_short(works)}")
+    check(all(e["stage"] == "STAGE_WORK" and e["reaction"] == "work" for e in works),
+          f"work events carry the wrong stage/reaction: {_short(works)}")
+
+
+@scenario
+def compose(ctx: Ctx) -> None:
+    """A composer's children, edges and value flows are applied in order, and the rollup sees
+    the settled subtree."""
+    ctx.apply("conf-composite", "comp", {"children": 3})
+    root = ctx.wait_resource(
+        "conf-composite", "comp", "Ready with a rollup of 3 ready descendants",
+        lambda r: r["phase"] == "Ready" and (r["status"] or {}).get("ready") == 3, timeout=40)
+    want = {"composed": 3, "descendants": 3, "ready": 3}
+    check(root["status"] == want, f"root status {_short(root['status'])} != {_short(want)}")
+    for i in range(3):
+        child = ctx.wait_ready("conf-leaf", f"comp-{i}")
+        spec = child["spec"]
+        check(spec.get("index") == i, f"comp-{i} spec {_short(spec)} lacks index {i}")
+        if i >= 1:
+            check(spec.get("upstream_index") == i - 1,
+                  f"comp-{i} spec.upstream_index = {spec.get('upstream_index')!r}, want {i - 1} "
+                  f"(value flow from comp-{i - 1} status /echo/index)")
+        check((child.get("owner") or {}).get("name") == "comp", f"comp-{i} owner: {child.get('owner')}")
+    check(len(ctx.events(name="comp", event="compose")) >= 1, "no compose event logged")
+    check(len(ctx.events(name="comp", event="rollup")) >= 1, "no rollup event logged")
+
+
+@scenario
+def terminal_transient(ctx: Ctx) -> None:
+    """A terminal error fails the resource without retries; a transient error is retried with
+    the attempt counting up; a handler panic/exception is a transient failure, not a crash."""
+    ctx.apply("conf-fail", "term", {"mode": "terminal"})
+    ctx.apply("conf-fail", "trans", {"mode": "transient", "times": 2})
+    ctx.apply("conf-fail", "boom", {"mode": "panic"})
+
+    r = ctx.wait_resource("conf-fail", "term", "Failed", lambda r: r["phase"] == "Failed")
+    failed_at = time.monotonic()
+    check("conformance terminal" in (r.get("failure_message") or ""),
+          f"term failure_message {r.get('failure_message')!r}")
+
+    r = ctx.wait_ready("conf-fail", "trans")
+    check(r["status"] == {"ok": True, "attempt": 3}, f"trans status {_short(r['status'])}")
+    attempts = [e["attempt"] for e in ctx.events(name="trans", event="work")]
+    check(attempts == [1, 2, 3], f"trans attempts {attempts}, want [1, 2, 3]")
+
+    wait_for("boom to be retried after its panic",
+             lambda: len(ctx.events(name="boom", event="work")) >= 2 or None)
+    r = ctx.get("conf-fail", "boom")
+    check(r is not None and not r.get("failure_terminal"), f"boom failure is terminal: {_short(r)}")
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker died on a handler panic")
+    ctx.apply("conf-fail", "boom", {"mode": "ok"})
+    r = ctx.wait_resource("conf-fail", "boom", "Ready after the spec fix",
+                          lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
+
+    # A terminal failure must not be retried: watch for at least 2 s past the failure (many
+    # retry periods at RETRY_BASE=200ms).
+    observe_for(max(0.0, 2.0 - (time.monotonic() - failed_at)),
+                lambda: None if len(ctx.events(name="term")) == 1 else
+                f"terminal failure was retried: {_short(ctx.events(name='term'))}")
+    e = ctx.events(name="term")
+    check(len(e) == 1 and e[0]["attempt"] == 1, f"term events {_short(e)}")
+
+
+@scenario
+def deadline(ctx: Ctx) -> None:
+    """Past the kind's 1 s task deadline the handler is cancelled (it sees its cancellation)
+    and the resource records a failure naming the deadline; a fixed spec then succeeds."""
+    ctx.apply("conf-slow", "slow", {"sleep_ms": 5000})
+    wait_for("the handler to log `cancelled`",
+             lambda: ctx.events(name="slow", event="cancelled"), timeout=15)
+    r = ctx.wait_resource("conf-slow", "slow", "a failure naming the deadline",
+                          lambda r: "deadline" in (r.get("failure_message") or "").lower())
+    check(r["phase"] != "Ready", f"slow is Ready after its deadline: {_short(r)}")
+    ctx.apply("conf-slow", "slow", {"sleep_ms": 10})
+    r = ctx.wait_resource("conf-slow", "slow", "Ready after the spec fix",
+                          lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
+    check((r["status"] or {}).get("slept_ms") == 10, f"slow status {_short(r['status'])}")
+
+
+@scenario
+def restart(ctx: Ctx) -> None:
+    """A worker SIGKILLed with tasks in flight loses nothing: its leases are released, a
+    restarted worker finishes every task, and each resource is synced exactly at its
+    generation."""
+    names = [f"r-{i:02d}" for i in range(20)]
+    for n in names:
+        ctx.apply("conf-slow", n, {"sleep_ms": 600})
+    wait_for("tasks to be running in the worker",
+             lambda: len(ctx.events(kind="conf-slow", event="work")) >= 4 or None)
+    ctx.crash_worker()
+    ctx.start_worker()
+    for n in names:
+        r = ctx.wait_ready("conf-slow", n, timeout=40)
+        check(r["generation"] == 1 and r["synced_gen"] == 1,
+              f"{n}: generation {r['generation']} synced_gen {r['synced_gen']}")
+        check((r["status"] or {}).get("slept_ms") == 600, f"{n} status {_short(r['status'])}")
+        check(r.get("failure_gen", 0) in (0, 1), f"{n} failure_gen {r.get('failure_gen')}")
+    works = ctx.events(kind="conf-slow", event="work")
+    check({e["name"] for e in works} == set(names), "not every resource reached a handler")
+    rerun = {e["name"] for e in works if sum(w["name"] == e["name"] for w in works) > 1}
+    # Otherwise the crash hit an idle worker and the scenario proved nothing.
+    check(bool(rerun), "no task was running when the worker was killed")
+    ctx.notes.append(f"restart: {len(rerun)} task(s) interrupted by the crash were re-run")
+
+
+@scenario
+@manual_worker
+def readiness(ctx: Ctx) -> None:
+    """A provider that reports itself unready (its default config says ready=false) gets no
+    tasks, and its resources wait (Reconciling, never Failed); when the config flips ready
+    the waiting work runs."""
+    ctx.put_config("conf-ready-default", "conf-ready", {"ready": False}, True)
+    ctx.start_worker()
+    worker_connected(ctx)
+    ctx.apply("conf-ready", "gated", {"x": 1})
+
+    def still_waiting() -> str | None:
+        r = ctx.get("conf-ready", "gated")
+        if r is None or r["phase"] != "Reconciling":
+            return f"gated left Reconciling while unready: {_short(r)}"
+        if ctx.events(name="gated"):
+            return f"an unready provider ran a task: {_short(ctx.events(name='gated'))}"
+        return None
+    observe_for(2.5, still_waiting)
+
+    ctx.put_config("conf-ready-default", "conf-ready", {"ready": True}, True)
+    r = ctx.wait_ready("conf-ready", "gated", timeout=15)
+    check((r["status"] or {}).get("echo") == {"x": 1}, f"gated status {_short(r['status'])}")
+
+
+@scenario
+def config(ctx: Ctx) -> None:
+    """The task carries the effective config: the kind default deep-merged with a resource's
+    override (override wins per key); without a ref the default alone; an edited default
+    reaches new work."""
+    default = {"a": 1, "b": {"c": 2}}
+    ctx.put_config("conf-config-default", "conf-config", default, True)
+    ctx.put_config("conf-config-override", "conf-config", {"b": {"d": 3}}, False)
+    ctx.apply("conf-config", "with-ref", {}, provider_config_ref="conf-config-override")
+    ctx.apply("conf-config", "no-ref", {})
+    r = ctx.wait_ready("conf-config", "with-ref")
+    want = {"a": 1, "b": {"c": 2, "d": 3}}
+    check(r["status"]["config"] == want, f"with-ref config {_short(r['status'])} != {_short(want)}")
+    r = ctx.wait_ready("conf-config", "no-ref")
+    check(r["status"]["config"] == default, f"no-ref config {_short(r['status'])} != {_short(default)}")
+    check(r["status"].get("bundle_len") == 0, f"no-ref bundle_len {_short(r['status'])}")
+
+    edited = {"a": 5, "b": {"c": 2}}
+    ctx.put_config("conf-config-default", "conf-config", edited, True)
+    # The push is asynchronous (NOTIFY, within a second): new work may race it, so each
+    # stale answer is followed by a fresh generation until the deadline.
+    state = {"n": 0}
+
+    def sees_edit() -> Any:
+        r = ctx.get("conf-config", "after-edit")
+        if r is not None and r["phase"] == "Ready" and r["synced_gen"] == r["generation"]:
+            if r["status"]["config"] == edited:
+                return r
+            if r["status"]["config"] != default:
+                raise Failure(f"after-edit config is neither old nor new: {_short(r['status'])}")
+        if r is None or (r["phase"] == "Ready" and r["synced_gen"] == r["generation"]):
+            state["n"] += 1
+            ctx.apply("conf-config", "after-edit", {"n": state["n"]})
+        return _Seen(r or {})
+    wait_for("a new resource to see the edited default", sees_edit, timeout=10)
+    if state["n"] > 1:
+        ctx.notes.append(f"config: the edited default was seen at generation {state['n']}")
+
+
+@scenario
+def finalizer(ctx: Ctx) -> None:
+    """DELETE of a finalizer-bearing resource runs its teardown reaction (phase Deleting)
+    before the row goes; a transiently failing teardown is retried until it succeeds."""
+    ctx.apply("conf-final", "fin-a", {})
+    ctx.apply("conf-final", "fin-b", {"delete_failures": 2})
+    ctx.wait_ready("conf-final", "fin-a")
+    ctx.wait_ready("conf-final", "fin-b")
+
+    r = http("DELETE", ctx.url("/resources/conf-final/fin-a"))
+    check(r.status in (200, 202, 204), f"DELETE fin-a: HTTP {r.status} {_short(r.body)}")
+    r = ctx.get("conf-final", "fin-a")
+    check(r is None or r["phase"] == "Deleting", f"fin-a right after DELETE: {_short(r)}")
+    wait_for("fin-a to be gone", lambda: ctx.get("conf-final", "fin-a") is None)
+    dels = ctx.events(name="fin-a", event="delete")
+    check(len(dels) == 1 and dels[0]["stage"] == "STAGE_DELETE", f"fin-a delete events {_short(dels)}")
+
+    r = http("DELETE", ctx.url("/resources/conf-final/fin-b"))
+    check(r.status in (200, 202, 204), f"DELETE fin-b: HTTP {r.status} {_short(r.body)}")
+    wait_for("fin-b's first teardown", lambda: ctx.events(name="fin-b", event="delete"))
+    # Two failing teardowns mean the row must outlive the first one, in phase Deleting.
+    r = ctx.get("conf-final", "fin-b")
+    check(r is not None and r["phase"] == "Deleting", f"fin-b after a failed teardown: {_short(r)}")
+    wait_for("fin-b to be gone", lambda: ctx.get("conf-final", "fin-b") is None)
+    attempts = [e["attempt"] for e in ctx.events(name="fin-b", event="delete")]
+    check(attempts == [1, 2, 3], f"fin-b teardown attempts {attempts}, want [1, 2, 3]")
+
+
+@scenario
+def operate(ctx: Ctx) -> None:
+    """An operation runs the kind's verb reaction once with its input and records the output;
+    a verb the kind does not declare is refused with 422."""
+    ctx.apply("conf-leaf", "op-a", {})
+    ctx.wait_ready("conf-leaf", "op-a")
+    r = http("POST", ctx.url("/resources/conf-leaf/op-a/ops"), {"verb": "ping", "input": {"x": 1}})
+    check(r.status in (200, 201, 202) and isinstance(r.body, dict) and r.body.get("uid"),
+          f"POST ops: HTTP {r.status} {_short(r.body)}")
+    uid = r.body["uid"]
+
+    def finished() -> Any:
+        op = http("GET", ctx.url(f"/resources/conf-leaf/op-a/ops/{uid}"))
+        check(op.status == 200, f"GET op: HTTP {op.status} {_short(op.body)}")
+        if op.body.get("state") in ("failed", "cancelled"):
+            raise Failure(f"operation ended {op.body.get('state')}: {_short(op.body)}")
+        return op.body if op.body.get("state") == "succeeded" else _Seen(op.body)
+    op = wait_for("the operation to succeed", finished)
+    want = {"pong": {"x": 1}, "name": "op-a"}
+    check(op.get("output") == want, f"output {_short(op.get('output'))} != {_short(want)}")
+    ops = ctx.events(name="op-a", event="operate")
+    check(len(ops) == 1 and ops[0]["stage"] == "STAGE_OPERATE", f"operate events {_short(ops)}")
+    r = http("POST", ctx.url("/resources/conf-leaf/op-a/ops"), {"verb": "nope", "input": None})
+    check(r.status == 422, f"unknown verb: HTTP {r.status} {_short(r.body)}, want 422")
+
+
+@scenario
+def malformed(ctx: Ctx) -> None:
+    """Malformed clients (no Subscribe first, no kinds, unknown or garbage lease tokens, an
+    oversized frame) get clean gRPC answers, and the broker keeps serving the form's worker."""
+    worker_connected(ctx, "before-probe")
+    env = dict(os.environ, BROKER_ADDR=ctx.broker)
+    p = subprocess.run(shlex.split(ctx.probe), env=env, capture_output=True, text=True, timeout=120)
+    ctx.notes.append("probe: " + "; ".join(p.stdout.split("\n")).strip("; "))
+    check(p.returncode == 0, f"conformance-probe exited {p.returncode}:\n{p.stdout}{p.stderr[-1500:]}")
+    check(ctx.worker is not None and ctx.worker.alive(), "the form's worker died during the probe")
+    ctx.apply("conf-leaf", "after-probe", {"still": "served"})
+    ctx.wait_ready("conf-leaf", "after-probe")
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class Result:
+    """One cell of the table."""
+
+    scenario: str
+    form: str
+    ok: bool
+    seconds: float
+    detail: str = ""
+
+
+class Runner:
+    """Runs scenarios for forms, one environment (database + converge + worker) per cell."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.admin = os.environ.get("CONVERGE_TEST_DATABASE_URL", "")
+        if not self.admin:
+            sys.exit("CONVERGE_TEST_DATABASE_URL is not set "
+                     "(eval \"$(scripts/pg-test-cluster.sh start DIR)\")")
+        self.converge = args.converge
+        if not os.access(self.converge, os.X_OK):
+            sys.exit(f"converge binary not found: {self.converge} (--converge or CONVERGE_BIN)")
+        self.manifests = [json.loads(p.read_text()) for p in sorted(KINDS_DIR.glob("*.json"))]
+        self.root = Path(tempfile.mkdtemp(prefix="conformance-", dir=args.workdir))
+
+    def run(self, forms: list[Form], scenarios: list[str]) -> list[Result]:
+        dbs = Databases(self.admin, self.converge, self.root)
+        results = []
+        try:
+            for form in forms:
+                for name in scenarios:
+                    res = self.cell(dbs, form, name)
+                    status = "PASS" if res.ok else "FAIL"
+                    print(f"  {status} {name:<20} {form.name:<8} {res.seconds:6.1f}s", flush=True)
+                    results.append(res)
+        finally:
+            dbs.close()
+        return results
+
+    def cell(self, dbs: Databases, form: Form, name: str) -> Result:
+        fn = SCENARIOS[name]
+        workdir = self.root / f"{form.name}-{name}"
+        workdir.mkdir()
+        db = dbs.create()
+        started = time.monotonic()
+        converge = None
+        ctx = None
+        try:
+            converge, http_base, broker = self.start_converge(db, workdir)
+            self.apply_manifests(http_base)
+            ctx = Ctx(form, http_base, broker, workdir, self.args.probe)
+            if not getattr(fn, "manual_worker", False):
+                ctx.start_worker()
+            fn(ctx)
+            self.stop_worker(ctx)
+            ok, detail = True, "\n".join(ctx.notes)
+        except Failure as e:
+            ok, detail = False, str(e) + self.logs(ctx, converge)
+        except Exception as e:  # noqa: BLE001 - a broken environment is this cell's failure
+            ok, detail = False, f"{type(e).__name__}: {e}" + self.logs(ctx, converge)
+        finally:
+            if ctx is not None and ctx.worker is not None:
+                ctx.worker.kill()
+            if converge is not None:
+                converge.stop(grace=5)
+            dbs.drop(db)
+        return Result(name, form.name, ok, time.monotonic() - started, detail)
+
+    def start_converge(self, db: str, workdir: Path) -> tuple[Proc, str, str]:
+        hp, gp = free_port(), free_port()
+        env = {"PATH": os.environ.get("PATH", ""), "DATABASE_URL": db_url(self.admin, db),
+               "LISTEN_ADDR": f"127.0.0.1:{hp}", "BROKER_LISTEN_ADDR": f"127.0.0.1:{gp}",
+               "LOG_LEVEL": os.environ.get("CONVERGE_LOG_LEVEL", "info"), "NO_COLOR": "1",
+               **CONVERGE_ENV}
+        proc = Proc([self.converge, "serve"], env, workdir / "converge.log")
+        base = f"http://127.0.0.1:{hp}"
+
+        def ready() -> bool:
+            check(proc.alive(), f"converge exited during boot:\n{proc.tail()}")
+            return http("GET", base + "/readyz", timeout=2).status == 200
+        wait_for("converge /readyz", ready, timeout=30)
+        return proc, base, f"http://127.0.0.1:{gp}"
+
+    def apply_manifests(self, base: str) -> None:
+        for m in self.manifests:
+            r = http("PUT", f"{base}/api/v1/kinds/{m['kind']}/manifest", m)
+            check(r.status in (200, 201), f"manifest {m['kind']}: HTTP {r.status} {_short(r.body)}")
+
+    @staticmethod
+    def stop_worker(ctx: Ctx) -> None:
+        """The contract's last rule: SIGTERM drains and exits 0."""
+        if ctx.worker is None:
+            return
+        code = ctx.worker.stop(grace=10)
+        check(code == 0, f"worker did not exit 0 on SIGTERM (exit {code}):\n{ctx.worker.tail()}")
+
+    @staticmethod
+    def logs(ctx: Ctx | None, converge: Proc | None) -> str:
+        parts = []
+        if ctx is not None and ctx.worker is not None:
+            parts.append(f"--- worker log tail ({ctx.worker.log})\n{ctx.worker.tail()}")
+        if converge is not None:
+            parts.append(f"--- converge log tail ({converge.log})\n{converge.tail(15)}")
+        return ("\n" + "\n".join(parts)) if parts else ""
+
+
+def print_table(results: list[Result], forms: list[Form], scenarios: list[str]) -> None:
+    cells = {(r.scenario, r.form): r for r in results}
+    width = 16
+    print()
+    print(f"{'scenario':<20}" + "".join(f"{f.name:<{width}}" for f in forms))
+    for s in scenarios:
+        row = f"{s:<20}"
+        for f in forms:
+            r = cells.get((s, f.name))
+            row += f"{('PASS' if r.ok else 'FAIL') + f' {r.seconds:5.1f}s':<{width}}" if r else f"{'-':<{width}}"
+        print(row)
+    failed = [r for r in results if not r.ok]
+    passed = len(results) - len(failed)
+    print(f"\n{passed}/{len(results)} passed")
+    if failed:
+        print("\nFailures\n========")
+        for r in failed:
+            print(f"\n[{r.form}] {r.scenario}:\n{r.detail}")
+    notes = [r for r in results if r.ok and r.detail]
+    if notes:
+        print("\nNotes\n=====")
+        for r in notes:
+            print(f"[{r.form}] {r.scenario}: {r.detail}")
+
+
+def parse_form(spec: str) -> Form:
+    name, sep, command = spec.partition("=")
+    if not sep or not name or not command.strip():
+        raise argparse.ArgumentTypeError(f"--form wants NAME='command line', got {spec!r}")
+    return Form(name, command)
+
+
+def default_converge() -> str:
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/converge-target"))
+    return os.environ.get("CONVERGE_BIN", os.path.join(target, "debug", "converge"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--form", action="append", type=parse_form, required=True,
+                    help="NAME='worker command line' (repeatable)")
+    ap.add_argument("--only", default="", help="comma-separated scenarios (default: all)")
+    ap.add_argument("--converge", default=default_converge(), help="the converge binary")
+    ap.add_argument("--probe", default=os.environ.get("CONFORMANCE_PROBE", ""),
+                    help="the conformance-probe command (the malformed scenario needs it)")
+    ap.add_argument("--workdir", default=None, help="where logs go (default: a temp dir)")
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = ap.parse_args()
+    if args.list:
+        for name, fn in SCENARIOS.items():
+            print(f"{name}: {(fn.__doc__ or '').split(chr(10))[0]}")
+        return 0
+    scenarios = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenarios: {', '.join(unknown)} (have: {', '.join(SCENARIOS)})")
+    if "malformed" in scenarios and not args.probe:
+        ap.error("the malformed scenario needs --probe (or CONFORMANCE_PROBE)")
+    names = [f.name for f in args.form]
+    if len(set(names)) != len(names):
+        ap.error("form names must be unique")
+    runner = Runner(args)
+    print(f"conformance: {len(args.form)} form(s) x {len(scenarios)} scenario(s); logs in {runner.root}")
+    results = runner.run(args.form, scenarios)
+    print_table(results, args.form, scenarios)
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

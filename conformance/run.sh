@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds (or locates) every worker form present in the tree and runs the conformance suite
+# (conformance/run.py) against all of them.
+#
+#   conformance/run.sh [--forms rust,python,go,exec] [--only leaf,compose] [--no-build]
+#
+# Forms, each included only when its source exists:
+#   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
+#   python  conformance/workers/python/worker.py (run with $PYTHON, default the dev venv)
+#   go      sdk-go/cmd/conformance-worker       (go build)
+#   exec    conformance/workers/exec/worker.sh  (a launcher that execs stdworker; gets
+#                                                STDWORKER_BIN)
+#
+# Environment: CARGO_TARGET_DIR (default ~/.cache/converge-target), CONVERGE_BIN (default
+# the target dir's converge, built if missing), CONVERGE_TEST_DATABASE_URL (default: a
+# throwaway cluster started here and stopped on exit), PYTHON.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+TARGET="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
+export CARGO_TARGET_DIR="$TARGET"
+PYTHON="${PYTHON:-$HOME/.cache/converge-py-venv/bin/python}"
+GO_OUT="$TARGET/conformance-go"
+
+want_forms="rust,python,go,exec"
+only=""
+build=1
+
+usage() {
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --forms) want_forms="$2"; shift 2 ;;
+    --only) only="$2"; shift 2 ;;
+    --no-build) build=0; shift ;;
+    -h | --help) usage 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; usage 2 ;;
+    esac
+done
+
+log() { echo "conformance: $*" >&2; }
+
+wanted() { [[ ",$want_forms," == *",$1,"* ]]; }
+
+# --- converge and the probe (both from the Rust workspace)
+CONVERGE_BIN="${CONVERGE_BIN:-$TARGET/debug/converge}"
+if [[ ! -x "$CONVERGE_BIN" ]]; then
+    [[ $build == 1 ]] || { log "converge not found at $CONVERGE_BIN"; exit 1; }
+    log "building converge"
+    cargo build -p converge-control --bin converge
+fi
+if [[ $build == 1 ]]; then
+    log "building the Rust form and the probe"
+    cargo build -p converge-conformance-worker
+fi
+PROBE="$TARGET/debug/conformance-probe"
+[[ -x "$PROBE" ]] || { log "conformance-probe not found at $PROBE"; exit 1; }
+
+# --- forms
+forms=()
+if wanted rust; then
+    forms+=(--form "rust=$TARGET/debug/conformance-worker")
+fi
+if wanted python && [[ -f conformance/workers/python/worker.py ]]; then
+    [[ -x "$PYTHON" ]] || { log "python form present but $PYTHON is missing"; exit 1; }
+    forms+=(--form "python=$PYTHON $ROOT/conformance/workers/python/worker.py")
+fi
+if wanted go && [[ -d sdk-go/cmd/conformance-worker ]] && compgen -G "sdk-go/cmd/conformance-worker/*.go" >/dev/null; then
+    # A built binary, not `go run`: signals must reach the worker itself (SIGTERM → exit 0).
+    if [[ $build == 1 || ! -x "$GO_OUT/conformance-worker" ]]; then
+        log "building the Go form"
+        (cd sdk-go && go build -o "$GO_OUT/conformance-worker" ./cmd/conformance-worker)
+    fi
+    forms+=(--form "go=$GO_OUT/conformance-worker")
+fi
+if wanted exec && [[ -x conformance/workers/exec/worker.sh ]]; then
+    STDWORKER_BIN="${STDWORKER_BIN:-$TARGET/debug/stdworker}"
+    if [[ ! -x "$STDWORKER_BIN" && $build == 1 ]]; then
+        log "building stdworker"
+        cargo build -p converge-stdworker --bin stdworker
+    fi
+    export STDWORKER_BIN
+    forms+=(--form "exec=$ROOT/conformance/workers/exec/worker.sh")
+fi
+[[ ${#forms[@]} -gt 0 ]] || { log "no forms to run (asked for: $want_forms)"; exit 1; }
+
+# --- PostgreSQL
+if [[ -z "${CONVERGE_TEST_DATABASE_URL:-}" ]]; then
+    PG_DIR="$(mktemp -d /tmp/conformance-pg.XXXXXX)"
+    rmdir "$PG_DIR"
+    eval "$(scripts/pg-test-cluster.sh start "$PG_DIR")"
+    trap 'scripts/pg-test-cluster.sh stop "$PG_DIR" >/dev/null 2>&1 || true' EXIT
+fi
+
+args=(--converge "$CONVERGE_BIN" --probe "$PROBE" "${forms[@]}")
+[[ -n "$only" ]] && args+=(--only "$only")
+python3 conformance/run.py "${args[@]}"

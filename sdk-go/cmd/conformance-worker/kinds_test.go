@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	converge "converge.dev/sdk-go"
+	"converge.dev/sdk-go/convergetest"
+)
+
+func find(t *testing.T, ps []converge.Provider, kind string) converge.Provider {
+	for _, p := range ps {
+		if p.Kind().Kind == kind {
+			return p
+		}
+	}
+	t.Fatalf("no provider for %s", kind)
+	return nil
+}
+
+func asJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestConformanceKinds(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "events.log")
+	events, err := openEventLog(logPath, "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.close()
+	ps := providers("go", events)
+	ctx := context.Background()
+
+	o, err := convergetest.Run(ctx, find(t, ps, "conf-leaf"), convergetest.Request("conf-leaf", map[string]any{"x": 1}))
+	if err != nil || asJSON(t, o.Status) != `{"attempt":1,"echo":{"x":1},"form":"go","generation":1,"trigger":"specChange"}` {
+		t.Fatalf("leaf: %s %v", asJSON(t, o.Status), err)
+	}
+
+	req := convergetest.Request("conf-composite", map[string]any{"children": 3})
+	req.Reaction, req.Stage, req.Resource.Name = "compose", converge.StageCompose, "c"
+	o, err = convergetest.Run(ctx, find(t, ps, "conf-composite"), req)
+	if err != nil || len(o.Children) != 3 || len(o.Edges) != 2 || o.Children[2].Name != "c-2" ||
+		o.Edges[1].From.Name != "c-2" || o.Edges[1].To.Name != "c-1" || o.Edges[0].Values[0].DependentField != "/upstream_index" {
+		t.Fatalf("compose: %+v %v", o, err)
+	}
+
+	fail := find(t, ps, "conf-fail")
+	req = convergetest.Request("conf-fail", map[string]any{"mode": "transient", "times": 1})
+	if _, err := convergetest.Run(ctx, fail, req); err == nil || converge.IsTerminal(err) || err.Error() != "conformance transient 1" {
+		t.Fatalf("transient: %v", err)
+	}
+	req.Attempt = 2
+	if o, err := convergetest.Run(ctx, fail, req); err != nil || asJSON(t, o.Status) != `{"attempt":2,"ok":true}` {
+		t.Fatalf("transient then ok: %v", err)
+	}
+	if _, err := convergetest.Run(ctx, fail, convergetest.Request("conf-fail", map[string]any{"mode": "terminal"})); !converge.IsTerminal(err) {
+		t.Fatalf("terminal: %v", err)
+	}
+	if _, err := convergetest.Run(ctx, fail, convergetest.Request("conf-fail", map[string]any{"mode": "panic"})); err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("panic: %v", err)
+	}
+
+	slowReq := convergetest.Deadline(convergetest.Request("conf-slow", map[string]any{"sleep_ms": 5000}), 20*time.Millisecond)
+	if _, err := convergetest.Run(ctx, find(t, ps, "conf-slow"), slowReq); err == nil {
+		t.Fatal("slow: the deadline must interrupt the sleep")
+	}
+
+	cfgReq := convergetest.Request("conf-config", nil)
+	cfgReq.Config = converge.ProviderConfig{Spec: json.RawMessage(`{"a":1,"n":{"x":1}}`), Bundle: []byte("abc")}
+	cfgReq.ConfigOverride = json.RawMessage(`{"n":{"y":2}}`)
+	o, err = convergetest.Run(ctx, find(t, ps, "conf-config"), cfgReq)
+	if err != nil || asJSON(t, o.Status) != `{"bundle_len":3,"config":{"a":1,"n":{"x":1,"y":2}}}` {
+		t.Fatalf("config: %s %v", asJSON(t, o.Status), err)
+	}
+
+	r := find(t, ps, "conf-ready").(*ready)
+	r.OnConfig(converge.ProviderConfig{Spec: json.RawMessage(`{"ready":false}`)})
+	if r.Ready() {
+		t.Fatal("ready:false must make conf-ready unready")
+	}
+	r.OnConfig(converge.ProviderConfig{})
+	if !r.Ready() {
+		t.Fatal("no config means ready")
+	}
+
+	deadline := time.Now().Add(5 * time.Second)
+	var lines []string
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(logPath)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) >= 9 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first["form"] != "go" || first["stage"] != "STAGE_WORK" || first["event"] != "work" || first["kind"] != "conf-leaf" {
+		t.Fatalf("event line: %s %v", lines[0], err)
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), `"event":"cancelled"`) {
+		t.Fatalf("the slow handler must log its cancellation: %v", lines)
+	}
+}

@@ -1,0 +1,227 @@
+package converge
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the worker configuration (the same as the Rust SDK's).
+const (
+	DefaultMaxParallel    = 16
+	DefaultDrainTimeout   = 50 * time.Second
+	DefaultHeartbeatEvery = 5 * time.Second
+	DefaultReadinessPoll  = 2 * time.Second
+	DefaultReconnectMin   = 1 * time.Second
+	DefaultReconnectMax   = 30 * time.Second
+)
+
+// maxParallelLimit bounds MaxParallel: it travels as a uint32 and sizes a semaphore.
+const maxParallelLimit = 1 << 20
+
+// Config is how a worker connects and how much work it takes.
+type Config struct {
+	// BrokerAddr is the broker's address: http://host:port or host:port (BROKER_ADDR).
+	BrokerAddr string
+	// MaxParallel is the most tasks run at once (WORKER_MAX_PARALLEL, default 16).
+	MaxParallel int
+	// DrainTimeout is how long shutdown waits for in-flight work (WORKER_DRAIN_TIMEOUT,
+	// default 50s).
+	DrainTimeout time.Duration
+	// Kinds, when non-nil, serves only these kinds of the providers (WORKER_KINDS).
+	Kinds []string
+	// WorkerName is an advisory display name (WORKER_NAME, default <hostname>-<pid>).
+	WorkerName string
+	// HeartbeatEvery is the interval of the coalesced heartbeat of running tasks (5s).
+	HeartbeatEvery time.Duration
+	// ReadinessPoll is the interval of the Ready poll (2s).
+	ReadinessPoll time.Duration
+	// ReconnectMin is the first reconnect (and config-prime) backoff (1s).
+	ReconnectMin time.Duration
+	// ReconnectMax is the reconnect backoff ceiling (30s).
+	ReconnectMax time.Duration
+}
+
+// NewConfig is a Config with every default and the given broker address.
+func NewConfig(brokerAddr string) Config {
+	return Config{
+		BrokerAddr:     brokerAddr,
+		MaxParallel:    DefaultMaxParallel,
+		DrainTimeout:   DefaultDrainTimeout,
+		WorkerName:     defaultWorkerName(),
+		HeartbeatEvery: DefaultHeartbeatEvery,
+		ReadinessPoll:  DefaultReadinessPoll,
+		ReconnectMin:   DefaultReconnectMin,
+		ReconnectMax:   DefaultReconnectMax,
+	}
+}
+
+// ConfigFromEnv reads BROKER_ADDR (required), WORKER_MAX_PARALLEL, WORKER_DRAIN_TIMEOUT,
+// WORKER_KINDS and WORKER_NAME from the process environment. A malformed value is a
+// *ConfigError naming the variable, never a silent default.
+func ConfigFromEnv() (Config, error) {
+	return ConfigFromLookup(os.LookupEnv)
+}
+
+// ConfigFromLookup is ConfigFromEnv reading variables through lookup (for tests and
+// embedders with their own configuration source).
+func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
+	// An empty variable counts as unset, as in a shell `VAR= cmd`.
+	get := func(name string) (string, bool) {
+		v, ok := lookup(name)
+		if !ok || strings.TrimSpace(v) == "" {
+			return "", false
+		}
+		return v, true
+	}
+	addr, ok := get("BROKER_ADDR")
+	if !ok {
+		return Config{}, &ConfigError{Var: "BROKER_ADDR"}
+	}
+	cfg := NewConfig(strings.TrimSpace(addr))
+	if _, err := dialTarget("BROKER_ADDR", cfg.BrokerAddr); err != nil {
+		return Config{}, err
+	}
+	if v, ok := get("WORKER_MAX_PARALLEL"); ok {
+		n, err := parseMaxParallel("WORKER_MAX_PARALLEL", v)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.MaxParallel = n
+	}
+	if v, ok := get("WORKER_DRAIN_TIMEOUT"); ok {
+		d, reason := ParseDuration(v)
+		if reason != nil {
+			return Config{}, invalid("WORKER_DRAIN_TIMEOUT", v, reason.Error())
+		}
+		cfg.DrainTimeout = d
+	}
+	if v, ok := get("WORKER_KINDS"); ok {
+		var kinds []string
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				kinds = append(kinds, k)
+			}
+		}
+		if len(kinds) == 0 {
+			return Config{}, invalid("WORKER_KINDS", v, "expected a comma-separated list of kinds")
+		}
+		cfg.Kinds = kinds
+	}
+	if v, ok := get("WORKER_NAME"); ok {
+		cfg.WorkerName = strings.TrimSpace(v)
+	}
+	return cfg, nil
+}
+
+// validate checks the values the runtime relies on (positive intervals, a usable address).
+func (c Config) validate() error {
+	if _, err := dialTarget("BrokerAddr", c.BrokerAddr); err != nil {
+		return err
+	}
+	if c.MaxParallel < 1 || c.MaxParallel > maxParallelLimit {
+		return invalid("MaxParallel", strconv.Itoa(c.MaxParallel), fmt.Sprintf("must be between 1 and %d", maxParallelLimit))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"HeartbeatEvery", c.HeartbeatEvery}, {"ReadinessPoll", c.ReadinessPoll}, {"ReconnectMin", c.ReconnectMin}} {
+		if f.d <= 0 {
+			return invalid(f.name, f.d.String(), "must be positive")
+		}
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		return invalid("ReconnectMax", c.ReconnectMax.String(), "must not be below ReconnectMin")
+	}
+	if c.DrainTimeout < 0 {
+		return invalid("DrainTimeout", c.DrainTimeout.String(), "must not be negative")
+	}
+	return nil
+}
+
+func parseMaxParallel(name, v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, invalid(name, v, "expected a positive integer")
+	}
+	if n < 1 || n > maxParallelLimit {
+		return 0, invalid(name, v, fmt.Sprintf("must be between 1 and %d", maxParallelLimit))
+	}
+	return n, nil
+}
+
+// dialTarget turns a broker address into a gRPC target (host:port). It accepts
+// http://host:port (the Rust SDK's spelling) and a bare host:port (the conformance
+// contract's); TLS is not supported by this SDK build.
+func dialTarget(name, addr string) (string, error) {
+	rest := addr
+	switch {
+	case strings.HasPrefix(addr, "http://"):
+		rest = strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/")
+	case strings.HasPrefix(addr, "https://"):
+		return "", invalid(name, addr, "TLS is not supported by this SDK build; use an http:// (h2c) address")
+	case strings.Contains(addr, "://"):
+		return "", invalid(name, addr, "expected http://host:port or host:port, e.g. http://127.0.0.1:9090")
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return "", invalid(name, addr, "expected http://host:port or host:port, e.g. http://127.0.0.1:9090")
+	}
+	if host == "" {
+		return "", invalid(name, addr, "missing host")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", invalid(name, addr, "port must be a number between 1 and 65535")
+	}
+	return rest, nil
+}
+
+// ParseDuration parses the duration spelling shared by converge's configuration: a
+// non-negative number with an optional unit ms, s (the default), m or h — e.g. 500ms, 30s,
+// 2m, 7.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.') })
+	num, unit := s, "s"
+	if i >= 0 {
+		num, unit = s[:i], s[i:]
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || num == "" {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 30s, 500ms, 2m)", s)
+	}
+	var secs float64
+	switch unit {
+	case "ms":
+		secs = n / 1000
+	case "s":
+		secs = n
+	case "m":
+		secs = n * 60
+	case "h":
+		secs = n * 3600
+	default:
+		return 0, fmt.Errorf("%q has an unknown unit %q (use ms, s, m or h)", s, unit)
+	}
+	if secs < 0 || secs > 1e9 {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// defaultWorkerName is <hostname>-<pid>, the default display name of a worker.
+func defaultWorkerName() string {
+	host := strings.TrimSpace(os.Getenv("HOSTNAME"))
+	if host == "" {
+		if h, err := os.Hostname(); err == nil {
+			host = strings.TrimSpace(h)
+		}
+	}
+	if host == "" {
+		host = "worker"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

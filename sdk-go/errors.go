@@ -1,0 +1,60 @@
+package converge
+
+import (
+	"errors"
+	"fmt"
+)
+
+// TerminalError marks a handler failure that no retry can fix (an invalid spec, a missing
+// permission): the control plane stops retrying until the resource's spec changes. Make
+// one with [Terminal] or [Terminalf]; any other error returned by a handler is transient.
+type TerminalError struct {
+	err error
+}
+
+// Terminal wraps err as a terminal failure. Terminal(nil) is nil.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TerminalError{err: err}
+}
+
+// Terminalf is Terminal(fmt.Errorf(format, args...)).
+func Terminalf(format string, args ...any) error {
+	return Terminal(fmt.Errorf(format, args...))
+}
+
+// Error is the wrapped error's message (what the control plane records).
+func (e *TerminalError) Error() string { return e.err.Error() }
+
+// Unwrap exposes the wrapped error to errors.Is and errors.As.
+func (e *TerminalError) Unwrap() error { return e.err }
+
+// IsTerminal reports whether err (or anything it wraps) is a terminal failure.
+func IsTerminal(err error) bool {
+	var t *TerminalError
+	return errors.As(err, &t)
+}
+
+// ConfigError is a worker configuration value that is missing or malformed. It always names
+// the variable (or field) at fault.
+type ConfigError struct {
+	// Var is the environment variable or Config field at fault.
+	Var string
+	// Value is the offending value; empty when the variable is missing.
+	Value string
+	// Reason says what is wrong; empty when the variable is missing.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Reason == "" {
+		return e.Var + " is required but not set"
+	}
+	return fmt.Sprintf("%s=%q is invalid: %s", e.Var, e.Value, e.Reason)
+}
+
+func invalid(v, value, reason string) *ConfigError {
+	return &ConfigError{Var: v, Value: value, Reason: reason}
+}

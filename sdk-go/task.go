@@ -1,0 +1,109 @@
+package converge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	pb "converge.dev/sdk-go/gen/workerv1"
+)
+
+// accept takes in a task frame. A non-empty refuse (draining or shutting down) answers it
+// with a transient failure instead of running it.
+func (w *worker) accept(t *pb.StageTask, refuse string) {
+	echo := echoOf(t)
+	k := echo.key()
+	if refuse != "" {
+		w.log.Debug("task refused", "lease", k.token, "reason", refuse)
+		w.st.finishUntracked(k, failComplete(echo, refuse, false))
+		return
+	}
+	adm, taskCtx := w.st.admit(w.workCtx, k)
+	switch adm {
+	case admitDuplicate:
+		w.log.Debug("duplicate task ignored; it is already running", "lease", k.token)
+		return
+	case admitResent:
+		w.log.Debug("duplicate task; its kept result was re-sent", "lease", k.token)
+		return
+	}
+	// Each task runs on its own goroutine owned by the worker, not the stream, so a stream
+	// drop never cancels a handler; only CancelTask, the deadline or shutdown does.
+	go w.runTask(taskCtx, k, echo, t)
+}
+
+// runTask resolves the provider, decodes the request, waits for a concurrency permit and
+// runs the handler under the task deadline, then records the result.
+func (w *worker) runTask(taskCtx context.Context, k leaseKey, echo taskEcho, t *pb.StageTask) {
+	var deadline time.Time
+	if ms := t.GetTaskDeadlineMs(); ms > 0 {
+		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
+	kv := KindVersion{Kind: t.GetKind(), Version: wireVersion(t.GetKindVersion())}
+	reg, ok := w.reg.find(kv)
+	if !ok {
+		w.st.finish(k, failComplete(echo, fmt.Sprintf("no provider for %s on this worker", kv), true))
+		return
+	}
+	req, err := requestFromTask(t, w.st.configFor(kv), deadline)
+	if err != nil {
+		w.st.finish(k, failComplete(echo, err.Error(), true))
+		return
+	}
+	handlerCtx, cancelHandler := taskCtx, context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		handlerCtx, cancelHandler = context.WithDeadline(taskCtx, deadline)
+	}
+	defer cancelHandler()
+
+	select {
+	case w.sem <- struct{}{}:
+	case <-handlerCtx.Done():
+		if taskCtx.Err() == nil {
+			w.st.finish(k, failComplete(echo, "deadline exceeded before the handler started", false))
+		}
+		return
+	}
+
+	done := make(chan *pb.StageComplete, 1)
+	w.handlers.Add(1)
+	go func() {
+		// The permit is held until the handler really returns, so MaxParallel stays true
+		// even for a handler that overruns its deadline.
+		defer func() { <-w.sem }()
+		defer w.handlers.Done()
+		done <- callHandler(handlerCtx, w.log, reg.p, req, echo)
+	}()
+
+	select {
+	case c := <-done:
+		w.st.finish(k, c)
+	case <-handlerCtx.Done():
+		select {
+		case c := <-done: // it returned just in time: its own result wins
+			w.st.finish(k, c)
+			return
+		default:
+		}
+		if taskCtx.Err() != nil {
+			// CancelTask or the end of shutdown: the result would be refused.
+			w.log.Debug("task cancelled; its result will not be sent", "lease", k.token)
+			return
+		}
+		w.log.Warn("task deadline exceeded; the handler was cancelled", "lease", k.token, "kind", kv.Kind, "reaction", req.Reaction)
+		w.st.finish(k, failComplete(echo, "deadline exceeded", false))
+	}
+}
+
+// callHandler runs Work, turning a panic into a transient failure with its message.
+func callHandler(ctx context.Context, log *slog.Logger, p Provider, req *ReactionRequest, echo taskEcho) (c *pb.StageComplete) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Warn("handler panicked", "lease", echo.leaseToken, "panic", r)
+			c = failComplete(echo, fmt.Sprintf("handler panicked: %v", r), false)
+		}
+	}()
+	o, err := p.Work(ctx, req)
+	return resultComplete(echo, o, err)
+}

@@ -1,0 +1,215 @@
+package converge
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// maxMessageBytes matches the broker's message size limit.
+const maxMessageBytes = 64 << 20
+
+// shutdownCancelGrace is how long cancelled handlers get to return at the end of shutdown.
+const shutdownCancelGrace = time.Second
+
+var osLookupEnv = os.LookupEnv
+
+// worker is one running worker: its configuration, providers, shared state and the
+// lifetime of its handlers (which outlives any one stream).
+type worker struct {
+	cfg      Config
+	reg      *registry
+	st       *state
+	log      *slog.Logger
+	target   string
+	dialOpts []grpc.DialOption
+	// sem bounds concurrently running handlers to MaxParallel.
+	sem chan struct{}
+	// workCtx parents every handler context; cancelled only at the very end of shutdown,
+	// so a stream drop never cancels a handler.
+	workCtx    context.Context
+	workCancel context.CancelFunc
+	handlers   sync.WaitGroup
+	sessions   uint64
+}
+
+// Serve runs a worker until ctx is done, then drains: it stops taking tasks (every kind is
+// advertised unready and stragglers are refused as transient failures), waits up to the
+// drain timeout for running handlers to finish and their results to be acknowledged, then
+// cancels whatever still runs and returns nil. The configuration comes from the
+// environment (ConfigFromEnv) unless WithConfig is given. Broker outages are retried
+// forever; only an unusable configuration or provider set is an error. Serve never
+// installs signal handlers (see RunWorker).
+func Serve(ctx context.Context, providers []Provider, opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := o.resolve()
+	if err != nil {
+		return err
+	}
+	reg, err := newRegistry(providers, cfg.Kinds)
+	if err != nil {
+		return err
+	}
+	target, err := dialTarget("BrokerAddr", cfg.BrokerAddr)
+	if err != nil {
+		return err
+	}
+	log := o.logger
+	if log == nil {
+		log = slog.Default()
+	}
+	w := &worker{cfg: cfg, reg: reg, log: log, target: target, sem: make(chan struct{}, cfg.MaxParallel)}
+	w.st = newState(reg, log)
+	w.workCtx, w.workCancel = context.WithCancel(context.Background())
+	defer w.workCancel()
+	w.dialOpts = append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 20 * time.Second, PermitWithoutStream: true}),
+	}, o.dialOpts...)
+	return w.run(ctx)
+}
+
+// RunWorker is Serve with the process's SIGTERM and SIGINT as the shutdown signal, and a
+// logger from LOG_LEVEL / LOG_FORMAT unless WithLogger is given.
+func RunWorker(providers []Provider, opts ...Option) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log, err := LoggerFromEnv()
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, providers, append([]Option{WithLogger(log)}, opts...)...)
+}
+
+func (w *worker) run(ctx context.Context) error {
+	kinds := make([]string, 0, len(w.reg.entries))
+	for _, e := range w.reg.entries {
+		kinds = append(kinds, e.kv.String())
+	}
+	w.log.Info("worker starting", "broker", w.cfg.BrokerAddr, "worker", w.cfg.WorkerName,
+		"kinds", kinds, "max_parallel", w.cfg.MaxParallel)
+	if !w.prime(ctx) {
+		w.log.Info("shutdown before the provider configs were loaded")
+		return nil
+	}
+
+	stopCtx, stop := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	for _, loop := range []func(context.Context){w.connectionLoop, w.heartbeatLoop, w.readinessLoop} {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			loop(stopCtx)
+		}()
+	}
+
+	<-ctx.Done()
+	running, unacked := w.st.counts()
+	w.log.Info("shutdown requested; draining", "running", running, "unacked", unacked, "drain_timeout", w.cfg.DrainTimeout)
+	w.st.beginShutdown()
+	dctx, cancel := context.WithTimeout(context.Background(), w.cfg.DrainTimeout)
+	drained := w.st.waitOutstandingZero(dctx)
+	cancel()
+	if !drained {
+		running, unacked := w.st.counts()
+		w.log.Warn("drain timeout passed; cancelling the remaining handlers", "running", running, "unacked", unacked)
+	}
+	cancelled := w.st.cancelAll()
+	w.workCancel()
+	if !waitTimeout(&w.handlers, shutdownCancelGrace) {
+		// Go cannot abort a goroutine: handlers that ignore their context are abandoned.
+		w.log.Warn("handlers ignored cancellation; abandoning them")
+	}
+	stop()
+	loops.Wait()
+	w.log.Info("worker stopped", "cancelled", cancelled)
+	return nil
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// heartbeatLoop sends one coalesced heartbeat of the running tasks every HeartbeatEvery.
+func (w *worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := w.st.heartbeat(); n > 0 {
+				w.log.Debug("heartbeat sent", "tasks", n)
+			}
+		}
+	}
+}
+
+// readinessLoop polls every provider's Ready every ReadinessPoll; edges become Interest.
+func (w *worker) readinessLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.ReadinessPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.st.updateReadiness(w.pollReadiness())
+		}
+	}
+}
+
+// pollReadiness calls every provider's Ready; a panicking probe counts as unready.
+func (w *worker) pollReadiness() []readiness {
+	out := make([]readiness, 0, len(w.reg.entries))
+	for _, e := range w.reg.entries {
+		ready := true
+		if rr, ok := e.p.(ReadinessReporter); ok {
+			if err := callSafely(func() { ready = rr.Ready() }); err != nil {
+				w.log.Warn("Ready panicked; treating the provider as unready", "kind", e.kv.Kind, "kind_version", e.kv.Version, "panic", err)
+				ready = false
+			}
+		}
+		out = append(out, readiness{kv: e.kv, ready: ready})
+	}
+	return out
+}
+
+// applyConfig caches a pair's default config and calls OnConfig when always or changed.
+func (w *worker) applyConfig(e registered, cfg ProviderConfig, always bool) {
+	changed := w.st.storeConfig(e.kv, cfg)
+	if !always && !changed {
+		return
+	}
+	w.log.Debug("provider config applied", "kind", e.kv.Kind, "kind_version", e.kv.Version, "empty", cfg.IsEmpty())
+	if cr, ok := e.p.(ConfigReceiver); ok {
+		if err := callSafely(func() { cr.OnConfig(cfg) }); err != nil {
+			w.log.Warn("OnConfig panicked", "kind", e.kv.Kind, "kind_version", e.kv.Version, "panic", err)
+		}
+	}
+}
