@@ -2,6 +2,7 @@ package converge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -47,13 +48,23 @@ func runRequest(ctx context.Context, log *slog.Logger, p Provider, req *Reaction
 	defer cancel()
 	done := make(chan *pb.StageComplete, 1)
 	go func() { done <- callHandler(hctx, log, p, req, echo) }()
+	// A handler that fails because its context hit the deadline reports the deadline, not
+	// its own wording of it, so the outcome does not depend on which side noticed first.
+	deadlineHit := func() bool {
+		return ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded)
+	}
 	select {
 	case c := <-done:
+		if c.GetErrorMessage() != "" && deadlineHit() {
+			return failComplete(echo, "deadline exceeded", false)
+		}
 		return c
 	case <-hctx.Done():
 		select {
 		case c := <-done:
-			return c
+			if c.GetErrorMessage() == "" || !deadlineHit() {
+				return c
+			}
 		default:
 		}
 		if ctx.Err() != nil {

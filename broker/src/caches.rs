@@ -44,6 +44,8 @@ pub(crate) struct KindInfo {
     pub delete_reaction: Option<String>,
     /// Verb → the operation reaction that handles it.
     pub verbs: HashMap<String, String>,
+    /// A reactor kind's reaction (its tasks come from the lifecycle outbox, not the queue).
+    pub reactor_reaction: Option<String>,
     /// Content hash of the manifest.
     pub manifest_version: i64,
 }
@@ -73,6 +75,10 @@ impl Manifests {
                                 .composer_reaction()
                                 .is_some_and(|x| x.emits(Emit::Configs)),
                             delete_reaction: m.delete_reaction().map(|x| x.name.clone()),
+                            reactor_reaction: m
+                                .is_reactor()
+                                .then(|| m.reactions.first().map(|x| x.name.clone()))
+                                .flatten(),
                             verbs: m
                                 .reactions
                                 .iter()
@@ -220,11 +226,12 @@ pub(crate) async fn listen(b: Broker, stop: CancellationToken) {
                 pool,
                 &[
                     "work_ready",
+                    "lifecycle_ready",
                     "kind_manifest_changed",
                     "providerconfig_changed",
                 ],
                 move |channel, _payload| match channel {
-                    "work_ready" => b.wake(),
+                    "work_ready" | "lifecycle_ready" => b.wake(),
                     "kind_manifest_changed" => {
                         md.store(true, Ordering::Relaxed);
                         refresh.notify_one();

@@ -199,6 +199,7 @@ fn is_single_stage_result(
     match key.task_type.as_str() {
         "delete" => stage == pb::Stage::Delete as i32,
         "operate" => stage == pb::Stage::Operate as i32,
+        db::queue::REACT => false,
         _ => stage == pb::Stage::Work as i32 && b.is_plain_leaf(pair),
     }
 }

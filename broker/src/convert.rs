@@ -88,6 +88,89 @@ pub fn related_resource(r: &RelatedRow) -> pb::Resource {
     }
 }
 
+/// The wire view of a resource snapshot taken at a lifecycle transition (`to_jsonb` of its
+/// row), for a reactor.
+pub fn snapshot_resource(v: &serde_json::Value) -> pb::Resource {
+    let uuid_bytes = |k: &str| {
+        v[k].as_str()
+            .and_then(|s| uuid::Uuid::parse_str(s).ok())
+            .map(|u| u.as_bytes().to_vec())
+            .unwrap_or_default()
+    };
+    let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let json = |k: &str| match &v[k] {
+        serde_json::Value::Null => Vec::new(),
+        x => json_bytes(x),
+    };
+    let finalizers = v["finalizers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let phase = text("phase");
+    pb::Resource {
+        id: uuid_bytes("id"),
+        kind: text("kind"),
+        name: text("name"),
+        owner_id: uuid_bytes("owner_id"),
+        root_id: uuid_bytes("root_id"),
+        spec: json("spec"),
+        status: json("status"),
+        generation: v["generation"].as_i64().unwrap_or(0),
+        synced_gen: v["synced_gen"].as_i64().unwrap_or(0),
+        is_ready: v["is_ready"].as_bool().unwrap_or(false),
+        finalizers,
+        quarantined: phase == "Quarantined",
+        labels: labels(&v["labels"]),
+        kind_version: i32::try_from(v["kind_version"].as_i64().unwrap_or(1)).unwrap_or(1),
+        phase,
+        ..Default::default()
+    }
+}
+
+/// The wire enum of a lifecycle transition name.
+pub fn transition(name: &str) -> pb::Transition {
+    match name {
+        "created" => pb::Transition::Created,
+        "synced" => pb::Transition::Synced,
+        "degraded" => pb::Transition::Degraded,
+        "failed" => pb::Transition::Failed,
+        "deleted" => pb::Transition::Deleted,
+        _ => pb::Transition::Unspecified,
+    }
+}
+
+/// A STAGE_REACT task delivering `d` to reactor `pair`'s `reaction`.
+pub fn react_task(
+    d: &crate::db::queue::ClaimedDelivery,
+    pair: &KindPair,
+    reaction: &str,
+    manifest_version: i64,
+) -> pb::StageTask {
+    pb::StageTask {
+        stage: pb::Stage::React as i32,
+        kind: pair.kind.clone(),
+        kind_version: pair.version,
+        resource_id: d.resource_id.as_bytes().to_vec(),
+        generation: d.generation,
+        reaction: reaction.to_string(),
+        lease_token: d.claim_token.to_string(),
+        claim_epoch: d.claim_epoch,
+        manifest_version,
+        request: Some(pb::stage_task::Request::ReactReq(pb::ReactRequest {
+            resource: Some(snapshot_resource(&d.resource)),
+            transition: transition(&d.transition) as i32,
+            dedup_token: d.dedup_token(),
+        })),
+        trigger: "reactor".to_string(),
+        attempt: d.attempts,
+        ..Default::default()
+    }
+}
+
 /// Builds a task of `stage` for a claimed reconcile; `request` is the stage's payload.
 pub fn stage_task(
     t: &ClaimedTask,

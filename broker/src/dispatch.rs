@@ -64,6 +64,10 @@ async fn pass(b: &Broker) -> Result<bool> {
             continue;
         };
         let n = free.min(inner.cfg.claim_batch);
+        if let Some(reaction) = info.reactor_reaction.as_deref() {
+            more |= dispatch_deliveries(b, &pair, &info, reaction, n).await?;
+            continue;
+        }
         let rows = db::queue::lease_claim(
             &inner.pool,
             inner.cfg.shards,
@@ -169,6 +173,42 @@ async fn pass(b: &Broker) -> Result<bool> {
         }
     }
     Ok(more)
+}
+
+/// Claims up to `n` lifecycle deliveries for reactor `pair` and hands them to its streams as
+/// STAGE_REACT tasks. Returns true when the claim came back full.
+async fn dispatch_deliveries(
+    b: &Broker,
+    pair: &KindPair,
+    info: &KindInfo,
+    reaction: &str,
+    n: usize,
+) -> Result<bool> {
+    let inner = &b.inner;
+    let rows = db::queue::lifecycle_claim(
+        &inner.pool,
+        inner.cfg.shards,
+        &pair.kind,
+        i32::try_from(n).unwrap_or(i32::MAX),
+        &inner.cfg.broker_id,
+    )
+    .await?;
+    let full = rows.len() == n;
+    let out: Vec<Outgoing> = rows
+        .iter()
+        .map(|d| Outgoing {
+            key: d.key(),
+            pair: pair.clone(),
+            stage: pb::Stage::React as i32,
+            msg: convert::react_task(d, pair, reaction, info.manifest_version),
+            pipeline: None,
+        })
+        .collect();
+    let (unplaced, _) = inner.registry.assign(out);
+    if !unplaced.is_empty() {
+        db::queue::lease_release(&inner.pool, &unplaced).await?;
+    }
+    Ok(full)
 }
 
 /// A task that is one stage with no pipeline state (a plain leaf's WORK, a teardown, an

@@ -344,6 +344,7 @@ mod tests {
             compose_configs: false,
             delete_reaction: None,
             verbs: Default::default(),
+            reactor_reaction: None,
             manifest_version: 1,
         }
     }

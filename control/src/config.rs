@@ -64,6 +64,8 @@ pub struct Config {
     pub lease_stale_after: Duration,
     /// UNCLAIMED_DELETE_AFTER: queue rows nobody claimed for this long are dropped.
     pub unclaimed_delete_after: Duration,
+    /// EVENTS_RETENTION: resource events older than this are deleted.
+    pub events_retention: Duration,
     /// DRAINER_FAILSAFE: poll behind the outbox_ready LISTEN.
     pub drainer_failsafe: Duration,
     /// BROKER_FAILSAFE: poll behind the work_ready LISTEN.
@@ -142,6 +144,12 @@ impl Config {
                 &get,
                 "UNCLAIMED_DELETE_AFTER",
                 Duration::from_secs(24 * 3600),
+                dur,
+            )?,
+            events_retention: read(
+                &get,
+                "EVENTS_RETENTION",
+                Duration::from_secs(7 * 24 * 3600),
                 dur,
             )?,
             drainer_failsafe: read(&get, "DRAINER_FAILSAFE", Duration::from_secs(2), dur)?,

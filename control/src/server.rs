@@ -99,6 +99,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 stale_after: cfg.lease_stale_after,
                 requeue_after: cfg.retry_base.max(std::time::Duration::from_secs(10)),
                 unclaimed_delete_after: cfg.unclaimed_delete_after,
+                events_retention: cfg.events_retention,
             },
         );
         tasks.spawn(reaper.run(loops.clone()));

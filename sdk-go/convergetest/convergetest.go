@@ -82,13 +82,21 @@ func Run(ctx context.Context, p converge.Provider, req *converge.ReactionRequest
 		o, err := p.Work(ctx, req)
 		done <- result{o, err}
 	}()
+	// A handler that failed because the deadline cancelled its context reports the
+	// deadline, whichever side noticed first.
+	settle := func(r result) (*converge.Outcome, error) {
+		if r.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, ErrDeadlineExceeded
+		}
+		return r.o, r.err
+	}
 	select {
 	case r := <-done:
-		return r.o, r.err
+		return settle(r)
 	case <-ctx.Done():
 		select {
 		case r := <-done:
-			return r.o, r.err
+			return settle(r)
 		default:
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -142,15 +142,18 @@ pub struct Completion {
 /// Records a batch of results, fenced on lease and epoch, and returns the keys that were
 /// accepted. A stale result (released, reaped, re-pointed or already completed) is absent.
 /// Each task type has its own fenced statement: reconcile results go to the outbox for the
-/// drainer; teardown and operation results are applied at once (they are rare and small).
+/// drainer; teardown, operation and reactor results are applied at once (rare and small).
 pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<LeaseKey>> {
     let (reconcile, rest): (Vec<&Completion>, Vec<&Completion>) =
         batch.iter().partition(|c| c.key.task_type == "reconcile");
-    let (delete, operate): (Vec<&Completion>, Vec<&Completion>) =
+    let (delete, rest): (Vec<&Completion>, Vec<&Completion>) =
         rest.into_iter().partition(|c| c.key.task_type == "delete");
+    let (react, operate): (Vec<&Completion>, Vec<&Completion>) =
+        rest.into_iter().partition(|c| c.key.task_type == REACT);
     let mut accepted = reconcile_append(pool, &reconcile).await?;
     accepted.extend(teardown_append(pool, &delete).await?);
     accepted.extend(operation_append(pool, &operate).await?);
+    accepted.extend(lifecycle_append(pool, &react).await?);
     Ok(accepted)
 }
 
@@ -375,24 +378,165 @@ async fn lease_batch_call(
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Refreshes the heartbeat of attested leases, one statement for the whole frame.
+/// Calls a lifecycle claim function (`lifecycle_heartbeat`, `lifecycle_release`) with the
+/// react keys' tokens and epochs.
+async fn lifecycle_batch_call(
+    pool: &PgPool,
+    sql: &'static str,
+    keys: &[&LeaseKey],
+    op: &'static str,
+) -> Result<u64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let tokens: Vec<Uuid> = keys.iter().map(|k| k.lease_token.0).collect();
+    let epochs: Vec<i64> = keys.iter().map(|k| k.claim_epoch.0).collect();
+    let n: i32 = sqlx::query_scalar(sql)
+        .bind(&tokens)
+        .bind(&epochs)
+        .fetch_one(pool)
+        .await
+        .map_err(Error::db(op))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Splits keys into queue leases and reactor deliveries (claims on the lifecycle outbox).
+fn split_react(keys: &[LeaseKey]) -> (Vec<LeaseKey>, Vec<&LeaseKey>) {
+    let (react, queue): (Vec<&LeaseKey>, Vec<&LeaseKey>) =
+        keys.iter().partition(|k| k.task_type == REACT);
+    (queue.into_iter().cloned().collect(), react)
+}
+
+/// Refreshes the heartbeat of attested leases, one statement per table for the whole frame.
 pub async fn lease_heartbeat(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
-    lease_batch_call(
+    let (queue, react) = split_react(keys);
+    let n = lease_batch_call(
         pool,
         "SELECT work_heartbeat($1, $2, $3, $4)",
-        keys,
+        &queue,
         "refresh heartbeats",
     )
-    .await
+    .await?;
+    let m = lifecycle_batch_call(
+        pool,
+        "SELECT lifecycle_heartbeat($1, $2)",
+        &react,
+        "refresh reactor claims",
+    )
+    .await?;
+    Ok(n + m)
 }
 
 /// Releases leases at once so another worker can claim the rows (epoch bumped).
 pub async fn lease_release(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
-    lease_batch_call(
+    let (queue, react) = split_react(keys);
+    let n = lease_batch_call(
         pool,
         "SELECT work_release($1, $2, $3, $4)",
-        keys,
+        &queue,
         "release leases",
     )
-    .await
+    .await?;
+    let m = lifecycle_batch_call(
+        pool,
+        "SELECT lifecycle_release($1, $2)",
+        &react,
+        "release reactor claims",
+    )
+    .await?;
+    Ok(n + m)
+}
+
+/// The task type of a reactor delivery (a claim on `lifecycle_outbox`, not a queue row).
+pub const REACT: &str = "react";
+
+/// One claimed reactor delivery.
+#[derive(Debug, Clone, FromRow)]
+pub struct ClaimedDelivery {
+    /// The delivery's row id.
+    pub id: i64,
+    /// The watched resource's shard.
+    pub shard_id: i16,
+    /// The watched resource.
+    pub resource_id: Uuid,
+    /// created | synced | degraded | failed | deleted.
+    pub transition: String,
+    /// The watched resource's generation at the transition.
+    pub generation: i64,
+    /// The binding that asked for it.
+    pub binding_name: String,
+    /// The watched resource as it was at the transition.
+    pub resource: serde_json::Value,
+    /// The claim token (the lease the worker echoes).
+    pub claim_token: Uuid,
+    /// The claim epoch.
+    pub claim_epoch: i64,
+    /// Delivery attempts, this one included.
+    pub attempts: i32,
+}
+
+impl ClaimedDelivery {
+    /// The fencing key of this claim.
+    pub fn key(&self) -> LeaseKey {
+        LeaseKey {
+            resource_id: ResourceId(self.resource_id),
+            shard_id: ShardId(self.shard_id),
+            task_type: REACT.to_string(),
+            lease_token: LeaseToken(self.claim_token),
+            claim_epoch: ClaimEpoch(self.claim_epoch),
+        }
+    }
+
+    /// The stable key an idempotent side effect can use:
+    /// `<resource id>:<transition>:<generation>:<binding>` (the same on every retry).
+    pub fn dedup_token(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.resource_id, self.transition, self.generation, self.binding_name
+        )
+    }
+}
+
+/// Claims up to `limit` deliveries for reactor kind `kind` in `shards`.
+pub async fn lifecycle_claim(
+    pool: &PgPool,
+    shards: ShardRange,
+    kind: &str,
+    limit: i32,
+    broker_id: &str,
+) -> Result<Vec<ClaimedDelivery>> {
+    sqlx::query_as::<_, ClaimedDelivery>("SELECT * FROM lifecycle_claim($1, $2, $3, $4, $5)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(kind)
+        .bind(limit)
+        .bind(broker_id)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::db("claim reactor deliveries"))
+}
+
+/// Reactor results: a success acks the delivery, a failure re-arms it with backoff.
+async fn lifecycle_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<LeaseKey>> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tokens: Vec<Uuid> = batch.iter().map(|c| c.key.lease_token.0).collect();
+    let epochs: Vec<i64> = batch.iter().map(|c| c.key.claim_epoch.0).collect();
+    let oks: Vec<bool> = batch.iter().map(|c| c.ok).collect();
+    let errs: Vec<Option<&str>> = batch.iter().map(|c| c.error_message.as_deref()).collect();
+    let rows: Vec<(Uuid, i64)> = sqlx::query_as("SELECT * FROM lifecycle_complete($1, $2, $3, $4)")
+        .bind(&tokens)
+        .bind(&epochs)
+        .bind(&oks)
+        .bind(&errs)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::db("record reactor results"))?;
+    let accepted: std::collections::HashSet<(Uuid, i64)> = rows.into_iter().collect();
+    Ok(batch
+        .iter()
+        .filter(|c| accepted.contains(&(c.key.lease_token.0, c.key.claim_epoch.0)))
+        .map(|c| c.key.clone())
+        .collect())
 }

@@ -1,6 +1,7 @@
 //! The reaper: the time-driven backstop. Frees leases whose worker stopped attesting,
 //! re-enqueues resources the reactive path missed (crash recovery: the queue is UNLOGGED),
-//! and garbage-collects work nobody claimed for a long time.
+//! advances teardown trees, re-arms stale reactor deliveries, re-pends resync-enabled kinds
+//! (drift), and garbage-collects work nobody claimed for a long time and old events.
 
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub struct ReaperConfig {
     pub requeue_after: Duration,
     /// Unclaimed queue rows older than this are dropped.
     pub unclaimed_delete_after: Duration,
+    /// Resource events older than this are deleted.
+    pub events_retention: Duration,
 }
 
 /// The reaper loop.
@@ -44,6 +47,10 @@ pub struct TickReport {
     pub orphans: i32,
     /// Teardown rows advanced by the backstop sweep.
     pub teardown: i32,
+    /// Reactor deliveries re-armed after their claim went stale.
+    pub deliveries: i32,
+    /// Settled resources re-pended for a resync.
+    pub resynced: i32,
 }
 
 impl Reaper {
@@ -71,13 +78,35 @@ impl Reaper {
         };
         let orphans = db::sweeps::orphan_sweep_expired(&self.pool, s, 1000).await?;
         let teardown = db::sweeps::teardown_sweep(&self.pool, s, 1000).await?;
+        // A reactor claim is heartbeated like a lease; twice the lease window is generous.
+        let deliveries =
+            db::sweeps::lifecycle_reap_stale(&self.pool, s, self.cfg.stale_after * 2).await?;
+        let resynced = self.resync().await?;
+        if with_gc {
+            db::sweeps::events_gc(&self.pool, self.cfg.events_retention, 10_000).await?;
+        }
         Ok(TickReport {
             reaped,
             requeued,
             dropped,
             orphans,
             teardown,
+            deliveries,
+            resynced,
         })
+    }
+
+    /// Drift: re-pends settled resources of every kind that opted into resync and was not
+    /// observed for its interval. Kinds without a resync interval cost nothing here but the
+    /// one `kind_config` read.
+    async fn resync(&self) -> Result<i32, sqlx::Error> {
+        let mut n = 0;
+        for (kind, version, secs, recompose) in db::sweeps::resync_kinds(&self.pool).await? {
+            let every = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+            n +=
+                db::sweeps::resync_kind(&self.pool, &kind, version, every, recompose, 1000).await?;
+        }
+        Ok(n)
     }
 
     /// The catch-up probes every lagging row it scans, so a full scan of a large backlog on
@@ -126,6 +155,8 @@ impl Reaper {
                         dropped = r.dropped,
                         orphans = r.orphans,
                         teardown = r.teardown,
+                        deliveries = r.deliveries,
+                        resynced = r.resynced,
                         "reaper tick"
                     );
                 }

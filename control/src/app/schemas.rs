@@ -147,6 +147,15 @@ impl Schemas {
             .any(|(k, _)| k == kind)
     }
 
+    /// Whether some version of `kind` declares only reactor reactions.
+    pub fn is_reactor_kind(&self, kind: &str) -> bool {
+        self.map
+            .read()
+            .expect("schema cache poisoned")
+            .iter()
+            .any(|((k, _), s)| k == kind && s.manifest.is_reactor())
+    }
+
     /// Installs freshly applied schemas (this pod sees its own apply at once).
     pub fn insert(&self, k: KindSchemas) {
         let key = (k.manifest.kind.clone(), k.manifest.kind_version);

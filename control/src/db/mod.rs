@@ -2,9 +2,11 @@
 //! these functions and never hold SQL themselves. The migrator and pool set-up are shared
 //! with the broker (`converge_broker::db`).
 
+pub mod events;
 pub mod kinds;
 pub mod operations;
 pub mod providerconfigs;
+pub mod reactor_bindings;
 pub mod resource_deps;
 pub mod resources;
 pub mod spec_history;

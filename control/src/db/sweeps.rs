@@ -120,3 +120,59 @@ pub async fn teardown_sweep(
         .fetch_one(pool)
         .await
 }
+
+/// Re-arms reactor deliveries whose claim stopped heartbeating for `stale_after`.
+pub async fn lifecycle_reap_stale(
+    pool: &PgPool,
+    shards: ShardRange,
+    stale_after: Duration,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT reap_stale_lifecycle($1, $2, $3)")
+        .bind(shards.lo)
+        .bind(shards.hi)
+        .bind(interval(stale_after))
+        .fetch_one(pool)
+        .await
+}
+
+/// The kinds that opted into periodic resync: (kind, version, interval, recompose).
+pub async fn resync_kinds(pool: &PgPool) -> Result<Vec<(String, i32, i32, bool)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT kind, kind_version, resync_interval_secs, resync_recomposes
+         FROM kind_config WHERE resync_interval_secs > 0 AND NOT retired",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Re-pends up to `limit` settled resources of (kind, version) not observed for `every`.
+pub async fn resync_kind(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+    every: Duration,
+    recompose: bool,
+    limit: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT requeue_for_resync($1, $2, $3, $4, $5)")
+        .bind(kind)
+        .bind(version)
+        .bind(interval(every))
+        .bind(recompose)
+        .bind(limit)
+        .fetch_one(pool)
+        .await
+}
+
+/// Deletes up to `limit` events older than `older_than`.
+pub async fn events_gc(
+    pool: &PgPool,
+    older_than: Duration,
+    limit: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT gc_resource_events($1, $2)")
+        .bind(interval(older_than))
+        .bind(limit)
+        .fetch_one(pool)
+        .await
+}

@@ -1,11 +1,13 @@
 //! The HTTP API (`/api/v1/...`) and probes. Handlers validate input, call `db` functions and
 //! shape responses; they hold no SQL. Errors leave through [`problem::ApiError`] only.
 
+pub mod events;
 pub mod health;
 pub mod kinds;
 pub mod operations;
 pub mod problem;
 pub mod providerconfigs;
+pub mod reactor_bindings;
 pub mod resource_actions;
 pub mod resource_graph;
 pub mod resource_views;
@@ -109,6 +111,14 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             "/providerconfigs/{name}",
             get(providerconfigs::get).delete(providerconfigs::delete),
         )
+        .route(
+            "/reactor-bindings",
+            get(reactor_bindings::list).post(reactor_bindings::put),
+        )
+        .route(
+            "/reactor-bindings/{name}",
+            get(reactor_bindings::get).delete(reactor_bindings::delete),
+        )
         .route("/resources", get(resources::list).post(resources::apply))
         .route("/resources/roots", get(resource_views::roots))
         .route("/resources/summary", get(resource_views::summary))
@@ -146,6 +156,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             post(operations::create).get(operations::list),
         )
         .route("/resources/{kind}/{name}/ops/{uid}", get(operations::get))
+        .route("/resources/{kind}/{name}/events", get(events::list))
         .route(
             "/resources/{kind}/{name}/spec-history",
             get(spec_history::history),

@@ -234,6 +234,13 @@ pub async fn get(
         "work".into(),
         serde_json::to_value(work.into_iter().next()).expect("serialises"),
     );
+    let events = db::events::events_recent(&s.pool, &kind, &name, 10)
+        .await
+        .map_err(ApiError::db("read recent events"))?;
+    o.insert(
+        "recent_events".into(),
+        serde_json::to_value(events).expect("serialises"),
+    );
     Ok(Json(v))
 }
 

@@ -1,0 +1,114 @@
+//! Reactor bindings (`reactor_bindings`): "when a `watch_kind` resource crosses `transition`
+//! (and its labels contain `label_match`), run reactor kind `reactor`". Live: the emit reads
+//! them in the same transaction that records the transition.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{FromRow, PgPool};
+
+/// One binding.
+#[derive(Debug, Clone, FromRow, Serialize)]
+pub struct Binding {
+    /// Operator-chosen identity.
+    pub name: String,
+    /// The kind whose transitions fire it.
+    pub watch_kind: String,
+    /// created | synced | degraded | failed | deleted.
+    pub transition: String,
+    /// The reactor kind that runs.
+    pub reactor: String,
+    /// Labels the watched resource must carry.
+    pub label_match: serde_json::Value,
+    /// A disabled binding never fires.
+    pub enabled: bool,
+    /// Created at.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Deliveries not yet acked.
+    pub pending: i64,
+}
+
+const COLUMNS: &str = "b.name, b.watch_kind, b.transition, b.reactor, b.label_match, b.enabled, \
+     b.created_at, b.updated_at, \
+     (SELECT count(*) FROM lifecycle_outbox l WHERE l.binding_name = b.name) AS pending";
+
+/// Creates or replaces a binding by name; true when created.
+pub async fn binding_put(
+    pool: &PgPool,
+    name: &str,
+    watch_kind: &str,
+    transition: &str,
+    reactor: &str,
+    label_match: &serde_json::Value,
+    enabled: bool,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO reactor_bindings AS b (name, watch_kind, transition, reactor, label_match, enabled)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (name) DO UPDATE
+             SET watch_kind = EXCLUDED.watch_kind, transition = EXCLUDED.transition,
+                 reactor = EXCLUDED.reactor, label_match = EXCLUDED.label_match,
+                 enabled = EXCLUDED.enabled, updated_at = now()
+         RETURNING (xmax = 0)",
+    )
+    .bind(name)
+    .bind(watch_kind)
+    .bind(transition)
+    .bind(reactor)
+    .bind(label_match)
+    .bind(enabled)
+    .fetch_one(pool)
+    .await
+}
+
+/// One binding.
+pub async fn binding_get(pool: &PgPool, name: &str) -> Result<Option<Binding>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM reactor_bindings b WHERE b.name = $1"
+    )))
+    .bind(name)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Every binding, optionally of one watched kind or one reactor, by name.
+pub async fn binding_list(
+    pool: &PgPool,
+    watch_kind: Option<&str>,
+    reactor: Option<&str>,
+) -> Result<Vec<Binding>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM reactor_bindings b
+         WHERE ($1::text IS NULL OR b.watch_kind = $1) AND ($2::text IS NULL OR b.reactor = $2)
+         ORDER BY b.name"
+    )))
+    .bind(watch_kind)
+    .bind(reactor)
+    .fetch_all(pool)
+    .await
+}
+
+/// Deletes a binding and its undelivered deliveries; false when it did not exist.
+pub async fn binding_delete(pool: &PgPool, name: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let n = sqlx::query("DELETE FROM reactor_bindings WHERE name = $1")
+        .bind(name)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    sqlx::query("DELETE FROM lifecycle_outbox WHERE binding_name = $1")
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(n > 0)
+}
+
+/// Whether any manifest of `kind` exists (any version).
+pub async fn kind_known(pool: &PgPool, kind: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM kind_manifest WHERE kind = $1)")
+        .bind(kind)
+        .fetch_one(pool)
+        .await
+}

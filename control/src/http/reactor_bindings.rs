@@ -1,0 +1,194 @@
+//! Reactor bindings: `POST /api/v1/reactor-bindings` (create or replace by name),
+//! `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]`, `GET` and `DELETE
+//! /api/v1/reactor-bindings/{name}`. Live: the next transition uses the new wiring.
+
+use axum::{
+    Json,
+    extract::{Path, RawQuery, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use converge_proto::manifest::is_valid_resource_name;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    AppState,
+    problem::{ApiError, ApiJson},
+    query_pairs,
+};
+use crate::{app::schemas::FieldError, db};
+
+/// The transitions a binding can watch.
+pub const TRANSITIONS: [&str; 5] = ["created", "synced", "degraded", "failed", "deleted"];
+
+/// The create-or-replace body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindingBody {
+    /// Identity.
+    pub name: String,
+    /// The kind whose transitions fire it.
+    pub watch_kind: String,
+    /// One of [`TRANSITIONS`].
+    pub transition: String,
+    /// The reactor kind to run.
+    pub reactor: String,
+    /// Labels the watched resource must carry (string values).
+    #[serde(default)]
+    pub label_match: serde_json::Map<String, Value>,
+    /// Default true.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Every problem with a binding body, located.
+async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiError> {
+    let mut errs = Vec::new();
+    let mut push = |location: &str, message: String| {
+        errs.push(FieldError {
+            location: location.into(),
+            message,
+        })
+    };
+    if !is_valid_resource_name(&b.name) {
+        push(
+            "/name",
+            "name must be 1-253 printable ASCII characters without '/' or spaces".into(),
+        );
+    }
+    if !TRANSITIONS.contains(&b.transition.as_str()) {
+        push(
+            "/transition",
+            format!("must be one of {}", TRANSITIONS.join(", ")),
+        );
+    }
+    if b.label_match.values().any(|v| !v.is_string()) {
+        push("/label_match", "label values must be strings".into());
+    }
+    if b.reactor == b.watch_kind {
+        push("/reactor", "a reactor cannot watch its own kind".into());
+    }
+    let known = db::reactor_bindings::kind_known(&s.pool, &b.watch_kind)
+        .await
+        .map_err(ApiError::db("look up a kind"))?;
+    if !known {
+        push(
+            "/watch_kind",
+            format!("kind {:?} is not registered", b.watch_kind),
+        );
+    }
+    if !s.schemas.is_reactor_kind(&b.reactor) {
+        s.schemas
+            .reload(&s.pool)
+            .await
+            .map_err(ApiError::db("reload kind manifests"))?;
+        if !s.schemas.is_reactor_kind(&b.reactor) {
+            push(
+                "/reactor",
+                format!(
+                    "{:?} is not a registered reactor kind (a manifest declaring only a reactor reaction)",
+                    b.reactor
+                ),
+            );
+        }
+    }
+    Ok(errs)
+}
+
+/// `POST /api/v1/reactor-bindings` → 201 (created) or 200 (replaced) with the binding.
+#[tracing::instrument(skip(s, body), fields(name = %body.name))]
+pub async fn put(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<BindingBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    let errors = check(&s, &body).await?;
+    if !errors.is_empty() {
+        let detail = errors
+            .iter()
+            .map(|e| format!("{} {}", e.location, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ApiError::Invalid { detail, errors });
+    }
+    let created = db::reactor_bindings::binding_put(
+        &s.pool,
+        &body.name,
+        &body.watch_kind,
+        &body.transition,
+        &body.reactor,
+        &Value::Object(body.label_match.clone()),
+        body.enabled,
+    )
+    .await
+    .map_err(ApiError::db("store a reactor binding"))?;
+    let b = db::reactor_bindings::binding_get(&s.pool, &body.name)
+        .await
+        .map_err(ApiError::db("read a reactor binding"))?
+        .ok_or_else(|| ApiError::NotFound(format!("binding {} vanished", body.name)))?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(b)))
+}
+
+/// `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
+#[tracing::instrument(skip(s))]
+pub async fn list(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let (mut watch, mut reactor) = (None, None);
+    for (k, v) in query_pairs(q.as_deref()) {
+        match k.as_str() {
+            "watch_kind" => watch = Some(v),
+            "reactor" => reactor = Some(v),
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {k:?}"
+                )));
+            }
+        }
+    }
+    let items = db::reactor_bindings::binding_list(&s.pool, watch.as_deref(), reactor.as_deref())
+        .await
+        .map_err(ApiError::db("list reactor bindings"))?;
+    Ok(Json(json!({ "items": items })))
+}
+
+/// `GET /api/v1/reactor-bindings/{name}`.
+#[tracing::instrument(skip(s))]
+pub async fn get(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let b = db::reactor_bindings::binding_get(&s.pool, &name)
+        .await
+        .map_err(ApiError::db("read a reactor binding"))?
+        .ok_or_else(|| ApiError::NotFound(format!("reactor binding {name} not found")))?;
+    Ok(Json(b))
+}
+
+/// `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).
+#[tracing::instrument(skip(s))]
+pub async fn delete(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if db::reactor_bindings::binding_delete(&s.pool, &name)
+        .await
+        .map_err(ApiError::db("delete a reactor binding"))?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "reactor binding {name} not found"
+        )))
+    }
+}
