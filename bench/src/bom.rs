@@ -20,6 +20,8 @@ impl Provider for BenchBom {
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
         let spec: Value = req.spec()?;
         match req.stage {
+            // Teardown (with --finalizers): nothing to release.
+            Stage::Delete => Ok(Outcome::default()),
             Stage::Compose => {
                 let chains = spec["chains"].as_u64().unwrap_or(1);
                 let root = &req.resource.name;
@@ -71,6 +73,9 @@ impl Provider for BenchLink {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.stage == Stage::Delete {
+            return Ok(Outcome::default());
+        }
         let spec: Value = req.spec()?;
         if spec["x"].is_null() {
             return Err(HandlerError::transient("x has not flowed in yet"));
@@ -79,13 +84,24 @@ impl Provider for BenchLink {
     }
 }
 
-/// The two manifests.
-pub fn manifests() -> [Value; 2] {
-    [
+/// The two manifests; with `finalizers`, both kinds guard deletion with a teardown reaction
+/// (each node then costs a STAGE_DELETE round trip when deleted).
+pub fn manifests(finalizers: bool) -> [Value; 2] {
+    let mut m = [
         json!({"kind": "benchbom", "kind_version": 1, "reactions": [
             {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]},
             {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}),
         json!({"kind": "benchlink", "kind_version": 1, "reactions": [
             {"name": "work", "trigger": "specChange", "emits": ["status"]}]}),
-    ]
+    ];
+    if finalizers {
+        for k in &mut m {
+            k["finalizer_name"] = json!("bench/teardown");
+            if let Some(r) = k["reactions"].as_array_mut() {
+                r.push(json!({"name": "teardown", "trigger": "deleteRequested",
+                              "finalizer": "bench/teardown", "emits": ["finalizer"]}));
+            }
+        }
+    }
+    m
 }

@@ -57,6 +57,15 @@ struct Args {
     /// to measure rollup latency on an otherwise idle system.
     #[arg(long, default_value_t = 20)]
     idle_roots: usize,
+    /// Leaf mode: the kind's global concurrency cap (max_inflight; 0 = uncapped).
+    #[arg(long, default_value_t = 0)]
+    cap: u32,
+    /// Composite mode: afterwards delete every root and measure teardown (nodes/s).
+    #[arg(long)]
+    delete: bool,
+    /// Composite mode: the kinds carry finalizers, so every node's teardown runs on a worker.
+    #[arg(long)]
+    finalizers: bool,
 }
 
 /// The no-op leaf: reports a tiny status.
@@ -299,6 +308,7 @@ async fn main() -> anyhow::Result<()> {
     let manifest = json!({
         "kind": "benchleaf", "kind_version": 1, "description": "benchmark no-op leaf",
         "spec_schema": {"type": "object"},
+        "max_inflight": args.cap,
         "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]
     });
     let r = client
@@ -376,6 +386,7 @@ async fn main() -> anyhow::Result<()> {
         "workers": args.workers,
         "worker_parallel": args.parallel,
         "mode": if args.preload { "preload" } else { "concurrent" },
+        "cap": args.cap,
         "apply_secs": apply_time.as_secs_f64(),
         "applies_per_sec": args.n as f64 / apply_time.as_secs_f64(),
         "reconcile_secs": reconcile_window,
@@ -406,7 +417,7 @@ async fn run_bom(
     children: usize,
     stop: &CancellationToken,
 ) -> anyhow::Result<Value> {
-    for m in bom::manifests() {
+    for m in bom::manifests(args.finalizers) {
         let kind = m["kind"].as_str().unwrap_or_default().to_string();
         let r = client
             .put(format!("{}/api/v1/kinds/{kind}/manifest", server.http))
@@ -512,11 +523,19 @@ async fn run_bom(
     .fetch_all(pool)
     .await?;
     idle.sort_by(f64::total_cmp);
+    let teardown = if args.delete {
+        Some(delete_all(server, client, pool).await?)
+    } else {
+        None
+    };
+    stop.cancel();
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }
     Ok(json!({
         "mode": "bom",
+        "finalizers": args.finalizers,
+        "teardown": teardown,
         "roots": args.roots,
         "children": n_children,
         "workers": args.workers,
@@ -526,4 +545,45 @@ async fn run_bom(
         "idle_rollup_latency_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0)},
         "converge_peak_rss_mb": server.child.id().and_then(peak_rss_mb),
     }))
+}
+
+/// Deletes every root at once and waits until no resource is left: `{nodes, secs, nodes_per_sec}`.
+async fn delete_all(
+    server: &Server,
+    client: &reqwest::Client,
+    pool: &sqlx::PgPool,
+) -> anyhow::Result<Value> {
+    let nodes: i64 = sqlx::query_scalar("SELECT count(*) FROM resources")
+        .fetch_one(pool)
+        .await?;
+    let roots: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM resources WHERE kind = 'benchbom' ORDER BY name")
+            .fetch_all(pool)
+            .await?;
+    eprintln!("deleting {} roots ({nodes} nodes) ...", roots.len());
+    let t0 = Instant::now();
+    for name in &roots {
+        let r = client
+            .delete(format!("{}/api/v1/resources/benchbom/{name}", server.http))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("delete {name} failed: {}", r.status());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM resources")
+            .fetch_one(pool)
+            .await?;
+        if left == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("{left} resources still present after 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Ok(json!({"nodes": nodes, "secs": secs, "nodes_per_sec": nodes as f64 / secs.max(1e-9)}))
 }

@@ -269,7 +269,12 @@ pub struct Worker {
 impl Worker {
     /// Starts `hello-worker` against `broker` with `WORKER_NAME=name` plus `env`.
     pub fn hello(broker: &str, name: &str, env: &[(&str, &str)]) -> Worker {
-        let mut cmd = Command::new(sibling_bin("hello-worker"));
+        Worker::spawn("hello-worker", broker, name, env)
+    }
+
+    /// Starts the example worker binary `bin` against `broker` with `WORKER_NAME=name`.
+    pub fn spawn(bin: &str, broker: &str, name: &str, env: &[(&str, &str)]) -> Worker {
+        let mut cmd = Command::new(sibling_bin(bin));
         cmd.env("BROKER_ADDR", broker)
             .env("WORKER_NAME", name)
             .env(
@@ -283,7 +288,7 @@ impl Worker {
             cmd.env(k, v);
         }
         Worker {
-            child: cmd.spawn().expect("spawn hello-worker"),
+            child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {bin}: {e}")),
             name: name.into(),
         }
     }

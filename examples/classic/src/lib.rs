@@ -10,6 +10,7 @@
 mod bom;
 mod ids;
 mod leaves;
+mod statussink;
 pub mod teardown;
 
 use std::time::Duration;
@@ -20,6 +21,7 @@ pub use bom::{BomSpec, ClassicBom, FunctionalDomain, MAX_TEAMS};
 pub use leaves::{
     Account, AccountSpec, FailMode, ROUTE_DESTINATION, Route, RouteSpec, Tgw, TgwSpec, Vpc, VpcSpec,
 };
+pub use statussink::{Destination, StatusSink};
 
 /// The environment variable holding the simulated provisioning latency of every leaf, in
 /// milliseconds (default 0).
@@ -33,6 +35,7 @@ pub fn registry(latency: Duration) -> Registry {
         .with(Vpc { latency })
         .with(Tgw { latency })
         .with(Route { latency })
+        .with(StatusSink::default())
 }
 
 /// Reads [`LATENCY_ENV`]; unset or empty means no latency.

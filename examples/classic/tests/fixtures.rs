@@ -31,6 +31,16 @@ fn assert_fits(v: &jsonschema::Validator, doc: &Value, what: &str) {
 }
 
 #[test]
+fn the_statussink_manifest_is_a_reactor_with_a_config_schema() {
+    let m = manifest("statussink");
+    m.validate().unwrap();
+    assert!(m.is_reactor());
+    let v = validator(m.config_schema.as_ref());
+    assert_fits(&v, &serde_json::json!({"directory": "/tmp/sink"}), "config");
+    assert!(!v.is_valid(&serde_json::json!({"url": "ftp://x"})));
+}
+
+#[test]
 fn manifests_are_legal() {
     for kind in KINDS {
         let m = manifest(kind);

@@ -265,9 +265,9 @@ async fn latency_is_simulated_and_honours_cancellation() {
 }
 
 #[test]
-fn the_registry_serves_the_five_kinds() {
+fn the_registry_serves_the_six_kinds() {
     let kinds = registry(Duration::ZERO).kinds();
-    let expected: Vec<KindVersion> = ["classicbom", "account", "vpc", "tgw", "route"]
+    let expected: Vec<KindVersion> = ["classicbom", "account", "vpc", "tgw", "route", "statussink"]
         .iter()
         .map(|k| KindVersion::new(*k, 1))
         .collect();
@@ -284,4 +284,39 @@ fn latency_comes_from_the_environment_value() {
     );
     let err = latency_from(Some("fast")).unwrap_err();
     assert_eq!(err.var(), "CLASSIC_LATENCY_MS");
+}
+
+#[tokio::test]
+async fn statussink_writes_the_status_once_per_generation_and_waits_for_a_destination() {
+    use classic_worker::StatusSink;
+    use converge_sdk::{Provider, ProviderConfig, Stage};
+
+    let sink = StatusSink::default();
+    assert!(!sink.ready(), "no destination yet");
+    let mut req = testing::request("statussink", serde_json::json!({}));
+    req.stage = Stage::React;
+    req.resource.kind = "classicbom".into();
+    req.resource.name = "bom".into();
+    req.resource.generation = 3;
+    req.resource.status = Some(serde_json::json!({"ready": 4}));
+    req.dedup_token = "id:synced:3:b".into();
+    let err = testing::run(&sink, req.clone()).await.unwrap_err();
+    assert!(!err.is_terminal(), "waiting for a destination is transient");
+
+    let dir = std::env::temp_dir().join(format!("statussink-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    sink.on_config(ProviderConfig {
+        spec: Some(serde_json::json!({"directory": dir})),
+        bundle: Vec::new(),
+    });
+    assert!(sink.ready());
+    testing::run(&sink, req.clone()).await.unwrap();
+    testing::run(&sink, req).await.unwrap();
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(files.len(), 1, "a redelivery overwrites");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("bom-3.json")).unwrap()).unwrap();
+    assert_eq!(doc["status"], serde_json::json!({"ready": 4}));
+    assert_eq!(doc["dedup_token"], "id:synced:3:b");
+    std::fs::remove_dir_all(dir).unwrap();
 }
