@@ -234,10 +234,16 @@ def _short(v: Any, limit: int = 600) -> str:
 
 @dataclass
 class Form:
-    """A worker form: a name and the shell command line that starts its worker."""
+    """A worker form: a name and the shell command line that starts its worker.
+
+    ``base_config`` is set for forms told what to run by their kinds' default provider
+    config (stdworker exec): every kind then gets a default config built from it, and the
+    scenarios' configs are mapped onto it (see ``conformance/workers/exec/README.md``).
+    """
 
     name: str
     command: str
+    base_config: dict | None = None
 
 
 @dataclass
@@ -314,8 +320,41 @@ class Ctx:
             kind, name, "Ready",
             lambda r: r["phase"] == "Ready" and r["synced_gen"] == r["generation"], timeout)
 
+    def base_config(self) -> dict | None:
+        """The form's base config with this cell's placeholders filled in, if it has one."""
+        if self.form.base_config is None:
+            return None
+        text = json.dumps(self.form.base_config)
+        for key, value in (("@CONFORMANCE_LOG@", str(self.event_log)),
+                           ("@CONFORMANCE_FORM@", self.form.name),
+                           ("@HANDLER@", str(HERE / "workers" / self.form.name / "handler.py"))):
+            text = text.replace(key, value)
+        return json.loads(text)
+
+    def put_base_configs(self, kinds: list[str]) -> None:
+        """A base-config form: every kind gets its default config (else it stays unready)."""
+        base = self.base_config()
+        if base is not None:
+            for kind in kinds:
+                self.put_config(f"conf-{self.form.name}-{kind}", kind, {}, True)
+
     def put_config(self, name: str, kind: str, spec: Any, is_default: bool) -> Reply:
-        """Creates or replaces a provider config (POST by global name; PUT if POST says 409)."""
+        """Creates or replaces a provider config (POST by global name; PUT if POST says 409).
+
+        For a base-config form a scenario's default becomes the kind's one default
+        ``{...base, settings: S}`` (with S's ``ready`` lifted to the top, where stdworker reads
+        readiness) and an override becomes ``{settings: O}``.
+        """
+        base = self.base_config()
+        if base is not None:
+            if is_default:
+                name = f"conf-{self.form.name}-{kind}"
+                mapped = dict(base, settings=spec)
+                if isinstance(spec, dict) and "ready" in spec:
+                    mapped["ready"] = spec["ready"]
+                spec = mapped
+            else:
+                spec = {"settings": spec}
         body = {"name": name, "kind": kind, "kind_version": 1, "is_default": is_default,
                 "spec": spec}
         r = http("POST", self.url("/providerconfigs"), body)
@@ -698,6 +737,7 @@ class Runner:
             converge, http_base, broker = self.start_converge(db, workdir)
             self.apply_manifests(http_base)
             ctx = Ctx(form, http_base, broker, workdir, self.args.probe)
+            ctx.put_base_configs([m["kind"] for m in self.manifests])
             if not getattr(fn, "manual_worker", False):
                 ctx.start_worker()
             fn(ctx)
@@ -785,6 +825,16 @@ def parse_form(spec: str) -> Form:
     return Form(name, command)
 
 
+def parse_form_config(spec: str) -> tuple[str, dict]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"--form-config wants NAME=path.json, got {spec!r}")
+    try:
+        return name, json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"--form-config {name}: {e}") from e
+
+
 def default_converge() -> str:
     target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/converge-target"))
     return os.environ.get("CONVERGE_BIN", os.path.join(target, "debug", "converge"))
@@ -794,6 +844,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--form", action="append", type=parse_form, required=True,
                     help="NAME='worker command line' (repeatable)")
+    ap.add_argument("--form-config", action="append", type=parse_form_config, default=[],
+                    help="NAME=base-config.json: the form runs what its kinds' default provider "
+                         "config says (stdworker exec)")
     ap.add_argument("--only", default="", help="comma-separated scenarios (default: all)")
     ap.add_argument("--converge", default=default_converge(), help="the converge binary")
     ap.add_argument("--probe", default=os.environ.get("CONFORMANCE_PROBE", ""),
@@ -812,6 +865,10 @@ def main() -> int:
     if "malformed" in scenarios and not args.probe:
         ap.error("the malformed scenario needs --probe (or CONFORMANCE_PROBE)")
     names = [f.name for f in args.form]
+    for name, base in args.form_config:
+        if name not in names:
+            ap.error(f"--form-config {name}: no such --form")
+        next(f for f in args.form if f.name == name).base_config = base
     if len(set(names)) != len(names):
         ap.error("form names must be unique")
     runner = Runner(args)

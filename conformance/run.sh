@@ -86,6 +86,7 @@ if wanted exec && [[ -x conformance/workers/exec/worker.sh ]]; then
     fi
     export STDWORKER_BIN
     forms+=(--form "exec=$ROOT/conformance/workers/exec/worker.sh")
+    forms+=(--form-config "exec=$ROOT/conformance/workers/exec/base-config.json")
 fi
 [[ ${#forms[@]} -gt 0 ]] || { log "no forms to run (asked for: $want_forms)"; exit 1; }
 

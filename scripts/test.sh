@@ -80,6 +80,20 @@ rust_steps() {
     step "rust test" cargo test --workspace --all-features --no-fail-fast
 }
 
+# --- Separate Rust workspaces (compose-dsl/, wasm-host/) -------------------------------------
+# Kept out of the main workspace on purpose (starlark turns on serde_json's
+# arbitrary_precision for every crate in a build; wasmtime is heavy), so each is checked on
+# its own, sharing the target dir.
+side_workspace_steps() {
+    local ws
+    for ws in compose-dsl wasm-host; do
+        [[ -f "$ROOT/$ws/Cargo.toml" ]] || continue
+        step "$ws fmt" cargo fmt --manifest-path "$ROOT/$ws/Cargo.toml" --all -- --check
+        step "$ws clippy" cargo clippy --manifest-path "$ROOT/$ws/Cargo.toml" --workspace --all-targets -- -D warnings
+        step "$ws test" cargo test --manifest-path "$ROOT/$ws/Cargo.toml" --workspace
+    done
+}
+
 # --- Python SDK (sdk-python/) -------------------------------------------------------------
 # mypy, the generated-code drift check and pytest (unit, stream and e2e against the real
 # converge built above), in a venv under $HOME/.cache.
@@ -114,6 +128,7 @@ main() {
     check_toolchains
     start_postgres
     rust_steps
+    side_workspace_steps
     python_sdk_steps
     go_sdk_steps
     conformance_steps

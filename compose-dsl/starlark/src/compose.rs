@@ -1,0 +1,45 @@
+//! Runs the frozen `compose(spec, config)` of a bundle on a fresh heap, under limits.
+
+use serde_json::Value;
+use starlark::{environment::Module, eval::Evaluator};
+
+use crate::{Bundle, ComposeOutput, Error, LimitKind, Limits, sandbox};
+
+impl Bundle {
+    /// Calls `compose(spec, config)` and validates what it returns.
+    ///
+    /// Each call gets a fresh heap and evaluator: nothing a call allocates survives it, and
+    /// the bundle's modules (frozen at load) are shared, never re-evaluated. The result must
+    /// be a dict `{children, edges, configs, status}` (see the crate docs). Any error is
+    /// terminal and must never be treated as an empty compose.
+    pub fn compose(
+        &self,
+        spec: &Value,
+        config: &Value,
+        limits: &Limits,
+    ) -> Result<ComposeOutput, Error> {
+        self.count_compose();
+        let input = serde_json::to_vec(spec).map_or(usize::MAX, |v| v.len())
+            + serde_json::to_vec(config).map_or(usize::MAX, |v| v.len());
+        if input > limits.max_input_bytes {
+            return Err(Error::Limit(LimitKind::InputSize));
+        }
+        let deadline = sandbox::Deadline::after(limits.deadline);
+        let json = Module::with_temp_heap(|module| {
+            let mut eval = Evaluator::new(&module);
+            sandbox::limit(&mut eval, limits, &deadline)?;
+            let heap = module.heap();
+            let compose = heap.access_owned_frozen_value(&self.compose);
+            let args = [heap.alloc(spec), heap.alloc(config)];
+            let result = match eval.eval_function(compose, &args, &[]) {
+                Ok(v) => v,
+                Err(e) => return Err(sandbox::classify(e, &eval, limits, &deadline)),
+            };
+            sandbox::check_after(&eval, limits, &deadline)?;
+            result
+                .to_json_value()
+                .map_err(|e| Error::output(format!("result is not JSON-representable: {e}")))
+        })?;
+        ComposeOutput::from_json(json, limits)
+    }
+}
