@@ -78,7 +78,7 @@ if wanted go && [[ -d sdk-go/cmd/conformance-worker ]] && compgen -G "sdk-go/cmd
     fi
     forms+=(--form "go=$GO_OUT/conformance-worker")
 fi
-if wanted exec && [[ -x conformance/workers/exec/worker.sh ]]; then
+if wanted exec && [[ -x conformance/workers/exec/worker.sh && -f stdworker/Cargo.toml && -f conformance/workers/exec/handler.py ]]; then
     STDWORKER_BIN="${STDWORKER_BIN:-$TARGET/debug/stdworker}"
     if [[ ! -x "$STDWORKER_BIN" && $build == 1 ]]; then
         log "building stdworker"
