@@ -66,6 +66,14 @@ struct Args {
     /// Composite mode: the kinds carry finalizers, so every node's teardown runs on a worker.
     #[arg(long)]
     finalizers: bool,
+    /// Leaf mode: run each worker as this shell command instead of in-process Rust workers
+    /// (any worker form: it gets BROKER_ADDR, WORKER_MAX_PARALLEL, and BENCH_KIND/NOOP_KIND =
+    /// benchleaf, and is killed at the end).
+    #[arg(long)]
+    worker_cmd: Option<String>,
+    /// A default provider config spec (JSON) for benchleaf, e.g. an exec program.
+    #[arg(long)]
+    providerconfig: Option<String>,
 }
 
 /// The no-op leaf: reports a tiny status.
@@ -167,11 +175,53 @@ async fn start_server() -> anyhow::Result<Server> {
     }
 }
 
+/// Worker processes of another form: each runs `cmd` under `sh -c` until `stop`.
+fn start_external_workers(
+    args: &Args,
+    cmd: &str,
+    broker: &str,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..args.workers)
+        .map(|i| {
+            let child = Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .env("BROKER_ADDR", broker)
+                .env("WORKER_MAX_PARALLEL", args.parallel.to_string())
+                .env("WORKER_NAME", format!("bench-{i}"))
+                .env("BENCH_KIND", "benchleaf")
+                .env("NOOP_KIND", "benchleaf")
+                .env("STDWORKER_EXEC_KINDS", "benchleaf")
+                .env("LOG_LEVEL", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                match child {
+                    Ok(mut c) => {
+                        stop.cancelled().await;
+                        let _ = c.kill().await;
+                    }
+                    Err(e) => eprintln!("worker {i} did not start: {e}"),
+                }
+            })
+        })
+        .collect()
+}
+
 fn start_workers(
     args: &Args,
     broker: &str,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    if let Some(cmd) = &args.worker_cmd
+        && args.bom_children.is_none()
+    {
+        return start_external_workers(args, cmd, broker, stop);
+    }
     let composite = args.bom_children.is_some();
     (0..args.workers)
         .map(|i| {
@@ -319,6 +369,24 @@ async fn main() -> anyhow::Result<()> {
     if !r.status().is_success() {
         bail!("manifest apply failed: {}", r.status());
     }
+    if let Some(spec) = &args.providerconfig {
+        let spec: Value = serde_json::from_str(spec).context("--providerconfig is not JSON")?;
+        let r = client
+            .post(format!("{}/api/v1/providerconfigs", server.http))
+            .json(
+                &json!({"name": "benchleaf-default", "kind": "benchleaf", "kind_version": 1,
+                          "is_default": true, "spec": spec}),
+            )
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!(
+                "provider config refused: {} {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            );
+        }
+    }
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
         .connect(&server.db_url)
@@ -387,6 +455,7 @@ async fn main() -> anyhow::Result<()> {
         "worker_parallel": args.parallel,
         "mode": if args.preload { "preload" } else { "concurrent" },
         "cap": args.cap,
+        "worker": args.worker_cmd.as_deref().unwrap_or("in-process rust"),
         "apply_secs": apply_time.as_secs_f64(),
         "applies_per_sec": args.n as f64 / apply_time.as_secs_f64(),
         "reconcile_secs": reconcile_window,

@@ -1,0 +1,42 @@
+//! `stdworker`: serves the kinds named in its environment with the built-in providers until
+//! SIGINT or SIGTERM, then drains.
+//!
+//! Environment: `STDWORKER_EXEC_KINDS` (comma-separated `kind` or `kind:version`) plus the
+//! SDK's variables (`BROKER_ADDR`, `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`,
+//! `WORKER_KINDS`, `WORKER_NAME`, `LOG_LEVEL`, `LOG_FORMAT`). A malformed value stops the
+//! boot with a message naming the variable and exit code 2.
+
+use std::process::ExitCode;
+
+use converge_sdk::WorkerConfig;
+use converge_stdworker::{StdworkerConfig, build_registry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    if let Err(e) = converge_sdk::init_logging() {
+        eprintln!("stdworker: {e}");
+        return ExitCode::from(2);
+    }
+    // Both configs are read before any connection so a typo fails the boot at once.
+    let parsed = StdworkerConfig::from_env().and_then(|std| Ok((std, WorkerConfig::from_env()?)));
+    let (std_cfg, worker_cfg) = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("stdworker: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing::info!(exec_kinds = ?std_cfg.exec_kinds, "stdworker starting");
+    let registry = build_registry(&std_cfg);
+    match converge_sdk::run_worker(worker_cfg, registry, converge_sdk::shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // WorkerError's Display hides the ConfigError detail in its source.
+            let detail = std::error::Error::source(&e)
+                .map(|s| format!(": {s}"))
+                .unwrap_or_default();
+            eprintln!("stdworker: {e}{detail}");
+            ExitCode::from(2)
+        }
+    }
+}

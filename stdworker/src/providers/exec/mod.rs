@@ -1,0 +1,211 @@
+//! The exec provider: every task runs one fresh process named by the kind's effective
+//! provider config, with the request JSON on stdin and the response JSON on stdout.
+//!
+//! Exit 0 is success (stdout parsed as the response; empty stdout = empty outcome, invalid
+//! JSON = terminal), exit 2 is a terminal failure, any other exit or a signal is transient.
+//! A run stopped by stdworker (cancel, deadline, timeout) is transient whatever its exit
+//! code; stdout over its cap is terminal. Failure messages carry the exit status and the
+//! stderr tail. The config is read from each task, so editing the providerconfig changes
+//! the next run without a restart.
+
+pub mod config;
+pub mod process;
+pub mod request;
+pub mod response;
+
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Instant,
+};
+
+use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest};
+use tracing::{debug, info, warn};
+
+pub use self::{
+    config::ExecConfig,
+    process::{CommandSpec, Exit, Limits, RunReport, Stop, run_process},
+    request::build_request,
+    response::parse_response,
+};
+
+/// The exit code an exec handler uses for a terminal failure.
+pub const EXIT_TERMINAL: i32 = 2;
+
+/// `PATH` given to handlers when the worker itself has none.
+const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Serves one (kind, version) by running the program its provider config names.
+#[derive(Debug)]
+pub struct ExecProvider {
+    kv: KindVersion,
+    ready: AtomicBool,
+    limits: Limits,
+}
+
+impl ExecProvider {
+    /// A provider for `kv` with the default limits. Unready until a default config naming
+    /// a program arrives.
+    pub fn new(kv: KindVersion) -> Self {
+        Self::with_limits(kv, Limits::default())
+    }
+
+    /// A provider with explicit limits (tests use small caps).
+    pub fn with_limits(kv: KindVersion, limits: Limits) -> Self {
+        Self {
+            kv,
+            ready: AtomicBool::new(false),
+            limits,
+        }
+    }
+}
+
+impl Provider for ExecProvider {
+    fn kind(&self) -> KindVersion {
+        self.kv.clone()
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        execute(&req, &self.limits).await
+    }
+
+    fn on_config(&self, cfg: ProviderConfig) {
+        let ready = match cfg.spec.as_ref().map(ExecConfig::from_value) {
+            None => false,
+            Some(Ok(c)) => c.is_ready(),
+            Some(Err(e)) => {
+                warn!(kind = %self.kv, error = %e, "default exec config is unusable; kind stays unready");
+                false
+            }
+        };
+        let was = self.ready.swap(ready, Ordering::Relaxed);
+        if was != ready {
+            info!(kind = %self.kv, ready, "exec readiness changed by a config push");
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// The child's whole environment: the worker's `PATH` and `HOME`, then the config's `env`
+/// (which wins). Nothing else is inherited, so the worker's own secrets never reach a
+/// handler.
+pub fn child_env(config_env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    env.insert(
+        "PATH".to_string(),
+        std::env::var("PATH").unwrap_or_else(|_| FALLBACK_PATH.to_string()),
+    );
+    if let Ok(home) = std::env::var("HOME") {
+        env.insert("HOME".to_string(), home);
+    }
+    env.extend(config_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// Runs one task through its program and maps the result.
+///
+/// Config problems (no program, a malformed config, a program that cannot start) are
+/// transient: they are fixed by editing the providerconfig, which a terminal failure would
+/// not notice (terminal failures wait for a *spec* change).
+pub async fn execute(req: &ReactionRequest, limits: &Limits) -> Result<Outcome, HandlerError> {
+    let cfg = ExecConfig::from_value(&req.effective_config()).map_err(HandlerError::transient)?;
+    let Some(program) = cfg.program() else {
+        return Err(HandlerError::transient(format!(
+            "no program configured for {}@v{}: set `program` in its providerconfig",
+            req.kind, req.kind_version
+        )));
+    };
+    let input = build_request(req, cfg.settings.as_ref(), req.effective_bundle());
+    let input = serde_json::to_vec(&input)
+        .map_err(|e| HandlerError::terminal(format!("cannot encode the exec request: {e}")))?;
+    let cmd = CommandSpec {
+        program: program.to_string(),
+        args: cfg.args.clone(),
+        env: child_env(&cfg.env),
+    };
+    let started = Instant::now();
+    let report = run_process(
+        &cmd,
+        input,
+        &req.cancel,
+        req.deadline,
+        cfg.timeout(),
+        limits,
+    )
+    .await
+    .map_err(|e| HandlerError::transient(format!("cannot start exec handler {program:?}: {e}")))?;
+    debug!(
+        pid = report.pid,
+        exit = ?report.exit,
+        stop = ?report.stop,
+        stdout_bytes = report.stdout.len(),
+        elapsed = ?started.elapsed(),
+        "exec handler finished"
+    );
+    outcome_of(&report, limits)
+}
+
+/// `; stderr: <tail>` (marked as truncated when earlier bytes were dropped), or nothing.
+fn stderr_suffix(r: &RunReport) -> String {
+    let tail = r.stderr_tail.trim_end();
+    if tail.is_empty() {
+        String::new()
+    } else if r.stderr_dropped > 0 {
+        format!("; stderr (last {} bytes): …{tail}", tail.len())
+    } else {
+        format!("; stderr: {tail}")
+    }
+}
+
+fn describe_exit(e: Exit) -> String {
+    match e {
+        Exit::Code(c) => format!("exit code {c}"),
+        Exit::Signal(s) => format!("killed by signal {s}"),
+    }
+}
+
+/// Maps a finished run to the task's result (the exit-code contract of the module docs).
+pub fn outcome_of(r: &RunReport, limits: &Limits) -> Result<Outcome, HandlerError> {
+    let exit = describe_exit(r.exit);
+    let stderr = stderr_suffix(r);
+    match r.stop {
+        Some(Stop::OutputTooLarge) => {
+            return Err(HandlerError::terminal(format!(
+                "exec handler output too large: stdout exceeded {} bytes; its process group was killed ({exit}){stderr}",
+                limits.stdout_max
+            )));
+        }
+        Some(Stop::Cancelled) => {
+            return Err(HandlerError::transient(format!(
+                "exec handler cancelled; its process group was killed ({exit}){stderr}"
+            )));
+        }
+        Some(Stop::Deadline) => {
+            return Err(HandlerError::transient(format!(
+                "task deadline exceeded; the exec handler's process group was killed ({exit}){stderr}"
+            )));
+        }
+        Some(Stop::TimedOut(d)) => {
+            return Err(HandlerError::transient(format!(
+                "exec handler timed out after {d:?} (timeout_secs); its process group was killed ({exit}){stderr}"
+            )));
+        }
+        None => {}
+    }
+    match r.exit {
+        Exit::Code(0) => parse_response(&r.stdout).map_err(|e| {
+            HandlerError::terminal(format!(
+                "exec handler exited 0 with an unusable response: {e}{stderr}"
+            ))
+        }),
+        Exit::Code(EXIT_TERMINAL) => Err(HandlerError::terminal(format!(
+            "exec handler failed terminally ({exit}){stderr}"
+        ))),
+        _ => Err(HandlerError::transient(format!(
+            "exec handler failed ({exit}){stderr}"
+        ))),
+    }
+}

@@ -1,0 +1,50 @@
+//! The stdworker binary refuses to boot on a malformed environment, naming the variable.
+
+use std::process::Command;
+
+/// Runs stdworker with exactly `env` and returns (exit code, stderr).
+fn boot(env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stdworker"));
+    cmd.env_clear();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run stdworker");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn missing_kind_list_is_a_boot_error() {
+    let (code, err) = boot(&[("BROKER_ADDR", "http://127.0.0.1:1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("STDWORKER_EXEC_KINDS"), "{err}");
+}
+
+#[test]
+fn malformed_kind_list_is_a_boot_error() {
+    for bad in ["conf-leaf:x", "conf-leaf:0", "Bad Kind", "a,a:1", " , "] {
+        let (code, err) = boot(&[
+            ("BROKER_ADDR", "http://127.0.0.1:1"),
+            ("STDWORKER_EXEC_KINDS", bad),
+        ]);
+        assert_eq!(code, Some(2), "{bad:?}: {err}");
+        assert!(err.contains("STDWORKER_EXEC_KINDS"), "{bad:?}: {err}");
+    }
+}
+
+#[test]
+fn sdk_variables_are_checked_too() {
+    let (code, err) = boot(&[("STDWORKER_EXEC_KINDS", "exec-hello")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("BROKER_ADDR"), "{err}");
+    let (code, err) = boot(&[
+        ("STDWORKER_EXEC_KINDS", "exec-hello"),
+        ("BROKER_ADDR", "http://127.0.0.1:1"),
+        ("WORKER_MAX_PARALLEL", "lots"),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("WORKER_MAX_PARALLEL"), "{err}");
+}

@@ -1,0 +1,281 @@
+//! End-to-end harness for stdworker: a real `converge` (from `CONVERGE_BIN`) on a fresh
+//! database, a real `stdworker` process, an HTTP client, and polling waits with deadlines
+//! (never sleeps as synchronisation).
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the harness"
+)]
+
+use std::{net::TcpListener, path::PathBuf, process::Stdio, time::Duration};
+
+use converge_control::testing::TestDb;
+pub use converge_control::testing::wait_for;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// The converge binary: `CONVERGE_BIN`, else `${CARGO_TARGET_DIR:-~/.cache/converge-target}
+/// /debug/converge`.
+pub fn converge_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CONVERGE_BIN") {
+        return p.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/converge-target")
+        });
+    target.join("debug/converge")
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn log_level() -> String {
+    std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into())
+}
+
+fn signal_pid(pid: u32, sig: &str) {
+    let _ = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Whether `pid` is a live process. A zombie counts as gone: it has exited, and its reaper
+/// (here possibly a PID 1 that never reaps) is not ours to wait for.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        // The state is the first field after the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+    }
+}
+
+/// A running `converge serve` (ROLE=all) on its own fresh database.
+pub struct Converge {
+    pub db: TestDb,
+    pub http: String,
+    pub broker: String,
+    pub client: reqwest::Client,
+    child: Child,
+}
+
+impl Converge {
+    /// Starts converge with fast retries and waits until /readyz answers 200.
+    pub async fn start() -> Converge {
+        let bin = converge_bin();
+        assert!(
+            bin.exists(),
+            "{} is missing: build converge or set CONVERGE_BIN",
+            bin.display()
+        );
+        let db = TestDb::new().await;
+        let (hp, gp) = (free_port(), free_port());
+        let child = Command::new(&bin)
+            .arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DATABASE_URL", &db.url)
+            .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+            .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+            .env("RETRY_BASE", "200ms")
+            .env("RETRY_MAX", "1s")
+            .env("SHUTDOWN_DRAIN", "2s")
+            .env("DB_MAX_CONNECTIONS", "10")
+            .env("LOG_LEVEL", log_level())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn converge");
+        let c = Converge {
+            db,
+            http: format!("http://127.0.0.1:{hp}"),
+            broker: format!("http://127.0.0.1:{gp}"),
+            client: reqwest::Client::new(),
+            child,
+        };
+        let url = format!("{}/readyz", c.http);
+        wait_for(Duration::from_secs(30), "converge /readyz", || {
+            let (client, url) = (c.client.clone(), url.clone());
+            async move {
+                client
+                    .get(&url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status() == 200)
+                    .map(|_| ())
+            }
+        })
+        .await;
+        c
+    }
+
+    /// Sends `method` to `/api/v1/{path}` with an optional JSON body; returns (status, body).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut r = self
+            .client
+            .request(method, format!("{}/api/v1/{path}", self.http));
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        let r = r.send().await.unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// PUTs a kind manifest; asserts it was accepted.
+    pub async fn apply_manifest(&self, manifest: &Value) {
+        let kind = manifest["kind"].as_str().unwrap();
+        let (s, body) = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("kinds/{kind}/manifest"),
+                Some(manifest),
+            )
+            .await;
+        assert!((200..300).contains(&s), "manifest {kind}: {s} {body}");
+    }
+
+    /// Creates or replaces a provider config; asserts it was accepted.
+    pub async fn put_config(&self, name: &str, kind: &str, is_default: bool, spec: Value) {
+        let body = json!({"name": name, "kind": kind, "kind_version": 1, "is_default": is_default, "spec": spec});
+        let (s, resp) = self
+            .call(reqwest::Method::POST, "providerconfigs", Some(&body))
+            .await;
+        assert!((200..300).contains(&s), "providerconfig {name}: {s} {resp}");
+    }
+
+    /// POSTs a resource (kind version 1); asserts it was accepted.
+    pub async fn apply(&self, kind: &str, name: &str, spec: Value) {
+        self.apply_body(&json!({"kind": kind, "kind_version": 1, "name": name, "spec": spec}))
+            .await;
+    }
+
+    /// POSTs a resource body; asserts it was accepted.
+    pub async fn apply_body(&self, body: &Value) {
+        let (s, resp) = self
+            .call(reqwest::Method::POST, "resources", Some(body))
+            .await;
+        assert!((200..300).contains(&s), "apply {body}: {s} {resp}");
+    }
+
+    /// GETs a resource (None on 404).
+    pub async fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        let (s, body) = self
+            .call(
+                reqwest::Method::GET,
+                &format!("resources/{kind}/{name}"),
+                None,
+            )
+            .await;
+        match s {
+            404 => None,
+            200 => Some(body),
+            s => panic!("GET {kind}/{name}: {s} {body}"),
+        }
+    }
+
+    /// Waits until the resource satisfies `pred`; returns it.
+    pub async fn wait_resource(
+        &self,
+        kind: &str,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        wait_for(timeout, what, || async {
+            self.get(kind, name).await.filter(|v| pred(v))
+        })
+        .await
+    }
+
+    /// SIGTERM, then a bounded wait for the exit.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            signal_pid(pid, "TERM");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
+    }
+}
+
+/// A running `stdworker`.
+pub struct Stdworker {
+    pub child: Child,
+}
+
+impl Stdworker {
+    /// Starts the stdworker built with these tests, serving `exec_kinds`, with a clean
+    /// environment plus `extra` (so a secret in the test's environment could only reach a
+    /// handler through stdworker's own passing-on).
+    pub fn start(broker: &str, exec_kinds: &str, extra: &[(&str, &str)]) -> Stdworker {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stdworker"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("BROKER_ADDR", broker)
+            .env("STDWORKER_EXEC_KINDS", exec_kinds)
+            .env("WORKER_NAME", "stdworker-test")
+            .env("WORKER_DRAIN_TIMEOUT", "1s")
+            .env("LOG_LEVEL", log_level())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if let Some(home) = std::env::var_os("HOME") {
+            cmd.env("HOME", home);
+        }
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        Stdworker {
+            child: cmd.spawn().expect("spawn stdworker"),
+        }
+    }
+
+    /// SIGTERM (drain, then cancel what still runs) and wait for a clean exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        if let Some(pid) = self.child.id() {
+            signal_pid(pid, "TERM");
+        }
+        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("stdworker exits after SIGTERM")
+            .unwrap()
+    }
+}
+
+/// Path of a file in this crate's `tests/fixtures`.
+pub fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh scratch directory under the system temp dir.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "stdworker-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
