@@ -82,7 +82,8 @@ if wanted exec && [[ -x conformance/workers/exec/worker.sh && -f stdworker/Cargo
     STDWORKER_BIN="${STDWORKER_BIN:-$TARGET/debug/stdworker}"
     if [[ ! -x "$STDWORKER_BIN" && $build == 1 ]]; then
         log "building stdworker"
-        cargo build -p converge-stdworker --bin stdworker
+        # stdworker is its own workspace (starlark must not reach the main build).
+        cargo build --manifest-path stdworker/Cargo.toml --bin stdworker
     fi
     export STDWORKER_BIN
     forms+=(--form "exec=$ROOT/conformance/workers/exec/worker.sh")

@@ -162,3 +162,71 @@ async fn configs_are_validated_listed_guarded_and_reach_workers() {
     assert_eq!(s, 404);
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cel_graph_spec_must_compile_with_every_error_located() {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&json!({"kind": "celnet", "kind_version": 1, "reactions": [
+        {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]}]}))
+        .await;
+    let pc = |name: &str, spec: Value| {
+        c.call(
+            Method::POST,
+            "providerconfigs",
+            Some(json!({"name": name, "kind": "celnet", "kind_version": 1, "is_default": true, "spec": spec})),
+        )
+    };
+
+    // Three problems in two resources, all reported, each at its pointer under /spec.
+    let bad = json!({"resources": [
+        {"id": "vpc", "template": {"kind": "vpc", "name": "${root.name}-vpc",
+                                   "spec": {"cidr": "${spec.cidr +}"}}},
+        {"id": "subnet", "template": {"kind": "subnet", "name": "${root.name}-${nope.name}",
+                                      "spec": {"vpc_id": "${vpc.status.vpc_id + 'x'}"}}},
+    ]});
+    let (s, body) = pc("celnet-bad", bad).await;
+    assert_eq!(s, 422, "{body}");
+    let locations: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["location"].as_str().unwrap())
+        .collect();
+    for want in [
+        "/spec/resources/0/template/spec/cidr",
+        "/spec/resources/1/template/name",
+        "/spec/resources/1/template/spec/vpc_id",
+    ] {
+        assert!(locations.contains(&want), "{want} missing from {body}");
+    }
+    let (s, _) = c
+        .call(Method::GET, "providerconfigs/celnet-bad", None)
+        .await;
+    assert_eq!(s, 404, "a rejected config is not stored");
+
+    // A cycle is rejected too; a good graph is stored; a spec without `resources` is not a
+    // graph and is not compiled.
+    let cycle = json!({"resources": [
+        {"id": "a", "template": {"kind": "x", "name": "a", "spec": {"v": "${b.spec.v}"}}},
+        {"id": "b", "template": {"kind": "x", "name": "b", "spec": {"v": "${a.spec.v}"}}},
+    ]});
+    let (s, body) = pc("celnet-cycle", cycle).await;
+    assert_eq!(s, 422, "{body}");
+    assert!(
+        body["errors"][0]["location"]
+            .as_str()
+            .unwrap()
+            .starts_with("/spec/resources"),
+        "{body}"
+    );
+    let good = json!({"resources": [
+        {"id": "vpc", "template": {"kind": "vpc", "name": "${root.name}-vpc",
+                                   "spec": {"cidr": "${spec.cidr}"}}},
+        {"id": "subnet", "template": {"kind": "subnet", "name": "${root.name}-subnet",
+                                      "spec": {"vpc_id": "${vpc.status.vpc_id}"}}},
+    ]});
+    let (s, body) = pc("celnet", good).await;
+    assert_eq!(s, 201, "{body}");
+    let (s, body) = pc("celnet", json!({"anything": "${not cel"})).await;
+    assert_eq!(s, 200, "{body}");
+}

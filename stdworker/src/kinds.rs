@@ -1,4 +1,5 @@
-//! Parsing of the kind lists stdworker reads from its environment (`STDWORKER_EXEC_KINDS`).
+//! Parsing of the kind lists stdworker reads from its environment (`STDWORKER_EXEC_KINDS`,
+//! `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`).
 //!
 //! A list is comma-separated `kind` or `kind:version` entries (version defaults to 1). A
 //! malformed list is a boot error naming the variable and the entry at fault, never a
@@ -10,6 +11,15 @@ use converge_sdk::{ConfigError, KindVersion};
 
 /// The variable naming the kinds served by the exec provider.
 pub const EXEC_KINDS_VAR: &str = "STDWORKER_EXEC_KINDS";
+
+/// The variable naming the kinds served by the starlark provider.
+pub const STARLARK_KINDS_VAR: &str = "STDWORKER_STARLARK_KINDS";
+
+/// The variable naming the kinds served by the cel provider.
+pub const CEL_KINDS_VAR: &str = "STDWORKER_CEL_KINDS";
+
+/// Every provider's kind-list variable, in the order they are read.
+pub const ALL_KINDS_VARS: [&str; 3] = [EXEC_KINDS_VAR, STARLARK_KINDS_VAR, CEL_KINDS_VAR];
 
 /// Parses a comma-separated `kind[:version]` list read from `var`.
 ///

@@ -1,7 +1,8 @@
 //! `stdworker`: serves the kinds named in its environment with the built-in providers until
 //! SIGINT or SIGTERM, then drains.
 //!
-//! Environment: `STDWORKER_EXEC_KINDS` (comma-separated `kind` or `kind:version`) plus the
+//! Environment: `STDWORKER_EXEC_KINDS`, `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`
+//! (each comma-separated `kind` or `kind:version`; at least one is required) plus the
 //! SDK's variables (`BROKER_ADDR`, `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`,
 //! `WORKER_KINDS`, `WORKER_NAME`, `LOG_LEVEL`, `LOG_FORMAT`). A malformed value stops the
 //! boot with a message naming the variable and exit code 2.
@@ -26,7 +27,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing::info!(exec_kinds = ?std_cfg.exec_kinds, "stdworker starting");
+    tracing::info!(
+        exec_kinds = ?std_cfg.exec_kinds,
+        starlark_kinds = ?std_cfg.starlark_kinds,
+        cel_kinds = ?std_cfg.cel_kinds,
+        "stdworker starting"
+    );
     let registry = build_registry(&std_cfg);
     match converge_sdk::run_worker(worker_cfg, registry, converge_sdk::shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,3 +48,22 @@ fn sdk_variables_are_checked_too() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("WORKER_MAX_PARALLEL"), "{err}");
 }
+
+#[test]
+fn composer_kind_lists_are_checked_and_disjoint() {
+    for var in ["STDWORKER_STARLARK_KINDS", "STDWORKER_CEL_KINDS"] {
+        let (code, err) = boot(&[("BROKER_ADDR", "http://127.0.0.1:1"), (var, "Bad Kind")]);
+        assert_eq!(code, Some(2), "{var}: {err}");
+        assert!(err.contains(var), "{var}: {err}");
+    }
+    let (code, err) = boot(&[
+        ("BROKER_ADDR", "http://127.0.0.1:1"),
+        ("STDWORKER_EXEC_KINDS", "net"),
+        ("STDWORKER_CEL_KINDS", "net:1"),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("STDWORKER_CEL_KINDS") && err.contains("STDWORKER_EXEC_KINDS"),
+        "{err}"
+    );
+}

@@ -2,7 +2,9 @@
 //! `GET /api/v1/providerconfigs` (offset pages, filters `kind`, `name`, `default`),
 //! `GET` and `DELETE /api/v1/providerconfigs/{name}`. A config's spec must satisfy its kind's
 //! `config_schema` (422); its bundle (`data`, base64) is at most 10 MiB; a kind version has at
-//! most one default (409). Brokers push a changed default to every stream serving the kind.
+//! most one default (409). A spec with a top-level `resources` array is a CEL resource graph
+//! (stdworker's cel provider) and must compile, every problem located (422). Brokers push a
+//! changed default to every stream serving the kind.
 
 use axum::{
     Json,
@@ -20,6 +22,7 @@ use super::{
     problem::{ApiError, ApiJson},
     query_pairs,
 };
+use crate::app::schemas::FieldError;
 use crate::db::{
     self,
     providerconfigs::{DeleteOutcome, ListFilter, ProviderConfigPut, PutRefused},
@@ -98,6 +101,7 @@ pub async fn put(
         );
         return Err(ApiError::Invalid { detail, errors });
     }
+    check_cel_graph(&body.spec)?;
     let data = match &body.data {
         None => None,
         Some(b64) => {
@@ -152,6 +156,34 @@ pub async fn put(
         StatusCode::OK
     };
     Ok((status, Json(row)))
+}
+
+/// Compiles `spec` as a CEL resource graph when it has a top-level `resources` array, and
+/// turns every compile error into a [`FieldError`] located under `/spec` (e.g.
+/// `/spec/resources/1/template/spec/vpc_id`). Other specs pass untouched.
+fn check_cel_graph(spec: &Value) -> Result<(), ApiError> {
+    if !spec.get("resources").is_some_and(Value::is_array) {
+        return Ok(());
+    }
+    let Err(problems) = converge_cel::Graph::compile(spec, converge_cel::Limits::default()) else {
+        return Ok(());
+    };
+    let errors: Vec<FieldError> = problems
+        .iter()
+        .map(|p| FieldError {
+            location: format!("/spec{}", p.path),
+            message: format!("{:?}: {}", p.kind, p.message),
+        })
+        .collect();
+    let detail = format!(
+        "spec is an invalid CEL resource graph: {}",
+        errors
+            .iter()
+            .map(|e| format!("{} {}", e.location, e.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Err(ApiError::Invalid { detail, errors })
 }
 
 /// `GET /api/v1/providerconfigs/{name}` → the config, with its bundle as base64 `data`.

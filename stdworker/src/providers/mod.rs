@@ -1,6 +1,10 @@
 //! The built-in providers. Each is a module that implements `converge_sdk::Provider` for
 //! any kind an operator assigns to it; the kind's provider config says what to run.
 //!
-//! Only `exec` exists today; `wasm`, `starlark` and `cel` (DESIGN §7) slot in beside it.
+//! `exec` runs a process per task; `starlark` and `cel` are data-driven composers (a bundle
+//! of `.star` files, a CEL resource graph). `wasm` (DESIGN §7) slots in beside them.
 
+pub mod cel;
 pub mod exec;
+pub mod shared;
+pub mod starlark;

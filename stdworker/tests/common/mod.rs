@@ -163,6 +163,25 @@ impl Converge {
         assert!((200..300).contains(&s), "providerconfig {name}: {s} {resp}");
     }
 
+    /// Creates or replaces a provider config carrying `bundle` (sent base64 as `data`);
+    /// asserts it was accepted.
+    pub async fn put_config_bundle(
+        &self,
+        name: &str,
+        kind: &str,
+        is_default: bool,
+        spec: Value,
+        bundle: &[u8],
+    ) {
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD.encode(bundle);
+        let body = json!({"name": name, "kind": kind, "kind_version": 1, "is_default": is_default, "spec": spec, "data": data});
+        let (s, resp) = self
+            .call(reqwest::Method::POST, "providerconfigs", Some(&body))
+            .await;
+        assert!((200..300).contains(&s), "providerconfig {name}: {s} {resp}");
+    }
+
     /// POSTs a resource (kind version 1); asserts it was accepted.
     pub async fn apply(&self, kind: &str, name: &str, spec: Value) {
         self.apply_body(&json!({"kind": kind, "kind_version": 1, "name": name, "spec": spec}))
@@ -227,11 +246,19 @@ impl Stdworker {
     /// environment plus `extra` (so a secret in the test's environment could only reach a
     /// handler through stdworker's own passing-on).
     pub fn start(broker: &str, exec_kinds: &str, extra: &[(&str, &str)]) -> Stdworker {
+        let mut env = vec![("STDWORKER_EXEC_KINDS", exec_kinds)];
+        env.extend_from_slice(extra);
+        Self::start_env(broker, &env)
+    }
+
+    /// Starts the stdworker with a clean environment plus `env` (e.g. only
+    /// `STDWORKER_STARLARK_KINDS`).
+    pub fn start_env(broker: &str, env: &[(&str, &str)]) -> Stdworker {
+        let extra = env;
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_stdworker"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("BROKER_ADDR", broker)
-            .env("STDWORKER_EXEC_KINDS", exec_kinds)
             .env("WORKER_NAME", "stdworker-test")
             .env("WORKER_DRAIN_TIMEOUT", "1s")
             .env("LOG_LEVEL", log_level())

@@ -1,0 +1,290 @@
+//! The starlark provider: a composite kind whose `compose` is a zip of `.star` files carried
+//! as the kind's provider config **bundle** (`compose.star` at its root, see
+//! `compose-dsl/README.md`).
+//!
+//! - The effective config **spec** (kind default deep-merged with the resource's override)
+//!   may carry `"limits": {...}` (see [`LimitsConfig`], clamped to [`max_limits`]); everything
+//!   else in the spec is handed to `compose(spec, config)` as `config`.
+//! - A bundle is loaded (parsed, evaluated, frozen) **once per content**: the cache key is a
+//!   SHA-256 of the bytes and the limits. A config push with a new default bundle replaces
+//!   the cached default; tasks in flight keep the `Arc` of the old one.
+//! - STAGE_COMPOSE runs the engine; STAGE_ROLLUP counts descendants into the status
+//!   ([`rollup_status`]); WORK, DELETE and REACT are empty successes; OPERATE is terminal.
+//! - Every engine error (bundle, syntax, runtime, limit, invalid output) is **terminal** and is
+//!   never turned into an empty compose, so a broken bundle prunes nothing.
+//! - Ready iff the kind's default config carries a bundle.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest};
+use converge_starlark::{Bundle, Error, Limits};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tracing::{debug, info, warn};
+
+use super::shared::{
+    CompileCache, ContentHash, StageAction, content_hash, rollup_status, short_hex, stage_action,
+};
+
+/// The config spec key holding limit overrides.
+pub const LIMITS_KEY: &str = "limits";
+
+/// Per-kind limit overrides, from the effective config spec's `limits`. Absent fields keep
+/// the engine's defaults; values above [`max_limits`] are clamped to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Tick budget per evaluation (calls plus loop back-edges).
+    pub max_ticks: Option<u64>,
+    /// Starlark heap cap in bytes.
+    pub max_heap_bytes: Option<usize>,
+    /// Call-stack depth.
+    pub max_call_stack: Option<usize>,
+    /// Wall-clock budget per evaluation, in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Cap on the JSON size of spec plus config.
+    pub max_input_bytes: Option<usize>,
+    /// Cap on the JSON size of the compose result.
+    pub max_output_bytes: Option<usize>,
+    /// Children per compose.
+    pub max_children: Option<usize>,
+    /// Edges per compose.
+    pub max_edges: Option<usize>,
+    /// Provider configs per compose.
+    pub max_configs: Option<usize>,
+    /// Decompressed bundle size.
+    pub max_bundle_bytes: Option<u64>,
+    /// Decompressed size of one bundle file.
+    pub max_file_bytes: Option<u64>,
+    /// Zip entries.
+    pub max_bundle_entries: Option<usize>,
+}
+
+/// The largest limits a config may ask for.
+pub fn max_limits() -> Limits {
+    Limits {
+        max_ticks: 100_000_000,
+        max_heap_bytes: 512 << 20,
+        max_call_stack: converge_starlark::MAX_CALL_STACK,
+        deadline: Duration::from_secs(30),
+        max_input_bytes: 16 << 20,
+        max_output_bytes: 16 << 20,
+        max_children: 10_000,
+        max_edges: 100_000,
+        max_configs: 1_000,
+        max_bundle_bytes: 10 << 20,
+        max_file_bytes: 4 << 20,
+        max_bundle_entries: 4_096,
+    }
+}
+
+impl LimitsConfig {
+    /// The engine limits: defaults, overridden by the set fields, clamped to [`max_limits`].
+    pub fn resolve(&self) -> Limits {
+        let d = Limits::default();
+        let m = max_limits();
+        Limits {
+            max_ticks: self.max_ticks.unwrap_or(d.max_ticks).min(m.max_ticks),
+            max_heap_bytes: self
+                .max_heap_bytes
+                .unwrap_or(d.max_heap_bytes)
+                .min(m.max_heap_bytes),
+            max_call_stack: self
+                .max_call_stack
+                .unwrap_or(d.max_call_stack)
+                .min(m.max_call_stack),
+            deadline: self
+                .deadline_ms
+                .map_or(d.deadline, Duration::from_millis)
+                .min(m.deadline),
+            max_input_bytes: self
+                .max_input_bytes
+                .unwrap_or(d.max_input_bytes)
+                .min(m.max_input_bytes),
+            max_output_bytes: self
+                .max_output_bytes
+                .unwrap_or(d.max_output_bytes)
+                .min(m.max_output_bytes),
+            max_children: self
+                .max_children
+                .unwrap_or(d.max_children)
+                .min(m.max_children),
+            max_edges: self.max_edges.unwrap_or(d.max_edges).min(m.max_edges),
+            max_configs: self.max_configs.unwrap_or(d.max_configs).min(m.max_configs),
+            max_bundle_bytes: self
+                .max_bundle_bytes
+                .unwrap_or(d.max_bundle_bytes)
+                .min(m.max_bundle_bytes),
+            max_file_bytes: self
+                .max_file_bytes
+                .unwrap_or(d.max_file_bytes)
+                .min(m.max_file_bytes),
+            max_bundle_entries: self
+                .max_bundle_entries
+                .unwrap_or(d.max_bundle_entries)
+                .min(m.max_bundle_entries),
+        }
+    }
+}
+
+/// An effective config spec split into the engine limits and the `config` handed to
+/// `compose`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StarlarkConfig {
+    /// Resolved limits.
+    pub limits: Limits,
+    /// The spec without its `limits` key (`{}` when there is no spec).
+    pub compose_config: Value,
+}
+
+impl StarlarkConfig {
+    /// Splits an effective config spec; `Null` is the empty config. A spec that is not an
+    /// object, or malformed `limits`, is an error naming it.
+    pub fn from_value(v: &Value) -> Result<Self, String> {
+        let mut map = match v {
+            Value::Null => Map::new(),
+            Value::Object(m) => m.clone(),
+            other => {
+                return Err(format!(
+                    "the starlark config spec must be an object, got {other}"
+                ));
+            }
+        };
+        let limits = match map.remove(LIMITS_KEY) {
+            None | Some(Value::Null) => LimitsConfig::default(),
+            Some(l) => LimitsConfig::deserialize(&l)
+                .map_err(|e| format!("invalid starlark config: limits: {e}"))?,
+        };
+        Ok(Self {
+            limits: limits.resolve(),
+            compose_config: Value::Object(map),
+        })
+    }
+}
+
+/// The cache key of a bundle loaded under `limits`.
+pub fn bundle_key(bytes: &[u8], limits: &Limits) -> ContentHash {
+    content_hash(&[bytes, format!("{limits:?}").as_bytes()])
+}
+
+/// Serves one (kind, version) with the Starlark bundle of its provider config.
+#[derive(Debug)]
+pub struct StarlarkProvider {
+    kv: KindVersion,
+    ready: AtomicBool,
+    cache: Arc<CompileCache<Bundle, Error>>,
+}
+
+impl StarlarkProvider {
+    /// A provider for `kv`; unready until a default config with a bundle arrives.
+    pub fn new(kv: KindVersion) -> Self {
+        Self {
+            kv,
+            ready: AtomicBool::new(false),
+            cache: Arc::default(),
+        }
+    }
+
+    /// Bundle loads so far (each distinct content is loaded once).
+    pub fn loads(&self) -> u64 {
+        self.cache.compiles()
+    }
+
+    /// Runs the engine for one COMPOSE task.
+    pub async fn compose(&self, req: &ReactionRequest) -> Result<Outcome, HandlerError> {
+        let cfg =
+            StarlarkConfig::from_value(&req.effective_config()).map_err(HandlerError::terminal)?;
+        let bytes = req.effective_bundle();
+        if bytes.is_empty() {
+            // A config problem, fixed by pushing a bundle: retry rather than stop.
+            return Err(HandlerError::transient(format!(
+                "no starlark bundle configured for {}@v{}: put a zip with compose.star in its providerconfig's data",
+                req.kind, req.kind_version
+            )));
+        }
+        let key = bundle_key(bytes, &cfg.limits);
+        let bytes = bytes.to_vec();
+        let spec = req.resource.spec.clone();
+        let cache = self.cache.clone();
+        let kind = self.kv.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            let bundle = cache.get_or_compile(key, || {
+                debug!(%kind, bundle = short_hex(&key), "loading starlark bundle");
+                Bundle::from_zip(&bytes, &cfg.limits)
+            })?;
+            bundle.compose(&spec, &cfg.compose_config, &cfg.limits)
+        })
+        .await
+        .map_err(|e| HandlerError::transient(format!("starlark compose task failed: {e}")))?;
+        match out {
+            Ok(out) => Ok(crate::into_outcome!(out)),
+            Err(e) => Err(HandlerError::terminal(e)),
+        }
+    }
+}
+
+impl Provider for StarlarkProvider {
+    fn kind(&self) -> KindVersion {
+        self.kv.clone()
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        match stage_action(req.stage) {
+            StageAction::Compose => self.compose(&req).await,
+            StageAction::Rollup => Ok(Outcome::status(rollup_status(
+                req.status.as_ref(),
+                &req.descendants,
+            ))),
+            StageAction::Nothing => Ok(Outcome::default()),
+            StageAction::Unsupported => Err(HandlerError::terminal(format!(
+                "the starlark provider does not handle {:?} tasks",
+                req.stage
+            ))),
+        }
+    }
+
+    fn on_config(&self, cfg: ProviderConfig) {
+        let ready = !cfg.bundle.is_empty();
+        if ready {
+            let parsed = StarlarkConfig::from_value(cfg.spec.as_ref().unwrap_or(&Value::Null));
+            match parsed {
+                Ok(sc) => {
+                    let key = bundle_key(&cfg.bundle, &sc.limits);
+                    self.cache.set_default(Some(key));
+                    // Warm the cache off the runtime's threads; the first task would
+                    // otherwise pay for the load.
+                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                        let (cache, kind) = (self.cache.clone(), self.kv.clone());
+                        rt.spawn_blocking(move || {
+                            let r = cache
+                                .get_or_compile(key, || Bundle::from_zip(&cfg.bundle, &sc.limits));
+                            if let Err(e) = r {
+                                warn!(%kind, error = %e, "the default starlark bundle does not load; its composes will fail");
+                            }
+                        });
+                    }
+                }
+                Err(e) => {
+                    self.cache.set_default(None);
+                    warn!(kind = %self.kv, error = %e, "default starlark config is malformed; its composes will fail");
+                }
+            }
+        } else {
+            self.cache.set_default(None);
+        }
+        let was = self.ready.swap(ready, Ordering::Relaxed);
+        if was != ready {
+            info!(kind = %self.kv, ready, "starlark readiness changed by a config push");
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
