@@ -19,6 +19,12 @@ command -v curl >/dev/null || { echo "demo: curl is required" >&2; exit 1; }
 # `converge dev` runs PostgreSQL from the system's server binaries: install them if absent.
 scripts/ensure-postgres.sh
 
+if command -v npm >/dev/null 2>&1; then
+    echo "==> building the web UI (ui/, embedded into converge)"
+    (cd ui && npm ci --no-audit --no-fund --silent && npx vite build --logLevel warn)
+else
+    echo "==> npm not found: converge will serve a page saying how to build the UI" >&2
+fi
 echo "==> building converge and the hello worker (release)"
 cargo build --release --quiet -p converge-control -p hello-worker
 BIN="$CARGO_TARGET_DIR/release"

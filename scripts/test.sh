@@ -49,6 +49,9 @@ check_toolchains() {
     if [[ -d "$ROOT/sdk-python" ]]; then
         command -v python3 >/dev/null 2>&1 || die "python3 not found; install Python >= 3.11 (the Python SDK's tests need it)"
     fi
+    if [[ -d "$ROOT/ui" ]]; then
+        command -v npm >/dev/null 2>&1 || die "npm not found; install Node.js >= 20 with npm (the UI's tests need it)"
+    fi
     if [[ -d "$ROOT/sdk-go" ]]; then
         command -v go >/dev/null 2>&1 || die "go not found; install Go >= 1.26 (https://go.dev/dl) for the Go SDK's tests"
     fi
@@ -80,13 +83,14 @@ rust_steps() {
     step "rust test" cargo test --workspace --all-features --no-fail-fast
 }
 
-# --- Separate Rust workspaces (compose-dsl/, wasm-host/) -------------------------------------
+# --- Separate Rust workspaces (compose-dsl/, wasm-host/, stdworker/) -------------------------
 # Kept out of the main workspace on purpose (starlark turns on serde_json's
 # arbitrary_precision for every crate in a build; wasmtime is heavy), so each is checked on
-# its own, sharing the target dir.
+# its own, sharing the target dir. stdworker's e2e tests run the `converge` binary built by
+# rust_steps above (CONVERGE_BIN or $CARGO_TARGET_DIR/debug/converge).
 side_workspace_steps() {
     local ws
-    for ws in compose-dsl wasm-host; do
+    for ws in compose-dsl wasm-host stdworker; do
         [[ -f "$ROOT/$ws/Cargo.toml" ]] || continue
         step "$ws fmt" cargo fmt --manifest-path "$ROOT/$ws/Cargo.toml" --all -- --check
         step "$ws clippy" cargo clippy --manifest-path "$ROOT/$ws/Cargo.toml" --workspace --all-targets -- -D warnings
@@ -117,10 +121,11 @@ conformance_steps() {
 }
 
 # --- UI (ui/) -----------------------------------------------------------------------------
-# Placeholder: add the UI's steps here (typecheck, lint, unit tests, API-client drift check).
+# Typecheck, Vitest, the production build embedded into converge, and the browser tests
+# (Playwright + Debian's Chromium, installed when missing) against the real converge.
 ui_steps() {
     [[ -d "$ROOT/ui" ]] || return 0
-    echo "test.sh: ui/ exists but its test steps are not wired up yet" >&2
+    step "ui" "$ROOT/ui/scripts/test.sh"
 }
 
 main() {

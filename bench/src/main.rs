@@ -184,9 +184,10 @@ fn start_external_workers(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..args.workers)
         .map(|i| {
+            // `exec`, so the kill at the end reaches the worker, not just the shell.
             let child = Command::new("sh")
                 .arg("-c")
-                .arg(cmd)
+                .arg(format!("exec {cmd}"))
                 .env("BROKER_ADDR", broker)
                 .env("WORKER_MAX_PARALLEL", args.parallel.to_string())
                 .env("WORKER_NAME", format!("bench-{i}"))

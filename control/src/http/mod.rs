@@ -13,6 +13,7 @@ pub mod resource_graph;
 pub mod resource_views;
 pub mod resources;
 pub mod spec_history;
+pub mod ui;
 
 use std::sync::{Arc, OnceLock};
 
@@ -172,6 +173,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .merge(health::probes())
+        .fallback(ui::serve)
         .layer(middleware::from_fn(standard_headers))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)

@@ -1,0 +1,119 @@
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { useSearchParams } from 'react-router-dom';
+import { api, POLL_MS } from '../../api/client';
+import type { ResourceItem } from '../../api/types';
+import { Pager } from '../../components/Pager';
+import { PhaseBadge } from '../../components/PhaseBadge';
+import { QueryState } from '../../components/QueryState';
+import { filterKey, type ResourceFilter } from '../../lib/filters';
+import { age } from '../../lib/time';
+import { useCursorStack } from '../../lib/useCursorStack';
+
+const PAGE_SIZES = [25, 50, 100, 200];
+
+/** One keyset page of resources matching the filter, polled; Next/Prev walk a cursor stack. */
+export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter; onOpen: (k: string, n: string) => void; selected?: string }) {
+  const [params, setParams] = useSearchParams();
+  const limit = Math.min(500, Math.max(1, Number(params.get('limit')) || 50));
+  const key = filterKey(filter);
+  const pager = useCursorStack(`${key}|${limit}`);
+  const q = useQuery({
+    queryKey: ['resources', key, limit, pager.cursor],
+    queryFn: () => api.listResources(filter, limit, pager.cursor),
+    refetchInterval: POLL_MS,
+    placeholderData: keepPreviousData,
+  });
+  const rows = q.data?.body.resources ?? [];
+  return (
+    <section className="list-view" aria-label="Resource list" aria-busy={q.isPlaceholderData}>
+      <div className="list-head">
+        <Pager
+          count={rows.length}
+          page={pager.page}
+          canPrev={pager.canPrev}
+          canNext={!!q.data?.nextCursor && !q.isPlaceholderData}
+          onPrev={pager.prev}
+          onNext={() => q.data && pager.next(q.data.nextCursor)}
+          busy={q.isFetching}
+        />
+        <label className="page-size">
+          per page{' '}
+          <select
+            value={limit}
+            onChange={(e) =>
+              setParams((p) => {
+                const o = new URLSearchParams(p);
+                o.set('limit', e.target.value);
+                return o;
+              })
+            }
+          >
+            {[...new Set([...PAGE_SIZES, limit])].sort((a, b) => a - b).map((n) => (
+              <option key={n}>{n}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <QueryState what="resources" data={q.data} error={q.error} isLoading={q.isLoading}>
+        {() =>
+          rows.length === 0 ? (
+            <p className="empty">No resources match these filters.</p>
+          ) : (
+            <div className="table-wrap">
+              <table className="table resource-table">
+                <thead>
+                  <tr>
+                    <th>Kind</th>
+                    <th>Name</th>
+                    <th>Phase</th>
+                    <th>Gen</th>
+                    <th className="hide-narrow">Owner</th>
+                    <th className="hide-narrow">Labels</th>
+                    <th className="hide-narrow">Updated</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rows.map((r) => (
+                    <ResourceRow key={r.uid} r={r} onOpen={onOpen} selected={selected === `${r.kind}/${r.name}`} />
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        }
+      </QueryState>
+    </section>
+  );
+}
+
+function ResourceRow({ r, onOpen, selected }: { r: ResourceItem; onOpen: (k: string, n: string) => void; selected: boolean }) {
+  return (
+    <tr className={selected ? 'selected' : undefined} data-ref={`${r.kind}/${r.name}`} onClick={() => onOpen(r.kind, r.name)}>
+      <td>{r.kind}</td>
+      <td>
+        <button type="button" className="link" onClick={(e) => (e.stopPropagation(), onOpen(r.kind, r.name))}>
+          {r.name}
+        </button>
+      </td>
+      <td>
+        <PhaseBadge phase={r.phase} />
+      </td>
+      <td title="synced / generation">
+        {r.synced_gen}/{r.generation}
+      </td>
+      <td className="hide-narrow">{r.owner ? `${r.owner.kind}/${r.owner.name}` : '—'}</td>
+      <td className="hide-narrow">
+        <div className="labels">
+          {Object.entries(r.labels).map(([k, v]) => (
+            <span key={k} className="label">
+              {k}:{v}
+            </span>
+          ))}
+        </div>
+      </td>
+      <td className="hide-narrow" title={r.updated_at}>
+        {age(r.updated_at)} ago
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,75 @@
+import { useState } from 'react';
+import { api } from '../../api/client';
+import type { ResourceDetail } from '../../api/types';
+import { ConfirmDialog } from '../../components/ConfirmDialog';
+import { ProblemView } from '../../components/QueryState';
+import { useResourceMutation } from './useResourceMutation';
+
+/** Reconcile now, quarantine / unquarantine, delete (with confirmation). */
+export function ResourceActions({ r }: { r: ResourceDetail }) {
+  const { kind, name } = r;
+  const [confirming, setConfirming] = useState(false);
+  const [notice, setNotice] = useState<string | null>(null);
+  const reconcile = useResourceMutation(() => api.reconcile(kind, name));
+  const quarantine = useResourceMutation(() => api.quarantine(kind, name));
+  const unquarantine = useResourceMutation(() => api.unquarantine(kind, name));
+  const del = useResourceMutation(() => api.deleteResource(kind, name));
+  const quarantined = r.phase === 'Quarantined';
+  const deleting = r.phase === 'Deleting';
+  const error = reconcile.error ?? quarantine.error ?? unquarantine.error ?? del.error;
+  const reset = () => [reconcile, quarantine, unquarantine, del].forEach((m) => m.reset());
+  return (
+    <div className="actions" aria-label="Actions">
+      <button
+        type="button"
+        disabled={quarantined || deleting || reconcile.isPending}
+        onClick={() => {
+          reset();
+          reconcile.mutate(undefined, { onSuccess: (d) => setNotice(`Reconcile ${d.status.replace('_', ' ')}.`) });
+        }}
+      >
+        Reconcile
+      </button>
+      {quarantined ? (
+        <button type="button" disabled={unquarantine.isPending} onClick={() => (reset(), unquarantine.mutate(undefined, { onSuccess: () => setNotice('Released from quarantine.') }))}>
+          Unquarantine
+        </button>
+      ) : (
+        <button type="button" disabled={deleting || quarantine.isPending} onClick={() => (reset(), quarantine.mutate(undefined, { onSuccess: () => setNotice('Quarantined.') }))}>
+          Quarantine
+        </button>
+      )}
+      <button type="button" className="danger" disabled={deleting} onClick={() => (reset(), setConfirming(true))}>
+        Delete…
+      </button>
+      {notice && !error && (
+        <span className="notice" role="status">
+          {notice}
+        </span>
+      )}
+      <ProblemView error={error} />
+      {confirming && (
+        <ConfirmDialog
+          title={`Delete ${kind}/${name}?`}
+          confirmLabel="Delete"
+          busy={del.isPending}
+          onCancel={() => setConfirming(false)}
+          onConfirm={() =>
+            del.mutate(undefined, {
+              onSuccess: (d) => {
+                setConfirming(false);
+                setNotice(`Deleting: ${d.marked} resource(s) marked.`);
+              },
+              onError: () => setConfirming(false),
+            })
+          }
+        >
+          <p>
+            This marks the resource, everything it owns and everything that depends on it as <strong>Deleting</strong>; they are torn down
+            dependents first. It cannot be undone.
+          </p>
+        </ConfirmDialog>
+      )}
+    </div>
+  );
+}
