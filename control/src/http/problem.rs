@@ -56,6 +56,23 @@ impl ApiError {
         move |source| ApiError::Internal { op, source }
     }
 
+    /// A 422 listing every located problem, its detail `"{summary}: /a msg; /b msg"`, or
+    /// `Ok` when there are none.
+    pub fn check_fields(summary: &str, errors: Vec<FieldError>) -> Result<(), ApiError> {
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let list = errors
+            .iter()
+            .map(|e| format!("{} {}", e.location, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(ApiError::Invalid {
+            detail: format!("{summary}: {list}"),
+            errors,
+        })
+    }
+
     /// A 422 with one location.
     pub fn invalid(location: &str, message: impl Into<String>) -> ApiError {
         let message = message.into();

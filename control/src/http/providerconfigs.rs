@@ -87,20 +87,13 @@ pub async fn put(
             ),
         ));
     };
-    let errors = schemas.validate_config(&body.spec, "/spec");
-    if !errors.is_empty() {
-        let detail = format!(
-            "spec does not satisfy the config_schema of {} version {}: {}",
-            body.kind,
-            body.kind_version,
-            errors
-                .iter()
-                .map(|e| format!("{} {}", e.location, e.message))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        return Err(ApiError::Invalid { detail, errors });
-    }
+    ApiError::check_fields(
+        &format!(
+            "spec does not satisfy the config_schema of {} version {}",
+            body.kind, body.kind_version
+        ),
+        schemas.validate_config(&body.spec, "/spec"),
+    )?;
     check_cel_graph(&body.spec)?;
     let data = match &body.data {
         None => None,
@@ -175,15 +168,7 @@ fn check_cel_graph(spec: &Value) -> Result<(), ApiError> {
             message: format!("{:?}: {}", p.kind, p.message),
         })
         .collect();
-    let detail = format!(
-        "spec is an invalid CEL resource graph: {}",
-        errors
-            .iter()
-            .map(|e| format!("{} {}", e.location, e.message))
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
-    Err(ApiError::Invalid { detail, errors })
+    ApiError::check_fields("spec is an invalid CEL resource graph", errors)
 }
 
 /// `GET /api/v1/providerconfigs/{name}` → the config, with its bundle as base64 `data`.

@@ -106,15 +106,7 @@ pub async fn put(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<BindingBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let errors = check(&s, &body).await?;
-    if !errors.is_empty() {
-        let detail = errors
-            .iter()
-            .map(|e| format!("{} {}", e.location, e.message))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(ApiError::Invalid { detail, errors });
-    }
+    ApiError::check_fields("invalid reactor binding", check(&s, &body).await?)?;
     let created = db::reactor_bindings::binding_put(
         &s.pool,
         &body.name,

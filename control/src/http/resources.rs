@@ -152,19 +152,10 @@ pub async fn apply(
             Some(_) => {}
         }
     }
-    if !errors.is_empty() {
-        let detail = format!(
-            "{} does not satisfy kind {:?}: {}",
-            body.name,
-            body.kind,
-            errors
-                .iter()
-                .map(|e| format!("{} {}", e.location, e.message))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        return Err(ApiError::Invalid { detail, errors });
-    }
+    ApiError::check_fields(
+        &format!("{} does not satisfy kind {:?}", body.name, body.kind),
+        errors,
+    )?;
     let (retired, current) =
         db::kinds::apply_version_check(&s.pool, &body.kind, body.kind_version, &body.name)
             .await
