@@ -41,6 +41,21 @@ step() {
     fi
 }
 
+# Prepares a fresh machine for what can be installed without asking: the pinned Rust toolchain
+# with rustfmt and clippy (rustup), and PostgreSQL's server binaries (apt, when none are found).
+# Both README commands then need nothing installed by hand; .ci/run relies on this too.
+prepare_machine() {
+    # cargo may live in ~/.cargo/bin without being on PATH yet.
+    if ! command -v cargo >/dev/null 2>&1 && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if command -v rustup >/dev/null 2>&1; then
+        rustup show active-toolchain >/dev/null
+        rustup component add rustfmt clippy >/dev/null 2>&1 || true
+    fi
+    "$ROOT/scripts/ensure-postgres.sh"
+}
+
 check_toolchains() {
     command -v cargo >/dev/null 2>&1 ||
         die "cargo not found; install Rust with rustup (https://rustup.rs); rust-toolchain.toml pins the version"
@@ -130,6 +145,7 @@ ui_steps() {
 
 main() {
     local start=$SECONDS
+    prepare_machine
     check_toolchains
     start_postgres
     rust_steps

@@ -26,7 +26,14 @@ py="${PYTHON:-python3}"
 command -v "$py" >/dev/null || die "$py not found (Python >= 3.11 is required)"
 if [[ ! -x "$venv/bin/python" ]]; then
     "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$py is older than 3.11"
-    "$py" -m venv "$venv"
+    if ! "$py" -m venv "$venv" 2>/dev/null; then
+        # Debian's system Python ships venv separately (python3-venv).
+        rm -rf "$venv"
+        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        fi
+        "$py" -m venv "$venv" || die "could not create a venv with $py (install python3-venv)"
+    fi
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$sdk[test]"
 
