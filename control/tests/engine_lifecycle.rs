@@ -287,3 +287,115 @@ async fn abandoned_work_is_dropped_and_re_enqueued_by_the_catch_up() {
         .unwrap();
     assert_eq!(back, 1);
 }
+
+/// Claims the pending delivery (if any) as broker `b`; returns its token and epoch.
+async fn claim_delivery(pool: &PgPool) -> Option<(Uuid, i64)> {
+    sqlx::query_as(
+        "SELECT claim_token, claim_epoch FROM lifecycle_claim(0::smallint, 255::smallint, 'sink', 10, 'b')",
+    )
+    .fetch_optional(pool)
+    .await
+    .unwrap()
+}
+
+async fn complete_delivery(pool: &PgPool, token: Uuid, epoch: i64, ok: bool) -> bool {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM lifecycle_complete(ARRAY[$1]::uuid[], ARRAY[$2]::bigint[],
+                ARRAY[$3]::boolean[], ARRAY['sink down']::text[])",
+    )
+    .bind(token)
+    .bind(epoch)
+    .bind(ok)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    n == 1
+}
+
+#[tokio::test]
+async fn a_synced_transition_is_delivered_at_least_once_and_a_silent_claim_is_re_armed() {
+    let db = TestDb::new().await;
+    let p = &db.pool;
+    kind(p, "plain", None).await;
+    sqlx::query(
+        "INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('sink', 1,
+           '{\"kind\":\"sink\",\"kind_version\":1,\"reactions\":[{\"name\":\"r\",\"trigger\":\"reactor\",\"emits\":[\"sideEffect\"]}]}')",
+    )
+    .execute(p)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO reactor_bindings (name, watch_kind, transition, reactor)
+         VALUES ('b1', 'plain', 'synced', 'sink')",
+    )
+    .execute(p)
+    .await
+    .unwrap();
+    let (id, _, _): (Uuid, String, i64) =
+        sqlx::query_as("SELECT * FROM resource_apply('plain', 1, 'w', '{}', '{}', NULL)")
+            .fetch_one(p)
+            .await
+            .unwrap();
+    // The worker's success, recorded and drained: the resource turns Ready (synced).
+    sqlx::query(
+        "INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, advance)
+         SELECT shard_id, id, 'reconcile', generation, true, true FROM resources WHERE id = $1",
+    )
+    .bind(id)
+    .execute(p)
+    .await
+    .unwrap();
+    let _: i32 = sqlx::query_scalar("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
+        .fetch_one(p)
+        .await
+        .unwrap();
+
+    // A failed delivery is kept and re-armed with a backoff, not acked.
+    let (t1, e1) = claim_delivery(p)
+        .await
+        .expect("one delivery for the binding");
+    assert!(
+        claim_delivery(p).await.is_none(),
+        "a claimed delivery is not handed out twice"
+    );
+    assert!(complete_delivery(p, t1, e1, false).await);
+    let (armed, err): (bool, Option<String>) = sqlx::query_as(
+        "SELECT claim_token IS NULL AND not_before > now(), last_error FROM lifecycle_outbox",
+    )
+    .fetch_one(p)
+    .await
+    .unwrap();
+    assert!(armed);
+    assert_eq!(err.as_deref(), Some("sink down"));
+
+    // A silent claim (no heartbeat) is re-armed by the reaper; its late result is refused.
+    sqlx::query("UPDATE lifecycle_outbox SET not_before = now()")
+        .execute(p)
+        .await
+        .unwrap();
+    let (t2, e2) = claim_delivery(p).await.unwrap();
+    sqlx::query("UPDATE lifecycle_outbox SET heartbeat_at = now() - interval '10 minutes'")
+        .execute(p)
+        .await
+        .unwrap();
+    let reaped: i32 = sqlx::query_scalar(
+        "SELECT reap_stale_lifecycle(0::smallint, 255::smallint, interval '1 minute')",
+    )
+    .fetch_one(p)
+    .await
+    .unwrap();
+    assert_eq!(reaped, 1);
+    assert!(
+        !complete_delivery(p, t2, e2, true).await,
+        "fenced: the old claim is gone"
+    );
+
+    // The next claim succeeds and acks (deletes) the delivery; the dedup key stayed the same.
+    let (t3, e3) = claim_delivery(p).await.unwrap();
+    assert!(complete_delivery(p, t3, e3, true).await);
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM lifecycle_outbox")
+        .fetch_one(p)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
