@@ -167,26 +167,44 @@ fn accepted_keys(batch: &[&Completion], rows: Vec<(Uuid, i64)>) -> Vec<LeaseKey>
         .collect()
 }
 
+/// The parallel arrays every fenced result statement binds, taken once from a batch.
+struct ResultArrays<'a> {
+    ids: Vec<Uuid>,
+    shards: Vec<i16>,
+    tokens: Vec<Uuid>,
+    epochs: Vec<i64>,
+    oks: Vec<bool>,
+    errs: Vec<Option<&'a str>>,
+}
+
+impl<'a> ResultArrays<'a> {
+    fn of(batch: &[&'a Completion]) -> Self {
+        ResultArrays {
+            ids: batch.iter().map(|c| c.key.resource_id.0).collect(),
+            shards: batch.iter().map(|c| c.key.shard_id.0).collect(),
+            tokens: batch.iter().map(|c| c.key.lease_token.0).collect(),
+            epochs: batch.iter().map(|c| c.key.claim_epoch.0).collect(),
+            oks: batch.iter().map(|c| c.ok).collect(),
+            errs: batch.iter().map(|c| c.error_message.as_deref()).collect(),
+        }
+    }
+}
+
 /// Teardown (STAGE_DELETE) results: a success strips the finalizer, a failure re-arms the
 /// delete task with backoff.
 async fn teardown_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<LeaseKey>> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<Uuid> = batch.iter().map(|c| c.key.resource_id.0).collect();
-    let shards: Vec<i16> = batch.iter().map(|c| c.key.shard_id.0).collect();
-    let tokens: Vec<Uuid> = batch.iter().map(|c| c.key.lease_token.0).collect();
-    let epochs: Vec<i64> = batch.iter().map(|c| c.key.claim_epoch.0).collect();
-    let oks: Vec<bool> = batch.iter().map(|c| c.ok).collect();
-    let errs: Vec<Option<&str>> = batch.iter().map(|c| c.error_message.as_deref()).collect();
+    let a = ResultArrays::of(batch);
     let rows: Vec<(Uuid, i64)> =
         sqlx::query_as("SELECT * FROM teardown_complete($1, $2, $3, $4, $5, $6)")
-            .bind(&ids)
-            .bind(&shards)
-            .bind(&tokens)
-            .bind(&epochs)
-            .bind(&oks)
-            .bind(&errs)
+            .bind(&a.ids)
+            .bind(&a.shards)
+            .bind(&a.tokens)
+            .bind(&a.epochs)
+            .bind(&a.oks)
+            .bind(&a.errs)
             .fetch_all(pool)
             .await
             .map_err(Error::db("record teardown results"))?;
@@ -198,23 +216,18 @@ async fn operation_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     if batch.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<Uuid> = batch.iter().map(|c| c.key.resource_id.0).collect();
-    let shards: Vec<i16> = batch.iter().map(|c| c.key.shard_id.0).collect();
-    let tokens: Vec<Uuid> = batch.iter().map(|c| c.key.lease_token.0).collect();
-    let epochs: Vec<i64> = batch.iter().map(|c| c.key.claim_epoch.0).collect();
-    let oks: Vec<bool> = batch.iter().map(|c| c.ok).collect();
+    let a = ResultArrays::of(batch);
     let terms: Vec<bool> = batch.iter().map(|c| c.terminal).collect();
-    let errs: Vec<Option<&str>> = batch.iter().map(|c| c.error_message.as_deref()).collect();
     let outputs: Vec<Option<serde_json::Value>> = batch.iter().map(|c| c.output.clone()).collect();
     let rows: Vec<(Uuid, i64)> =
         sqlx::query_as("SELECT * FROM operation_complete($1, $2, $3, $4, $5, $6, $7, $8)")
-            .bind(&ids)
-            .bind(&shards)
-            .bind(&tokens)
-            .bind(&epochs)
-            .bind(&oks)
+            .bind(&a.ids)
+            .bind(&a.shards)
+            .bind(&a.tokens)
+            .bind(&a.epochs)
+            .bind(&a.oks)
             .bind(&terms)
-            .bind(&errs)
+            .bind(&a.errs)
             .bind(&outputs)
             .fetch_all(pool)
             .await
@@ -521,15 +534,12 @@ async fn lifecycle_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     if batch.is_empty() {
         return Ok(Vec::new());
     }
-    let tokens: Vec<Uuid> = batch.iter().map(|c| c.key.lease_token.0).collect();
-    let epochs: Vec<i64> = batch.iter().map(|c| c.key.claim_epoch.0).collect();
-    let oks: Vec<bool> = batch.iter().map(|c| c.ok).collect();
-    let errs: Vec<Option<&str>> = batch.iter().map(|c| c.error_message.as_deref()).collect();
+    let a = ResultArrays::of(batch);
     let rows: Vec<(Uuid, i64)> = sqlx::query_as("SELECT * FROM lifecycle_complete($1, $2, $3, $4)")
-        .bind(&tokens)
-        .bind(&epochs)
-        .bind(&oks)
-        .bind(&errs)
+        .bind(&a.tokens)
+        .bind(&a.epochs)
+        .bind(&a.oks)
+        .bind(&a.errs)
         .fetch_all(pool)
         .await
         .map_err(Error::db("record reactor results"))?;
