@@ -518,3 +518,36 @@ async fn flipping_to_v2_keeps_the_uid_and_reconciles_with_the_v2_handler() {
     );
     w.stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_composer_prune_goes_through_the_same_ordered_teardown() {
+    let w = world().await;
+    let c = &w.c;
+    apply_tree(c, "p", 2, 2).await;
+    // The recompose drops branch p-b1: it and its leaves are torn down (leaves first, each
+    // through its finalizer), while p-b0 and the root stay.
+    let (s, _, body) = c
+        .apply(&json!({"kind": "ltree", "kind_version": 1, "name": "p",
+                       "spec": {"branches": 1, "leaves": 2}}))
+        .await;
+    assert_eq!(s, 200, "{body}");
+    common::wait_for(T, "the pruned branch gone", || async {
+        c.get("lbranch", "p-b1").await.is_none().then_some(())
+    })
+    .await;
+    c.wait_resource("ltree", "p", "root Ready after the prune", T, |v| {
+        v["phase"] == "Ready" && v["synced_gen"] == 2
+    })
+    .await;
+    let order = w.rec.deletes.lock().unwrap().clone();
+    assert_eq!(
+        order.len(),
+        3,
+        "p-b1 and its two leaves, nothing else: {order:?}"
+    );
+    assert!(pos(&order, "lleaf", "p-b1-l1") < pos(&order, "lleaf", "p-b1-l0"));
+    assert!(pos(&order, "lleaf", "p-b1-l0") < pos(&order, "lbranch", "p-b1"));
+    assert!(c.get("lbranch", "p-b0").await.is_some());
+    assert!(c.get("lleaf", "p-b0-l1").await.is_some());
+    w.stop.cancel();
+}
