@@ -20,6 +20,7 @@ Needs ``CONVERGE_TEST_DATABASE_URL`` (an admin URL, e.g. from ``scripts/pg-test-
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -244,6 +245,16 @@ class Form:
     name: str
     command: str
     base_config: dict | None = None
+    # From --form-profile: the kinds' default bundles ({kind or "*": path}), behaviour traits
+    # the scenarios allow for, and scenarios the form cannot run ({scenario: reason}).
+    bundles: dict[str, Path] = field(default_factory=dict)
+    traits: set[str] = field(default_factory=set)
+    skip: dict[str, str] = field(default_factory=dict)
+
+    def bundle(self, kind: str) -> bytes | None:
+        """The bytes a kind's default config carries as its bundle, if the form gives one."""
+        path = self.bundles.get(kind, self.bundles.get("*"))
+        return path.read_bytes() if path is not None else None
 
 
 @dataclass
@@ -357,6 +368,9 @@ class Ctx:
                 spec = {"settings": spec}
         body = {"name": name, "kind": kind, "kind_version": 1, "is_default": is_default,
                 "spec": spec}
+        bundle = self.form.bundle(kind) if is_default else None
+        if bundle is not None:
+            body["data"] = base64.b64encode(bundle).decode()
         r = http("POST", self.url("/providerconfigs"), body)
         if r.status == 409:
             # An API that keeps POST create-only updates by name instead.
@@ -490,10 +504,18 @@ def terminal_transient(ctx: Ctx) -> None:
     attempts = [e["attempt"] for e in ctx.events(name="trans", event="work")]
     check(attempts == [1, 2, 3], f"trans attempts {attempts}, want [1, 2, 3]")
 
-    wait_for("boom to be retried after its panic",
-             lambda: len(ctx.events(name="boom", event="work")) >= 2 or None)
-    r = ctx.get("conf-fail", "boom")
-    check(r is not None and not r.get("failure_terminal"), f"boom failure is terminal: {_short(r)}")
+    if "trap-is-terminal" in ctx.form.traits:
+        # A sandboxed guest's panic is a trap: deterministic, so terminal (wasm-host).
+        r = ctx.wait_resource("conf-fail", "boom", "Failed terminally by its trap",
+                              lambda r: r["phase"] == "Failed")
+        check(bool(r.get("failure_terminal")) and "Trap" in (r.get("failure_message") or ""),
+              f"boom failure is not a terminal trap: {_short(r)}")
+    else:
+        wait_for("boom to be retried after its panic",
+                 lambda: len(ctx.events(name="boom", event="work")) >= 2 or None)
+        r = ctx.get("conf-fail", "boom")
+        check(r is not None and not r.get("failure_terminal"),
+              f"boom failure is terminal: {_short(r)}")
     check(ctx.worker is not None and ctx.worker.alive(), "the worker died on a handler panic")
     ctx.apply("conf-fail", "boom", {"mode": "ok"})
     r = ctx.wait_resource("conf-fail", "boom", "Ready after the spec fix",
@@ -590,7 +612,8 @@ def config(ctx: Ctx) -> None:
     check(r["status"]["config"] == want, f"with-ref config {_short(r['status'])} != {_short(want)}")
     r = ctx.wait_ready("conf-config", "no-ref")
     check(r["status"]["config"] == default, f"no-ref config {_short(r['status'])} != {_short(default)}")
-    check(r["status"].get("bundle_len") == 0, f"no-ref bundle_len {_short(r['status'])}")
+    if "no-bundle-len" not in ctx.form.traits:
+        check(r["status"].get("bundle_len") == 0, f"no-ref bundle_len {_short(r['status'])}")
 
     edited = {"a": 5, "b": {"c": 2}}
     ctx.put_config("conf-config-default", "conf-config", edited, True)
@@ -694,6 +717,7 @@ class Result:
     ok: bool
     seconds: float
     detail: str = ""
+    skipped: bool = False
 
 
 class Runner:
@@ -718,7 +742,7 @@ class Runner:
             for form in forms:
                 for name in scenarios:
                     res = self.cell(dbs, form, name)
-                    status = "PASS" if res.ok else "FAIL"
+                    status = "n/a " if res.skipped else "PASS" if res.ok else "FAIL"
                     print(f"  {status} {name:<20} {form.name:<8} {res.seconds:6.1f}s", flush=True)
                     results.append(res)
         finally:
@@ -726,6 +750,8 @@ class Runner:
         return results
 
     def cell(self, dbs: Databases, form: Form, name: str) -> Result:
+        if name in form.skip:
+            return Result(name, form.name, True, 0.0, f"n/a: {form.skip[name]}", skipped=True)
         fn = SCENARIOS[name]
         workdir = self.root / f"{form.name}-{name}"
         workdir.mkdir()
@@ -802,11 +828,18 @@ def print_table(results: list[Result], forms: list[Form], scenarios: list[str]) 
         row = f"{s:<20}"
         for f in forms:
             r = cells.get((s, f.name))
-            row += f"{('PASS' if r.ok else 'FAIL') + f' {r.seconds:5.1f}s':<{width}}" if r else f"{'-':<{width}}"
+            if r is None:
+                row += f"{'-':<{width}}"
+            elif r.skipped:
+                row += f"{'n/a':<{width}}"
+            else:
+                row += f"{('PASS' if r.ok else 'FAIL') + f' {r.seconds:5.1f}s':<{width}}"
         print(row)
     failed = [r for r in results if not r.ok]
-    passed = len(results) - len(failed)
-    print(f"\n{passed}/{len(results)} passed")
+    skipped = [r for r in results if r.skipped]
+    passed = len(results) - len(failed) - len(skipped)
+    print(f"\n{passed}/{len(results) - len(skipped)} passed"
+          + (f" ({len(skipped)} n/a: not supported by the form)" if skipped else ""))
     if failed:
         print("\nFailures\n========")
         for r in failed:
@@ -835,6 +868,29 @@ def parse_form_config(spec: str) -> tuple[str, dict]:
         raise argparse.ArgumentTypeError(f"--form-config {name}: {e}") from e
 
 
+def parse_form_profile(spec: str) -> tuple[str, dict]:
+    """NAME=profile.json: ``{"base_config", "bundles", "traits", "skip"}`` (conformance/README.md);
+    bundle paths are relative to the profile's directory."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"--form-profile wants NAME=profile.json, got {spec!r}")
+    try:
+        profile = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"--form-profile {name}: {e}") from e
+    unknown = set(profile) - {"base_config", "bundles", "traits", "skip", "about"}
+    if unknown:
+        raise argparse.ArgumentTypeError(f"--form-profile {name}: unknown keys {sorted(unknown)}")
+    bundles = {}
+    for kind, rel in (profile.get("bundles") or {}).items():
+        p = (Path(path).parent / rel).resolve()
+        if not p.is_file():
+            raise argparse.ArgumentTypeError(f"--form-profile {name}: bundle {p} does not exist")
+        bundles[kind] = p
+    profile["bundles"] = bundles
+    return name, profile
+
+
 def default_converge() -> str:
     target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/converge-target"))
     return os.environ.get("CONVERGE_BIN", os.path.join(target, "debug", "converge"))
@@ -847,6 +903,9 @@ def main() -> int:
     ap.add_argument("--form-config", action="append", type=parse_form_config, default=[],
                     help="NAME=base-config.json: the form runs what its kinds' default provider "
                          "config says (stdworker exec)")
+    ap.add_argument("--form-profile", action="append", type=parse_form_profile, default=[],
+                    help="NAME=profile.json: base config, bundles, traits and skipped scenarios "
+                         "of a form (stdworker wasm)")
     ap.add_argument("--only", default="", help="comma-separated scenarios (default: all)")
     ap.add_argument("--converge", default=default_converge(), help="the converge binary")
     ap.add_argument("--probe", default=os.environ.get("CONFORMANCE_PROBE", ""),
@@ -869,6 +928,18 @@ def main() -> int:
         if name not in names:
             ap.error(f"--form-config {name}: no such --form")
         next(f for f in args.form if f.name == name).base_config = base
+    for name, profile in args.form_profile:
+        if name not in names:
+            ap.error(f"--form-profile {name}: no such --form")
+        form = next(f for f in args.form if f.name == name)
+        if "base_config" in profile:
+            form.base_config = profile["base_config"]
+        form.bundles = profile["bundles"]
+        form.traits = set(profile.get("traits") or [])
+        form.skip = dict(profile.get("skip") or {})
+        bad = set(form.skip) - set(SCENARIOS)
+        if bad:
+            ap.error(f"--form-profile {name}: skip names unknown scenarios {sorted(bad)}")
     if len(set(names)) != len(names):
         ap.error("form names must be unique")
     runner = Runner(args)

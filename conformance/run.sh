@@ -2,7 +2,7 @@
 # Builds (or locates) every worker form present in the tree and runs the conformance suite
 # (conformance/run.py) against all of them.
 #
-#   conformance/run.sh [--forms rust,python,go,exec] [--only leaf,compose] [--no-build]
+#   conformance/run.sh [--forms rust,python,go,exec,wasm] [--only leaf,compose] [--no-build]
 #
 # Forms, each included only when its source exists:
 #   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
@@ -10,6 +10,8 @@
 #   go      sdk-go/cmd/conformance-worker       (go build)
 #   exec    conformance/workers/exec/worker.sh  (a launcher that execs stdworker; gets
 #                                                STDWORKER_BIN)
+#   wasm    conformance/workers/wasm/worker.sh  (stdworker's wasm provider running the Rust
+#                                                guest fixture; profile.json)
 #
 # Environment: CARGO_TARGET_DIR (default ~/.cache/converge-target), CONVERGE_BIN (default
 # the target dir's converge, built if missing), CONVERGE_TEST_DATABASE_URL (default: a
@@ -24,7 +26,7 @@ export CARGO_TARGET_DIR="$TARGET"
 PYTHON="${PYTHON:-$HOME/.cache/converge-py-venv/bin/python}"
 GO_OUT="$TARGET/conformance-go"
 
-want_forms="rust,python,go,exec"
+want_forms="rust,python,go,exec,wasm"
 only=""
 build=1
 
@@ -78,16 +80,28 @@ if wanted go && [[ -d sdk-go/cmd/conformance-worker ]] && compgen -G "sdk-go/cmd
     fi
     forms+=(--form "go=$GO_OUT/conformance-worker")
 fi
-if wanted exec && [[ -x conformance/workers/exec/worker.sh && -f stdworker/Cargo.toml && -f conformance/workers/exec/handler.py ]]; then
-    STDWORKER_BIN="${STDWORKER_BIN:-$TARGET/debug/stdworker}"
-    if [[ ! -x "$STDWORKER_BIN" && $build == 1 ]]; then
+# stdworker (its own workspace: starlark must not reach the main build). Always an
+# incremental build when building: a stale binary would test yesterday's providers.
+STDWORKER_BIN="${STDWORKER_BIN:-$TARGET/debug/stdworker}"
+export STDWORKER_BIN
+stdworker_built=0
+need_stdworker() {
+    if [[ $build == 1 && $stdworker_built == 0 ]]; then
         log "building stdworker"
-        # stdworker is its own workspace (starlark must not reach the main build).
         cargo build --manifest-path stdworker/Cargo.toml --bin stdworker
+        stdworker_built=1
     fi
-    export STDWORKER_BIN
+    [[ -x "$STDWORKER_BIN" ]] || { log "stdworker not found at $STDWORKER_BIN"; exit 1; }
+}
+if wanted exec && [[ -x conformance/workers/exec/worker.sh && -f stdworker/Cargo.toml && -f conformance/workers/exec/handler.py ]]; then
+    need_stdworker
     forms+=(--form "exec=$ROOT/conformance/workers/exec/worker.sh")
     forms+=(--form-config "exec=$ROOT/conformance/workers/exec/base-config.json")
+fi
+if wanted wasm && [[ -x conformance/workers/wasm/worker.sh && -f wasm-host/tests/fixtures/conformance-guest.wasm ]]; then
+    need_stdworker
+    forms+=(--form "wasm=$ROOT/conformance/workers/wasm/worker.sh")
+    forms+=(--form-profile "wasm=$ROOT/conformance/workers/wasm/profile.json")
 fi
 [[ ${#forms[@]} -gt 0 ]] || { log "no forms to run (asked for: $want_forms)"; exit 1; }
 

@@ -1,5 +1,5 @@
 //! Parsing of the kind lists stdworker reads from its environment (`STDWORKER_EXEC_KINDS`,
-//! `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`).
+//! `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`, `STDWORKER_WASM_KINDS`).
 //!
 //! A list is comma-separated `kind` or `kind:version` entries (version defaults to 1). A
 //! malformed list is a boot error naming the variable and the entry at fault, never a
@@ -18,8 +18,16 @@ pub const STARLARK_KINDS_VAR: &str = "STDWORKER_STARLARK_KINDS";
 /// The variable naming the kinds served by the cel provider.
 pub const CEL_KINDS_VAR: &str = "STDWORKER_CEL_KINDS";
 
+/// The variable naming the kinds served by the wasm provider.
+pub const WASM_KINDS_VAR: &str = "STDWORKER_WASM_KINDS";
+
 /// Every provider's kind-list variable, in the order they are read.
-pub const ALL_KINDS_VARS: [&str; 3] = [EXEC_KINDS_VAR, STARLARK_KINDS_VAR, CEL_KINDS_VAR];
+pub const ALL_KINDS_VARS: [&str; 4] = [
+    EXEC_KINDS_VAR,
+    STARLARK_KINDS_VAR,
+    CEL_KINDS_VAR,
+    WASM_KINDS_VAR,
+];
 
 /// Parses a comma-separated `kind[:version]` list read from `var`.
 ///

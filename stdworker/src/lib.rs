@@ -3,12 +3,15 @@
 //! Each built-in *provider* turns a kind's provider config into handler behaviour:
 //! [`providers::exec`] (one process per task, request JSON on stdin, response JSON on
 //! stdout), [`providers::starlark`] (a zip of `.star` files whose `compose` computes a
-//! composite's children) and [`providers::cel`] (a kro-style CEL resource graph). Each has
-//! its own `STDWORKER_<NAME>_KINDS` variable feeding [`build_registry`].
+//! composite's children), [`providers::cel`] (a kro-style CEL resource graph) and
+//! [`providers::wasm`] (a sandboxed WASM component per task). Each has its own
+//! `STDWORKER_<NAME>_KINDS` variable feeding [`build_registry`]; the sandboxed ones can be
+//! journaled ([`journal`], `STDWORKER_TASK_JOURNAL`).
 //!
 //! This crate is its own Cargo workspace: `converge-starlark` turns on
 //! `serde_json/arbitrary_precision`, which must never reach the control plane's build.
 
+pub mod journal;
 pub mod kinds;
 pub mod providers;
 
@@ -23,6 +26,8 @@ pub struct StdworkerConfig {
     pub starlark_kinds: Vec<KindVersion>,
     /// Kinds served by the cel provider (`STDWORKER_CEL_KINDS`).
     pub cel_kinds: Vec<KindVersion>,
+    /// Kinds served by the wasm provider (`STDWORKER_WASM_KINDS`).
+    pub wasm_kinds: Vec<KindVersion>,
 }
 
 impl StdworkerConfig {
@@ -35,6 +40,7 @@ impl StdworkerConfig {
             exec_kinds: read(kinds::EXEC_KINDS_VAR)?,
             starlark_kinds: read(kinds::STARLARK_KINDS_VAR)?,
             cel_kinds: read(kinds::CEL_KINDS_VAR)?,
+            wasm_kinds: read(kinds::WASM_KINDS_VAR)?,
         };
         if cfg.is_empty() {
             return Err(ConfigError::Missing {
@@ -47,7 +53,10 @@ impl StdworkerConfig {
 
     /// Whether no provider has a kind to serve.
     pub fn is_empty(&self) -> bool {
-        self.exec_kinds.is_empty() && self.starlark_kinds.is_empty() && self.cel_kinds.is_empty()
+        self.exec_kinds.is_empty()
+            && self.starlark_kinds.is_empty()
+            && self.cel_kinds.is_empty()
+            && self.wasm_kinds.is_empty()
     }
 
     /// Fails when one (kind, version) is listed for two providers.
@@ -56,6 +65,7 @@ impl StdworkerConfig {
             (kinds::EXEC_KINDS_VAR, &self.exec_kinds),
             (kinds::STARLARK_KINDS_VAR, &self.starlark_kinds),
             (kinds::CEL_KINDS_VAR, &self.cel_kinds),
+            (kinds::WASM_KINDS_VAR, &self.wasm_kinds),
         ];
         for (i, (var, list)) in lists.iter().enumerate() {
             for (other_var, other) in &lists[i + 1..] {
@@ -73,16 +83,46 @@ impl StdworkerConfig {
 }
 
 /// One SDK provider per configured (kind, version), ready for `converge_sdk::serve`.
-pub fn build_registry(cfg: &StdworkerConfig) -> Registry {
+///
+/// Fails when the task journal cannot be opened or the wasm host cannot be built (both
+/// read from the environment: [`journal::JOURNAL_VAR`], [`providers::wasm::CACHE_DIR_VAR`]).
+pub fn build_registry(cfg: &StdworkerConfig) -> anyhow::Result<Registry> {
+    let journal = journal::Journal::from_env()?;
     let mut registry = Registry::new();
+    // The sandboxed providers run code that cannot write files: the worker journals for them.
+    fn add<P: converge_sdk::Provider>(
+        registry: &mut Registry,
+        journal: &Option<journal::Journal>,
+        form: &'static str,
+        provider: P,
+    ) {
+        match journal {
+            Some(j) => registry.register(journal::Journaled::new(provider, form, j.clone())),
+            None => registry.register(provider),
+        }
+    }
     for kv in &cfg.exec_kinds {
         registry.register(providers::exec::ExecProvider::new(kv.clone()));
     }
     for kv in &cfg.starlark_kinds {
-        registry.register(providers::starlark::StarlarkProvider::new(kv.clone()));
+        let p = providers::starlark::StarlarkProvider::new(kv.clone());
+        add(&mut registry, &journal, "starlark", p);
     }
     for kv in &cfg.cel_kinds {
-        registry.register(providers::cel::CelProvider::new(kv.clone()));
+        add(
+            &mut registry,
+            &journal,
+            "cel",
+            providers::cel::CelProvider::new(kv.clone()),
+        );
     }
-    registry
+    if !cfg.wasm_kinds.is_empty() {
+        let host = providers::wasm::host_from_env()
+            .map_err(|e| anyhow::anyhow!("cannot start the wasm host: {e:#}"))?;
+        for kv in &cfg.wasm_kinds {
+            let p = providers::wasm::WasmProvider::new(kv.clone(), host.clone());
+            add(&mut registry, &journal, "wasm", p);
+        }
+    }
+    Ok(registry)
 }

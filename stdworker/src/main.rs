@@ -1,8 +1,10 @@
 //! `stdworker`: serves the kinds named in its environment with the built-in providers until
 //! SIGINT or SIGTERM, then drains.
 //!
-//! Environment: `STDWORKER_EXEC_KINDS`, `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`
-//! (each comma-separated `kind` or `kind:version`; at least one is required) plus the
+//! Environment: `STDWORKER_EXEC_KINDS`, `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`,
+//! `STDWORKER_WASM_KINDS` (each comma-separated `kind` or `kind:version`; at least one is
+//! required), `STDWORKER_TASK_JOURNAL` (a JSON-lines file of the sandboxed providers' tasks),
+//! `STDWORKER_WASM_CACHE_DIR` (compiled components; default `~/.cache/converge/wasm`) plus the
 //! SDK's variables (`BROKER_ADDR`, `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`,
 //! `WORKER_KINDS`, `WORKER_NAME`, `LOG_LEVEL`, `LOG_FORMAT`). A malformed value stops the
 //! boot with a message naming the variable and exit code 2.
@@ -31,9 +33,16 @@ async fn main() -> ExitCode {
         exec_kinds = ?std_cfg.exec_kinds,
         starlark_kinds = ?std_cfg.starlark_kinds,
         cel_kinds = ?std_cfg.cel_kinds,
+        wasm_kinds = ?std_cfg.wasm_kinds,
         "stdworker starting"
     );
-    let registry = build_registry(&std_cfg);
+    let registry = match build_registry(&std_cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("stdworker: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     match converge_sdk::run_worker(worker_cfg, registry, converge_sdk::shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -51,7 +51,11 @@ fn sdk_variables_are_checked_too() {
 
 #[test]
 fn composer_kind_lists_are_checked_and_disjoint() {
-    for var in ["STDWORKER_STARLARK_KINDS", "STDWORKER_CEL_KINDS"] {
+    for var in [
+        "STDWORKER_STARLARK_KINDS",
+        "STDWORKER_CEL_KINDS",
+        "STDWORKER_WASM_KINDS",
+    ] {
         let (code, err) = boot(&[("BROKER_ADDR", "http://127.0.0.1:1"), (var, "Bad Kind")]);
         assert_eq!(code, Some(2), "{var}: {err}");
         assert!(err.contains(var), "{var}: {err}");

@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Converge, Stdworker, wait_for};
+use common::{Converge, Stdworker, reapply_until};
 use converge_sdk::{
     Condition, HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry,
     WorkerConfig,
@@ -79,44 +79,6 @@ async fn world(composite: &Value) -> (Converge, CancellationToken) {
         stop.clone().cancelled_owned(),
     ));
     (c, stop)
-}
-
-/// Done with its current generation: Ready at it, or Failed (a failure leaves `synced_gen`
-/// behind).
-fn settled(v: &Value) -> bool {
-    (v["phase"] == "Ready" && v["synced_gen"] == v["generation"]) || v["phase"] == "Failed"
-}
-
-/// Re-applies `kind/name` with `spec` plus a fresh `"n"` until `done` holds: a config push
-/// reaches the worker asynchronously, so a compose that settled on the old config is
-/// followed by a new generation until the deadline.
-async fn reapply_until(
-    c: &Converge,
-    kind: &str,
-    name: &str,
-    spec: &Value,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let mut n = 0u64;
-    let done = &done;
-    wait_for(T, what, || {
-        n += 1;
-        let gen_n = n;
-        async move {
-            let r = c.get(kind, name).await?;
-            if settled(&r) && done(&r) {
-                return Some(r);
-            }
-            if settled(&r) {
-                let mut s = spec.clone();
-                s["n"] = json!(gen_n);
-                c.apply(kind, name, s).await;
-            }
-            None
-        }
-    })
-    .await
 }
 
 const NET_LIB: &str = r#"

@@ -456,18 +456,25 @@ impl LoadedComponent {
         }
 
         let mut store = task::new_store(inner, &limits);
-        let result = async {
+        // Epoch interruption only stops wasm that is executing; a guest blocked in a host
+        // wait (a WASI sleep or poll) is stopped by this timer instead, two ticks after the
+        // epoch check would have fired. Dropping the call future cancels it (wasmtime
+        // unwinds the fiber); the store is discarded with it.
+        let hard_deadline = limits.timeout + 2 * inner.config.epoch_tick;
+        let call = async {
             let handler = self.pre.instantiate_async(&mut store).await?;
             handler.call_reconcile(&mut store, req).await
-        }
-        .await;
-        let result = match result {
-            Ok(Ok(outcome)) => match validate_outcome(&outcome, &limits) {
+        };
+        let result = match tokio::time::timeout(hard_deadline, call).await {
+            Ok(Ok(Ok(outcome))) => match validate_outcome(&outcome, &limits) {
                 Ok(()) => Ok(outcome),
                 Err(why) => Err(HandlerFailure::InvalidOutcome(why)),
             },
-            Ok(Err(err)) => Err(task::handler_error(err)),
-            Err(e) => Err(task::classify(&store, e, &limits)),
+            Ok(Ok(Err(err))) => Err(task::handler_error(err)),
+            Ok(Err(e)) => Err(task::classify(&store, e, &limits)),
+            Err(_elapsed) => Err(HandlerFailure::Deadline {
+                timeout_ms: limits.timeout.as_millis() as u64,
+            }),
         };
         let report = task::report(&mut store, limits, started.elapsed());
         (result, report)

@@ -114,6 +114,20 @@ impl<T, E: Clone> CompileCache<T, E> {
         .clone()
     }
 
+    /// The cached result for `key` if its compile has finished; `None` on a miss or while
+    /// the compile is still running. A cheap fast path for callers that would otherwise
+    /// move to a blocking thread to call [`get_or_compile`](Self::get_or_compile).
+    pub fn get(&self, key: &ContentHash) -> Option<Result<Arc<T>, E>> {
+        let slot = self
+            .inner
+            .lock()
+            .expect("cache lock")
+            .entries
+            .get(key)?
+            .clone();
+        slot.get().cloned()
+    }
+
     /// Marks `key` as the kind's default (pinned), dropping the previous default's entry:
     /// a config push replaces the compiled default; tasks in flight keep their `Arc`.
     pub fn set_default(&self, key: Option<ContentHash>) {

@@ -306,3 +306,41 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Done with its current generation: Ready at it, or Failed (a failure leaves `synced_gen`
+/// behind).
+pub fn settled(v: &Value) -> bool {
+    (v["phase"] == "Ready" && v["synced_gen"] == v["generation"]) || v["phase"] == "Failed"
+}
+
+/// Re-applies `kind/name` with `spec` plus a fresh `"n"` until `done` holds: a config push
+/// reaches the worker asynchronously, so a compose that settled on the old config is
+/// followed by a new generation until the deadline.
+pub async fn reapply_until(
+    c: &Converge,
+    kind: &str,
+    name: &str,
+    spec: &Value,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut n = 0u64;
+    let done = &done;
+    wait_for(Duration::from_secs(60), what, || {
+        n += 1;
+        let gen_n = n;
+        async move {
+            let r = c.get(kind, name).await?;
+            if settled(&r) && done(&r) {
+                return Some(r);
+            }
+            if settled(&r) {
+                let mut s = spec.clone();
+                s["n"] = json!(gen_n);
+                c.apply(kind, name, s).await;
+            }
+            None
+        }
+    })
+    .await
+}

@@ -37,7 +37,13 @@ impl World {
     /// from the last package pushed.
     pub fn load_with(extra: &[&str], world: &str) -> World {
         let mut resolve = Resolve::default();
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("wit");
+        // The world lives in wasm-host/wit; other crates (stdworker) include this module
+        // by path from their own manifest directory.
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = [manifest.join("wit"), manifest.join("../wasm-host/wit")]
+            .into_iter()
+            .find(|d| d.is_dir())
+            .expect("the converge:handler WIT directory");
         let (mut pkg, _) = resolve.push_dir(&dir).expect("parse wit/");
         for (i, src) in extra.iter().enumerate() {
             pkg = resolve
