@@ -52,6 +52,9 @@ prepare_machine() {
     if command -v rustup >/dev/null 2>&1; then
         rustup show active-toolchain >/dev/null
         rustup component add rustfmt clippy >/dev/null 2>&1 || true
+        # The WASM guest's target comes from the Rust dist server, not a package registry:
+        # try, and let build-rust.sh skip its reproducibility check when it is refused.
+        timeout 300 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
     fi
     "$ROOT/scripts/ensure-postgres.sh"
 }
@@ -113,6 +116,23 @@ side_workspace_steps() {
     done
 }
 
+# --- WASM guests (wasm-host/guests/) ---------------------------------------------------
+# The committed Rust guest fixture must be what its sources build (byte for byte; skipped
+# with a message when the wasm32-wasip2 target cannot be had). The Python guest is built
+# with a pinned componentize-py from PyPI (not committed: ~18 MB) and tested against the
+# host with the python-guest feature, which the side-workspace steps leave off.
+python_guest() {
+    "$ROOT/wasm-host/guests/build-python.sh" &&
+        cargo clippy --manifest-path "$ROOT/wasm-host/Cargo.toml" --all-targets --all-features -- -D warnings &&
+        cargo test --manifest-path "$ROOT/wasm-host/Cargo.toml" --features python-guest --test guest_python
+}
+
+wasm_guest_steps() {
+    [[ -d "$ROOT/wasm-host/guests" ]] || return 0
+    step "wasm rust guest reproducible" "$ROOT/wasm-host/guests/build-rust.sh" --check
+    step "wasm python guest" python_guest
+}
+
 # --- Python SDK (sdk-python/) -------------------------------------------------------------
 # mypy, the generated-code drift check and pytest (unit, stream and e2e against the real
 # converge built above), in a venv under $HOME/.cache.
@@ -129,7 +149,7 @@ go_sdk_steps() {
 }
 
 # --- Conformance (conformance/) -----------------------------------------------------------
-# The same scenarios against every worker form (Rust, Python, Go, exec), one table.
+# The same scenarios against every worker form (Rust, Python, Go, exec, wasm), one table.
 conformance_steps() {
     [[ -d "$ROOT/conformance" ]] || return 0
     step "conformance" "$ROOT/conformance/run.sh"
@@ -150,6 +170,7 @@ main() {
     start_postgres
     rust_steps
     side_workspace_steps
+    wasm_guest_steps
     python_sdk_steps
     go_sdk_steps
     conformance_steps

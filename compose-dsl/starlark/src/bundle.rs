@@ -7,6 +7,7 @@ use std::{
 };
 
 use starlark::{
+    docs::{DocItem, DocMember},
     environment::{FrozenModule, Globals, Module},
     eval::{Evaluator, FileLoader},
     syntax::AstModule,
@@ -21,6 +22,8 @@ pub const ENTRY: &str = "compose.star";
 /// A bundle ready to compose: immutable, `Send + Sync`, cheap to share behind an `Arc`.
 pub struct Bundle {
     pub(crate) compose: OwnedFrozenValue,
+    /// `compose` declares a third parameter: it is called as `compose(spec, config, root)`.
+    pub(crate) takes_root: bool,
     modules: HashMap<String, FrozenModule>,
     composes: AtomicU64,
 }
@@ -105,8 +108,18 @@ impl Bundle {
                 compose.value().get_type()
             )));
         }
+        // `def compose(spec, config, root)` opts into the root's identity; the two-parameter
+        // form keeps working.
+        let takes_root = match compose.value().documentation() {
+            DocItem::Member(DocMember::Function(f)) => {
+                f.params.pos_only.len() + f.params.pos_or_named.len() >= 3
+                    || f.params.args.is_some()
+            }
+            _ => false,
+        };
         Ok(Self {
             compose,
+            takes_root,
             modules,
             composes: AtomicU64::new(0),
         })

@@ -1,4 +1,4 @@
-//! Runs the frozen `compose(spec, config)` of a bundle on a fresh heap, under limits.
+//! Runs the frozen `compose(spec, config[, root])` of a bundle on a fresh heap, under limits.
 
 use serde_json::Value;
 use starlark::{environment::Module, eval::Evaluator};
@@ -18,6 +18,19 @@ impl Bundle {
         config: &Value,
         limits: &Limits,
     ) -> Result<ComposeOutput, Error> {
+        self.compose_root(&Value::Null, spec, config, limits)
+    }
+
+    /// Like [`compose`](Self::compose), handing `root` (the composite's identity, e.g.
+    /// `{"name", "kind", "kind_version", "labels"}`) to a `compose` that declares a third
+    /// parameter; a two-parameter `compose` never sees it.
+    pub fn compose_root(
+        &self,
+        root: &Value,
+        spec: &Value,
+        config: &Value,
+        limits: &Limits,
+    ) -> Result<ComposeOutput, Error> {
         self.count_compose();
         let input = serde_json::to_vec(spec).map_or(usize::MAX, |v| v.len())
             + serde_json::to_vec(config).map_or(usize::MAX, |v| v.len());
@@ -30,8 +43,13 @@ impl Bundle {
             sandbox::limit(&mut eval, limits, &deadline)?;
             let heap = module.heap();
             let compose = heap.access_owned_frozen_value(&self.compose);
-            let args = [heap.alloc(spec), heap.alloc(config)];
-            let result = match eval.eval_function(compose, &args, &[]) {
+            let args = [heap.alloc(spec), heap.alloc(config), heap.alloc(root)];
+            let args = if self.takes_root {
+                &args[..]
+            } else {
+                &args[..2]
+            };
+            let result = match eval.eval_function(compose, args, &[]) {
                 Ok(v) => v,
                 Err(e) => return Err(sandbox::classify(e, &eval, limits, &deadline)),
             };

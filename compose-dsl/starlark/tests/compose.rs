@@ -249,3 +249,31 @@ fn bundle_is_shareable_across_threads() {
         assert_eq!(h.join().unwrap().children.len(), 3);
     }
 }
+
+#[test]
+fn a_three_parameter_compose_receives_the_root_and_a_two_parameter_one_does_not() {
+    let with_root = bundle(&[(
+        "compose.star",
+        r#"
+def compose(spec, config, root):
+    return {"children": [child("leaf", root["name"] + "-0")], "status": {"kind": root["kind"]}}
+"#,
+    )]);
+    let root = json!({"name": "comp", "kind": "conf-composite", "kind_version": 1, "labels": {}});
+    let out = with_root
+        .compose_root(&root, &json!({}), &json!({}), &Limits::default())
+        .expect("compose with root");
+    assert_eq!(out.children[0].name, "comp-0");
+    assert_eq!(out.status, Some(json!({"kind": "conf-composite"})));
+
+    // The classic signature is called with two arguments whatever the caller has.
+    let out = net_bundle()
+        .compose_root(
+            &root,
+            &json!({"name": "n", "cidr": "10.0.0.0/16", "subnets": []}),
+            &json!({"region": "eu"}),
+            &Limits::default(),
+        )
+        .expect("two-parameter compose");
+    assert_eq!(out.children.len(), 1);
+}

@@ -8,7 +8,8 @@
 //! - A bundle is loaded (parsed, evaluated, frozen) **once per content**: the cache key is a
 //!   SHA-256 of the bytes and the limits. A config push with a new default bundle replaces
 //!   the cached default; tasks in flight keep the `Arc` of the old one.
-//! - STAGE_COMPOSE runs the engine; STAGE_ROLLUP counts descendants into the status
+//! - STAGE_COMPOSE runs the engine (a `compose(spec, config, root)` also gets the root's
+//!   `name`, `kind`, `kind_version` and `labels`); STAGE_ROLLUP counts descendants into the status
 //!   ([`rollup_status`]); WORK, DELETE and REACT are empty successes; OPERATE is terminal.
 //! - Every engine error (bundle, syntax, runtime, limit, invalid output) is **terminal** and is
 //!   never turned into an empty compose, so a broken bundle prunes nothing.
@@ -211,6 +212,14 @@ impl StarlarkProvider {
         let key = bundle_key(bytes, &cfg.limits);
         let bytes = bytes.to_vec();
         let spec = req.resource.spec.clone();
+        // Handed to a `compose(spec, config, root)` that asks for it (children named after
+        // their root, for one).
+        let root = serde_json::json!({
+            "name": req.resource.name,
+            "kind": req.resource.kind,
+            "kind_version": req.resource.kind_version,
+            "labels": req.resource.labels,
+        });
         let cache = self.cache.clone();
         let kind = self.kv.clone();
         let out = tokio::task::spawn_blocking(move || {
@@ -218,7 +227,7 @@ impl StarlarkProvider {
                 debug!(%kind, bundle = short_hex(&key), "loading starlark bundle");
                 Bundle::from_zip(&bytes, &cfg.limits)
             })?;
-            bundle.compose(&spec, &cfg.compose_config, &cfg.limits)
+            bundle.compose_root(&root, &spec, &cfg.compose_config, &cfg.limits)
         })
         .await
         .map_err(|e| HandlerError::transient(format!("starlark compose task failed: {e}")))?;
