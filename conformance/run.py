@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import os
 import re
@@ -34,6 +35,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -247,14 +249,24 @@ class Form:
     base_config: dict | None = None
     # From --form-profile: the kinds' default bundles ({kind or "*": path}), behaviour traits
     # the scenarios allow for, and scenarios the form cannot run ({scenario: reason}).
-    bundles: dict[str, Path] = field(default_factory=dict)
+    bundles: dict[str, Path | None] = field(default_factory=dict)
+    specs: dict[str, dict] = field(default_factory=dict)
     traits: set[str] = field(default_factory=set)
     skip: dict[str, str] = field(default_factory=dict)
 
     def bundle(self, kind: str) -> bytes | None:
-        """The bytes a kind's default config carries as its bundle, if the form gives one."""
+        """The bytes a kind's default config carries as its bundle, if the form gives one: a
+        file as it is, a directory as a zip of its files (a starlark bundle)."""
         path = self.bundles.get(kind, self.bundles.get("*"))
-        return path.read_bytes() if path is not None else None
+        if path is None:
+            return None
+        if path.is_dir():
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+                for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                    z.write(f, f.relative_to(path).as_posix())
+            return buf.getvalue()
+        return path.read_bytes()
 
 
 @dataclass
@@ -357,7 +369,10 @@ class Ctx:
         readiness) and an override becomes ``{settings: O}``.
         """
         base = self.base_config()
-        if base is not None:
+        if is_default and kind in self.form.specs:
+            # The form fixes this kind's default (a CEL graph): scenarios do not configure it.
+            spec = self.form.specs[kind]
+        elif base is not None:
             if is_default:
                 name = f"conf-{self.form.name}-{kind}"
                 mapped = dict(base, settings=spec)
@@ -468,11 +483,22 @@ def compose(ctx: Ctx) -> None:
     """A composer's children, edges and value flows are applied in order, and the rollup sees
     the settled subtree."""
     ctx.apply("conf-composite", "comp", {"children": 3})
-    root = ctx.wait_resource(
-        "conf-composite", "comp", "Ready with a rollup of 3 ready descendants",
-        lambda r: r["phase"] == "Ready" and (r["status"] or {}).get("ready") == 3, timeout=40)
-    want = {"composed": 3, "descendants": 3, "ready": 3}
-    check(root["status"] == want, f"root status {_short(root['status'])} != {_short(want)}")
+    if "builtin-rollup" in ctx.form.traits:
+        # stdworker's composers roll up with their built-in descendant summary.
+        root = ctx.wait_resource(
+            "conf-composite", "comp", "Ready with a rollup of 3 ready descendants",
+            lambda r: r["phase"] == "Ready"
+            and ((r["status"] or {}).get("descendants") or {}).get("ready") == 3, timeout=40)
+        want_desc = {"total": 3, "ready": 3, "failed": 0, "by_kind": {"conf-leaf": 3}}
+        check(root["status"]["descendants"] == want_desc,
+              f"root rollup {_short(root['status'])} != descendants {_short(want_desc)}")
+        check(root["status"].get("composed", 3) == 3, f"root status {_short(root['status'])}")
+    else:
+        root = ctx.wait_resource(
+            "conf-composite", "comp", "Ready with a rollup of 3 ready descendants",
+            lambda r: r["phase"] == "Ready" and (r["status"] or {}).get("ready") == 3, timeout=40)
+        want = {"composed": 3, "descendants": 3, "ready": 3}
+        check(root["status"] == want, f"root status {_short(root['status'])} != {_short(want)}")
     for i in range(3):
         child = ctx.wait_ready("conf-leaf", f"comp-{i}")
         spec = child["spec"]
@@ -844,7 +870,14 @@ def print_table(results: list[Result], forms: list[Form], scenarios: list[str]) 
         print("\nFailures\n========")
         for r in failed:
             print(f"\n[{r.form}] {r.scenario}:\n{r.detail}")
-    notes = [r for r in results if r.ok and r.detail]
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in skipped:
+        reasons.setdefault((r.form, r.detail), []).append(r.scenario)
+    if reasons:
+        print("\nNot applicable\n==============")
+        for (form, why), names in reasons.items():
+            print(f"[{form}] {', '.join(names)}: {why.removeprefix('n/a: ')}")
+    notes = [r for r in results if r.ok and r.detail and not r.skipped]
     if notes:
         print("\nNotes\n=====")
         for r in notes:
@@ -878,16 +911,27 @@ def parse_form_profile(spec: str) -> tuple[str, dict]:
         profile = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise argparse.ArgumentTypeError(f"--form-profile {name}: {e}") from e
-    unknown = set(profile) - {"base_config", "bundles", "traits", "skip", "about"}
+    unknown = set(profile) - {"base_config", "bundles", "specs", "traits", "skip", "about"}
     if unknown:
         raise argparse.ArgumentTypeError(f"--form-profile {name}: unknown keys {sorted(unknown)}")
-    bundles = {}
+    here = Path(path).parent
+    bundles: dict[str, Path | None] = {}
     for kind, rel in (profile.get("bundles") or {}).items():
-        p = (Path(path).parent / rel).resolve()
-        if not p.is_file():
+        if rel is None:  # this kind's default carries no bundle
+            bundles[kind] = None
+            continue
+        p = (here / rel).resolve()
+        if not p.exists():
             raise argparse.ArgumentTypeError(f"--form-profile {name}: bundle {p} does not exist")
         bundles[kind] = p
     profile["bundles"] = bundles
+    specs = {}
+    for kind, rel in (profile.get("specs") or {}).items():
+        try:
+            specs[kind] = json.loads((here / rel).read_text())
+        except (OSError, ValueError) as e:
+            raise argparse.ArgumentTypeError(f"--form-profile {name}: spec {rel}: {e}") from e
+    profile["specs"] = specs
     return name, profile
 
 
@@ -935,6 +979,7 @@ def main() -> int:
         if "base_config" in profile:
             form.base_config = profile["base_config"]
         form.bundles = profile["bundles"]
+        form.specs = profile["specs"]
         form.traits = set(profile.get("traits") or [])
         form.skip = dict(profile.get("skip") or {})
         bad = set(form.skip) - set(SCENARIOS)

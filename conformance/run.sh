@@ -2,7 +2,7 @@
 # Builds (or locates) every worker form present in the tree and runs the conformance suite
 # (conformance/run.py) against all of them.
 #
-#   conformance/run.sh [--forms rust,python,go,exec,wasm] [--only leaf,compose] [--no-build]
+#   conformance/run.sh [--forms rust,python,go,exec,wasm,starlark,cel] [--only leaf,compose] [--no-build]
 #
 # Forms, each included only when its source exists:
 #   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
@@ -12,6 +12,8 @@
 #                                                STDWORKER_BIN)
 #   wasm    conformance/workers/wasm/worker.sh  (stdworker's wasm provider running the Rust
 #                                                guest fixture; profile.json)
+#   starlark, cel                                (conf-composite by that composer, the
+#                                                 other kinds by the wasm guest)
 #
 # Environment: CARGO_TARGET_DIR (default ~/.cache/converge-target), CONVERGE_BIN (default
 # the target dir's converge, built if missing), CONVERGE_TEST_DATABASE_URL (default: a
@@ -26,7 +28,7 @@ export CARGO_TARGET_DIR="$TARGET"
 PYTHON="${PYTHON:-$HOME/.cache/converge-py-venv/bin/python}"
 GO_OUT="$TARGET/conformance-go"
 
-want_forms="rust,python,go,exec,wasm"
+want_forms="rust,python,go,exec,wasm,starlark,cel"
 only=""
 build=1
 
@@ -103,6 +105,14 @@ if wanted wasm && [[ -x conformance/workers/wasm/worker.sh && -f wasm-host/tests
     forms+=(--form "wasm=$ROOT/conformance/workers/wasm/worker.sh")
     forms+=(--form-profile "wasm=$ROOT/conformance/workers/wasm/profile.json")
 fi
+# The composer forms: conf-composite by the starlark or cel provider, the leaves by the guest.
+for composer in starlark cel; do
+    if wanted "$composer" && [[ -x conformance/workers/$composer/worker.sh && -f wasm-host/tests/fixtures/conformance-guest.wasm ]]; then
+        need_stdworker
+        forms+=(--form "$composer=$ROOT/conformance/workers/$composer/worker.sh")
+        forms+=(--form-profile "$composer=$ROOT/conformance/workers/$composer/profile.json")
+    fi
+done
 [[ ${#forms[@]} -gt 0 ]] || { log "no forms to run (asked for: $want_forms)"; exit 1; }
 
 # --- PostgreSQL
