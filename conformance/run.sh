@@ -107,9 +107,9 @@ if wanted wasm && [[ -x conformance/workers/wasm/worker.sh && -f wasm-host/tests
 fi
 # The composer forms: conf-composite by the starlark or cel provider, the leaves by the guest.
 for composer in starlark cel; do
-    if wanted "$composer" && [[ -x conformance/workers/$composer/worker.sh && -f wasm-host/tests/fixtures/conformance-guest.wasm ]]; then
+    if wanted "$composer" && [[ -f conformance/workers/$composer/profile.json && -f wasm-host/tests/fixtures/conformance-guest.wasm ]]; then
         need_stdworker
-        forms+=(--form "$composer=$ROOT/conformance/workers/$composer/worker.sh")
+        forms+=(--form "$composer=$ROOT/conformance/workers/composer-worker.sh $composer")
         forms+=(--form-profile "$composer=$ROOT/conformance/workers/$composer/profile.json")
     fi
 done

@@ -158,8 +158,7 @@ struct Child {
     kind_version: i32,
     name: String,
     spec: Value,
-    /// Sorted; a list rather than a map so duplicate keys (possible only in WASM, where
-    /// labels are a list) would show instead of collapsing.
+    /// Sorted (the SDK's outcome already holds them as a map).
     labels: Vec<(String, String)>,
 }
 
@@ -448,64 +447,58 @@ fn wasm_request(spec: &Value) -> wit::Request {
     }
 }
 
-/// The starlark and cel output types mirror each other field for field but are distinct
-/// types (the crates share no dependency), hence a macro rather than a function.
-macro_rules! canon_of {
-    ($out:expr) => {{
-        let out = $out;
-        Canon::new(
-            out.children
-                .into_iter()
-                .map(|c| Child {
-                    kind: c.kind,
-                    kind_version: c.kind_version,
-                    name: c.name,
-                    spec: c.spec,
-                    labels: c.labels.into_iter().collect(),
-                })
-                .collect(),
-            out.edges
-                .into_iter()
-                .map(|e| Edge {
-                    from: (e.from.kind, e.from.name),
-                    to: (e.to.kind, e.to.name),
-                    values: e
-                        .values
-                        .into_iter()
-                        .map(|v| (v.dependent_field, v.source_field))
-                        .collect(),
-                })
-                .collect(),
-            out.configs
-                .into_iter()
-                .map(|c| Config {
-                    name: c.name,
-                    kind: c.kind,
-                    kind_version: c.kind_version,
-                    is_default: c.is_default,
-                    spec: c.spec,
-                })
-                .collect(),
-        )
-    }};
+/// Every engine's output is first converted the way its stdworker provider converts it (the
+/// starlark and cel structs through `into_outcome!`, the wasm outcome through
+/// `providers::wasm::convert`), so the comparison covers those conversions too.
+fn canon(out: converge_sdk::Outcome) -> Canon {
+    Canon::new(
+        out.children
+            .into_iter()
+            .map(|c| Child {
+                kind: c.kind,
+                kind_version: c.kind_version,
+                name: c.name,
+                spec: c.spec,
+                labels: c.labels.into_iter().collect(),
+            })
+            .collect(),
+        out.edges
+            .into_iter()
+            .map(|e| Edge {
+                from: (e.from.kind, e.from.name),
+                to: (e.to.kind, e.to.name),
+                values: e
+                    .values
+                    .into_iter()
+                    .map(|v| (v.dependent_field, v.source_field))
+                    .collect(),
+            })
+            .collect(),
+        out.configs
+            .into_iter()
+            .map(|c| Config {
+                name: c.name,
+                kind: c.kind,
+                kind_version: c.kind_version,
+                is_default: c.is_default,
+                spec: c.spec,
+            })
+            .collect(),
+    )
 }
 
 fn compose_starlark(e: &Engines, spec: &Value) -> Result<Canon, String> {
     e.starlark
         .compose(spec, &json!({}), &converge_starlark::Limits::default())
-        .map(|out| canon_of!(out))
+        .map(|out| canon(converge_stdworker::into_outcome!(out)))
         .map_err(|err| format!("starlark: {err}"))
 }
 
 fn compose_cel(e: &Engines, spec: &Value) -> Result<Canon, String> {
     e.cel
         .compose(ROOT, spec)
-        .map(|out| canon_of!(out))
+        .map(|out| canon(converge_stdworker::into_outcome!(out)))
         .map_err(|err| format!("cel: {err}"))
-}
-
-fn parse(what: &str, s: &str) -> Result<Value, String> {
-    serde_json::from_str(s).map_err(|err| format!("wasm: {what} is not JSON: {err}"))
 }
 
 fn compose_wasm(e: &Engines, spec: &Value) -> Result<Canon, String> {
@@ -515,46 +508,9 @@ fn compose_wasm(e: &Engines, spec: &Value) -> Result<Canon, String> {
                 .reconcile(&wasm_request(spec), &converge_wasm_host::Limits::default()),
         )
         .map_err(|err| format!("wasm: {err}"))?;
-    let children = out
-        .children
-        .into_iter()
-        .map(|c| {
-            Ok(Child {
-                spec: parse(&format!("child {}/{} spec", c.kind, c.name), &c.spec)?,
-                kind: c.kind,
-                kind_version: c.kind_version,
-                name: c.name,
-                labels: c.labels.into_iter().map(|l| (l.key, l.value)).collect(),
-            })
-        })
-        .collect::<Result<_, String>>()?;
-    let edges = out
-        .edges
-        .into_iter()
-        .map(|e| Edge {
-            from: (e.dependent.kind, e.dependent.name),
-            to: (e.dependency.kind, e.dependency.name),
-            values: e
-                .values
-                .into_iter()
-                .map(|v| (v.dependent_field, v.source_field))
-                .collect(),
-        })
-        .collect();
-    let configs = out
-        .configs
-        .into_iter()
-        .map(|c| {
-            Ok(Config {
-                spec: parse(&format!("config {} spec", c.name), &c.spec)?,
-                name: c.name,
-                kind: c.kind,
-                kind_version: c.kind_version,
-                is_default: c.is_default,
-            })
-        })
-        .collect::<Result<_, String>>()?;
-    Ok(Canon::new(children, edges, configs))
+    converge_stdworker::providers::wasm::convert::outcome(out)
+        .map(canon)
+        .map_err(|err| format!("wasm: {err}"))
 }
 
 /// Runs `bill` through all three engines and checks them against each other, then against

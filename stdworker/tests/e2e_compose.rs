@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Converge, Stdworker, reapply_until};
+use common::{Converge, Stdworker, leaf_manifest, reapply_until};
 use converge_sdk::{
     Condition, HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry,
     WorkerConfig,
@@ -44,11 +44,6 @@ impl Provider for Leaf {
         };
         Ok(Outcome::status(status).with_condition(Condition::ready(true, "Provisioned", "ok")))
     }
-}
-
-fn leaf_manifest(kind: &str) -> Value {
-    json!({"kind": kind, "kind_version": 1, "reactions": [
-        {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
 }
 
 fn composite_manifest(kind: &str, rollup: bool) -> Value {

@@ -18,16 +18,11 @@ mod wat_guest;
 
 use std::time::Duration;
 
-use common::{Converge, Stdworker, reapply_until, scratch_dir};
+use common::{Converge, Stdworker, journal_lines, leaf_manifest, reapply_until, scratch_dir};
 use serde_json::{Value, json};
 use wat_guest::{Body, World, guest};
 
 const T: Duration = Duration::from_secs(60);
-
-fn leaf_manifest(kind: &str) -> Value {
-    json!({"kind": kind, "kind_version": 1, "reactions": [
-        {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
-}
 
 /// A WAT guest whose reconcile returns `status` (a JSON document) with Ready=True.
 fn returning(world: &World, kind: &str, status: &Value) -> Vec<u8> {
@@ -44,27 +39,6 @@ fn spinning(world: &World, kind: &str) -> Vec<u8> {
     guest(world, &info, Body::Spin)
 }
 
-/// The stdworker serving `kinds` with the wasm provider, journaling to `journal`.
-fn wasm_worker(c: &Converge, kinds: &str, journal: &std::path::Path) -> Stdworker {
-    let cache = scratch_dir("wasm-cache");
-    Stdworker::start_env(
-        &c.broker,
-        &[
-            ("STDWORKER_WASM_KINDS", kinds),
-            ("STDWORKER_TASK_JOURNAL", journal.to_str().unwrap()),
-            ("STDWORKER_WASM_CACHE_DIR", cache.to_str().unwrap()),
-        ],
-    )
-}
-
-fn journal_lines(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("journal line is JSON"))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn hot_swap_limits_readiness_and_journal() {
     let world = World::load();
@@ -74,7 +48,7 @@ async fn hot_swap_limits_readiness_and_journal() {
     c.put_config_bundle("wleaf-default", "wleaf", true, json!({}), &v1)
         .await;
     let journal = scratch_dir("wasm-journal").join("tasks.jsonl");
-    let w = wasm_worker(&c, "wleaf", &journal);
+    let w = Stdworker::wasm(&c.broker, "wleaf", &journal);
     let pid = w.child.id().expect("stdworker pid");
 
     c.apply("wleaf", "a", json!({"x": 1})).await;

@@ -7,23 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Converge, Stdworker, scratch_dir};
-use serde_json::{Value, json};
+use common::{Converge, Stdworker, journal_lines, leaf_manifest, scratch_dir};
+use serde_json::json;
 
 const T: Duration = Duration::from_secs(60);
-
-fn leaf_manifest(kind: &str) -> Value {
-    json!({"kind": kind, "kind_version": 1, "reactions": [
-        {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
-}
-
-fn journal_lines(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("journal line is JSON"))
-        .collect()
-}
 
 /// The committed Rust guest: one component serving the composite and its leaves.
 #[tokio::test(flavor = "multi_thread")]
@@ -47,15 +34,7 @@ async fn rust_guest_composes_flows_and_rolls_up() {
             .await;
     }
     let journal = scratch_dir("wasm-journal").join("tasks.jsonl");
-    let cache = scratch_dir("wasm-cache");
-    let w = Stdworker::start_env(
-        &c.broker,
-        &[
-            ("STDWORKER_WASM_KINDS", "conf-leaf,conf-composite"),
-            ("STDWORKER_TASK_JOURNAL", journal.to_str().unwrap()),
-            ("STDWORKER_WASM_CACHE_DIR", cache.to_str().unwrap()),
-        ],
-    );
+    let w = Stdworker::wasm(&c.broker, "conf-leaf,conf-composite", &journal);
 
     c.apply("conf-composite", "bom", json!({"children": 4}))
         .await;

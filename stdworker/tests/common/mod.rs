@@ -276,6 +276,20 @@ impl Stdworker {
         }
     }
 
+    /// Starts the stdworker serving `kinds` with the wasm provider, journaling to `journal`,
+    /// with a fresh compiled-component cache.
+    pub fn wasm(broker: &str, kinds: &str, journal: &std::path::Path) -> Stdworker {
+        let cache = scratch_dir("wasm-cache");
+        Self::start_env(
+            broker,
+            &[
+                ("STDWORKER_WASM_KINDS", kinds),
+                ("STDWORKER_TASK_JOURNAL", journal.to_str().unwrap()),
+                ("STDWORKER_WASM_CACHE_DIR", cache.to_str().unwrap()),
+            ],
+        )
+    }
+
     /// SIGTERM (drain, then cancel what still runs) and wait for a clean exit.
     pub async fn stop(mut self) -> std::process::ExitStatus {
         if let Some(pid) = self.child.id() {
@@ -343,4 +357,19 @@ pub async fn reapply_until(
         }
     })
     .await
+}
+
+/// A leaf kind: one work reaction on spec changes, emitting status and conditions.
+pub fn leaf_manifest(kind: &str) -> Value {
+    json!({"kind": kind, "kind_version": 1, "reactions": [
+        {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
+}
+
+/// The JSON lines of a stdworker task journal (`STDWORKER_TASK_JOURNAL`); none yet = empty.
+pub fn journal_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("journal line is JSON"))
+        .collect()
 }

@@ -15,7 +15,7 @@
 //!   the kind only becomes ready once the load finished, so the first task never waits on
 //!   a compile.
 
-mod convert;
+pub mod convert;
 
 use std::{
     sync::{Arc, Mutex},
@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, error, info, warn};
 
-use super::shared::{CompileCache, content_hash, short_hex};
+use super::shared::{CompileCache, ContentHash, content_hash, short_hex};
 
 /// The variable naming the directory of the compiled-component cache.
 pub const CACHE_DIR_VAR: &str = "STDWORKER_WASM_CACHE_DIR";
@@ -81,6 +81,9 @@ pub fn host_from_env() -> anyhow::Result<WasmHost> {
 struct DefaultState {
     generation: u64,
     ready: bool,
+    /// The default bundle and its content hash: a task on the default (most tasks) finds
+    /// its key by comparing bytes instead of hashing the whole component again.
+    bundle: Option<(Arc<[u8]>, ContentHash)>,
 }
 
 /// Serves one (kind, version) with the component in its provider config's bundle.
@@ -127,6 +130,16 @@ impl WasmProvider {
         self.cache.compiles()
     }
 
+    /// The cache key of a task's component bytes.
+    fn key_of(&self, bytes: &[u8]) -> ContentHash {
+        // Compared outside the lock: other tasks need it too.
+        let default = self.state.lock().expect("state lock").bundle.clone();
+        match default {
+            Some((default, key)) if *default == *bytes => key,
+            _ => content_hash(&[bytes]),
+        }
+    }
+
     /// Runs one task in a fresh instance of the effective component.
     async fn run(&self, req: &ReactionRequest) -> Result<Outcome, HandlerError> {
         let cfg =
@@ -139,7 +152,7 @@ impl WasmProvider {
                 self.kv
             )));
         }
-        let key = content_hash(&[bytes]);
+        let key = self.key_of(bytes);
         // A cache hit is a map lookup; a miss (a per-resource override, a load racing the
         // push) compiles on a blocking thread so the runtime keeps serving other tasks.
         let component = match self.cache.get(&key) {
@@ -198,6 +211,7 @@ impl WasmProvider {
             let mut st = self.state.lock().expect("state lock");
             st.generation += 1;
             st.ready = false;
+            st.bundle = None;
             st.generation
         };
         let parsed = WasmConfig::from_value(cfg.spec.as_ref().unwrap_or(&Value::Null));
@@ -226,6 +240,12 @@ impl WasmProvider {
         }
         let key = content_hash(&[&cfg.bundle]);
         self.cache.set_default(Some(key));
+        {
+            let mut st = self.state.lock().expect("state lock");
+            if st.generation == generation {
+                st.bundle = Some((Arc::from(cfg.bundle.as_slice()), key));
+            }
+        }
         let want_ready = parsed.ready != Some(false);
         let (state, kv) = (self.state.clone(), self.kv.clone());
         let settle = move |loaded: bool| {
