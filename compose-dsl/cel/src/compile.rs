@@ -12,6 +12,7 @@ use serde_json::Value as Json;
 use crate::{
     CompileError, CompileErrorKind as Kind, Limits,
     graph::{CompiledExpr, Graph, Node, Piece, Resource},
+    path::PathExpr,
     refs::{self, Reference, Step},
     template::{self, Parsed},
 };
@@ -466,9 +467,17 @@ impl Compiler<'_> {
         match self.env.compile(src) {
             Ok(program) => {
                 let found = refs::references(program.expression());
+                let select = match found.as_slice() {
+                    [r] if r.whole && !r.test => Some(PathExpr {
+                        root: r.root.clone(),
+                        steps: r.steps.clone(),
+                    }),
+                    _ => None,
+                };
                 self.exprs.push(CompiledExpr {
                     program,
                     path: path.to_owned(),
+                    select,
                 });
                 Some((self.exprs.len() - 1, found))
             }

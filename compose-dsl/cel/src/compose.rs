@@ -1,13 +1,14 @@
 //! Renders a compiled graph for one root: `when`, `forEach`, templates, value flows.
 
-use std::collections::BTreeMap;
+use std::{cell::OnceCell, collections::BTreeMap, io, sync::Arc};
 
-use cel::{Context, Value};
+use cel::{Context, Env, Value};
 use serde_json::Value as Json;
 
 use crate::{
     ChildSpec, ComposeOutput, DepEdge, Error, Graph, LimitKind, ResourceRef, ValueFlow,
     graph::{Node, Piece},
+    path::normalize,
     value::{cel_to_json, json_to_cel},
 };
 
@@ -25,6 +26,107 @@ struct Run<'g> {
     resource: usize,
 }
 
+/// A `forEach` variable's value: JSON when its list came from a plain path, else the CEL
+/// value the list expression produced.
+#[derive(Clone)]
+enum Bound<'c> {
+    Json(&'c Json),
+    Cel(Value),
+}
+
+impl Bound<'_> {
+    fn to_cel(&self) -> Value {
+        match self {
+            Bound::Json(j) => json_to_cel(j),
+            Bound::Cel(v) => v.clone(),
+        }
+    }
+}
+
+/// The variables one expression sees, held as JSON for plain paths. The matching CEL
+/// contexts (root spec and name; sibling reads; `forEach` bindings, innermost last) are
+/// built on first need only, because converting the root spec into CEL's values costs
+/// more than rendering most graphs.
+struct Scope<'c, 'r, 'q> {
+    env: &'c Arc<Env>,
+    spec: &'c Json,
+    root: &'c Json,
+    reads: &'c [(&'c str, &'c Json)],
+    binding: &'c [(&'c str, Bound<'c>)],
+    base: &'r OnceCell<Context<'static, 'static>>,
+    resource: &'q OnceCell<Context<'r, 'static>>,
+    bound: Option<&'q OnceCell<Context<'q, 'static>>>,
+}
+
+impl<'c, 'r, 'q> Scope<'c, 'r, 'q> {
+    /// The scope of one `forEach` binding inside this resource's scope.
+    fn bind<'c2, 'q2>(
+        &self,
+        binding: &'c2 [(&'c2 str, Bound<'c2>)],
+        bound: &'q2 OnceCell<Context<'q2, 'static>>,
+    ) -> Scope<'c2, 'r, 'q2>
+    where
+        'c: 'c2,
+        'q: 'q2,
+    {
+        Scope {
+            env: self.env,
+            spec: self.spec,
+            root: self.root,
+            reads: self.reads,
+            binding,
+            base: self.base,
+            resource: self.resource,
+            bound: Some(bound),
+        }
+    }
+
+    /// The JSON a plain-path variable names, `None` for a variable only CEL holds.
+    fn variable(&self, name: &str) -> Option<&'c Json> {
+        if let Some((_, b)) = self.binding.iter().find(|(n, _)| *n == name) {
+            return match b {
+                Bound::Json(j) => Some(j),
+                Bound::Cel(_) => None,
+            };
+        }
+        if let Some((_, j)) = self.reads.iter().find(|(n, _)| *n == name) {
+            return Some(j);
+        }
+        match name {
+            "spec" => Some(self.spec),
+            "root" => Some(self.root),
+            _ => None,
+        }
+    }
+
+    /// The CEL context for this site, building the missing levels.
+    fn context(&self) -> &'q Context<'q, 'static> {
+        let base = self.base.get_or_init(|| {
+            let mut ctx = Context::with_env(self.env.clone());
+            ctx.add_variable_from_value("spec", json_to_cel(self.spec));
+            ctx.add_variable_from_value("root", json_to_cel(self.root));
+            ctx
+        });
+        let resource = self.resource.get_or_init(|| {
+            let mut ctx = base.new_inner_scope();
+            for (name, value) in self.reads {
+                ctx.add_variable_from_value(*name, json_to_cel(value));
+            }
+            ctx
+        });
+        let Some(bound) = self.bound else {
+            return resource;
+        };
+        bound.get_or_init(|| {
+            let mut ctx = resource.new_inner_scope();
+            for (name, value) in self.binding {
+                ctx.add_variable_from_value(*name, value.to_cel());
+            }
+            ctx
+        })
+    }
+}
+
 impl Graph {
     /// Renders the graph for the root named `root_name` with spec `spec`.
     ///
@@ -39,14 +141,20 @@ impl Graph {
                 "the root spec must be a JSON object".into(),
             ));
         }
-        if serde_json::to_vec(spec).map_or(usize::MAX, |v| v.len()) > self.limits.max_input_bytes {
+        if json_len(spec) > self.limits.max_input_bytes {
             return Err(Error::Limit(LimitKind::InputSize));
         }
-        let spec_value = json_to_cel(spec);
-        let root_value = json_to_cel(&serde_json::json!({ "name": root_name }));
+        let root = serde_json::json!({ "name": root_name });
         let n = self.resources.len();
+        let mut read = vec![false; n];
+        for r in &self.resources {
+            for &s in &r.reads {
+                read[s] = true;
+            }
+        }
         let mut skipped = vec![false; n];
-        let mut values: Vec<Option<Value>> = vec![None; n];
+        // A rendered single resource, as siblings' expressions see it.
+        let values: Vec<OnceCell<Json>> = (0..n).map(|_| OnceCell::new()).collect();
         let mut rendered: Vec<Vec<Rendered>> = (0..n).map(|_| Vec::new()).collect();
         let mut total = 0usize;
         let mut run = Run {
@@ -54,6 +162,7 @@ impl Graph {
             evaluations: 0,
             resource: 0,
         };
+        let base = OnceCell::new();
 
         for &i in &self.order {
             let r = &self.resources[i];
@@ -62,16 +171,32 @@ impl Graph {
                 skipped[i] = true;
                 continue;
             }
-            let mut ctx = Context::with_env(self.env.clone());
-            ctx.add_variable_from_value("spec", spec_value.clone());
-            ctx.add_variable_from_value("root", root_value.clone());
-            for &s in &r.reads {
-                let v = values[s].clone().expect("read siblings render first");
-                ctx.add_variable_from_value(self.resources[s].id.clone(), v);
-            }
+            let reads: Vec<(&str, &Json)> = r
+                .reads
+                .iter()
+                .map(|&s| {
+                    let v = values[s].get().expect("read siblings render first");
+                    (self.resources[s].id.as_str(), v)
+                })
+                .collect();
+            let resource_ctx = OnceCell::new();
+            let scope = Scope {
+                env: &self.env,
+                spec,
+                root: &root,
+                reads: &reads,
+                binding: &[],
+                base: &base,
+                resource: &resource_ctx,
+                bound: None,
+            };
             let mut include = true;
             for &w in &r.when {
-                match run.eval(w, &ctx)? {
+                if let Some(Json::Bool(b)) = run.select(w, &scope)? {
+                    include &= b;
+                    continue;
+                }
+                match run.execute(w, &scope)? {
                     Value::Bool(b) => include &= b,
                     other => {
                         return Err(
@@ -84,23 +209,20 @@ impl Graph {
                 skipped[i] = true;
                 continue;
             }
-            let bindings = run.bindings(&r.for_each, &ctx)?;
+            let bindings = run.bindings(&r.for_each, &scope)?;
             for binding in bindings {
                 total += 1;
                 if total > self.limits.max_children {
                     return Err(Error::Limit(LimitKind::Children));
                 }
-                let mut scope = ctx.new_inner_scope();
-                for (var, v) in binding {
-                    scope.add_variable_from_value(var.clone(), v);
-                }
+                let bound_ctx = OnceCell::new();
+                let scope = scope.bind(&binding, &bound_ctx);
                 let mut flows = Vec::new();
                 let json = run.render(&r.template, &scope, &mut flows)?;
                 let child = run.child(json)?;
-                if r.for_each.is_empty() {
-                    values[i] = Some(json_to_cel(
-                        &serde_json::to_value(&child).expect("a child serializes"),
-                    ));
+                if r.for_each.is_empty() && read[i] {
+                    let value = serde_json::to_value(&child).expect("a child serializes");
+                    values[i].set(value).expect("a resource renders once");
                 }
                 rendered[i].push(Rendered { child, flows });
             }
@@ -146,7 +268,7 @@ impl Graph {
             }
         }
         out.validate()?;
-        if serde_json::to_vec(&out).map_or(usize::MAX, |v| v.len()) > self.limits.max_output_bytes {
+        if json_len(&out) > self.limits.max_output_bytes {
             return Err(Error::Limit(LimitKind::OutputSize));
         }
         Ok(out)
@@ -162,34 +284,61 @@ impl Run<'_> {
         }
     }
 
-    fn eval(&mut self, expr: usize, ctx: &Context<'_, '_>) -> Result<Value, Error> {
+    /// Counts one evaluation against the limit.
+    fn count(&mut self) -> Result<(), Error> {
         self.evaluations += 1;
         if self.evaluations > self.graph.limits.max_evaluations {
             return Err(Error::Limit(LimitKind::Evaluations));
         }
+        Ok(())
+    }
+
+    /// Evaluates a plain-path expression on JSON. `Ok(None)` when `expr` is no plain path
+    /// or CEL must decide; the caller then runs [`Run::execute`].
+    fn select<'c>(
+        &mut self,
+        expr: usize,
+        scope: &Scope<'c, '_, '_>,
+    ) -> Result<Option<&'c Json>, Error> {
+        let Some(path) = &self.graph.exprs[expr].select else {
+            return Ok(None);
+        };
+        let found = scope.variable(&path.root).and_then(|v| path.select(v));
+        if found.is_some() {
+            self.count()?;
+        }
+        Ok(found)
+    }
+
+    /// Runs `expr`'s CEL program.
+    fn execute(&mut self, expr: usize, scope: &Scope<'_, '_, '_>) -> Result<Value, Error> {
+        self.count()?;
         self.graph.exprs[expr]
             .program
-            .execute(ctx)
+            .execute(scope.context())
             .map_err(|e| self.fail(expr, e.to_string()))
     }
 
     /// The `forEach` bindings: one empty binding without `forEach`, else the cartesian
     /// product of the variables' lists, capped.
-    fn bindings(
+    fn bindings<'c>(
         &mut self,
-        for_each: &[(String, usize)],
-        ctx: &Context<'_, '_>,
-    ) -> Result<Vec<Vec<(String, Value)>>, Error> {
-        let mut out: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+        for_each: &'c [(String, usize)],
+        scope: &Scope<'c, '_, '_>,
+    ) -> Result<Vec<Vec<(&'c str, Bound<'c>)>>, Error> {
+        let mut out: Vec<Vec<(&'c str, Bound<'c>)>> = vec![Vec::new()];
         for (var, expr) in for_each {
-            let items = match self.eval(*expr, ctx)? {
-                Value::List(items) => items,
-                other => {
-                    return Err(self.fail(
-                        *expr,
-                        format!("forEach {var} must be a list, got {:?}", other.type_of()),
-                    ));
-                }
+            let items: Vec<Bound<'c>> = match self.select(*expr, scope)? {
+                Some(Json::Array(items)) => items.iter().map(Bound::Json).collect(),
+                _ => match self.execute(*expr, scope)? {
+                    Value::List(items) => items.iter().cloned().map(Bound::Cel).collect(),
+                    other => {
+                        return Err(self.fail(
+                            *expr,
+                            format!("forEach {var} must be a list, got {:?}", other.type_of()),
+                        ));
+                    }
+                },
             };
             if out.len().saturating_mul(items.len()) > self.graph.limits.max_for_each {
                 return Err(Error::Limit(LimitKind::ForEach));
@@ -198,8 +347,9 @@ impl Run<'_> {
                 .into_iter()
                 .flat_map(|b| {
                     items.iter().map(move |item| {
-                        let mut b = b.clone();
-                        b.push((var.clone(), item.clone()));
+                        let mut b: Vec<(&'c str, Bound<'c>)> =
+                            b.iter().map(|(n, v)| (*n, v.clone())).collect();
+                        b.push((var.as_str(), item.clone()));
                         b
                     })
                 })
@@ -211,13 +361,16 @@ impl Run<'_> {
     fn render(
         &mut self,
         node: &Node,
-        ctx: &Context<'_, '_>,
+        scope: &Scope<'_, '_, '_>,
         flows: &mut Vec<(usize, ValueFlow)>,
     ) -> Result<Json, Error> {
         Ok(match node {
             Node::Literal(v) => v.clone(),
             Node::Whole(e) => {
-                let v = self.eval(*e, ctx)?;
+                if let Some(v) = self.select(*e, scope)?.and_then(normalize) {
+                    return Ok(v);
+                }
+                let v = self.execute(*e, scope)?;
                 cel_to_json(&v).map_err(|m| self.fail(*e, m))?
             }
             Node::Mixed(pieces) => {
@@ -225,10 +378,16 @@ impl Run<'_> {
                 for p in pieces {
                     match p {
                         Piece::Text(t) => s.push_str(t),
-                        Piece::Expr(e) => {
-                            let v = self.eval(*e, ctx)?;
-                            s.push_str(&self.interpolate(*e, &v)?);
-                        }
+                        Piece::Expr(e) => match self.select(*e, scope)? {
+                            Some(Json::String(v)) => s.push_str(v),
+                            Some(v @ (Json::Number(_) | Json::Bool(_))) => {
+                                s.push_str(&self.interpolate(*e, &json_to_cel(v))?);
+                            }
+                            _ => {
+                                let v = self.execute(*e, scope)?;
+                                s.push_str(&self.interpolate(*e, &v)?);
+                            }
+                        },
                     }
                 }
                 Json::String(s)
@@ -250,13 +409,13 @@ impl Run<'_> {
             Node::Array(items) => Json::Array(
                 items
                     .iter()
-                    .map(|n| self.render(n, ctx, flows))
+                    .map(|n| self.render(n, scope, flows))
                     .collect::<Result<_, _>>()?,
             ),
             Node::Object(fields) => {
                 let mut m = serde_json::Map::new();
                 for (k, n) in fields {
-                    m.insert(k.clone(), self.render(n, ctx, flows)?);
+                    m.insert(k.clone(), self.render(n, scope, flows)?);
                 }
                 Json::Object(m)
             }
@@ -329,5 +488,24 @@ impl Run<'_> {
             spec,
             labels,
         })
+    }
+}
+
+/// The length of `value` serialised as JSON, without building the bytes.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
     }
 }

@@ -5,7 +5,7 @@ use std::{collections::BTreeSet, fmt, sync::Arc};
 use cel::{Env, Program};
 use serde_json::Value as Json;
 
-use crate::Limits;
+use crate::{Limits, path::PathExpr};
 
 /// A compiled resource graph, ready to compose any number of times (`Send + Sync`).
 ///
@@ -39,6 +39,8 @@ pub(crate) struct CompiledExpr {
     pub program: Program,
     /// JSON pointer into the graph config, for error messages.
     pub path: String,
+    /// Set when the expression is a plain path, which compose resolves without CEL.
+    pub select: Option<PathExpr>,
 }
 
 /// A template value with its expressions compiled.

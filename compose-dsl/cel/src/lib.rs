@@ -54,6 +54,7 @@ mod error;
 mod graph;
 mod limits;
 mod output;
+mod path;
 mod refs;
 mod template;
 mod value;

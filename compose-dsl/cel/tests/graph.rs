@@ -414,3 +414,84 @@ fn composes_are_deterministic_and_graphs_shareable() {
         );
     }
 }
+
+/// Plain paths (`${spec.v}`) are resolved on the JSON without the interpreter; `dyn(...)`
+/// forces the same read through CEL. Both must give the same values and the same errors.
+#[test]
+fn plain_paths_agree_with_the_interpreter() {
+    let g = compile(json!({"resources": [
+        {"id": "sib", "template": {"kind": "k", "name": "${root.name}-sib",
+            "spec": {"v": "${spec.v}"}}},
+        {"id": "fast", "template": {"kind": "k", "name": "${root.name}-fast",
+            "spec": {"whole": "${spec.v}", "text": "<${spec.s}>", "sib": "${sib.spec.v}",
+                     "first": "${spec.list[0]}"}}},
+        {"id": "slow", "template": {"kind": "k", "name": "${root.name}-slow",
+            "spec": {"whole": "${dyn(spec.v)}", "text": "<${dyn(spec.s)}>",
+                     "sib": "${dyn(sib.spec.v)}", "first": "${dyn(spec.list)[0]}"}}},
+        {"id": "each", "forEach": {"i": "${spec.list}"},
+         "template": {"kind": "e", "name": "fast-${i.n}", "spec": {"i": "${i}", "x": "${i.x}"}}},
+        {"id": "each2", "forEach": {"i": "${dyn(spec.list)}"},
+         "template": {"kind": "e", "name": "slow-${i.n}", "spec": {"i": "${i}", "x": "${i.x}"}}},
+    ]}));
+    let values = [
+        json!(3),
+        json!(-0),
+        json!(1e2),
+        json!(2.5),
+        json!(u64::MAX),
+        json!("str"),
+        json!(true),
+        json!(null),
+        json!({"a": [1, 2.0, {"b": -4}], "c": {}}),
+        json!([]),
+    ];
+    let scalars = [
+        json!("x"),
+        json!(7),
+        json!(u64::MAX),
+        json!(1.5),
+        json!(false),
+    ];
+    for (v, s) in values.iter().zip(scalars.iter().cycle()) {
+        let spec = json!({"v": v, "s": s, "list": [
+            {"n": 1, "x": v}, {"n": 2, "x": [v, s]}
+        ]});
+        let out = g.compose("r", &spec).unwrap();
+        let by_name = |name: &str| {
+            &out.children
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("no child {name}"))
+                .spec
+        };
+        assert_eq!(
+            by_name("r-fast"),
+            by_name("r-slow"),
+            "value {v}, scalar {s}"
+        );
+        assert_eq!(by_name("fast-1"), by_name("slow-1"), "value {v}");
+        assert_eq!(by_name("fast-2"), by_name("slow-2"), "value {v}");
+    }
+
+    // A missing key and a field step into a list fail the same way on both paths.
+    let single = |expr: &str| {
+        compile(
+            json!({"resources": [{"id": "a", "template": {"kind": "k", "name": "n",
+            "spec": {"v": format!("${{{expr}}}")}}}]}),
+        )
+        .compose("r", &json!({"v": [1], "m": {}}))
+        .expect_err("must fail")
+    };
+    let message = |e: Error| match e {
+        Error::Eval { message, .. } => message,
+        other => panic!("not an eval error: {other:?}"),
+    };
+    assert_eq!(
+        message(single("spec.m.nope")),
+        message(single("dyn(spec.m).nope"))
+    );
+    assert_eq!(
+        message(single("spec.v[3]")),
+        message(single("dyn(spec.v)[3]"))
+    );
+}

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use starlark::{environment::Module, eval::Evaluator};
 
-use crate::{Bundle, ComposeOutput, Error, LimitKind, Limits, sandbox};
+use crate::{Bundle, ComposeOutput, Error, LimitKind, Limits, json, sandbox};
 
 impl Bundle {
     /// Calls `compose(spec, config)` and validates what it returns.
@@ -32,8 +32,7 @@ impl Bundle {
         limits: &Limits,
     ) -> Result<ComposeOutput, Error> {
         self.count_compose();
-        let input = serde_json::to_vec(spec).map_or(usize::MAX, |v| v.len())
-            + serde_json::to_vec(config).map_or(usize::MAX, |v| v.len());
+        let input = json::len(spec).saturating_add(json::len(config));
         if input > limits.max_input_bytes {
             return Err(Error::Limit(LimitKind::InputSize));
         }
@@ -54,8 +53,7 @@ impl Bundle {
                 Err(e) => return Err(sandbox::classify(e, &eval, limits, &deadline)),
             };
             sandbox::check_after(&eval, limits, &deadline)?;
-            result
-                .to_json_value()
+            json::to_json(result)
                 .map_err(|e| Error::output(format!("result is not JSON-representable: {e}")))
         })?;
         ComposeOutput::from_json(json, limits)

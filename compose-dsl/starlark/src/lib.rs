@@ -41,6 +41,7 @@ mod builtins;
 mod bundle;
 mod compose;
 mod error;
+mod json;
 mod limits;
 mod output;
 mod sandbox;

@@ -108,8 +108,7 @@ fn empty_object() -> Value {
 impl ComposeOutput {
     /// Decodes and validates the JSON returned by `compose`.
     pub fn from_json(value: Value, limits: &Limits) -> Result<Self, Error> {
-        let bytes = serde_json::to_vec(&value).map_err(|e| Error::output(e.to_string()))?;
-        if bytes.len() > limits.max_output_bytes {
+        if crate::json::len(&value) > limits.max_output_bytes {
             return Err(Error::Limit(LimitKind::OutputSize));
         }
         if !value.is_object() {
