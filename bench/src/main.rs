@@ -18,6 +18,7 @@ use std::{
 mod bom;
 
 use anyhow::{Context, bail};
+use base64::Engine as _;
 use clap::Parser;
 use converge_sdk::{
     HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry, WorkerConfig,
@@ -68,20 +69,28 @@ struct Args {
     finalizers: bool,
     /// Leaf mode: run each worker as this shell command instead of in-process Rust workers
     /// (any worker form: it gets BROKER_ADDR, WORKER_MAX_PARALLEL, and BENCH_KIND/NOOP_KIND =
-    /// benchleaf, and is killed at the end).
+    /// the leaf kind's name, and is killed at the end).
     #[arg(long)]
     worker_cmd: Option<String>,
-    /// A default provider config spec (JSON) for benchleaf, e.g. an exec program.
+    /// A default provider config spec (JSON) for the leaf kind, e.g. an exec program.
     #[arg(long)]
     providerconfig: Option<String>,
+    /// A file whose bytes ride that default provider config as its bundle (`data`), e.g. a
+    /// WASM component for the stdworker's wasm provider.
+    #[arg(long, requires = "providerconfig")]
+    providerconfig_data: Option<PathBuf>,
+    /// Leaf mode: the leaf kind's name (the in-process worker serves any name; an external
+    /// worker must serve it, e.g. `conf-leaf` for the conformance guest component).
+    #[arg(long, default_value = "benchleaf")]
+    kind: String,
 }
 
 /// The no-op leaf: reports a tiny status.
-struct Noop;
+struct Noop(String);
 
 impl Provider for Noop {
     fn kind(&self) -> KindVersion {
-        KindVersion::new("benchleaf", 1)
+        KindVersion::new(self.0.clone(), 1)
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
@@ -191,9 +200,9 @@ fn start_external_workers(
                 .env("BROKER_ADDR", broker)
                 .env("WORKER_MAX_PARALLEL", args.parallel.to_string())
                 .env("WORKER_NAME", format!("bench-{i}"))
-                .env("BENCH_KIND", "benchleaf")
-                .env("NOOP_KIND", "benchleaf")
-                .env("STDWORKER_EXEC_KINDS", "benchleaf")
+                .env("BENCH_KIND", &args.kind)
+                .env("NOOP_KIND", &args.kind)
+                .env("STDWORKER_EXEC_KINDS", &args.kind)
                 .env("LOG_LEVEL", "warn")
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
@@ -234,7 +243,7 @@ fn start_workers(
             let registry = if composite {
                 Registry::new().with(bom::BenchBom).with(bom::BenchLink)
             } else {
-                Registry::new().with(Noop)
+                Registry::new().with(Noop(args.kind.clone()))
             };
             tokio::spawn(async move {
                 if let Err(e) =
@@ -250,6 +259,7 @@ fn start_workers(
 async fn apply_bulk(
     client: &reqwest::Client,
     http: &str,
+    kind: &str,
     n: usize,
     conc: usize,
 ) -> anyhow::Result<Duration> {
@@ -257,10 +267,11 @@ async fn apply_bulk(
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..conc {
-        let (client, url, next) = (
+        let (client, url, next, kind) = (
             client.clone(),
             format!("{http}/api/v1/resources"),
             next.clone(),
+            kind.to_owned(),
         );
         tasks.push(tokio::spawn(async move {
             loop {
@@ -268,7 +279,7 @@ async fn apply_bulk(
                 if i >= n {
                     return Ok::<_, anyhow::Error>(());
                 }
-                let body = json!({"kind": "benchleaf", "kind_version": 1, "name": format!("bulk-{i}"), "spec": {"i": i}});
+                let body = json!({"kind": kind.as_str(), "kind_version": 1, "name": format!("bulk-{i}"), "spec": {"i": i}});
                 let r = client.post(&url).json(&body).send().await?;
                 if !r.status().is_success() {
                     bail!("apply failed: {} {}", r.status(), r.text().await.unwrap_or_default());
@@ -285,14 +296,20 @@ async fn apply_bulk(
     Ok(t0.elapsed())
 }
 
-async fn wait_all_ready(pool: &sqlx::PgPool, prefix: &str, n: usize) -> anyhow::Result<()> {
+async fn wait_all_ready(
+    pool: &sqlx::PgPool,
+    kind: &str,
+    prefix: &str,
+    n: usize,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(1800);
     let mut last = 0;
     loop {
         let ready: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM resources WHERE kind = 'benchleaf' AND name LIKE $1 AND phase = 'Ready'",
+            "SELECT count(*) FROM resources WHERE kind = $2 AND name LIKE $1 AND phase = 'Ready'",
         )
         .bind(format!("{prefix}%"))
+        .bind(kind)
         .fetch_one(pool)
         .await?;
         let ready = ready as usize;
@@ -313,6 +330,7 @@ async fn wait_all_ready(pool: &sqlx::PgPool, prefix: &str, n: usize) -> anyhow::
 async fn idle_latency(
     client: &reqwest::Client,
     http: &str,
+    kind: &str,
     samples: usize,
 ) -> anyhow::Result<Vec<f64>> {
     let mut out = Vec::with_capacity(samples);
@@ -321,7 +339,7 @@ async fn idle_latency(
         let t0 = Instant::now();
         let r = client
             .post(format!("{http}/api/v1/resources"))
-            .json(&json!({"kind": "benchleaf", "kind_version": 1, "name": name, "spec": {}}))
+            .json(&json!({"kind": kind, "kind_version": 1, "name": name, "spec": {}}))
             .send()
             .await?;
         if !r.status().is_success() {
@@ -329,7 +347,7 @@ async fn idle_latency(
         }
         loop {
             let v: Value = client
-                .get(format!("{http}/api/v1/resources/benchleaf/{name}"))
+                .get(format!("{http}/api/v1/resources/{kind}/{name}"))
                 .send()
                 .await?
                 .json()
@@ -357,13 +375,13 @@ async fn main() -> anyhow::Result<()> {
         .pool_max_idle_per_host(args.apply_concurrency)
         .build()?;
     let manifest = json!({
-        "kind": "benchleaf", "kind_version": 1, "description": "benchmark no-op leaf",
+        "kind": args.kind, "kind_version": 1, "description": "benchmark no-op leaf",
         "spec_schema": {"type": "object"},
         "max_inflight": args.cap,
         "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]
     });
     let r = client
-        .put(format!("{}/api/v1/kinds/benchleaf/manifest", server.http))
+        .put(format!("{}/api/v1/kinds/{}/manifest", server.http, args.kind))
         .json(&manifest)
         .send()
         .await?;
@@ -372,12 +390,16 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(spec) = &args.providerconfig {
         let spec: Value = serde_json::from_str(spec).context("--providerconfig is not JSON")?;
+        let mut body = json!({"name": format!("{}-default", args.kind), "kind": args.kind,
+                              "kind_version": 1, "is_default": true, "spec": spec});
+        if let Some(path) = &args.providerconfig_data {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("--providerconfig-data {}", path.display()))?;
+            body["data"] = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+        }
         let r = client
             .post(format!("{}/api/v1/providerconfigs", server.http))
-            .json(
-                &json!({"name": "benchleaf-default", "kind": "benchleaf", "kind_version": 1,
-                          "is_default": true, "spec": spec}),
-            )
+            .json(&body)
             .send()
             .await?;
         if !r.status().is_success() {
@@ -417,7 +439,7 @@ async fn main() -> anyhow::Result<()> {
     if args.preload {
         workers = start_workers(&args, &server.broker, &stop);
     }
-    let idle = idle_latency(&client, &server.http, args.idle_samples).await?;
+    let idle = idle_latency(&client, &server.http, &args.kind, args.idle_samples).await?;
     if args.preload {
         stop.cancel();
         for w in workers.drain(..) {
@@ -430,21 +452,28 @@ async fn main() -> anyhow::Result<()> {
         "applying {} resources with {} concurrent clients ...",
         args.n, args.apply_concurrency
     );
-    let apply_time = apply_bulk(&client, &server.http, args.n, args.apply_concurrency).await?;
+    let apply_time = apply_bulk(
+        &client,
+        &server.http,
+        &args.kind,
+        args.n,
+        args.apply_concurrency,
+    ).await?;
     let workers_at = chrono::Utc::now();
     if args.preload {
         eprintln!("starting {} workers ...", args.workers);
         workers = start_workers(&args, &server.broker, &stop);
     }
-    wait_all_ready(&pool, "bulk-", args.n).await?;
+    wait_all_ready(&pool, &args.kind, "bulk-", args.n).await?;
     let row: (f64, f64, f64, f64) = sqlx::query_as(
         "SELECT extract(epoch FROM max(updated_at) - min(created_at))::float8,
                 extract(epoch FROM max(updated_at) - $1)::float8,
                 (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)))::float8,
                 (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)))::float8
-         FROM resources WHERE kind = 'benchleaf' AND name LIKE 'bulk-%'",
+         FROM resources WHERE kind = $2 AND name LIKE 'bulk-%'",
     )
     .bind(workers_at)
+    .bind(&args.kind)
     .fetch_one(&pool)
     .await?;
     let (span, since_workers, p50, p99) = row;

@@ -218,8 +218,7 @@ impl Graph {
                 let bound_ctx = OnceCell::new();
                 let scope = scope.bind(&binding, &bound_ctx);
                 let mut flows = Vec::new();
-                let json = run.render(&r.template, &scope, &mut flows)?;
-                let child = run.child(json)?;
+                let child = run.child(&r.template, &scope, &mut flows)?;
                 if r.for_each.is_empty() && read[i] {
                     let value = serde_json::to_value(&child).expect("a child serializes");
                     values[i].set(value).expect("a resource renders once");
@@ -438,16 +437,27 @@ impl Run<'_> {
         })
     }
 
-    /// Reads the rendered template into a child, checking field types.
-    fn child(&self, json: Json) -> Result<ChildSpec, Error> {
+    /// Renders the template's top-level fields straight into a child, checking their types
+    /// (the keys were checked at compile time).
+    fn child(
+        &mut self,
+        template: &Node,
+        scope: &Scope<'_, '_, '_>,
+        flows: &mut Vec<(usize, ValueFlow)>,
+    ) -> Result<ChildSpec, Error> {
+        let Node::Object(fields) = template else {
+            unreachable!("templates are objects")
+        };
+        let mut rendered = Vec::with_capacity(fields.len());
+        for (k, n) in fields {
+            rendered.push((k.as_str(), Some(self.render(n, scope, flows)?)));
+        }
+        let mut t = Fields(rendered);
         let id = &self.graph.resources[self.resource].id;
         let bad = |field: &str, want: &str| Error::Eval {
             resource: id.clone(),
             path: format!("/resources/{}/template/{field}", self.resource),
             message: format!("{field} must render to {want}"),
-        };
-        let Json::Object(mut t) = json else {
-            unreachable!("templates are objects")
         };
         let kind = match t.remove("kind") {
             Some(Json::String(s)) if !s.is_empty() => s,
@@ -488,6 +498,18 @@ impl Run<'_> {
             spec,
             labels,
         })
+    }
+}
+
+/// A template's rendered top-level fields, each taken once.
+struct Fields<'t>(Vec<(&'t str, Option<Json>)>);
+
+impl Fields<'_> {
+    fn remove(&mut self, key: &str) -> Option<Json> {
+        self.0
+            .iter_mut()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.take())
     }
 }
 
