@@ -381,7 +381,10 @@ async fn main() -> anyhow::Result<()> {
         "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]
     });
     let r = client
-        .put(format!("{}/api/v1/kinds/{}/manifest", server.http, args.kind))
+        .put(format!(
+            "{}/api/v1/kinds/{}/manifest",
+            server.http, args.kind
+        ))
         .json(&manifest)
         .send()
         .await?;
@@ -458,7 +461,8 @@ async fn main() -> anyhow::Result<()> {
         &args.kind,
         args.n,
         args.apply_concurrency,
-    ).await?;
+    )
+    .await?;
     let workers_at = chrono::Utc::now();
     if args.preload {
         eprintln!("starting {} workers ...", args.workers);

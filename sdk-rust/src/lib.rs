@@ -43,6 +43,7 @@ mod signal;
 pub mod testing;
 mod types;
 
+pub use bytes::Bytes;
 pub use config::{
     DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEARTBEAT_EVERY, DEFAULT_MAX_PARALLEL, DEFAULT_READINESS_POLL,
     DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, WorkerConfig,

@@ -5,6 +5,8 @@
 
 use std::{collections::BTreeMap, fmt};
 
+use bytes::Bytes;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -67,8 +69,10 @@ impl fmt::Display for KindVersion {
 pub struct ProviderConfig {
     /// The config spec JSON; `None` when absent.
     pub spec: Option<Value>,
-    /// The config's opaque bundle (e.g. a WASM component); empty when absent.
-    pub bundle: Vec<u8>,
+    /// The config's opaque bundle (e.g. a WASM component); empty when absent. Shared, not
+    /// copied: every task's request carries the kind's default config, and a bundle can be
+    /// megabytes.
+    pub bundle: Bytes,
 }
 
 impl ProviderConfig {

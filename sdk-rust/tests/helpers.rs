@@ -37,7 +37,7 @@ fn request_helpers() {
     assert_eq!(req.spec::<Spec>().unwrap().n, 3);
     req.config = ProviderConfig {
         spec: Some(json!({"a": {"b": 1}})),
-        bundle: b"d".to_vec(),
+        bundle: b"d".to_vec().into(),
     };
     req.config_override = Some(json!({"a": {"c": 2}}));
     assert_eq!(req.effective_config(), json!({"a": {"b": 1, "c": 2}}));
@@ -118,7 +118,7 @@ async fn testing_execute_task_runs_the_wire_path() {
     };
     let default = ProviderConfig {
         spec: Some(json!({"a": 1})),
-        bundle: Vec::new(),
+        bundle: Default::default(),
     };
     let c = testing::execute_task(&registry, task.clone(), default.clone()).await;
     assert_eq!(

@@ -488,7 +488,7 @@ async fn provider_config_is_primed_pushed_and_carried_by_requests() {
             cfgs[0].spec,
             Some(json!({"region": "eu", "tier": {"size": 1}}))
         );
-        assert_eq!(cfgs[0].bundle, b"v1");
+        assert_eq!(&cfgs[0].bundle[..], b"v1");
     }
     conn.send(Down::Config(pb::ProviderConfigUpdate {
         kind: "hello".into(),

@@ -45,7 +45,10 @@ fn compose_request(
     req.stage = Stage::Compose;
     req.reaction = "compose".into();
     req.resource.name = "root".into();
-    req.config = ProviderConfig { spec: cfg, bundle };
+    req.config = ProviderConfig {
+        spec: cfg,
+        bundle: bundle.into(),
+    };
     req
 }
 
@@ -144,7 +147,7 @@ async fn starlark_composes_once_per_bundle_and_maps_every_part() {
     assert!(!p.ready());
     p.on_config(ProviderConfig {
         spec: Some(json!({"region": "eu"})),
-        bundle: bundle(GOOD),
+        bundle: bundle(GOOD).into(),
     });
     assert!(p.ready());
     let req = || {
@@ -179,7 +182,7 @@ async fn starlark_composes_once_per_bundle_and_maps_every_part() {
     let v2 = bundle(&GOOD.replace("\"n\": 2", "\"n\": 3"));
     p.on_config(ProviderConfig {
         spec: Some(json!({"region": "eu"})),
-        bundle: v2.clone(),
+        bundle: v2.clone().into(),
     });
     let out = run(
         &p,
@@ -193,7 +196,7 @@ async fn starlark_composes_once_per_bundle_and_maps_every_part() {
     // No default bundle: unready.
     p.on_config(ProviderConfig {
         spec: Some(json!({})),
-        bundle: vec![],
+        bundle: Default::default(),
     });
     assert!(!p.ready());
 }
@@ -307,7 +310,7 @@ async fn cel_compiles_once_and_composes_with_flows() {
     assert!(!p.ready());
     p.on_config(ProviderConfig {
         spec: Some(graph()),
-        bundle: vec![],
+        bundle: Default::default(),
     });
     assert!(p.ready());
     for _ in 0..3 {
@@ -360,7 +363,7 @@ async fn cel_compiles_once_and_composes_with_flows() {
 
     p.on_config(ProviderConfig {
         spec: Some(json!({"other": 1})),
-        bundle: vec![],
+        bundle: Default::default(),
     });
     assert!(!p.ready());
 }

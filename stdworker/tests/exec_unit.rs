@@ -108,7 +108,7 @@ fn on_config_flips_provider_readiness() {
     assert!(!p.ready(), "unready until a config names a program");
     let push = |spec: Option<Value>| ProviderConfig {
         spec,
-        bundle: Vec::new(),
+        bundle: Default::default(),
     };
     p.on_config(push(Some(json!({"program": "p"}))));
     assert!(p.ready());
@@ -612,7 +612,7 @@ fn configured(spec: Value, config: Value) -> converge_sdk::ReactionRequest {
     let mut req = testing::request("k", spec);
     req.config = ProviderConfig {
         spec: Some(config),
-        bundle: Vec::new(),
+        bundle: Default::default(),
     };
     req
 }

@@ -307,7 +307,7 @@ async fn statussink_writes_the_status_once_per_generation_and_waits_for_a_destin
     std::fs::create_dir_all(&dir).unwrap();
     sink.on_config(ProviderConfig {
         spec: Some(serde_json::json!({"directory": dir})),
-        bundle: Vec::new(),
+        bundle: Default::default(),
     });
     assert!(sink.ready());
     testing::run(&sink, req.clone()).await.unwrap();

@@ -488,7 +488,10 @@ pub(crate) fn provider_config(kv: &KindVersion, spec: &[u8], bundle: Vec<u8>) ->
             }
         }
     };
-    ProviderConfig { spec, bundle }
+    ProviderConfig {
+        spec,
+        bundle: bundle.into(),
+    }
 }
 
 fn interest(kv: &KindVersion, has_worker: bool) -> pb::Interest {

@@ -141,12 +141,12 @@ fn readiness_follows_the_default_config() {
     assert!(p.ready(), "no config means ready");
     p.on_config(ProviderConfig {
         spec: Some(json!({"ready": false})),
-        bundle: Vec::new(),
+        bundle: Default::default(),
     });
     assert!(!p.ready());
     p.on_config(ProviderConfig {
         spec: Some(json!({"ready": true})),
-        bundle: Vec::new(),
+        bundle: Default::default(),
     });
     assert!(p.ready());
 }
@@ -157,7 +157,7 @@ async fn config_echoes_the_deep_merge() {
     let mut req = testing::request("conf-config", json!({}));
     req.config = ProviderConfig {
         spec: Some(json!({"a": 1, "b": {"c": 2}})),
-        bundle: vec![1, 2],
+        bundle: vec![1, 2].into(),
     };
     req.config_override = Some(json!({"b": {"d": 3}}));
     let out = testing::run(&p, req).await.unwrap();

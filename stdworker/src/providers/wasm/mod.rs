@@ -22,7 +22,9 @@ use std::{
     time::Instant,
 };
 
-use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest};
+use converge_sdk::{
+    Bytes, HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest,
+};
 use converge_wasm_host::{
     HandlerFailure, HostConfig, LimitOverrides, LoadedComponent, LogLevel, WasmHost,
 };
@@ -82,8 +84,8 @@ struct DefaultState {
     generation: u64,
     ready: bool,
     /// The default bundle and its content hash: a task on the default (most tasks) finds
-    /// its key by comparing bytes instead of hashing the whole component again.
-    bundle: Option<(Arc<[u8]>, ContentHash)>,
+    /// its key by identity instead of hashing the whole component again.
+    bundle: Option<(Bytes, ContentHash)>,
 }
 
 /// Serves one (kind, version) with the component in its provider config's bundle.
@@ -135,7 +137,15 @@ impl WasmProvider {
         // Compared outside the lock: other tasks need it too.
         let default = self.state.lock().expect("state lock").bundle.clone();
         match default {
-            Some((default, key)) if *default == *bytes => key,
+            // Requests share the pushed default's allocation, so this is a pointer check;
+            // the byte comparison is for a bundle that arrived some other way.
+            Some((default, key))
+                if std::ptr::eq(default.as_ptr(), bytes.as_ptr())
+                    && default.len() == bytes.len()
+                    || *default == *bytes =>
+            {
+                key
+            }
             _ => content_hash(&[bytes]),
         }
     }
@@ -243,7 +253,7 @@ impl WasmProvider {
         {
             let mut st = self.state.lock().expect("state lock");
             if st.generation == generation {
-                st.bundle = Some((Arc::from(cfg.bundle.as_slice()), key));
+                st.bundle = Some((cfg.bundle.clone(), key));
             }
         }
         let want_ready = parsed.ready != Some(false);
