@@ -138,7 +138,7 @@ async fn bind(
 fn classic_manifest(kind: &str) -> Value {
     let path = format!(
         "{}/../examples/classic/manifests/{kind}.json",
-        env!("CARGO_MANIFEST_DIR")
+        common::manifest_dir()
     );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

@@ -341,7 +341,10 @@ struct Engines {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    // At run time first: a target dir shared by two checkouts keeps the first one's `env!`.
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    Path::new(&dir).join(rel)
 }
 
 /// The engines, loaded on first use. A test thread that arrives while another loads waits

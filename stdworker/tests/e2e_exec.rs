@@ -269,7 +269,7 @@ async fn config_edits_and_overrides_apply_without_restart() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_exec_hello_example_greets() {
     let c = Converge::start().await;
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/exec-hello");
+    let example = format!("{}/../examples/exec-hello", common::manifest_dir());
     let read = |f: &str| -> Value {
         serde_json::from_str(&std::fs::read_to_string(format!("{example}/{f}")).unwrap()).unwrap()
     };

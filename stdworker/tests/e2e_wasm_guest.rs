@@ -15,11 +15,11 @@ const T: Duration = Duration::from_secs(60);
 /// The committed Rust guest: one component serving the composite and its leaves.
 #[tokio::test(flavor = "multi_thread")]
 async fn rust_guest_composes_flows_and_rolls_up() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../wasm-host/tests/fixtures/conformance-guest.wasm"
+    let path = format!(
+        "{}/../wasm-host/tests/fixtures/conformance-guest.wasm",
+        common::manifest_dir()
     );
-    let bytes = std::fs::read(path)
+    let bytes = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{path}: {e} (build it with wasm-host/guests/build-rust.sh)"));
     let c = Converge::start().await;
     c.apply_manifest(&leaf_manifest("conf-leaf")).await;

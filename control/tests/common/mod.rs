@@ -169,9 +169,9 @@ impl Converge {
     /// The hello example's manifest (with an optional deadline).
     pub fn hello_manifest(deadline_secs: i64) -> Value {
         let mut m: Value = serde_json::from_str(
-            &std::fs::read_to_string(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../examples/hello/kind-hello.json"
+            &std::fs::read_to_string(format!(
+                "{}/../examples/hello/kind-hello.json",
+                manifest_dir()
             ))
             .unwrap(),
         )
@@ -299,4 +299,11 @@ impl Worker {
         self.child.kill().await.unwrap();
         at
     }
+}
+
+/// This crate's directory: from the environment `cargo test` runs tests in, else where the
+/// test was built. A target directory shared by two checkouts keeps a test binary built in
+/// the first one, and with it the first checkout's path in `env!`.
+pub fn manifest_dir() -> String {
+    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
 }

@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 const KINDS: [&str; 5] = ["classicbom", "account", "vpc", "tgw", "route"];
 
 fn read(rel: &str) -> String {
-    let path = format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"));
+    // At run time first: a target dir shared by two checkouts keeps the first one's `env!`.
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let path = format!("{dir}/{rel}");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

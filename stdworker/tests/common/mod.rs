@@ -302,9 +302,16 @@ impl Stdworker {
     }
 }
 
+/// This crate's directory: from the environment `cargo test` runs tests in, else where the
+/// test was built. A target directory shared by two checkouts keeps a test binary built in
+/// the first one, and with it the first checkout's path in `env!`.
+pub fn manifest_dir() -> String {
+    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
+}
+
 /// Path of a file in this crate's `tests/fixtures`.
 pub fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/tests/fixtures/{name}", manifest_dir())
 }
 
 /// A fresh scratch directory under the system temp dir.
