@@ -15,6 +15,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
+# Incremental caches in a target dir shared by every checkout grew to 15 GB and filled the
+# disk; a test run recompiles the workspace crates once anyway, so they buy little here.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 PASSED=()
 FAILED=()

@@ -140,6 +140,12 @@ pub enum DevDbError {
     /// `DEVDB_FAST` holds something other than a boolean.
     #[error("invalid DEVDB_FAST value {0:?}; expected 1, true, 0 or false")]
     InvalidFastFlag(String),
+    /// An item of `CONVERGE_DEV_PG_SETTINGS` is not `name=value`.
+    #[error(
+        "invalid CONVERGE_DEV_PG_SETTINGS item {0:?}; expected space-separated name=value \
+         settings, e.g. shared_preload_libraries=pg_stat_statements"
+    )]
+    InvalidSetting(String),
     /// The `converge` database could not be created.
     #[error("failed to create the converge database")]
     CreateDatabase(#[source] sqlx::Error),
@@ -193,11 +199,14 @@ impl DevDb {
     /// The PostgreSQL bin dir is `PG_BIN_DIR`, else `pg_config --bindir`, else the newest
     /// `/usr/lib/postgresql/*/bin`, else the directory of `initdb` on `PATH`. `DEVDB_FAST=1`
     /// turns off `fsync`, `synchronous_commit` and `full_page_writes` (a crash may then lose or
-    /// corrupt the dev data). A `postmaster.pid` left by a killed run is removed when its process
+    /// corrupt the dev data). `CONVERGE_DEV_PG_SETTINGS` adds server settings (space-separated
+    /// `name=value`, e.g. `shared_preload_libraries=pg_stat_statements` to profile statements).
+    /// A `postmaster.pid` left by a killed run is removed when its process
     /// is gone; a live server on the same cluster is an error. Cancelling this future stops a
     /// server it already spawned.
     pub async fn start(cfg: DevDbConfig) -> Result<DevDb, DevDbError> {
         let fast = fast_flag()?;
+        let extra_settings = extra_settings()?;
         tokio::fs::create_dir_all(&cfg.data_dir)
             .await
             .map_err(io_err(format_args!("create {}", cfg.data_dir.display())))?;
@@ -276,6 +285,9 @@ impl DevDb {
                 ] {
                     cmd.arg("-c").arg(setting);
                 }
+            }
+            for setting in &extra_settings {
+                cmd.arg("-c").arg(setting);
             }
             cmd.current_dir(&pgdata)
                 .stdin(Stdio::null())
@@ -504,6 +516,21 @@ fn fast_flag() -> Result<bool, DevDbError> {
             _ => Err(DevDbError::InvalidFastFlag(v)),
         },
     }
+}
+
+/// Reads `CONVERGE_DEV_PG_SETTINGS`: extra `name=value` server settings.
+fn extra_settings() -> Result<Vec<String>, DevDbError> {
+    let raw = std::env::var("CONVERGE_DEV_PG_SETTINGS").unwrap_or_default();
+    parse_settings(&raw)
+}
+
+fn parse_settings(raw: &str) -> Result<Vec<String>, DevDbError> {
+    raw.split_whitespace()
+        .map(|item| match item.split_once('=') {
+            Some((name, _)) if !name.is_empty() => Ok(item.to_owned()),
+            _ => Err(DevDbError::InvalidSetting(item.to_owned())),
+        })
+        .collect()
 }
 
 /// Finds the directory holding `initdb` and `postgres`.
@@ -845,6 +872,27 @@ mod tests {
     fn start_can_run_on_a_multi_threaded_runtime() {
         fn assert_send<T: Send>(_: &T) {}
         assert_send(&DevDb::start(DevDbConfig::default()));
+    }
+
+    #[test]
+    fn extra_settings_are_name_value_items() {
+        assert_eq!(parse_settings("").unwrap(), Vec::<String>::new());
+        assert_eq!(
+            parse_settings("  shared_preload_libraries=pg_stat_statements  work_mem=64MB ")
+                .unwrap(),
+            [
+                "shared_preload_libraries=pg_stat_statements",
+                "work_mem=64MB"
+            ]
+        );
+        assert!(matches!(
+            parse_settings("work_mem"),
+            Err(DevDbError::InvalidSetting(s)) if s == "work_mem"
+        ));
+        assert!(matches!(
+            parse_settings("=64MB"),
+            Err(DevDbError::InvalidSetting(_))
+        ));
     }
 
     #[test]
