@@ -152,11 +152,18 @@ impl Graph {
             return Err(c.errors);
         }
         let order = order(&resources)?;
+        let mut read = vec![false; resources.len()];
+        for r in &resources {
+            for &s in &r.reads {
+                read[s] = true;
+            }
+        }
         Ok(Graph {
             env: c.env,
             exprs: c.exprs,
             resources,
             order,
+            read,
             limits,
         })
     }

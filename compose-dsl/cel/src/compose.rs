@@ -146,12 +146,6 @@ impl Graph {
         }
         let root = serde_json::json!({ "name": root_name });
         let n = self.resources.len();
-        let mut read = vec![false; n];
-        for r in &self.resources {
-            for &s in &r.reads {
-                read[s] = true;
-            }
-        }
         let mut skipped = vec![false; n];
         // A rendered single resource, as siblings' expressions see it.
         let values: Vec<OnceCell<Json>> = (0..n).map(|_| OnceCell::new()).collect();
@@ -219,7 +213,7 @@ impl Graph {
                 let scope = scope.bind(&binding, &bound_ctx);
                 let mut flows = Vec::new();
                 let child = run.child(&r.template, &scope, &mut flows)?;
-                if r.for_each.is_empty() && read[i] {
+                if r.for_each.is_empty() && self.read[i] {
                     let value = serde_json::to_value(&child).expect("a child serializes");
                     values[i].set(value).expect("a resource renders once");
                 }

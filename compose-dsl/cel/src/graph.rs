@@ -17,6 +17,8 @@ pub struct Graph {
     pub(crate) resources: Vec<Resource>,
     /// Resource indexes, each after every resource it depends on.
     pub(crate) order: Vec<usize>,
+    /// Per resource: whether a sibling's expressions read its rendered value.
+    pub(crate) read: Vec<bool>,
     pub(crate) limits: Limits,
 }
 
