@@ -283,6 +283,11 @@ fn push_filters(q: &mut QueryBuilder<Postgres>, f: &ListFilter, roots_only: bool
         q.push(" AND r.labels @> ")
             .push_bind(labels.clone())
             .push("::jsonb");
+        // The GIN index covers labelled rows only (0012); a non-empty containment test implies
+        // it, and saying so lets the planner use that index.
+        if labels.as_object().is_some_and(|m| !m.is_empty()) {
+            q.push(" AND r.labels <> '{}'::jsonb");
+        }
     }
     if let Some((t, id)) = f.after {
         q.push(" AND (r.created_at, r.id) > (")
