@@ -151,6 +151,15 @@ async fn start_server() -> anyhow::Result<Server> {
         .env("CONVERGE_DEV_DIR", &dir)
         .env("CONVERGE_DEV_PG_PORT", pp.to_string())
         .env("DEVDB_FAST", "1")
+        // Commit timestamps date each row's last write by when it became visible, which is
+        // what the rollup latency measures (see bom_run).
+        .env(
+            "CONVERGE_DEV_PG_SETTINGS",
+            format!(
+                "track_commit_timestamp=on {}",
+                std::env::var("CONVERGE_DEV_PG_SETTINGS").unwrap_or_default()
+            ),
+        )
         .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
         .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
         .env(
@@ -580,14 +589,7 @@ async fn run_bom(
     )
     .fetch_one(pool)
     .await?;
-    let mut lat: Vec<f64> = sqlx::query_scalar(
-        "SELECT (extract(epoch FROM r.updated_at - max(c.updated_at)) * 1000)::float8
-         FROM resources r JOIN resources c ON c.root_id = r.id
-         WHERE r.kind = 'benchbom' GROUP BY r.id, r.updated_at",
-    )
-    .fetch_all(pool)
-    .await?;
-    lat.sort_by(f64::total_cmp);
+    let (lat, lat_start) = rollup_latencies(pool, "bom%").await?;
     eprintln!(
         "measuring rollup latency of {} small roots applied one at a time ...",
         args.idle_roots
@@ -618,14 +620,7 @@ async fn run_bom(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    let mut idle: Vec<f64> = sqlx::query_scalar(
-        "SELECT (extract(epoch FROM r.updated_at - max(c.updated_at)) * 1000)::float8
-         FROM resources r JOIN resources c ON c.root_id = r.id
-         WHERE r.kind = 'benchbom' AND r.name LIKE 'idle%' GROUP BY r.id, r.updated_at",
-    )
-    .fetch_all(pool)
-    .await?;
-    idle.sort_by(f64::total_cmp);
+    let (idle, _) = rollup_latencies(pool, "idle%").await?;
     let teardown = if args.delete {
         Some(delete_all(server, client, pool).await?)
     } else {
@@ -645,9 +640,36 @@ async fn run_bom(
         "secs_to_all_roots_ready": total,
         "reconciles_per_sec": (n_children as f64 + args.roots as f64) / reconcile_window.max(1e-9),
         "rollup_latency_ms": {"p50": percentile(&lat, 50.0), "p99": percentile(&lat, 99.0), "max": lat.last().copied().unwrap_or(0.0)},
+        "rollup_latency_txn_start_ms": {"p50": percentile(&lat_start, 50.0), "p99": percentile(&lat_start, 99.0)},
         "idle_rollup_latency_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0)},
         "converge_peak_rss_mb": server.child.id().and_then(peak_rss_mb),
     }))
+}
+
+/// Rollup latency per root whose name matches `pattern`, sorted, in ms: from the commit that
+/// made its last child synced to the commit that made the root Ready (commit timestamps of the
+/// rows' last writes). Also the older measure between the two transactions' start times
+/// (`updated_at = now()`), which counts the child's whole drain batch as latency.
+async fn rollup_latencies(
+    pool: &sqlx::PgPool,
+    pattern: &str,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let rows: Vec<(Option<f64>, f64)> = sqlx::query_as(
+        "SELECT (extract(epoch FROM pg_xact_commit_timestamp(r.xmin)
+                                 - max(pg_xact_commit_timestamp(c.xmin))) * 1000)::float8,
+                (extract(epoch FROM r.updated_at - max(c.updated_at)) * 1000)::float8
+         FROM resources r JOIN resources c ON c.root_id = r.id
+         WHERE r.kind = 'benchbom' AND r.name LIKE $1 GROUP BY r.id, r.xmin, r.updated_at",
+    )
+    .bind(pattern)
+    .fetch_all(pool)
+    .await?;
+    let mut start: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    // A commit timestamp is missing only if the server did not record it.
+    let mut commit: Vec<f64> = rows.iter().filter_map(|r| r.0).collect();
+    commit.sort_by(f64::total_cmp);
+    start.sort_by(f64::total_cmp);
+    Ok((commit, start))
 }
 
 /// Deletes every root at once and waits until no resource is left: `{nodes, secs, nodes_per_sec}`.

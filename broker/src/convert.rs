@@ -66,24 +66,24 @@ pub fn resource(t: &ClaimedTask, kind: &str, kind_version: i32) -> pb::Resource 
 }
 
 /// The wire view of a child or descendant carried in a compose or rollup request.
-pub fn related_resource(r: &RelatedRow) -> pb::Resource {
+pub fn related_resource(r: RelatedRow) -> pb::Resource {
     pb::Resource {
         id: r.id.as_bytes().to_vec(),
-        kind: r.kind.clone(),
-        name: r.name.clone(),
+        labels: labels(&r.labels),
+        kind: r.kind,
+        name: r.name,
         owner_id: r
             .owner_id
             .map(|u| u.as_bytes().to_vec())
             .unwrap_or_default(),
         root_id: r.root_id.map(|u| u.as_bytes().to_vec()).unwrap_or_default(),
-        spec: json_bytes(&r.spec),
-        status: r.status.as_ref().map(json_bytes).unwrap_or_default(),
+        spec: r.spec.into_bytes(),
+        status: r.status.map(String::into_bytes).unwrap_or_default(),
         generation: r.generation,
         synced_gen: r.synced_gen,
         is_ready: r.is_ready,
-        labels: labels(&r.labels),
         kind_version: r.kind_version,
-        phase: r.phase.clone(),
+        phase: r.phase,
         ..Default::default()
     }
 }

@@ -182,7 +182,7 @@ impl Broker {
             &p.pair,
             stage,
             p.status.as_ref(),
-            related.iter().map(convert::related_resource).collect(),
+            related.into_iter().map(convert::related_resource).collect(),
         );
         let msg = convert::stage_task(
             &p.task,

@@ -83,10 +83,11 @@ pub struct RelatedRow {
     pub owner_id: Option<Uuid>,
     /// Root.
     pub root_id: Option<Uuid>,
-    /// Spec.
-    pub spec: serde_json::Value,
-    /// Status.
-    pub status: Option<serde_json::Value>,
+    /// Spec, as the JSON text PostgreSQL prints (passed to the wire as is: no parse and
+    /// re-serialise per row, and numbers keep their full precision).
+    pub spec: String,
+    /// Status, likewise.
+    pub status: Option<String>,
     /// Generation.
     pub generation: i64,
     /// Synced generation.
@@ -135,7 +136,8 @@ pub async fn related(
 /// The related-resources query with `filter` (a constant): built from constants only.
 fn const_format(filter: &'static str) -> String {
     format!(
-        "SELECT id, kind, kind_version, name, owner_id, root_id, spec, status, generation, \
+        "SELECT id, kind, kind_version, name, owner_id, root_id, spec::text AS spec, \
+         status::text AS status, generation, \
          synced_gen, is_ready, labels, phase, failure_message FROM resources {filter} \
          ORDER BY kind, name LIMIT $2"
     )

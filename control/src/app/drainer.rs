@@ -84,6 +84,13 @@ impl Drainer {
                 match db::sweeps::outbox_drain(&self.pool, self.cfg.shards, self.cfg.batch).await {
                     Ok(n) => {
                         total += i64::from(n);
+                        if n > 0 {
+                            // Close any straddle after each of this drainer's own commits,
+                            // while the roots it armed are still behind. Left to pile up over
+                            // a long backlog, a recheck running after a root's rollup had
+                            // landed would run that rollup a second time.
+                            total += self.recheck_rollups().await;
+                        }
                         if n < self.cfg.batch {
                             break;
                         }
@@ -110,12 +117,8 @@ impl Drainer {
                     }
                 }
             }
-            // After this drainer's own commits: close any straddle it may have left.
-            match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards, 1000).await {
-                Ok(n) if n > 0 => total += 1,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "rollup recheck failed"),
-            }
+            // After the teardown sweep's commits too.
+            total += self.recheck_rollups().await;
             if total > 0 {
                 tracing::debug!(applied = total, "drained results");
                 if let Some(n) = &self.on_drained {
@@ -128,4 +131,21 @@ impl Drainer {
         }
         let _ = listener.await;
     }
+
+    /// Re-evaluates every root armed in this drainer's shards (the straddle close-out);
+    /// returns 1 when one was re-pended, for the pass's "did anything" total.
+    async fn recheck_rollups(&self) -> i64 {
+        match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards, RECHECK_MAX).await {
+            Ok(n) if n > 0 => 1,
+            Ok(_) => 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "rollup recheck failed");
+                0
+            }
+        }
+    }
 }
+
+/// Armed roots taken per recheck: each drain batch arms at most one row per composite it
+/// touched, so this covers many batches' worth in one statement.
+const RECHECK_MAX: i32 = 10_000;
