@@ -1,6 +1,6 @@
-//! Wires one `converge` process: migrations, then the duties its ROLE names (control: HTTP
-//! API, drainer, reaper, schema cache; broker: WorkerService), and an orderly shutdown that
-//! lets the broker drain while the API is already closed.
+//! Wires one `converge` process: its listeners, migrations, then the duties its ROLE names
+//! (control: HTTP API, drainer, reaper, schema cache; broker: WorkerService), and an orderly
+//! shutdown that lets the broker drain while the API is already closed.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -34,6 +34,19 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let settings = db::EngineSettings {
         retry_base: cfg.retry_base,
         retry_max: cfg.retry_max,
+    };
+    // Listen first: a port handed to this process is taken before it opens any connection
+    // of its own (the kernel could give one of those that very port as its local end), and a
+    // port conflict fails before the database is touched.
+    let http_listener = if cfg.role.control() {
+        bind(cfg.listen_addr, "the HTTP API (LISTEN_ADDR)").await?
+    } else {
+        bind(cfg.health_addr, "probes (HEALTH_ADDR)").await?
+    };
+    let broker_listener = if cfg.role.broker() {
+        Some(bind(cfg.broker_listen_addr, "the broker (BROKER_LISTEN_ADDR)").await?)
+    } else {
+        None
     };
     let pool = db::connect(&url, cfg.db_max_connections, &settings)
         .await
@@ -120,7 +133,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
         };
         let app = http::router(state, cfg.max_body_bytes);
-        let listener = bind(cfg.listen_addr, "the HTTP API (LISTEN_ADDR)").await?;
+        let listener = http_listener;
         tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
         let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
         let stop = http_stop.clone();
@@ -133,7 +146,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             }
         });
     } else {
-        let listener = bind(cfg.health_addr, "probes (HEALTH_ADDR)").await?;
+        let listener = http_listener;
         tracing::info!(addr = %listener.local_addr()?, "probes listening");
         let app = http::health::probe_router(pool.clone());
         let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
@@ -147,8 +160,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
 
     let grpc_stop = CancellationToken::new();
     let mut broker_task = None;
-    if let Some(b) = &broker {
-        let listener = bind(cfg.broker_listen_addr, "the broker (BROKER_LISTEN_ADDR)").await?;
+    if let (Some(b), Some(listener)) = (&broker, broker_listener) {
         tracing::info!(addr = %listener.local_addr()?, "broker gRPC listening");
         let router = converge_broker::grpc_router(b);
         let stop = grpc_stop.clone();
