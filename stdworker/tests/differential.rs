@@ -37,6 +37,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod common;
+
 use converge_cel::Graph;
 use converge_starlark::Bundle;
 use converge_wasm_host::{HostConfig, LoadedComponent, WasmHost, wit};
@@ -341,10 +343,7 @@ struct Engines {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    // At run time first: a target dir shared by two checkouts keeps the first one's `env!`.
-    let dir = std::env::var("CARGO_MANIFEST_DIR")
-        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
-    Path::new(&dir).join(rel)
+    Path::new(&common::manifest_dir()).join(rel)
 }
 
 /// The engines, loaded on first use. A test thread that arrives while another loads waits
