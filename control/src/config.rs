@@ -73,6 +73,8 @@ pub struct Config {
     /// DRAIN_BATCH: outbox rows per drain statement.
     pub drain_batch: i32,
     /// DRAINERS: concurrent drainers per control process, each over its own shard slice.
+    /// Two by default: one drainer is a serial step (one transaction at a time) and a
+    /// composite run left the database's second core idle behind it.
     pub drainers: usize,
     /// CLAIM_BATCH: queue rows per claim statement.
     pub claim_batch: usize,
@@ -155,7 +157,7 @@ impl Config {
             drainer_failsafe: read(&get, "DRAINER_FAILSAFE", Duration::from_secs(2), dur)?,
             broker_failsafe: read(&get, "BROKER_FAILSAFE", Duration::from_secs(1), dur)?,
             drain_batch: read(&get, "DRAIN_BATCH", 1000, num)?,
-            drainers: read(&get, "DRAINERS", 1, num)?,
+            drainers: read(&get, "DRAINERS", 2, num)?,
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
         };
@@ -215,7 +217,7 @@ mod tests {
         assert_eq!(c.listen_addr.port(), 8080);
         assert_eq!(c.broker_listen_addr.port(), 9090);
         assert_eq!(c.shutdown_drain, Duration::from_secs(45));
-        assert_eq!(c.drainers, 1);
+        assert_eq!(c.drainers, 2);
     }
 
     #[test]

@@ -78,11 +78,16 @@ impl Drainer {
             shutdown.clone(),
         );
         let mut wake = WakeLoop::new(self.notify.clone(), self.cfg.failsafe);
+        // Pause after a failed batch: doubles while the database keeps failing (an outage
+        // should not flood the log), back to the minimum after a success.
+        let mut backoff = RETRY_MIN;
         loop {
             let mut total = 0i64;
+            let mut failed = false;
             loop {
                 match db::sweeps::outbox_drain(&self.pool, self.cfg.shards, self.cfg.batch).await {
                     Ok(n) => {
+                        backoff = RETRY_MIN;
                         total += i64::from(n);
                         if n > 0 {
                             // Close any straddle after each of this drainer's own commits,
@@ -96,8 +101,16 @@ impl Drainer {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "drain failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        // E.g. a deadlock with another drainer (their cascades can lock each
+                        // other's rows); the batch rolled back and its results are still
+                        // queued.
+                        tracing::warn!(error = %e, retry_in = ?backoff, "drain failed; retrying");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => {}
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(self.cfg.failsafe.max(RETRY_MIN));
+                        failed = true;
                         break;
                     }
                 }
@@ -125,6 +138,11 @@ impl Drainer {
                     n.notify_one();
                 }
             }
+            // A failed batch left results queued whose wake-up is already spent: retry now
+            // rather than at the failsafe poll.
+            if failed && !shutdown.is_cancelled() {
+                continue;
+            }
             if !wake.wait(&shutdown).await {
                 break;
             }
@@ -149,3 +167,6 @@ impl Drainer {
 /// Armed roots taken per recheck: each drain batch arms at most one row per composite it
 /// touched, so this covers many batches' worth in one statement.
 const RECHECK_MAX: i32 = 10_000;
+
+/// First pause after a failed drain batch.
+const RETRY_MIN: Duration = Duration::from_millis(200);
