@@ -9,5 +9,10 @@
 -- 20,000: applies/s fell as the table grew) and the drain's cascade spending 60–100 ms per
 -- batch in the same scan. Every statement in this function is a key lookup, so sequential
 -- scans are turned off for it: the plan is the primary-key probe at any table size.
+--
+-- A disabled scan is not forbidden, only priced far above any real plan; where a statement
+-- has no other path that price would exceed jit_above_cost and PostgreSQL would spend
+-- hundreds of milliseconds JIT-compiling a lookup of a few rows (measured on a compose with
+-- sequential scans off). JIT is off here too: nothing in the gate is big enough to gain.
 
-ALTER FUNCTION schedule_eligible(uuid[]) SET enable_seqscan = off;
+ALTER FUNCTION schedule_eligible(uuid[]) SET enable_seqscan = off SET jit = off;
