@@ -1,6 +1,6 @@
 //! The plpgsql engine against a real PostgreSQL (one fresh database per test): phase
 //! derivation, exclusive concurrent claims, partition pruning, epoch fencing, drain, value
-//! flows over a batch.
+//! flows over a batch, key probes from plans cached while the tables were empty.
 
 use std::collections::HashSet;
 
@@ -236,6 +236,85 @@ async fn claim_plan_touches_one_partition() {
         parts,
         HashSet::from(["work_queue_p0\"".to_string()]),
         "plan: {text}"
+    );
+}
+
+/// Sequential scans of `resources` and of the queue's partitions so far, as the statistics
+/// collector has them (call `pg_stat_force_next_flush()` on the scanning connection first).
+async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query_as(
+        "SELECT coalesce(sum(seq_scan) FILTER (WHERE relname = 'resources'), 0)::bigint,
+                coalesce(sum(seq_scan) FILTER (WHERE relname LIKE 'work\\_queue\\_p%'), 0)::bigint
+         FROM pg_stat_user_tables",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    // One connection makes its cached plans while resources and the queue are empty, the
+    // way every pooled connection of a fresh install does.
+    let mut conn = db.pool.acquire().await.unwrap();
+    sqlx::query("SELECT schedule_eligible(ARRAY[gen_random_uuid()])")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("SELECT * FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 10, 'b')")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    // Then the tables fill up (on the same connection, so that every scan it counts below is
+    // one of its own, flushed when asked).
+    let mut ids: Vec<Uuid> = Vec::new();
+    for i in 0..300 {
+        ids.push(
+            sqlx::query_scalar("SELECT id FROM resource_apply('hello', 1, $1, '{}', '{}', NULL)")
+                .bind(format!("r{i}"))
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap(),
+        );
+    }
+    sqlx::query("DELETE FROM work_queue")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let before = seq_scans(&mut conn).await;
+    for chunk in ids.chunks(100) {
+        let n: i32 = sqlx::query_scalar("SELECT schedule_eligible($1)")
+            .bind(chunk)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(n, 100, "every resource is behind and gets queued again");
+    }
+    let claimed: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT resource_id FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 50, 'b')",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 50);
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let after = seq_scans(&mut conn).await;
+    assert_eq!(
+        after, before,
+        "(resources, work_queue) sequential scans by the gate and the claim"
     );
 }
 
