@@ -145,7 +145,9 @@ async fn process(b: &Broker, jobs: Vec<Job>) {
 }
 
 /// Writes the batch; if one row poisons it (a data error), writes rows one by one and turns
-/// each unstorable result into a terminal failure of its task. Returns the accepted keys, or
+/// each unstorable result into a terminal failure of its task. A deadlock or serialization
+/// failure is no data error: the whole batch is written again at once (a task must never
+/// fail terminally because another transaction crossed it). Returns the accepted keys, or
 /// `None` when the database could not be reached after retries.
 async fn append_with_fallback(
     b: &Broker,
@@ -156,6 +158,9 @@ async fn append_with_fallback(
     for attempt in 0..6 {
         match db::queue::outbox_append(pool, batch).await {
             Ok(acc) => return Some(acc),
+            Err(crate::Error::Db { source, .. }) if db::is_conflict(&source) => {
+                tracing::warn!(error = %source, attempt, "result batch crossed another transaction; writing it again");
+            }
             Err(crate::Error::Db {
                 source: sqlx::Error::Database(e),
                 ..
@@ -165,6 +170,9 @@ async fn append_with_fallback(
                 for c in batch {
                     match db::queue::outbox_append(pool, std::slice::from_ref(c)).await {
                         Ok(a) => acc.extend(a),
+                        // Not this result's fault: left unacked, so the worker resends it
+                        // (or the lease lapses and the task re-runs).
+                        Err(crate::Error::Db { source, .. }) if db::is_conflict(&source) => {}
                         Err(e) => {
                             let f = convert::failure(
                                 c.key.clone(),

@@ -1,9 +1,14 @@
 //! The plpgsql engine against a real PostgreSQL (one fresh database per test): phase
 //! derivation, exclusive concurrent claims, partition pruning, epoch fencing, drain, value
-//! flows over a batch, key probes from plans cached while the tables were empty.
+//! flows over a batch, key probes from plans cached while the tables were empty, the lock
+//! order of a result batch.
 
 use std::collections::HashSet;
 
+use converge_broker::{
+    db::queue::{Completion, LeaseKey},
+    ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId},
+};
 use converge_control::testing::TestDb;
 use serde_json::json;
 use sqlx::{PgPool, Row};
@@ -505,5 +510,118 @@ async fn flowed_specs_applies_every_edge_in_dependency_order() {
             json!({"keep": true, "x": "high", "esc": 7, "missing": null})
         )],
         "a frozen dependent gets no flows"
+    );
+}
+
+/// A result of `(id, token, epoch)` as the broker records it.
+fn result_of(id: Uuid, token: Uuid, epoch: i64) -> Completion {
+    Completion {
+        key: LeaseKey {
+            resource_id: ResourceId(id),
+            shard_id: ShardId(shard_of(id)),
+            task_type: "reconcile".into(),
+            lease_token: LeaseToken(token),
+            claim_epoch: ClaimEpoch(epoch),
+        },
+        ok: true,
+        terminal: false,
+        error_message: None,
+        status: Some(json!({})),
+        conditions: None,
+        health_ok: true,
+        advance: true,
+        output: None,
+    }
+}
+
+/// The logical shard of a resource id, as `shard_of` in the engine computes it.
+fn shard_of(id: Uuid) -> i16 {
+    i16::from(id.as_bytes()[15])
+}
+
+#[tokio::test]
+async fn a_result_batch_locks_queue_rows_in_id_order() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    apply(&db.pool, "a", json!({})).await;
+    apply(&db.pool, "b", json!({})).await;
+    let mut claimed = claim(&db.pool, 2).await;
+    claimed.sort();
+    let [(lo, lo_token, lo_epoch), (hi, hi_token, hi_epoch)] = claimed[..] else {
+        panic!("claimed {claimed:?}");
+    };
+    // Another transaction (standing in for the drainer's rollup recheck, which schedules in
+    // id order) holds the lower row and is about to want the higher one.
+    let mut other = db.pool.begin().await.unwrap();
+    let lock = "SELECT 1 FROM work_queue WHERE resource_id = $1 FOR UPDATE";
+    sqlx::query(lock)
+        .bind(lo)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    // The batch arrives higher id first.
+    let pool = db.pool.clone();
+    let batch = vec![
+        result_of(hi, hi_token, hi_epoch),
+        result_of(lo, lo_token, lo_epoch),
+    ];
+    let append =
+        tokio::spawn(async move { converge_broker::db::queue::outbox_append(&pool, &batch).await });
+    // Wait until the batch blocks on the lower row ...
+    for _ in 0.. {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%work_complete%'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // ... then take the higher one: had the batch locked it first (arrival order), this
+    // would be a deadlock and one side would be aborted.
+    sqlx::query(lock)
+        .bind(hi)
+        .execute(&mut *other)
+        .await
+        .expect("the batch held the higher row while waiting for the lower one");
+    other.commit().await.unwrap();
+    let accepted = append.await.unwrap().expect("the result batch failed");
+    assert_eq!(accepted.len(), 2, "both results recorded");
+}
+
+#[tokio::test]
+async fn related_resources_come_in_kind_and_name_byte_order() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let root = apply(&db.pool, "root", json!({})).await;
+    for name in ["b-2", "a", "frozen", "b-10", "B"] {
+        let id = apply(&db.pool, name, json!({})).await;
+        sqlx::query("UPDATE resources SET owner_id = $2, root_id = $2 WHERE id = $1")
+            .bind(id)
+            .bind(root)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    sqlx::query("UPDATE resources SET frozen_until = 'infinity' WHERE name = 'frozen'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let names = |rows: Vec<converge_broker::db::compose::RelatedRow>| {
+        rows.into_iter().map(|r| r.name).collect::<Vec<_>>()
+    };
+    let related = converge_broker::db::compose::related;
+    // A rollup's live subtree (by root_id), then a compose's children (by owner_id, all).
+    assert_eq!(
+        names(related(&db.pool, root, None, true).await.unwrap()),
+        ["B", "a", "b-10", "b-2"]
+    );
+    assert_eq!(
+        names(related(&db.pool, root, None, false).await.unwrap()),
+        ["B", "a", "b-10", "b-2", "frozen"]
     );
 }

@@ -106,7 +106,13 @@ pub struct RelatedRow {
 pub const MAX_RELATED: i64 = 10_000;
 
 /// The composite's direct children (compose's `observed`), or its whole live subtree
-/// (rollup's `descendants`: by root_id for a top-level root, direct children otherwise).
+/// (rollup's `descendants`: by root_id for a top-level root, direct children otherwise),
+/// in (kind, name) byte order; past [`MAX_RELATED`], the first that many in that order.
+///
+/// The rows are sorted here, not by PostgreSQL: sorting the projected rows (their spec and
+/// status printed as text) cost more than reading them (a 5,000-descendant rollup read took
+/// 11-15 ms with `ORDER BY`, 7 ms without), and every rollup of a large composite runs at
+/// the moment its last child settles, while the database is busiest.
 pub async fn related(
     pool: &PgPool,
     id: Uuid,
@@ -114,31 +120,42 @@ pub async fn related(
     subtree: bool,
 ) -> Result<Vec<RelatedRow>> {
     // Two static shapes so each uses its index (root_id / owner_id).
-    let sql = if subtree && root_id.is_none() {
-        const_format(
-            "WHERE root_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL",
-        )
+    let filter = if subtree && root_id.is_none() {
+        "WHERE root_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL"
     } else if subtree {
-        const_format(
-            "WHERE owner_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL",
-        )
+        "WHERE owner_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL"
     } else {
-        const_format("WHERE owner_id = $1")
+        "WHERE owner_id = $1"
     };
-    sqlx::query_as::<_, RelatedRow>(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .bind(MAX_RELATED)
-        .fetch_all(pool)
+    let read = |order: &'static str, limit: i64| {
+        sqlx::query_as::<_, RelatedRow>(sqlx::AssertSqlSafe(const_format(filter, order)))
+            .bind(id)
+            .bind(limit)
+            .fetch_all(pool)
+    };
+    let mut rows = read("", MAX_RELATED + 1)
         .await
-        .map_err(Error::db("read related resources"))
+        .map_err(Error::db("read related resources"))?;
+    if i64::try_from(rows.len()).unwrap_or(i64::MAX) > MAX_RELATED {
+        // Too many to carry: which ones is decided by the order, so the database sorts.
+        rows = read(
+            "ORDER BY kind COLLATE \"C\", name COLLATE \"C\"",
+            MAX_RELATED,
+        )
+        .await
+        .map_err(Error::db("read related resources"))?;
+    }
+    rows.sort_unstable_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+    Ok(rows)
 }
 
-/// The related-resources query with `filter` (a constant): built from constants only.
-fn const_format(filter: &'static str) -> String {
+/// The related-resources query with `filter` and `order` (constants): built from constants
+/// only.
+fn const_format(filter: &'static str, order: &'static str) -> String {
     format!(
         "SELECT id, kind, kind_version, name, owner_id, root_id, spec::text AS spec, \
          status::text AS status, generation, \
          synced_gen, is_ready, labels, phase, failure_message FROM resources {filter} \
-         ORDER BY kind, name LIMIT $2"
+         {order} LIMIT $2"
     )
 }

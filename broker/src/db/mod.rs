@@ -16,6 +16,13 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
+/// Whether PostgreSQL aborted the statement as a deadlock victim (40P01) or a serialization
+/// failure (40001): nothing is wrong with the data, and running the same transaction again
+/// succeeds. The one place that classification lives.
+pub fn is_conflict(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
 /// The forward-only migrations in `migrations/`, embedded once.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 

@@ -143,9 +143,18 @@ pub struct Completion {
 /// accepted. A stale result (released, reaped, re-pointed or already completed) is absent.
 /// Each task type has its own fenced statement: reconcile results go to the outbox for the
 /// drainer; teardown, operation and reactor results are applied at once (rare and small).
+///
+/// The rows are locked in resource-id order, the order every scheduler takes them in
+/// (`schedule_eligible` and `schedule_rollup` insert `ORDER BY r.id`): in arrival order a
+/// batch finishing two composites could lock one's queue row while the drainer's rollup
+/// recheck held the other's and wanted the first, a deadlock PostgreSQL breaks only after
+/// `deadlock_timeout` (1 s), stalling every result behind it.
 pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<LeaseKey>> {
-    let (reconcile, rest): (Vec<&Completion>, Vec<&Completion>) =
-        batch.iter().partition(|c| c.key.task_type == "reconcile");
+    let mut sorted: Vec<&Completion> = batch.iter().collect();
+    sorted.sort_by_key(|c| (c.key.resource_id.0, c.key.task_type.as_str()));
+    let (reconcile, rest): (Vec<&Completion>, Vec<&Completion>) = sorted
+        .into_iter()
+        .partition(|c| c.key.task_type == "reconcile");
     let (delete, rest): (Vec<&Completion>, Vec<&Completion>) =
         rest.into_iter().partition(|c| c.key.task_type == "delete");
     let (react, operate): (Vec<&Completion>, Vec<&Completion>) =

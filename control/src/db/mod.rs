@@ -68,10 +68,7 @@ where
     let mut attempt = 1;
     loop {
         match op().await {
-            Err(sqlx::Error::Database(e))
-                if attempt < CONFLICT_ATTEMPTS
-                    && matches!(e.code().as_deref(), Some("40P01" | "40001")) =>
-            {
+            Err(e) if attempt < CONFLICT_ATTEMPTS && converge_broker::db::is_conflict(&e) => {
                 tracing::debug!(attempt, error = %e, "retrying after a transaction conflict");
                 attempt += 1;
             }
