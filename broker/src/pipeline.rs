@@ -73,6 +73,16 @@ fn reaction(info: &KindInfo, stage: pb::Stage) -> &str {
     .unwrap_or_default()
 }
 
+/// Whether every live descendant read has settled (synced, or failed at its generation): what
+/// the gate's first probe (`has_unsettled_descendants`) would find, from the rows already in
+/// hand. A read cut at [`db::compose::MAX_RELATED`] proves nothing.
+fn all_settled(desc: &[RelatedRow]) -> bool {
+    i64::try_from(desc.len()).is_ok_and(|n| n < db::compose::MAX_RELATED)
+        && desc
+            .iter()
+            .all(|d| d.synced_gen >= d.generation || d.phase == "Failed")
+}
+
 /// The condition that names failed descendants (the composite shows Degraded, not stuck).
 fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
     let failed: Vec<&RelatedRow> = desc.iter().filter(|d| d.phase == "Failed").collect();
@@ -133,39 +143,49 @@ impl Broker {
         let (id, root) = (p.task.resource_id, p.task.root_id);
         let related = match stage {
             pb::Stage::Rollup => {
-                match db::compose::rollup_pending(pool, id, root).await {
-                    Ok(true) => {
-                        // Children still progressing: record status, stay behind; the
-                        // cascade re-pends this composite when they settle.
-                        self.finish(key, p, reply, false);
-                        return;
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        return self.fail(
-                            key,
-                            format!("rollup gate check failed: {e}"),
-                            false,
-                            reply,
-                        );
-                    }
+                // Right after this claim composed, the children are new and unsettled: one
+                // gate probe says so without reading the subtree. Otherwise the rollup is
+                // almost always due, so the subtree is read first and the gate asked only
+                // when a row in it is still progressing (the gate's answer then also
+                // covers dependents of stuck rows, which the rows alone cannot show).
+                let mut desc = None;
+                if p.task.composed_gen >= p.task.generation {
+                    desc = Some(db::compose::related(pool, id, root, true).await);
                 }
-                match db::compose::related(pool, id, root, true).await {
-                    Ok(d) => {
-                        if let Some(c) = children_not_ready(&d) {
-                            convert::merge_conditions(&mut p.conditions, vec![c]);
+                if !matches!(&desc, Some(Ok(d)) if all_settled(d)) {
+                    match db::compose::rollup_pending(pool, id, root).await {
+                        Ok(true) => {
+                            // Children still progressing: record status, stay behind; the
+                            // cascade re-pends this composite when they settle.
+                            self.finish(key, p, reply, false);
+                            return;
                         }
-                        d
-                    }
-                    Err(e) => {
-                        return self.fail(
-                            key,
-                            format!("reading descendants failed: {e}"),
-                            false,
-                            reply,
-                        );
+                        Ok(false) => {}
+                        Err(e) => {
+                            return self.fail(
+                                key,
+                                format!("rollup gate check failed: {e}"),
+                                false,
+                                reply,
+                            );
+                        }
                     }
                 }
+                let desc = match desc {
+                    Some(read) => read,
+                    None => db::compose::related(pool, id, root, true).await,
+                };
+                let desc = match desc {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let m = format!("reading descendants failed: {e}");
+                        return self.fail(key, m, false, reply);
+                    }
+                };
+                if let Some(c) = children_not_ready(&desc) {
+                    convert::merge_conditions(&mut p.conditions, vec![c]);
+                }
+                desc
             }
             pb::Stage::Compose => match db::compose::related(pool, id, root, false).await {
                 Ok(d) => d,
@@ -378,5 +398,38 @@ mod tests {
             [pb::Stage::Work]
         );
         assert!(plan(&task("specChange", 1, 0), &info(false, false, false)).is_empty());
+    }
+
+    fn row(generation: i64, synced_gen: i64, phase: &str) -> RelatedRow {
+        RelatedRow {
+            id: uuid::Uuid::nil(),
+            kind: "k".into(),
+            kind_version: 1,
+            name: "n".into(),
+            owner_id: None,
+            root_id: None,
+            spec: "{}".into(),
+            status: None,
+            generation,
+            synced_gen,
+            is_ready: synced_gen >= generation,
+            labels: serde_json::json!({}),
+            phase: phase.into(),
+            failure_message: None,
+        }
+    }
+
+    #[test]
+    fn a_subtree_is_settled_when_every_row_is_synced_or_failed() {
+        let synced = row(2, 2, "Ready");
+        let degraded = row(2, 2, "Degraded");
+        let failed = row(2, 1, "Failed");
+        let progressing = row(2, 1, "Reconciling");
+        assert!(all_settled(&[]));
+        assert!(all_settled(&[synced.clone(), degraded, failed]));
+        assert!(!all_settled(&[synced.clone(), progressing]));
+        // A read cut at the cap may have left a progressing row out.
+        let cap = usize::try_from(db::compose::MAX_RELATED).unwrap();
+        assert!(!all_settled(&vec![synced; cap]));
     }
 }
