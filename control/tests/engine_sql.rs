@@ -244,9 +244,9 @@ async fn claim_plan_touches_one_partition() {
     );
 }
 
-/// Sequential scans of `resources` and `resource_deps`, and of the queue's partitions so far,
-/// as the statistics collector has them (call `pg_stat_force_next_flush()` on the scanning
-/// connection first).
+/// Sequential scans of `resources` and `resource_deps`, and of the queue's and the outbox's
+/// partitions so far, as the statistics collector has them (call `pg_stat_force_next_flush()`
+/// on the scanning connection first).
 async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
     sqlx::query("SELECT pg_stat_clear_snapshot()")
         .execute(&mut *conn)
@@ -255,7 +255,8 @@ async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
     sqlx::query_as(
         "SELECT coalesce(sum(seq_scan) FILTER (WHERE relname IN ('resources', 'resource_deps')),
                          0)::bigint,
-                coalesce(sum(seq_scan) FILTER (WHERE relname LIKE 'work\\_queue\\_p%'), 0)::bigint
+                coalesce(sum(seq_scan) FILTER (WHERE relname LIKE 'work\\_queue\\_p%'
+                                                  OR relname LIKE 'work\\_outbox\\_p%'), 0)::bigint
          FROM pg_stat_user_tables",
     )
     .fetch_one(&mut *conn)
@@ -742,7 +743,7 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
     let after = seq_scans(&mut conn).await;
     assert_eq!(
         after, before,
-        "(resources + resource_deps, work_queue) sequential scans by the drain"
+        "(resources + resource_deps, work_queue + work_outbox) sequential scans by the drain"
     );
     // The values flowed: every dependent's spec carries its upstream's status.
     let flowed: i64 = sqlx::query_scalar(
@@ -752,4 +753,88 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
     .await
     .unwrap();
     assert_eq!(flowed, 300);
+}
+
+#[tokio::test]
+async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('comp', 1, $1)")
+        .bind(json!({"kind": "comp", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]},
+            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let (root, _, _): (Uuid, String, i64) =
+        sqlx::query_as("SELECT * FROM resource_apply('comp', 1, 'root', '{}', '{}', NULL)")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    let child = apply(&db.pool, "child", json!({})).await;
+    sqlx::query("UPDATE resources SET owner_id = $2, root_id = $2 WHERE id = $1")
+        .bind(child)
+        .bind(root)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE resources SET composed_gen = generation WHERE id = $1")
+        .bind(root)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // The root's run is in flight (it has read its subtree) when the child is set aside.
+    let (token, epoch): (Uuid, i64) = sqlx::query_as(
+        "SELECT lease_token, claim_epoch FROM work_claim(0::smallint, 255::smallint, 'comp', 1, 1, 'b')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("SELECT resource_quarantine($1)")
+        .bind(child)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let recheck = || async {
+        sqlx::query_scalar::<_, i32>(
+            "SELECT drain_rollup_rechecks(100, 0::smallint, 255::smallint)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    };
+    let armed = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM rollup_recheck")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        recheck().await,
+        0,
+        "nothing can be pended while the run is leased"
+    );
+    assert_eq!(armed().await, 1, "the recheck waits for the run in flight");
+    // The run's result lands (a rollup of the subtree as it was).
+    assert_eq!(
+        complete(&db.pool, root, token, epoch, true, json!({"children": 1})).await,
+        1
+    );
+    let drained: i32 =
+        sqlx::query_scalar("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(drained, 1);
+    // The next pass re-pends the root against the subtree as it is now.
+    assert_eq!(recheck().await, 1);
+    assert_eq!(armed().await, 0);
+    let trigger: String = sqlx::query_scalar(
+        "SELECT trigger FROM work_queue WHERE resource_id = $1 AND lease_token IS NULL",
+    )
+    .bind(root)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(trigger, "childrenSettled");
 }
