@@ -783,6 +783,13 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
         .execute(&db.pool)
         .await
         .unwrap();
+    // A recheck armed before the claim (as the drain that pends a root arms it) is retired
+    // by the claim: the run reads the subtree afterwards and sees that change.
+    sqlx::query("INSERT INTO rollup_recheck (root_id, shard_id) SELECT id, shard_id FROM resources WHERE id = $1")
+        .bind(root)
+        .execute(&db.pool)
+        .await
+        .unwrap();
     // The root's run is in flight (it has read its subtree) when the child is set aside.
     let (token, epoch): (Uuid, i64) = sqlx::query_as(
         "SELECT lease_token, claim_epoch FROM work_claim(0::smallint, 255::smallint, 'comp', 1, 1, 'b')",
@@ -790,6 +797,11 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
     .fetch_one(&db.pool)
     .await
     .unwrap();
+    let before: i64 = sqlx::query_scalar("SELECT count(*) FROM rollup_recheck")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(before, 0, "the claim retired the recheck it could see");
     sqlx::query("SELECT resource_quarantine($1)")
         .bind(child)
         .execute(&db.pool)
