@@ -59,7 +59,8 @@ const CONFLICT_ATTEMPTS: u32 = 3;
 
 /// Runs `op`, re-running it when PostgreSQL aborted it as a deadlock victim (40P01) or a
 /// serialization failure (40001). `op` must be one self-contained transaction (or statement),
-/// so a re-run starts from scratch. The one place such retries live.
+/// so a re-run starts from scratch. The one place control retries them (the broker's result
+/// writer re-sends a whole batch itself).
 pub async fn retry_conflicts<T, F, Fut>(mut op: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
