@@ -245,13 +245,15 @@ async fn claim_plan_touches_one_partition() {
 }
 
 /// Sequential scans of `resources` and `resource_deps`, and of the queue's and the outbox's
-/// partitions so far, as the statistics collector has them (call `pg_stat_force_next_flush()`
-/// on the scanning connection first).
+/// partitions, by every connection so far and by `conn` up to now (its counts are flushed to
+/// the statistics collector first, so pass the connection whose scans are counted).
 async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    for flush in [
+        "SELECT pg_stat_force_next_flush()",
+        "SELECT pg_stat_clear_snapshot()",
+    ] {
+        sqlx::query(flush).execute(&mut *conn).await.unwrap();
+    }
     sqlx::query_as(
         "SELECT coalesce(sum(seq_scan) FILTER (WHERE relname IN ('resources', 'resource_deps')),
                          0)::bigint,
@@ -295,10 +297,6 @@ async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
     let before = seq_scans(&mut conn).await;
     for chunk in ids.chunks(100) {
         let n: i32 = sqlx::query_scalar("SELECT schedule_eligible($1)")
@@ -315,10 +313,6 @@ async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
     .await
     .unwrap();
     assert_eq!(claimed.len(), 50);
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
     let after = seq_scans(&mut conn).await;
     assert_eq!(
         after, before,
@@ -726,17 +720,9 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
         flowing_pair(&mut conn, root, i).await;
     }
     claim_and_complete_all(&mut conn, json!({"x": "v"})).await;
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
     let before = seq_scans(&mut conn).await;
     assert!(drain_all(&mut conn).await >= 600);
     sqlx::query("SELECT sweep_deletable(0::smallint, 255::smallint, 100)")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(&mut *conn)
         .await
         .unwrap();
@@ -783,8 +769,8 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
         .execute(&db.pool)
         .await
         .unwrap();
-    // A recheck armed before the claim (as the drain that pends a root arms it) is retired
-    // by the claim: the run reads the subtree afterwards and sees that change.
+    // A recheck armed before the run reads the subtree (as the drain that pends a root arms
+    // it) is retired by that read: the read sees the change that armed it.
     sqlx::query("INSERT INTO rollup_recheck (root_id, shard_id) SELECT id, shard_id FROM resources WHERE id = $1")
         .bind(root)
         .execute(&db.pool)
@@ -797,11 +783,18 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
     .fetch_one(&db.pool)
     .await
     .unwrap();
+    let subtree = converge_broker::db::compose::related(&db.pool, root, None, true)
+        .await
+        .unwrap();
+    assert_eq!(subtree.len(), 1);
     let before: i64 = sqlx::query_scalar("SELECT count(*) FROM rollup_recheck")
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    assert_eq!(before, 0, "the claim retired the recheck it could see");
+    assert_eq!(
+        before, 0,
+        "the subtree read retired the recheck it could see"
+    );
     sqlx::query("SELECT resource_quarantine($1)")
         .bind(child)
         .execute(&db.pool)
@@ -832,12 +825,7 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
         complete(&db.pool, root, token, epoch, true, json!({"children": 1})).await,
         1
     );
-    let drained: i32 =
-        sqlx::query_scalar("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!(drained, 1);
+    assert_eq!(drain_all(&mut db.pool.acquire().await.unwrap()).await, 1);
     // The next pass re-pends the root against the subtree as it is now.
     assert_eq!(recheck().await, 1);
     assert_eq!(armed().await, 0);

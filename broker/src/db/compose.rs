@@ -113,6 +113,10 @@ pub const MAX_RELATED: i64 = 10_000;
 /// status printed as text) cost more than reading them (a 5,000-descendant rollup read took
 /// 11-15 ms with `ORDER BY`, 7 ms without), and every rollup of a large composite runs at
 /// the moment its last child settles, while the database is busiest.
+///
+/// A subtree read also retires the composite's rollup rechecks that its snapshot can see
+/// (migration 0016): the changes that armed them are in what it reads, so they need no
+/// second run. Same statement, same snapshot; rows the drainer holds are skipped.
 pub async fn related(
     pool: &PgPool,
     id: Uuid,
@@ -127,8 +131,9 @@ pub async fn related(
     } else {
         "WHERE owner_id = $1"
     };
+    let retire = if subtree { RETIRE_RECHECKS } else { "" };
     let read = |order: &'static str, limit: i64| {
-        sqlx::query_as::<_, RelatedRow>(sqlx::AssertSqlSafe(const_format(filter, order)))
+        sqlx::query_as::<_, RelatedRow>(sqlx::AssertSqlSafe(const_format(retire, filter, order)))
             .bind(id)
             .bind(limit)
             .fetch_all(pool)
@@ -149,11 +154,15 @@ pub async fn related(
     Ok(rows)
 }
 
-/// The related-resources query with `filter` and `order` (constants): built from constants
-/// only.
-fn const_format(filter: &'static str, order: &'static str) -> String {
+/// Deletes the rechecks of composite `$1` that the statement's snapshot sees.
+const RETIRE_RECHECKS: &str = "WITH retired AS (DELETE FROM rollup_recheck WHERE id IN \
+     (SELECT id FROM rollup_recheck WHERE root_id = $1 FOR UPDATE SKIP LOCKED)) ";
+
+/// The related-resources query with `prefix`, `filter` and `order` (constants): built from
+/// constants only.
+fn const_format(prefix: &'static str, filter: &'static str, order: &'static str) -> String {
     format!(
-        "SELECT id, kind, kind_version, name, owner_id, root_id, spec::text AS spec, \
+        "{prefix}SELECT id, kind, kind_version, name, owner_id, root_id, spec::text AS spec, \
          status::text AS status, generation, \
          synced_gen, is_ready, labels, phase, failure_message FROM resources {filter} \
          {order} LIMIT $2"
