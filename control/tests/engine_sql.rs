@@ -1,7 +1,7 @@
 //! The plpgsql engine against a real PostgreSQL (one fresh database per test): phase
 //! derivation, exclusive concurrent claims, partition pruning, epoch fencing, drain, value
-//! flows over a batch, key probes from plans cached while the tables were empty, the lock
-//! order of a result batch.
+//! flows over a batch, key probes from plans cached while the tables were empty (and the
+//! settings that keep generic plans on keys), the lock order of a result batch.
 
 use std::collections::HashSet;
 
@@ -837,4 +837,45 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
     .await
     .unwrap();
     assert_eq!(trigger, "childrenSettled");
+}
+
+/// 0017: the engine's hot entry points keep one plan per statement and connection, and a plan
+/// kept that long must probe by key however small the tables were when it was made, so every
+/// function holding a generic plan runs with sequential scans off.
+#[tokio::test]
+async fn functions_with_generic_plans_never_plan_sequential_scans() {
+    let db = TestDb::new().await;
+    let rows: Vec<(String, Vec<String>)> = sqlx::query_as(
+        "SELECT p.proname::text, p.proconfig FROM pg_proc p \
+         JOIN pg_namespace n ON n.oid = p.pronamespace \
+         WHERE n.nspname = 'public' AND p.proconfig IS NOT NULL",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let generic: HashSet<&str> = rows
+        .iter()
+        .filter(|(_, cfg)| cfg.iter().any(|s| s == "plan_cache_mode=force_generic_plan"))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    for hot in [
+        "work_claim",
+        "work_claim_rows",
+        "work_complete",
+        "outbox_pop",
+        "drain_outbox_batch",
+        "drain_rollup_rechecks",
+        "schedule_eligible",
+        "sweep_deletable",
+    ] {
+        assert!(generic.contains(hot), "{hot} re-plans per call: {rows:?}");
+    }
+    for (name, cfg) in &rows {
+        if generic.contains(name.as_str()) {
+            assert!(
+                cfg.iter().any(|s| s == "enable_seqscan=off"),
+                "{name} keeps a generic plan with sequential scans allowed: {cfg:?}"
+            );
+        }
+    }
 }
