@@ -855,7 +855,10 @@ async fn functions_with_generic_plans_never_plan_sequential_scans() {
     .unwrap();
     let generic: HashSet<&str> = rows
         .iter()
-        .filter(|(_, cfg)| cfg.iter().any(|s| s == "plan_cache_mode=force_generic_plan"))
+        .filter(|(_, cfg)| {
+            cfg.iter()
+                .any(|s| s == "plan_cache_mode=force_generic_plan")
+        })
         .map(|(name, _)| name.as_str())
         .collect();
     for hot in [
