@@ -40,10 +40,51 @@ ALTER FUNCTION outbox_pop(int, smallint, smallint)
     SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION drain_outbox_batch(int, smallint, smallint)
     SET plan_cache_mode = force_generic_plan;
+
+-- The recheck's clean-up keeps a recheck while its root's run is leased: a probe of the
+-- queue's key per recheck. Left to choose, the planner hashed (or materialised) every leased
+-- queue row of all sixteen partitions instead, dead index entries included: 7.7 ms per pass
+-- at the end of a 20,000-child run, against 0.2 ms probing by key.
 ALTER FUNCTION drain_rollup_rechecks(int, smallint, smallint)
-    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off;
-ALTER FUNCTION sweep_deletable(smallint, smallint, int)
-    SET plan_cache_mode = force_generic_plan;
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off SET enable_material = off;
+
+-- The teardown sweep runs after every drain pass and almost always finds nothing, yet each
+-- run of its statement started a probe of all sixteen queue partitions (0.5 ms, one plan or
+-- not: 13 us per reconciled child in a 20,000-child run). It now first asks the empty
+-- partial index of deleting rows whether there is anything to sweep; otherwise as in 0009
+-- (a replaced function takes the settings its definition states: 0016's, and one plan).
+CREATE OR REPLACE FUNCTION sweep_deletable(p_lo smallint, p_hi smallint, p_limit int) RETURNS int
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off
+AS $$
+DECLARE
+    v_ids uuid[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM resources r
+                   WHERE r.shard_id BETWEEN p_lo AND p_hi
+                     AND r.deletion_requested_at IS NOT NULL) THEN
+        RETURN 0;
+    END IF;
+    SELECT array_agg(s.id) INTO v_ids
+    FROM (SELECT r.id FROM resources r
+          WHERE r.shard_id BETWEEN p_lo AND p_hi
+            AND r.deletion_requested_at IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM resources c WHERE c.owner_id = r.id)
+            AND NOT EXISTS (SELECT 1 FROM resource_deps d WHERE d.dependency_id = r.id)
+            AND (cardinality(r.finalizers) = 0
+                 OR NOT EXISTS (SELECT 1 FROM work_queue q
+                                WHERE q.shard_id = r.shard_id AND q.resource_id = r.id
+                                  AND q.task_type = 'delete'))
+          ORDER BY r.id
+          LIMIT p_limit) s;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    RETURN teardown_advance(v_ids);
+END
+$$;
+
 ALTER FUNCTION has_unsettled_descendants(uuid, uuid)
     SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION schedule_rollup(uuid[])

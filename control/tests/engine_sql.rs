@@ -882,3 +882,69 @@ async fn functions_with_generic_plans_never_plan_sequential_scans() {
         }
     }
 }
+
+/// Index entries read from the queue's partitions by every connection so far (`conn`'s own
+/// counts flushed first, as in [`seq_scans`]).
+async fn queue_index_reads(conn: &mut sqlx::PgConnection) -> i64 {
+    seq_scans(conn).await;
+    sqlx::query_scalar(
+        "SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes
+         WHERE relname LIKE 'work\\_queue\\_p%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap()
+}
+
+/// 0017: a recheck whose root's run is in flight stays queued, and finding that out is one
+/// probe of the queue's key, not a read of every leased row (which the planner chose once it
+/// knew the queue's size).
+#[tokio::test]
+async fn the_recheck_clean_up_probes_the_queue_by_key() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    sqlx::query(
+        "SELECT resource_apply('hello', 1, 'r' || g, '{}', '{}', NULL)
+         FROM generate_series(1, 2000) g",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let leased: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 5000, 'b')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(leased, 2000);
+    sqlx::query(
+        "INSERT INTO rollup_recheck (root_id, shard_id)
+         SELECT id, shard_id FROM resources WHERE name IN ('r1', 'r2', 'r3')",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE work_queue")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+
+    let before = queue_index_reads(&mut conn).await;
+    let pended: i32 =
+        sqlx::query_scalar("SELECT drain_rollup_rechecks(100, 0::smallint, 255::smallint)")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let read = queue_index_reads(&mut conn).await - before;
+    assert_eq!(pended, 0, "a leased root is not pended again");
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM rollup_recheck")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(kept, 3, "rechecks of roots in flight stay");
+    assert!(
+        read < 100,
+        "the clean-up read {read} queue index entries for 3 rechecks over {leased} leased rows"
+    );
+}
