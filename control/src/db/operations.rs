@@ -59,8 +59,11 @@ pub struct OperationRow {
 const COLUMNS: &str = "uid, verb, input, state, output, error, attempts, requested_by, \
                        created_at, updated_at, finished_at";
 
-/// Records an operation and queues its task. `None` when the resource vanished or started
-/// deleting in the meantime.
+/// Records an operation and queues its task, and returns it as recorded (`pending`). `None`
+/// when the resource vanished or started deleting in the meantime.
+///
+/// One transaction: read after the commit, a broker that claimed the task in between would
+/// already have marked it running.
 pub async fn operation_request(
     pool: &PgPool,
     id: Uuid,
@@ -68,22 +71,25 @@ pub async fn operation_request(
     input: Option<&serde_json::Value>,
     requested_by: &str,
 ) -> Result<Option<OperationRow>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
     let uid: Option<Uuid> = sqlx::query_scalar("SELECT operation_request($1, $2, $3, $4)")
         .bind(id)
         .bind(verb)
         .bind(input)
         .bind(requested_by)
-        .fetch_one(pool)
+        .fetch_one(&mut *tx)
         .await?;
-    match uid {
-        Some(uid) => operation_get(pool, id, uid).await,
-        None => Ok(None),
-    }
+    let Some(uid) = uid else {
+        return Ok(None);
+    };
+    let op = operation_get(&mut *tx, id, uid).await?;
+    tx.commit().await?;
+    Ok(op)
 }
 
 /// One operation of a resource.
 pub async fn operation_get(
-    pool: &PgPool,
+    db: impl sqlx::PgExecutor<'_>,
     id: Uuid,
     uid: Uuid,
 ) -> Result<Option<OperationRow>, sqlx::Error> {
@@ -92,7 +98,7 @@ pub async fn operation_get(
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .bind(uid)
-        .fetch_optional(pool)
+        .fetch_optional(db)
         .await
 }
 
