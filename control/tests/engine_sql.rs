@@ -210,13 +210,13 @@ async fn claim_plan_touches_one_partition() {
     // Plan the real claim's pick (the locking select that walks the queue; the update that
     // follows probes the picked keys) with its parameters bound to a range inside partition 0.
     let body: String =
-        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'work_claim_rows'")
+        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'work_claim'")
             .fetch_one(&db.pool)
             .await
             .unwrap();
     let start = body
         .find("SELECT q.resource_id, q.task_type, q.shard_id")
-        .expect("work_claim_rows picks with SELECT q.resource_id, q.task_type, q.shard_id");
+        .expect("work_claim picks with SELECT q.resource_id, q.task_type, q.shard_id");
     let end = body[start..]
         .find("FOR UPDATE SKIP LOCKED")
         .map(|i| start + i + "FOR UPDATE SKIP LOCKED".len())
@@ -226,7 +226,7 @@ async fn claim_plan_touches_one_partition() {
         .replace("p_kind", "'hello'")
         .replace("p_lo", "0::smallint")
         .replace("p_hi", "15::smallint")
-        .replace("p_limit", "10");
+        .replace("v_limit", "10");
     let plan: serde_json::Value =
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN (FORMAT JSON) {sql}")))
             .fetch_one(&db.pool)
@@ -863,7 +863,6 @@ async fn functions_with_generic_plans_never_plan_sequential_scans() {
         .collect();
     for hot in [
         "work_claim",
-        "work_claim_rows",
         "work_complete",
         "outbox_pop",
         "drain_outbox_batch",

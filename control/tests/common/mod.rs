@@ -79,21 +79,45 @@ pub fn serve_command(
     cmd
 }
 
-/// Waits until `GET url` answers 200.
-async fn wait_ready(client: &reqwest::Client, url: String, what: &str) {
-    wait_for(Duration::from_secs(30), what, || {
-        let (client, url) = (client.clone(), url.clone());
-        async move {
-            client
-                .get(&url)
-                .send()
-                .await
-                .ok()
-                .filter(|r| r.status() == 200)
-                .map(|_| ())
+/// Spawns `converge serve` on `db_url` with `env` on two free ports and waits until its
+/// /readyz answers 200. A free port is only free when it was probed: should another test's
+/// process take one first, this converge exits (it cannot bind), and it is started again on
+/// new ports rather than waited for until the timeout.
+async fn spawn_ready(
+    client: &reqwest::Client,
+    db_url: &str,
+    env: &[(&str, &str)],
+    what: &str,
+) -> (Child, u16, u16) {
+    for _ in 0..3 {
+        let (hp, gp) = (free_port(), free_port());
+        let mut child = serve_command(db_url, hp, gp, env)
+            .spawn()
+            .expect("spawn converge");
+        let url = format!("http://127.0.0.1:{hp}/readyz");
+        let ready = wait_for(Duration::from_secs(30), what, || {
+            let (client, url) = (client.clone(), url.clone());
+            let exited = child.try_wait().ok().flatten();
+            async move {
+                if let Some(status) = exited {
+                    return Some(Err(status));
+                }
+                client
+                    .get(&url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status() == 200)
+                    .map(|_| Ok(()))
+            }
+        })
+        .await;
+        match ready {
+            Ok(()) => return (child, hp, gp),
+            Err(status) => eprintln!("{what}: converge exited ({status}); starting it again"),
         }
-    })
-    .await;
+    }
+    panic!("{what}: converge exited three times before it was ready");
 }
 
 /// A running `converge serve` (ROLE=all) on its own fresh database.
@@ -109,33 +133,20 @@ impl Converge {
     /// Starts converge with fast retry settings plus `env`, and waits until /readyz is 200.
     pub async fn start(env: &[(&str, &str)]) -> Converge {
         let db = TestDb::new().await;
-        let (hp, gp) = (free_port(), free_port());
-        let child = serve_command(&db.url, hp, gp, env)
-            .spawn()
-            .expect("spawn converge");
-        let c = Converge {
+        let client = reqwest::Client::new();
+        let (child, hp, gp) = spawn_ready(&client, &db.url, env, "converge /readyz").await;
+        Converge {
             db,
             http: format!("http://127.0.0.1:{hp}"),
             broker: format!("http://127.0.0.1:{gp}"),
-            client: reqwest::Client::new(),
+            client,
             child,
-        };
-        wait_ready(&c.client, format!("{}/readyz", c.http), "converge /readyz").await;
-        c
+        }
     }
 
     /// Starts another `converge` process on the same database (a second pod), with `env`.
     pub async fn spawn_peer(&self, env: &[(&str, &str)]) -> Peer {
-        let (hp, gp) = (free_port(), free_port());
-        let child = serve_command(&self.db.url, hp, gp, env)
-            .spawn()
-            .expect("spawn peer converge");
-        wait_ready(
-            &self.client,
-            format!("http://127.0.0.1:{hp}/readyz"),
-            "peer /readyz",
-        )
-        .await;
+        let (child, hp, gp) = spawn_ready(&self.client, &self.db.url, env, "peer /readyz").await;
         Peer {
             child,
             http: format!("http://127.0.0.1:{hp}"),
