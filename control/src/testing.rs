@@ -1,5 +1,5 @@
-//! Test helpers (feature `test-util`): one fresh, migrated database per test, and the one
-//! polling helper tests use instead of sleeps.
+//! Test helpers (feature `test-util`): one fresh, migrated database per test, the one
+//! polling helper tests use instead of sleeps, and starting a server on free ports.
 //!
 //! [`TestDb::new`] needs `CONVERGE_TEST_DATABASE_URL`, an admin URL (database `postgres`, a role
 //! that may create databases) of a running server; `./scripts/test.sh` starts a private one and
@@ -161,6 +161,57 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A free loopback port: bound, then released (so only free when it was probed).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
+}
+
+/// Starts a server with `spawn(http_port, grpc_port)` on two free ports and waits until
+/// `GET http://127.0.0.1:{http_port}/readyz` answers 200; returns the child and the ports.
+///
+/// A probed port can be taken by another test's process before the server binds it: the server
+/// then exits, and it is started again on new ports (three attempts) rather than waited for
+/// until the 30 s timeout.
+///
+/// # Panics
+/// If the server is not ready within 30 s, or exits three times first.
+pub async fn spawn_ready<F>(what: &str, mut spawn: F) -> (tokio::process::Child, u16, u16)
+where
+    F: FnMut(u16, u16) -> tokio::process::Child,
+{
+    let client = reqwest::Client::new();
+    for _ in 0..3 {
+        let (hp, gp) = (free_port(), free_port());
+        let mut child = spawn(hp, gp);
+        let url = format!("http://127.0.0.1:{hp}/readyz");
+        let ready = wait_for(Duration::from_secs(30), what, || {
+            let (client, url) = (client.clone(), url.clone());
+            let exited = child.try_wait().ok().flatten();
+            async move {
+                if let Some(status) = exited {
+                    return Some(Err(status));
+                }
+                client
+                    .get(&url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status() == 200)
+                    .map(|_| Ok(()))
+            }
+        })
+        .await;
+        match ready {
+            Ok(()) => return (child, hp, gp),
+            Err(status) => eprintln!("{what}: the server exited ({status}); starting it again"),
+        }
+    }
+    panic!("{what}: the server exited three times before it was ready");
 }
 
 /// Makes sure the template for the embedded migrations exists and returns its name.

@@ -3,29 +3,20 @@
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test binary uses a different subset of the harness"
 )]
 
 use std::{
-    net::TcpListener,
     path::PathBuf,
     process::Stdio,
     time::{Duration, Instant},
 };
 
 use converge_control::testing::TestDb;
-pub use converge_control::testing::wait_for;
+pub use converge_control::testing::{free_port, spawn_ready, wait_for};
 use serde_json::Value;
 use tokio::process::{Child, Command};
-
-/// A free loopback port (bound then released; a race with other processes is unlikely).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Path of a binary built by `cargo build --workspace --bins` next to `converge`.
 pub fn sibling_bin(name: &str) -> PathBuf {
@@ -79,47 +70,6 @@ pub fn serve_command(
     cmd
 }
 
-/// Spawns `converge serve` on `db_url` with `env` on two free ports and waits until its
-/// /readyz answers 200. A free port is only free when it was probed: should another test's
-/// process take one first, this converge exits (it cannot bind), and it is started again on
-/// new ports rather than waited for until the timeout.
-async fn spawn_ready(
-    client: &reqwest::Client,
-    db_url: &str,
-    env: &[(&str, &str)],
-    what: &str,
-) -> (Child, u16, u16) {
-    for _ in 0..3 {
-        let (hp, gp) = (free_port(), free_port());
-        let mut child = serve_command(db_url, hp, gp, env)
-            .spawn()
-            .expect("spawn converge");
-        let url = format!("http://127.0.0.1:{hp}/readyz");
-        let ready = wait_for(Duration::from_secs(30), what, || {
-            let (client, url) = (client.clone(), url.clone());
-            let exited = child.try_wait().ok().flatten();
-            async move {
-                if let Some(status) = exited {
-                    return Some(Err(status));
-                }
-                client
-                    .get(&url)
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status() == 200)
-                    .map(|_| Ok(()))
-            }
-        })
-        .await;
-        match ready {
-            Ok(()) => return (child, hp, gp),
-            Err(status) => eprintln!("{what}: converge exited ({status}); starting it again"),
-        }
-    }
-    panic!("{what}: converge exited three times before it was ready");
-}
-
 /// A running `converge serve` (ROLE=all) on its own fresh database.
 pub struct Converge {
     pub db: TestDb,
@@ -133,20 +83,29 @@ impl Converge {
     /// Starts converge with fast retry settings plus `env`, and waits until /readyz is 200.
     pub async fn start(env: &[(&str, &str)]) -> Converge {
         let db = TestDb::new().await;
-        let client = reqwest::Client::new();
-        let (child, hp, gp) = spawn_ready(&client, &db.url, env, "converge /readyz").await;
+        let (child, hp, gp) = spawn_ready("converge /readyz", |hp, gp| {
+            serve_command(&db.url, hp, gp, env)
+                .spawn()
+                .expect("spawn converge")
+        })
+        .await;
         Converge {
             db,
             http: format!("http://127.0.0.1:{hp}"),
             broker: format!("http://127.0.0.1:{gp}"),
-            client,
+            client: reqwest::Client::new(),
             child,
         }
     }
 
     /// Starts another `converge` process on the same database (a second pod), with `env`.
     pub async fn spawn_peer(&self, env: &[(&str, &str)]) -> Peer {
-        let (child, hp, gp) = spawn_ready(&self.client, &self.db.url, env, "peer /readyz").await;
+        let (child, hp, gp) = spawn_ready("peer /readyz", |hp, gp| {
+            serve_command(&self.db.url, hp, gp, env)
+                .spawn()
+                .expect("spawn peer converge")
+        })
+        .await;
         Peer {
             child,
             http: format!("http://127.0.0.1:{hp}"),

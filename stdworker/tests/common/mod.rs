@@ -7,10 +7,10 @@
     reason = "each test binary uses a different subset of the harness"
 )]
 
-use std::{net::TcpListener, path::PathBuf, process::Stdio, time::Duration};
+use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use converge_control::testing::TestDb;
-pub use converge_control::testing::wait_for;
+pub use converge_control::testing::{spawn_ready, wait_for};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
@@ -27,15 +27,6 @@ pub fn converge_bin() -> PathBuf {
                 .join(".cache/converge-target")
         });
     target.join("debug/converge")
-}
-
-/// A free loopback port (bound then released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn log_level() -> String {
@@ -81,46 +72,33 @@ impl Converge {
             bin.display()
         );
         let db = TestDb::new().await;
-        let (hp, gp) = (free_port(), free_port());
-        let child = Command::new(&bin)
-            .arg("serve")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DATABASE_URL", &db.url)
-            .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
-            .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
-            .env("RETRY_BASE", "200ms")
-            .env("RETRY_MAX", "1s")
-            .env("SHUTDOWN_DRAIN", "2s")
-            .env("DB_MAX_CONNECTIONS", "10")
-            .env("LOG_LEVEL", log_level())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn converge");
-        let c = Converge {
+        let (child, hp, gp) = spawn_ready("converge /readyz", |hp, gp| {
+            Command::new(&bin)
+                .arg("serve")
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("DATABASE_URL", &db.url)
+                .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+                .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+                .env("RETRY_BASE", "200ms")
+                .env("RETRY_MAX", "1s")
+                .env("SHUTDOWN_DRAIN", "2s")
+                .env("DB_MAX_CONNECTIONS", "10")
+                .env("LOG_LEVEL", log_level())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("spawn converge")
+        })
+        .await;
+        Converge {
             db,
             http: format!("http://127.0.0.1:{hp}"),
             broker: format!("http://127.0.0.1:{gp}"),
             client: reqwest::Client::new(),
             child,
-        };
-        let url = format!("{}/readyz", c.http);
-        wait_for(Duration::from_secs(30), "converge /readyz", || {
-            let (client, url) = (c.client.clone(), url.clone());
-            async move {
-                client
-                    .get(&url)
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status() == 200)
-                    .map(|_| ())
-            }
-        })
-        .await;
-        c
+        }
     }
 
     /// Sends `method` to `/api/v1/{path}` with an optional JSON body; returns (status, body).
