@@ -203,12 +203,15 @@ async fn concurrent_claims_never_return_the_same_row() {
     assert_eq!(unique.len(), 400, "a row was claimed twice");
 }
 
+/// The claim's pick runs with one plan per connection (0017): the plan covers every queue
+/// partition, and the shard range bound when it runs prunes all but the range's own.
 #[tokio::test]
 async fn claim_plan_touches_one_partition() {
     let db = TestDb::new().await;
     hello_kind(&db.pool).await;
-    // Plan the real claim's pick (the locking select that walks the queue; the update that
-    // follows probes the picked keys) with its parameters bound to a range inside partition 0.
+    // The real claim's pick (the locking select that walks the queue; the update that follows
+    // probes the picked keys), prepared with the function's settings and its parameters as
+    // parameters, then run for a range inside partition 0.
     let body: String =
         sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'work_claim'")
             .fetch_one(&db.pool)
@@ -222,17 +225,30 @@ async fn claim_plan_touches_one_partition() {
         .map(|i| start + i + "FOR UPDATE SKIP LOCKED".len())
         .expect("the pick locks with FOR UPDATE SKIP LOCKED");
     let sql = body[start..end]
-        .replace("p_kind_version", "1")
-        .replace("p_kind", "'hello'")
-        .replace("p_lo", "0::smallint")
-        .replace("p_hi", "15::smallint")
-        .replace("v_limit", "10");
-    let plan: serde_json::Value =
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN (FORMAT JSON) {sql}")))
-            .fetch_one(&db.pool)
+        .replace("p_kind_version", "$4")
+        .replace("p_kind", "$3")
+        .replace("p_lo", "$1")
+        .replace("p_hi", "$2")
+        .replace("v_limit", "$5");
+    let mut conn = db.pool.acquire().await.unwrap();
+    for stmt in [
+        "SET plan_cache_mode = force_generic_plan".to_string(),
+        "SET enable_seqscan = off".to_string(),
+        format!("PREPARE pick(smallint, smallint, text, int, int) AS {sql}"),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(stmt))
+            .execute(&mut *conn)
             .await
             .unwrap();
+    }
+    let plan: serde_json::Value = sqlx::query_scalar(
+        "EXPLAIN (FORMAT JSON) EXECUTE pick(0::smallint, 15::smallint, 'hello', 1, 10)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
     let text = plan.to_string();
+    assert!(text.contains("Subplans Removed"), "a generic plan: {text}");
     let parts: HashSet<String> = (0..16)
         .map(|p| format!("work_queue_p{p}\""))
         .filter(|p| text.contains(p.as_str()))
@@ -244,16 +260,22 @@ async fn claim_plan_touches_one_partition() {
     );
 }
 
-/// Sequential scans of `resources` and `resource_deps`, and of the queue's and the outbox's
-/// partitions, by every connection so far and by `conn` up to now (its counts are flushed to
-/// the statistics collector first, so pass the connection whose scans are counted).
-async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
+/// Flushes `conn`'s table and index counters to the statistics collector and drops its
+/// cached statistics snapshot, so its next read of `pg_stat_*` includes its own work.
+async fn flush_stats(conn: &mut sqlx::PgConnection) {
     for flush in [
         "SELECT pg_stat_force_next_flush()",
         "SELECT pg_stat_clear_snapshot()",
     ] {
         sqlx::query(flush).execute(&mut *conn).await.unwrap();
     }
+}
+
+/// Sequential scans of `resources` and `resource_deps`, and of the queue's and the outbox's
+/// partitions, by every connection so far and by `conn` up to now (pass the connection whose
+/// scans are counted: its counts are flushed first).
+async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
+    flush_stats(conn).await;
     sqlx::query_as(
         "SELECT coalesce(sum(seq_scan) FILTER (WHERE relname IN ('resources', 'resource_deps')),
                          0)::bigint,
@@ -883,9 +905,9 @@ async fn functions_with_generic_plans_never_plan_sequential_scans() {
 }
 
 /// Index entries read from the queue's partitions by every connection so far (`conn`'s own
-/// counts flushed first, as in [`seq_scans`]).
+/// counts flushed first).
 async fn queue_index_reads(conn: &mut sqlx::PgConnection) -> i64 {
-    seq_scans(conn).await;
+    flush_stats(conn).await;
     sqlx::query_scalar(
         "SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes
          WHERE relname LIKE 'work\\_queue\\_p%'",
