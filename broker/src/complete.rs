@@ -126,6 +126,13 @@ async fn process(b: &Broker, jobs: Vec<Job>) {
         return;
     };
     let set: HashSet<Uuid> = accepted.iter().map(|k| k.lease_token.0).collect();
+    if items
+        .iter()
+        .any(|(c, _)| c.express && set.contains(&c.key.lease_token.0))
+        && let Some(n) = b.inner.express_hook.get()
+    {
+        n.notify_one();
+    }
     for (c, reply) in items {
         if let Some(s) = reply {
             ack(

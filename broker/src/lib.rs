@@ -80,6 +80,8 @@ struct Inner {
     dispatch_wake: Arc<Notify>,
     /// Woken after results land in the outbox (the in-process drainer, with ROLE=all).
     outbox_hook: std::sync::OnceLock<Arc<Notify>>,
+    /// Woken when express results (composites') land; see `set_express_hook`.
+    express_hook: std::sync::OnceLock<Arc<Notify>>,
     pending_completions: std::sync::atomic::AtomicUsize,
     manifests: caches::Manifests,
     configs: caches::Configs,
@@ -103,6 +105,7 @@ impl Broker {
                 registry: registry::Registry::default(),
                 dispatch_wake: Arc::new(Notify::new()),
                 outbox_hook: std::sync::OnceLock::new(),
+                express_hook: std::sync::OnceLock::new(),
                 pending_completions: std::sync::atomic::AtomicUsize::new(0),
                 manifests: caches::Manifests::default(),
                 configs: caches::Configs::default(),
@@ -128,6 +131,12 @@ impl Broker {
     /// need not wait for the coalesced `outbox_ready` NOTIFY). Only the first call counts.
     pub fn set_outbox_hook(&self, notify: Arc<Notify>) {
         let _ = self.inner.outbox_hook.set(notify);
+    }
+
+    /// Registers a hint woken whenever a composite's result lands in the outbox, for an
+    /// in-process express drainer. Only the first call counts.
+    pub fn set_express_hook(&self, notify: Arc<Notify>) {
+        let _ = self.inner.express_hook.set(notify);
     }
 
     /// The handle the dispatcher waits on; other components may wake it.

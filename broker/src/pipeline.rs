@@ -19,7 +19,7 @@ use crate::{
     db::{
         self,
         compose::{ComposeApplied, RelatedRow},
-        queue::{ClaimedTask, LeaseKey},
+        queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::KindPair,
     registry::{Inflight, Outgoing, StreamId},
@@ -113,16 +113,23 @@ fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
 }
 
 impl Broker {
+    // A pipeline's result is a composite's: express (see `Completion::express`).
     fn finish(&self, key: LeaseKey, p: Pipeline, reply: Option<StreamId>, advance: bool) {
         self.submit(Job::Known {
-            completion: convert::success(key, p.status, p.conditions, advance),
+            completion: Completion {
+                express: true,
+                ..convert::success(key, p.status, p.conditions, advance)
+            },
             reply,
         });
     }
 
     fn fail(&self, key: LeaseKey, message: String, terminal: bool, reply: Option<StreamId>) {
         self.submit(Job::Known {
-            completion: convert::failure(key, message, terminal),
+            completion: Completion {
+                express: true,
+                ..convert::failure(key, message, terminal)
+            },
             reply,
         });
     }

@@ -85,14 +85,29 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                     shards,
                     batch: cfg.drain_batch,
                     failsafe: cfg.drainer_failsafe,
+                    express: false,
                 },
                 broker.as_ref().map(Broker::dispatch_notify),
             );
             handles.push(handle);
             tasks.spawn(drainer.run(loops.clone()));
         }
+        // One express drainer over every shard: composites' results only, woken by the
+        // broker the moment one lands.
+        let (express, express_handle) = Drainer::new(
+            pool.clone(),
+            DrainerConfig {
+                shards: ShardRange::ALL,
+                batch: cfg.drain_batch,
+                failsafe: cfg.drainer_failsafe,
+                express: true,
+            },
+            broker.as_ref().map(Broker::dispatch_notify),
+        );
+        tasks.spawn(express.run(loops.clone()));
         if let Some(b) = &broker {
             b.set_outbox_hook(hub.clone());
+            b.set_express_hook(express_handle.notify());
         }
         // Fan the co-located broker's "results landed" hint out to every drainer.
         let (fan_hub, fan_stop) = (hub.clone(), loops.clone());

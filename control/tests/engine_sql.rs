@@ -550,6 +550,7 @@ fn result_of(id: Uuid, token: Uuid, epoch: i64) -> Completion {
         health_ok: true,
         advance: true,
         output: None,
+        express: false,
     }
 }
 
@@ -968,4 +969,89 @@ async fn the_recheck_clean_up_probes_the_queue_by_key() {
         read < 100,
         "the clean-up read {read} queue index entries for 3 rechecks over {leased} leased rows"
     );
+}
+
+/// The queue is served oldest first (0019): tasks queued one after another are claimed in
+/// that order, whichever partitions their shards fall in, and a task waiting out a backoff
+/// is not claimed before it is due.
+#[tokio::test]
+async fn the_claim_serves_the_oldest_due_task_first() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let mut applied = Vec::new();
+    for i in 0..40 {
+        applied.push(apply(&db.pool, &format!("r{i}"), json!({})).await);
+    }
+    let partitions: HashSet<i16> = applied.iter().map(|id| shard_of(*id) / 16).collect();
+    assert!(partitions.len() > 4, "the ids spread over the partitions");
+    // The last one waits out a backoff.
+    sqlx::query(
+        "UPDATE work_queue SET not_before = now() + interval '1 hour' WHERE resource_id = $1",
+    )
+    .bind(applied[39])
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut claimed = Vec::new();
+    loop {
+        let batch = claim(&db.pool, 3).await;
+        if batch.is_empty() {
+            break;
+        }
+        claimed.extend(batch.into_iter().map(|c| c.0));
+    }
+    assert_eq!(claimed, applied[..39], "claimed in the order queued");
+}
+
+/// Composites' results are drained in their own lane (0020): an express drain applies only
+/// rows marked express and leaves the rest to the bulk drain, which takes everything.
+#[tokio::test]
+async fn an_express_drain_applies_only_express_results() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    for name in ["a", "b", "c"] {
+        apply(&db.pool, name, json!({})).await;
+    }
+    let claimed = claim(&db.pool, 3).await;
+    assert_eq!(claimed.len(), 3);
+    let batch: Vec<Completion> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, &(id, token, epoch))| Completion {
+            express: i == 1,
+            ..result_of(id, token, epoch)
+        })
+        .collect();
+    let accepted = converge_broker::db::queue::outbox_append(&db.pool, &batch)
+        .await
+        .unwrap();
+    assert_eq!(accepted.len(), 3);
+    let drain = "SELECT drain_outbox_batch(100, 0::smallint, 255::smallint, $1)";
+    let ready = || async {
+        let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM resources WHERE phase = 'Ready'")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+        ids
+    };
+    let n: i32 = sqlx::query_scalar(drain)
+        .bind(true)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "the express lane took its one row");
+    assert_eq!(ready().await, [claimed[1].0]);
+    let n: i32 = sqlx::query_scalar(drain)
+        .bind(true)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "nothing express is left");
+    let n: i32 = sqlx::query_scalar(drain)
+        .bind(false)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "the bulk lane took the rest");
+    assert_eq!(ready().await.len(), 3);
 }

@@ -1,7 +1,8 @@
 //! The drainer: applies task results from `work_outbox` to `resources` in batches
 //! (`drain_outbox_batch`) and advances teardown trees (`sweep_deletable`), woken by
 //! `outbox_ready` (coalesced NOTIFY), by in-process hints from a co-located broker, and by a
-//! failsafe poll.
+//! failsafe poll. An express drainer applies only composites' results (marked by the
+//! broker), so a root's Ready never waits behind a bulk batch of its children's results.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,6 +22,9 @@ pub struct DrainerConfig {
     pub batch: i32,
     /// Poll behind the LISTEN.
     pub failsafe: Duration,
+    /// The express lane: only rows marked express, and no teardown sweep (the bulk
+    /// drainers of the same shards run it).
+    pub express: bool,
 }
 
 /// The only way in: wake the drainer.
@@ -85,7 +89,14 @@ impl Drainer {
             let mut total = 0i64;
             let mut failed = false;
             loop {
-                match db::sweeps::outbox_drain(&self.pool, self.cfg.shards, self.cfg.batch).await {
+                let drained = db::sweeps::outbox_drain(
+                    &self.pool,
+                    self.cfg.shards,
+                    self.cfg.batch,
+                    self.cfg.express,
+                )
+                .await;
+                match drained {
                     Ok(n) => {
                         backoff = RETRY_MIN;
                         total += i64::from(n);
@@ -120,7 +131,8 @@ impl Drainer {
             }
             // Teardown: a result stripped a finalizer, or a delete marked a tree (both wake
             // this loop). Loops while rows progress: each removal can unblock the next layer.
-            for _ in 0..64 {
+            let sweeps = if self.cfg.express { 0 } else { 64 };
+            for _ in 0..sweeps {
                 match db::sweeps::teardown_sweep(&self.pool, self.cfg.shards, 1000).await {
                     Ok(0) => break,
                     Ok(_) => total += 1,

@@ -168,7 +168,7 @@ pub async fn resource_get(
     let work = sqlx::query_as::<_, WorkRow>(
         "SELECT task_type, lease_token IS NOT NULL AS claimed, attempt, generation, trigger,
                 claimed_at, heartbeat_at,
-                CASE WHEN not_before = '-infinity' THEN NULL ELSE not_before END AS not_before,
+                CASE WHEN not_before > enqueued_at THEN not_before END AS not_before,
                 broker_id
          FROM work_queue WHERE resource_id = $1 AND shard_id = shard_of($1)",
     )

@@ -14,12 +14,19 @@ fn interval(d: Duration) -> PgInterval {
     }
 }
 
-/// Applies up to `max` outbox rows; returns how many were popped.
-pub async fn outbox_drain(pool: &PgPool, shards: ShardRange, max: i32) -> Result<i32, sqlx::Error> {
-    sqlx::query_scalar("SELECT drain_outbox_batch($1, $2, $3)")
+/// Applies up to `max` outbox rows (with `express`, only rows marked express); returns how
+/// many were popped.
+pub async fn outbox_drain(
+    pool: &PgPool,
+    shards: ShardRange,
+    max: i32,
+    express: bool,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT drain_outbox_batch($1, $2, $3, $4)")
         .bind(max)
         .bind(shards.lo)
         .bind(shards.hi)
+        .bind(express)
         .fetch_one(pool)
         .await
 }
