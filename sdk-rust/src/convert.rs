@@ -40,19 +40,24 @@ fn uuid_opt(b: &[u8]) -> Option<Uuid> {
     Uuid::from_slice(b).ok()
 }
 
-fn json_opt(b: &[u8], what: &str) -> Result<Option<Value>, String> {
+fn parse_json(b: &[u8]) -> Result<Option<Value>, serde_json::Error> {
     if b.is_empty() {
         return Ok(None);
     }
-    serde_json::from_slice(b)
-        .map(Some)
-        .map_err(|e| format!("malformed {what} JSON: {e}"))
+    serde_json::from_slice(b).map(Some)
+}
+
+fn json_opt(b: &[u8], what: &str) -> Result<Option<Value>, String> {
+    parse_json(b).map_err(|e| format!("malformed {what} JSON: {e}"))
 }
 
 fn resource_from_pb(r: pb::Resource, what: &str) -> Result<Resource, String> {
-    let spec = json_opt(&r.spec, &format!("{what} spec"))?
-        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
-    let status = json_opt(&r.status, &format!("{what} status"))?;
+    // The message is formatted only on error: a rollup decodes thousands of these.
+    let field = |b: &[u8], name: &str| {
+        parse_json(b).map_err(|e| format!("malformed {what} {name} JSON: {e}"))
+    };
+    let spec = field(&r.spec, "spec")?.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    let status = field(&r.status, "status")?;
     Ok(Resource {
         id: uuid_opt(&r.id).unwrap_or_else(Uuid::nil),
         kind: r.kind,
@@ -309,5 +314,40 @@ pub(crate) fn fail_complete(echo: &TaskEcho, message: &str, terminal: bool) -> p
         },
         terminal,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_related_resource_decodes_and_names_its_malformed_field() {
+        let ok = resource_from_pb(
+            pb::Resource {
+                status: br#"{"x":1}"#.to_vec(),
+                ..Default::default()
+            },
+            "descendant",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.spec,
+            serde_json::json!({}),
+            "an empty spec is an empty object"
+        );
+        assert_eq!(ok.status, Some(serde_json::json!({"x": 1})));
+        let bad_spec = pb::Resource {
+            spec: b"{".to_vec(),
+            ..Default::default()
+        };
+        let e = resource_from_pb(bad_spec, "descendant").unwrap_err();
+        assert!(e.starts_with("malformed descendant spec JSON: "), "{e}");
+        let bad_status = pb::Resource {
+            status: b"[".to_vec(),
+            ..Default::default()
+        };
+        let e = resource_from_pb(bad_status, "observed").unwrap_err();
+        assert!(e.starts_with("malformed observed status JSON: "), "{e}");
     }
 }
