@@ -5,28 +5,29 @@
 -- 20-root, 20,000-child run the rollups themselves finished 15-50 ms after the last child,
 -- yet the roots turned Ready 80-200 ms after it (results written at 0.019-0.053 s, drained
 -- at 0.080 s and 0.204 s). Results of composites (kinds with a rollup reaction) are few, one
--- per composite reconcile, and each is what a user waits on, so the broker marks them
--- `express` and a dedicated express drainer applies only those rows, in their own small
--- transactions, while the bulk drainers go on. A bulk pass takes express rows too when it
--- meets them (the outbox stays one ordered queue); FOR UPDATE SKIP LOCKED keeps the two
--- from taking the same row.
+-- per composite reconcile, and each is what a user waits on, so they go to an express lane:
+-- work_complete marks them, and a dedicated express drainer applies only those rows, in
+-- their own small transactions, while the bulk drainers go on.
 --
--- work_complete takes the flags as a 13th array (NULL: none express), outbox_pop and
--- drain_outbox_batch an express switch (default: the bulk lane); all keep 0017's settings.
+-- The lane is the kind's, decided here for every result whichever broker path produced it,
+-- and a bulk pass never takes an express row: a resource's results are then applied by one
+-- drainer at a time, in outbox order, as before (a lane shared by two drainers could apply an
+-- older result after a newer one and put back its status).
+--
+-- outbox_pop and drain_outbox_batch take the lane (default: the bulk); all keep 0017's
+-- settings.
 
 ALTER TABLE work_outbox ADD COLUMN express boolean NOT NULL DEFAULT false;
 CREATE INDEX idx_work_outbox_express ON work_outbox (id) WHERE express;
 
-DROP FUNCTION work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[], boolean[],
-                            text[], jsonb[], jsonb[], boolean[], boolean[]);
 DROP FUNCTION drain_outbox_batch(int, smallint, smallint);
 DROP FUNCTION outbox_pop(int, smallint, smallint);
 
-CREATE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
+-- As in 0011, with the lane of each result.
+CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
                               p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[],
                               p_terminal boolean[], p_errors text[], p_statuses jsonb[],
-                              p_conditions jsonb[], p_health boolean[], p_advance boolean[],
-                              p_express boolean[] DEFAULT NULL)
+                              p_conditions jsonb[], p_health boolean[], p_advance boolean[])
 RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
 LANGUAGE plpgsql
 -- Every join here is a batch of keys against work_queue's primary key (see above).
@@ -40,9 +41,9 @@ BEGIN
     WITH input AS (
         SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
                              p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
-                             p_conditions, p_health, p_advance, p_express)
+                             p_conditions, p_health, p_advance)
             AS x(resource_id, shard_id, task_type, lease_token, claim_epoch, ok, terminal,
-                 error_message, status, conditions, health_ok, advance, express)
+                 error_message, status, conditions, health_ok, advance)
     ), done AS (
         DELETE FROM work_queue w
         USING input i
@@ -53,13 +54,13 @@ BEGIN
           AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
                   i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, i.express
+                  i.advance, w.kind
     ), ins AS (
         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
                                  error_message, status, conditions, health_ok, advance, express)
         SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
                d.error_message, d.status, d.conditions, d.health_ok, d.advance,
-               coalesce(d.express, false)
+               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
         FROM done d
         RETURNING 1
     )
@@ -95,7 +96,7 @@ BEGIN
     ELSE
         SELECT array_agg(q.id), array_agg(q.shard_id) INTO v_ids, v_shards
         FROM (SELECT o.id, o.shard_id FROM work_outbox o
-              WHERE o.shard_id BETWEEN p_lo AND p_hi
+              WHERE o.shard_id BETWEEN p_lo AND p_hi AND NOT o.express
               ORDER BY o.id
               LIMIT p_max
               FOR UPDATE SKIP LOCKED) q;

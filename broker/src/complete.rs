@@ -128,7 +128,7 @@ async fn process(b: &Broker, jobs: Vec<Job>) {
     let set: HashSet<Uuid> = accepted.iter().map(|k| k.lease_token.0).collect();
     if items
         .iter()
-        .any(|(c, _)| c.express && set.contains(&c.key.lease_token.0))
+        .any(|(c, _)| c.composite && set.contains(&c.key.lease_token.0))
         && let Some(n) = b.inner.express_hook.get()
     {
         n.notify_one();

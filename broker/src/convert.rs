@@ -275,7 +275,7 @@ pub fn failure(key: LeaseKey, message: impl Into<String>, terminal: bool) -> Com
         health_ok: true,
         advance: true,
         output: None,
-        express: false,
+        composite: false,
     }
 }
 
@@ -369,7 +369,7 @@ pub fn success(
         health_ok,
         advance,
         output: None,
-        express: false,
+        composite: false,
     }
 }
 

@@ -80,7 +80,7 @@ struct Inner {
     dispatch_wake: Arc<Notify>,
     /// Woken after results land in the outbox (the in-process drainer, with ROLE=all).
     outbox_hook: std::sync::OnceLock<Arc<Notify>>,
-    /// Woken when express results (composites') land; see `set_express_hook`.
+    /// Woken when composites' results land; see `set_express_hook`.
     express_hook: std::sync::OnceLock<Arc<Notify>>,
     pending_completions: std::sync::atomic::AtomicUsize,
     manifests: caches::Manifests,

@@ -113,11 +113,11 @@ fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
 }
 
 impl Broker {
-    // A pipeline's result is a composite's: express (see `Completion::express`).
+    // A pipeline's result is a composite's (see `Completion::composite`).
     fn finish(&self, key: LeaseKey, p: Pipeline, reply: Option<StreamId>, advance: bool) {
         self.submit(Job::Known {
             completion: Completion {
-                express: true,
+                composite: true,
                 ..convert::success(key, p.status, p.conditions, advance)
             },
             reply,
@@ -127,7 +127,7 @@ impl Broker {
     fn fail(&self, key: LeaseKey, message: String, terminal: bool, reply: Option<StreamId>) {
         self.submit(Job::Known {
             completion: Completion {
-                express: true,
+                composite: true,
                 ..convert::failure(key, message, terminal)
             },
             reply,

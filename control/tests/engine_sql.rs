@@ -550,7 +550,7 @@ fn result_of(id: Uuid, token: Uuid, epoch: i64) -> Completion {
         health_ok: true,
         advance: true,
         output: None,
-        express: false,
+        composite: false,
     }
 }
 
@@ -674,15 +674,21 @@ async fn claim_and_complete_all(conn: &mut sqlx::PgConnection, status: serde_jso
     .unwrap();
 }
 
-/// Drains the whole outbox on `conn`; returns the results applied.
+/// Drains the whole outbox on `conn`, both lanes; returns the results applied.
 async fn drain_all(conn: &mut sqlx::PgConnection) -> i32 {
     let mut total = 0;
     loop {
-        let n: i32 =
-            sqlx::query_scalar("SELECT drain_outbox_batch(1000, 0::smallint, 255::smallint)")
-                .fetch_one(&mut *conn)
-                .await
-                .unwrap();
+        let mut n = 0;
+        for express in [false, true] {
+            let k: i32 = sqlx::query_scalar(
+                "SELECT drain_outbox_batch(1000, 0::smallint, 255::smallint, $1)",
+            )
+            .bind(express)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            n += k;
+        }
         if n == 0 {
             return total;
         }
@@ -1003,55 +1009,83 @@ async fn the_claim_serves_the_oldest_due_task_first() {
     assert_eq!(claimed, applied[..39], "claimed in the order queued");
 }
 
-/// Composites' results are drained in their own lane (0020): an express drain applies only
-/// rows marked express and leaves the rest to the bulk drain, which takes everything.
+/// Composites' results are drained in their own lane (0020): every result of a kind with a
+/// rollup goes to the express lane, which only the express drain takes; the bulk drain takes
+/// the rest and never an express row (so one drainer applies a resource's results, in order).
 #[tokio::test]
-async fn an_express_drain_applies_only_express_results() {
+async fn composites_results_take_the_express_lane_and_only_it() {
     let db = TestDb::new().await;
     hello_kind(&db.pool).await;
-    for name in ["a", "b", "c"] {
+    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('bom', 1, $1)")
+        .bind(json!({"kind": "bom", "kind_version": 1, "reactions": [
+            {"name": "work", "trigger": "specChange", "emits": ["status"]},
+            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for name in ["a", "b"] {
         apply(&db.pool, name, json!({})).await;
     }
-    let claimed = claim(&db.pool, 3).await;
+    let bom: Uuid =
+        sqlx::query_scalar("SELECT id FROM resource_apply('bom', 1, 'root', '{}', '{}', NULL)")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    let mut claimed = claim(&db.pool, 2).await;
+    claimed.extend(
+        sqlx::query_as::<_, (Uuid, Uuid, i64)>(
+            "SELECT resource_id, lease_token, claim_epoch
+             FROM work_claim(0::smallint, 255::smallint, 'bom', 1, 1, 'b')",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap(),
+    );
     assert_eq!(claimed.len(), 3);
+    // The broker's hint plays no part in the lane.
     let batch: Vec<Completion> = claimed
         .iter()
-        .enumerate()
-        .map(|(i, &(id, token, epoch))| Completion {
-            express: i == 1,
-            ..result_of(id, token, epoch)
-        })
+        .map(|&(id, token, epoch)| result_of(id, token, epoch))
         .collect();
     let accepted = converge_broker::db::queue::outbox_append(&db.pool, &batch)
         .await
         .unwrap();
     assert_eq!(accepted.len(), 3);
-    let drain = "SELECT drain_outbox_batch(100, 0::smallint, 255::smallint, $1)";
-    let ready = || async {
-        let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM resources WHERE phase = 'Ready'")
+    let express: Vec<Uuid> =
+        sqlx::query_scalar("SELECT resource_id FROM work_outbox WHERE express")
             .fetch_all(&db.pool)
             .await
             .unwrap();
+    assert_eq!(express, [bom], "only the composite's result is express");
+    let drain = "SELECT drain_outbox_batch(100, 0::smallint, 255::smallint, $1)";
+    let drained = |express: bool| {
+        let pool = db.pool.clone();
+        async move {
+            let n: i32 = sqlx::query_scalar(drain)
+                .bind(express)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            n
+        }
+    };
+    let ready = || async {
+        let mut ids: Vec<Uuid> =
+            sqlx::query_scalar("SELECT id FROM resources WHERE phase = 'Ready'")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        ids.sort();
         ids
     };
-    let n: i32 = sqlx::query_scalar(drain)
-        .bind(true)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(n, 1, "the express lane took its one row");
-    assert_eq!(ready().await, [claimed[1].0]);
-    let n: i32 = sqlx::query_scalar(drain)
-        .bind(true)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(n, 0, "nothing express is left");
-    let n: i32 = sqlx::query_scalar(drain)
-        .bind(false)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(n, 2, "the bulk lane took the rest");
+    assert_eq!(
+        drained(false).await,
+        2,
+        "the bulk lane took the leaves' results"
+    );
+    assert_eq!(drained(false).await, 0, "and left the composite's");
+    assert!(!ready().await.contains(&bom));
+    assert_eq!(drained(true).await, 1, "the express lane took it");
+    assert_eq!(drained(true).await, 0);
     assert_eq!(ready().await.len(), 3);
 }

@@ -137,9 +137,10 @@ pub struct Completion {
     pub advance: bool,
     /// An operate task's validated output JSON.
     pub output: Option<serde_json::Value>,
-    /// A composite's result: drained ahead of the bulk by the express drainer (few, and
-    /// each is what a user waits on: the root's Ready).
-    pub express: bool,
+    /// From a composite's pipeline: once written, the express drainer is woken. (The engine
+    /// puts every result of a kind with a rollup in the express lane, migration 0020; this
+    /// only spares the wait for the next `outbox_ready`.)
+    pub composite: bool,
 }
 
 /// Records a batch of results, fenced on lease and epoch, and returns the keys that were
@@ -290,7 +291,6 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     let mut conds = Vec::with_capacity(n);
     let mut health = Vec::with_capacity(n);
     let mut advance = Vec::with_capacity(n);
-    let mut express = Vec::with_capacity(n);
     for c in batch {
         ids.push(c.key.resource_id.0);
         shards.push(c.key.shard_id.0);
@@ -304,10 +304,9 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
         conds.push(c.conditions.clone());
         health.push(c.health_ok);
         advance.push(c.advance);
-        express.push(c.express);
     }
     let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
-        "SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        "SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&ids)
     .bind(&shards)
@@ -321,7 +320,6 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     .bind(&conds)
     .bind(&health)
     .bind(&advance)
-    .bind(&express)
     .fetch_all(pool)
     .await
     .map_err(Error::db("append results to outbox"))?;

@@ -1,8 +1,9 @@
 //! The drainer: applies task results from `work_outbox` to `resources` in batches
 //! (`drain_outbox_batch`) and advances teardown trees (`sweep_deletable`), woken by
 //! `outbox_ready` (coalesced NOTIFY), by in-process hints from a co-located broker, and by a
-//! failsafe poll. An express drainer applies only composites' results (marked by the
-//! broker), so a root's Ready never waits behind a bulk batch of its children's results.
+//! failsafe poll. An express drainer applies only composites' results (the engine puts
+//! every result of a kind with a rollup in that lane, and the bulk drainers never take them),
+//! so a root's Ready never waits behind a bulk batch of its children's results.
 
 use std::{sync::Arc, time::Duration};
 
