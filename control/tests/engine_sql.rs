@@ -23,6 +23,17 @@ async fn hello_kind(pool: &PgPool) {
         .unwrap();
 }
 
+/// Kind `comp`: a composite (a composer and a rollup).
+async fn comp_kind(pool: &PgPool) {
+    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('comp', 1, $1)")
+        .bind(json!({"kind": "comp", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]},
+            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}))
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
 async fn apply(pool: &PgPool, name: &str, spec: serde_json::Value) -> Uuid {
     let (id, _, _): (Uuid, String, i64) =
         sqlx::query_as("SELECT * FROM resource_apply('hello', 1, $1, $2, '{}', NULL)")
@@ -774,13 +785,7 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
 async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it() {
     let db = TestDb::new().await;
     hello_kind(&db.pool).await;
-    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('comp', 1, $1)")
-        .bind(json!({"kind": "comp", "kind_version": 1, "reactions": [
-            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]},
-            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}))
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    comp_kind(&db.pool).await;
     let (root, _, _): (Uuid, String, i64) =
         sqlx::query_as("SELECT * FROM resource_apply('comp', 1, 'root', '{}', '{}', NULL)")
             .fetch_one(&db.pool)
@@ -1016,18 +1021,12 @@ async fn the_claim_serves_the_oldest_due_task_first() {
 async fn composites_results_take_the_express_lane_and_only_it() {
     let db = TestDb::new().await;
     hello_kind(&db.pool).await;
-    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('bom', 1, $1)")
-        .bind(json!({"kind": "bom", "kind_version": 1, "reactions": [
-            {"name": "work", "trigger": "specChange", "emits": ["status"]},
-            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}))
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    comp_kind(&db.pool).await;
     for name in ["a", "b"] {
         apply(&db.pool, name, json!({})).await;
     }
-    let bom: Uuid =
-        sqlx::query_scalar("SELECT id FROM resource_apply('bom', 1, 'root', '{}', '{}', NULL)")
+    let comp: Uuid =
+        sqlx::query_scalar("SELECT id FROM resource_apply('comp', 1, 'root', '{}', '{}', NULL)")
             .fetch_one(&db.pool)
             .await
             .unwrap();
@@ -1035,7 +1034,7 @@ async fn composites_results_take_the_express_lane_and_only_it() {
     claimed.extend(
         sqlx::query_as::<_, (Uuid, Uuid, i64)>(
             "SELECT resource_id, lease_token, claim_epoch
-             FROM work_claim(0::smallint, 255::smallint, 'bom', 1, 1, 'b')",
+             FROM work_claim(0::smallint, 255::smallint, 'comp', 1, 1, 'b')",
         )
         .fetch_all(&db.pool)
         .await
@@ -1056,7 +1055,7 @@ async fn composites_results_take_the_express_lane_and_only_it() {
             .fetch_all(&db.pool)
             .await
             .unwrap();
-    assert_eq!(express, [bom], "only the composite's result is express");
+    assert_eq!(express, [comp], "only the composite's result is express");
     let drain = "SELECT drain_outbox_batch(100, 0::smallint, 255::smallint, $1)";
     let drained = |express: bool| {
         let pool = db.pool.clone();
@@ -1084,7 +1083,7 @@ async fn composites_results_take_the_express_lane_and_only_it() {
         "the bulk lane took the leaves' results"
     );
     assert_eq!(drained(false).await, 0, "and left the composite's");
-    assert!(!ready().await.contains(&bom));
+    assert!(!ready().await.contains(&comp));
     assert_eq!(drained(true).await, 1, "the express lane took it");
     assert_eq!(drained(true).await, 0);
     assert_eq!(ready().await.len(), 3);
