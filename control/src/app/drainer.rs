@@ -107,6 +107,10 @@ impl Drainer {
                             // a long backlog, a recheck running after a root's rollup had
                             // landed would run that rollup a second time.
                             total += self.recheck_rollups().await;
+                            // The batch may have pended dependents and composites: tell the
+                            // broker now, not after the backlog (the gated `work_ready` NOTIFY
+                            // comes at most every 50 ms).
+                            self.wake_dispatch();
                         }
                         if n < self.cfg.batch {
                             break;
@@ -147,9 +151,7 @@ impl Drainer {
             total += self.recheck_rollups().await;
             if total > 0 {
                 tracing::debug!(applied = total, "drained results");
-                if let Some(n) = &self.on_drained {
-                    n.notify_one();
-                }
+                self.wake_dispatch();
             }
             // A failed batch left results queued whose wake-up is already spent: retry now
             // rather than at the failsafe poll.
@@ -161,6 +163,13 @@ impl Drainer {
             }
         }
         let _ = listener.await;
+    }
+
+    /// Hints the co-located broker that drained results may have made work claimable.
+    fn wake_dispatch(&self) {
+        if let Some(n) = &self.on_drained {
+            n.notify_one();
+        }
     }
 
     /// Re-evaluates every root armed in this drainer's shards (the straddle close-out);
