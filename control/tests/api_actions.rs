@@ -68,6 +68,28 @@ async fn quarantine_drops_pending_work_and_unquarantine_requeues_it() {
         (202, &json!({"status": "already_queued"})),
         "a queued task is not duplicated"
     );
+    assert!(
+        r["work"]["not_before"].is_null(),
+        "new work is due at once: {r}"
+    );
+    // A task waiting out a backoff shows when it is due; a manual reconcile lifts it.
+    sqlx::query(
+        "UPDATE work_queue SET not_before = now() + interval '1 hour' WHERE resource_id = $1",
+    )
+    .bind(uid(&r))
+    .execute(&c.db.pool)
+    .await
+    .unwrap();
+    let r = c.get("hello", "q").await.unwrap();
+    assert!(r["work"]["not_before"].is_string(), "{r}");
+    let (s, body) = post(&c, "hello/q", "reconcile").await;
+    assert_eq!(
+        (s, &body),
+        (202, &json!({"status": "queued"})),
+        "the backoff is lifted"
+    );
+    let r = c.get("hello", "q").await.unwrap();
+    assert!(r["work"]["not_before"].is_null(), "{r}");
 
     let (s, body) = post(&c, "hello/q", "quarantine").await;
     assert_eq!((s, &body), (200, &json!({"quarantined": true})));

@@ -134,21 +134,10 @@ impl Drainer {
                     break;
                 }
             }
-            // Teardown: a result stripped a finalizer, or a delete marked a tree (both wake
-            // this loop). Loops while rows progress: each removal can unblock the next layer.
-            let sweeps = if self.cfg.express { 0 } else { 64 };
-            for _ in 0..sweeps {
-                match db::sweeps::teardown_sweep(&self.pool, self.cfg.shards, 1000).await {
-                    Ok(0) => break,
-                    Ok(_) => total += 1,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "teardown sweep failed");
-                        break;
-                    }
-                }
+            // The express lane leaves teardown to the bulk drainers of the same shards.
+            if !self.cfg.express {
+                total += self.teardown().await;
             }
-            // After the teardown sweep's commits too.
-            total += self.recheck_rollups().await;
             if total > 0 {
                 tracing::debug!(applied = total, "drained results");
                 self.wake_dispatch();
@@ -163,6 +152,24 @@ impl Drainer {
             }
         }
         let _ = listener.await;
+    }
+
+    /// Teardown: a result stripped a finalizer, or a delete marked a tree (both wake this
+    /// loop). Sweeps while rows progress (each removal can unblock the next layer), then
+    /// closes any straddle its commits left; returns a "did anything" count.
+    async fn teardown(&self) -> i64 {
+        let mut total = 0;
+        for _ in 0..64 {
+            match db::sweeps::teardown_sweep(&self.pool, self.cfg.shards, 1000).await {
+                Ok(0) => break,
+                Ok(_) => total += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "teardown sweep failed");
+                    break;
+                }
+            }
+        }
+        total + self.recheck_rollups().await
     }
 
     /// Hints the co-located broker that drained results may have made work claimable.
