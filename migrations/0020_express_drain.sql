@@ -30,7 +30,7 @@ CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smal
                               p_conditions jsonb[], p_health boolean[], p_advance boolean[])
 RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
 LANGUAGE plpgsql
--- Every join here is a batch of keys against work_queue's primary key (see above).
+-- Every join here is a batch of keys against work_queue's primary key (see 0011).
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 AS $$
