@@ -100,6 +100,29 @@ impl TestDb {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Rows on which `resource_lag` and `resources` disagree (migration 0021: it must hold
+    /// exactly the rows behind their spec, with their root, owner and gate flags): 0 when
+    /// they agree.
+    ///
+    /// # Panics
+    /// If the query fails.
+    pub async fn lag_mismatches(&self) -> i64 {
+        sqlx::query_scalar(
+            "WITH want AS (
+                 SELECT shard_id, id, root_id, owner_id,
+                        failure_gen <> generation AND frozen_until IS NULL
+                            AND deletion_requested_at IS NULL AS unsettled,
+                        failure_gen = generation OR frozen_until IS NOT NULL AS stuck
+                 FROM resources WHERE synced_gen < generation),
+             have AS (SELECT shard_id, id, root_id, owner_id, unsettled, stuck FROM resource_lag)
+             SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT SELECT * FROM have) a)
+                  + (SELECT count(*) FROM (SELECT * FROM have EXCEPT SELECT * FROM want) b)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .expect("compare resource_lag with resources")
+    }
 }
 
 impl Drop for TestDb {

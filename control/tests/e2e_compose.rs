@@ -474,6 +474,7 @@ async fn a_510_child_three_level_dag_reconciles_each_child_once_in_order() {
             "team {t}: a child ran before its upstream"
         );
     }
+    assert_eq!(w.c.db.lag_mismatches().await, 0, "resource_lag agrees");
     w.stop.cancel();
     w.c.stop().await;
 }
@@ -500,6 +501,8 @@ async fn concurrent_completions_never_strand_a_root() {
         })
         .await;
     }
+    // Two pods' drains wrote resource_lag concurrently; it still agrees with resources.
+    assert_eq!(w.c.db.lag_mismatches().await, 0, "resource_lag agrees");
     w.stop.cancel();
     w.c.stop().await;
 }
@@ -532,6 +535,7 @@ async fn quarantining_a_failed_child_lets_the_root_be_ready_and_unquarantine_ret
         r["status"]["children"], 5,
         "the quarantined child is excluded from the rollup"
     );
+    assert_eq!(w.c.db.lag_mismatches().await, 0, "resource_lag agrees");
     let attempts = w.c.get("csubnet", "b-subnet").await.unwrap()["failure_attempts"]
         .as_i64()
         .unwrap();

@@ -1,7 +1,8 @@
 //! The plpgsql engine against a real PostgreSQL (one fresh database per test): phase
 //! derivation, exclusive concurrent claims, partition pruning, epoch fencing, drain, value
 //! flows over a batch, key probes from plans cached while the tables were empty (and the
-//! settings that keep generic plans on keys), the lock order of a result batch.
+//! settings that keep generic plans on keys), the lock order of a result batch, the lag table
+//! kept by triggers.
 
 use std::collections::HashSet;
 
@@ -1087,4 +1088,87 @@ async fn composites_results_take_the_express_lane_and_only_it() {
     assert_eq!(drained(true).await, 1, "the express lane took it");
     assert_eq!(drained(true).await, 0);
     assert_eq!(ready().await.len(), 3);
+}
+
+/// resource_lag (migration 0021) follows every way a row gets behind, moves on, or goes:
+/// insert, every column its flags read, multi-row and upsert statements, delete and the
+/// owner's cascade.
+#[tokio::test]
+async fn the_lag_table_holds_exactly_the_rows_behind() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let lagging = || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM resource_lag")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        n
+    };
+    let a = apply(&db.pool, "a", json!({"n": 1})).await;
+    let b = apply(&db.pool, "b", json!({"n": 1})).await;
+    assert_eq!(lagging().await, 2, "new resources are behind");
+    assert_eq!(db.lag_mismatches().await, 0);
+    // Children under `a`, inserted in one statement; one of them caught up at once.
+    sqlx::query(
+        "INSERT INTO resources (id, kind, kind_version, name, owner_id, root_id, shard_id, synced_gen)
+         SELECT u, 'hello', 1, 'child-' || i, $1, $1, shard_of(u), CASE WHEN i = 1 THEN 1 ELSE 0 END
+         FROM generate_series(1, 4) i, LATERAL (SELECT gen_random_uuid() AS u WHERE i > 0) x",
+    )
+    .bind(a)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(lagging().await, 5);
+    assert_eq!(db.lag_mismatches().await, 0);
+    // Each column a flag reads, one statement at a time (the phase cases' transitions).
+    for set in [
+        "synced_gen = generation",
+        "spec = '{\"n\": 2}'",
+        "status = '{\"x\": 1}'",
+        "failure_gen = generation",
+        "frozen_until = 'infinity'",
+        "frozen_until = NULL",
+        "failure_gen = 0, frozen_until = now() + interval '1 hour'",
+        "deletion_requested_at = now()",
+        "deletion_requested_at = NULL, frozen_until = NULL, synced_gen = generation",
+    ] {
+        let sql = format!("UPDATE resources SET {set} WHERE id = $1");
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(b)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(db.lag_mismatches().await, 0, "after SET {set}");
+    }
+    // Many rows in one statement, some behind and some caught up.
+    sqlx::query(
+        "UPDATE resources SET synced_gen = generation WHERE name IN ('child-2', 'child-3')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE resources SET spec = '{\"n\": 3}' WHERE owner_id = $1")
+        .bind(a)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(db.lag_mismatches().await, 0);
+    // An upsert: re-applying `b` with a new spec puts it behind again.
+    apply(&db.pool, "b", json!({"n": 4})).await;
+    assert_eq!(db.lag_mismatches().await, 0);
+    let behind: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_lag WHERE id = $1)")
+            .bind(b)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(behind, "a re-applied spec is behind");
+    // Deleting the owner takes its children by the foreign key's cascade, and their lag rows.
+    sqlx::query("DELETE FROM resources WHERE id = $1")
+        .bind(a)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(db.lag_mismatches().await, 0);
+    assert_eq!(lagging().await, 1, "only b is left behind");
 }
