@@ -34,6 +34,10 @@ CREATE TABLE resource_lag (
     unsettled boolean NOT NULL,
     -- Failed at this generation, or set aside (orphaned / quarantined).
     stuck boolean NOT NULL,
+    -- When it fell behind (kept while its flags move). A row's updated_at is never earlier,
+    -- so the reaper can skip the rows behind for less than its retry window here, without
+    -- reading resources.
+    behind_since timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (shard_id, id)
 );
 CREATE INDEX idx_resource_lag_root_unsettled ON resource_lag (root_id) WHERE unsettled;
@@ -42,10 +46,11 @@ CREATE INDEX idx_resource_lag_owner_stuck ON resource_lag (owner_id) WHERE stuck
 
 -- The rows behind today. The triggers below restate this projection over their transition
 -- tables (a trigger function cannot hand its transition table to another function).
-INSERT INTO resource_lag (shard_id, id, root_id, owner_id, unsettled, stuck)
+INSERT INTO resource_lag (shard_id, id, root_id, owner_id, unsettled, stuck, behind_since)
 SELECT r.shard_id, r.id, r.root_id, r.owner_id,
        r.failure_gen <> r.generation AND r.frozen_until IS NULL AND r.deletion_requested_at IS NULL,
-       r.failure_gen = r.generation OR r.frozen_until IS NOT NULL
+       r.failure_gen = r.generation OR r.frozen_until IS NOT NULL,
+       r.updated_at
 FROM resources r WHERE r.synced_gen < r.generation;
 
 -- New rows: a resource is created behind (generation 1, synced 0) unless written otherwise.
@@ -152,6 +157,9 @@ END
 $$;
 
 -- As in 0002/0017, the candidates read from resource_lag (the rows behind) of the shards.
+-- During a bulk apply nearly every row behind is recent: the behind_since pre-filter drops
+-- them in the narrow table (at 100,000 children the old scan, a probe of resources per row
+-- behind, took 240-560 ms a tick while skipping them all).
 CREATE OR REPLACE FUNCTION requeue_failed_and_pending(p_lo smallint, p_hi smallint,
                                                       p_retry_after interval, p_limit int)
 RETURNS int
@@ -165,6 +173,7 @@ BEGIN
         SELECT r.id FROM resource_lag l
         JOIN resources r ON r.id = l.id
         WHERE l.shard_id BETWEEN p_lo AND p_hi
+          AND l.behind_since < now() - p_retry_after
           AND r.synced_gen < r.generation
           AND r.deletion_requested_at IS NULL
           AND r.frozen_until IS NULL
