@@ -44,12 +44,21 @@ CREATE INDEX idx_resource_lag_root_unsettled ON resource_lag (root_id) WHERE uns
 CREATE INDEX idx_resource_lag_root_stuck ON resource_lag (root_id) WHERE stuck;
 CREATE INDEX idx_resource_lag_owner_stuck ON resource_lag (owner_id) WHERE stuck;
 
--- The rows behind today. The triggers below restate this projection over their transition
--- tables (a trigger function cannot hand its transition table to another function).
+-- The gate flags of a row behind, in one place (SQL functions simple enough to be inlined).
+CREATE FUNCTION lag_unsettled(p_failure_gen bigint, p_generation bigint,
+                              p_frozen_until timestamptz, p_deletion_requested_at timestamptz)
+RETURNS boolean LANGUAGE sql IMMUTABLE
+AS $$ SELECT p_failure_gen <> p_generation AND p_frozen_until IS NULL
+             AND p_deletion_requested_at IS NULL $$;
+CREATE FUNCTION lag_stuck(p_failure_gen bigint, p_generation bigint, p_frozen_until timestamptz)
+RETURNS boolean LANGUAGE sql IMMUTABLE
+AS $$ SELECT p_failure_gen = p_generation OR p_frozen_until IS NOT NULL $$;
+
+-- The rows behind today.
 INSERT INTO resource_lag (shard_id, id, root_id, owner_id, unsettled, stuck, behind_since)
 SELECT r.shard_id, r.id, r.root_id, r.owner_id,
-       r.failure_gen <> r.generation AND r.frozen_until IS NULL AND r.deletion_requested_at IS NULL,
-       r.failure_gen = r.generation OR r.frozen_until IS NOT NULL,
+       lag_unsettled(r.failure_gen, r.generation, r.frozen_until, r.deletion_requested_at),
+       lag_stuck(r.failure_gen, r.generation, r.frozen_until),
        r.updated_at
 FROM resources r WHERE r.synced_gen < r.generation;
 
@@ -59,8 +68,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO resource_lag (shard_id, id, root_id, owner_id, unsettled, stuck)
     SELECT n.shard_id, n.id, n.root_id, n.owner_id,
-           n.failure_gen <> n.generation AND n.frozen_until IS NULL AND n.deletion_requested_at IS NULL,
-           n.failure_gen = n.generation OR n.frozen_until IS NOT NULL
+           lag_unsettled(n.failure_gen, n.generation, n.frozen_until, n.deletion_requested_at),
+           lag_stuck(n.failure_gen, n.generation, n.frozen_until)
     FROM lag_new n WHERE n.synced_gen < n.generation;
     RETURN NULL;
 END
@@ -75,8 +84,8 @@ BEGIN
     WHERE l.shard_id = n.shard_id AND l.id = n.id AND n.synced_gen >= n.generation;
     INSERT INTO resource_lag AS l (shard_id, id, root_id, owner_id, unsettled, stuck)
     SELECT n.shard_id, n.id, n.root_id, n.owner_id,
-           n.failure_gen <> n.generation AND n.frozen_until IS NULL AND n.deletion_requested_at IS NULL,
-           n.failure_gen = n.generation OR n.frozen_until IS NOT NULL
+           lag_unsettled(n.failure_gen, n.generation, n.frozen_until, n.deletion_requested_at),
+           lag_stuck(n.failure_gen, n.generation, n.frozen_until)
     FROM lag_new n WHERE n.synced_gen < n.generation
     ORDER BY n.shard_id, n.id
     ON CONFLICT (shard_id, id) DO UPDATE
@@ -133,8 +142,8 @@ BEGIN
     ELSE
         IF NOT EXISTS (SELECT 1 FROM resources d
                        WHERE d.owner_id = p_id AND d.synced_gen < d.generation
-                         AND d.failure_gen <> d.generation AND d.frozen_until IS NULL
-                         AND d.deletion_requested_at IS NULL) THEN
+                         AND lag_unsettled(d.failure_gen, d.generation, d.frozen_until,
+                                           d.deletion_requested_at)) THEN
             RETURN false;
         END IF;
         IF NOT EXISTS (SELECT 1 FROM resource_lag l WHERE l.owner_id = p_id AND l.stuck) THEN
