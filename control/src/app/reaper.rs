@@ -111,8 +111,9 @@ impl Reaper {
 
     /// The catch-up reads every row behind its spec in the shards it scans (migration 0021's
     /// resource_lag) and probes the queue for those behind longer than the retry window, so a
-    /// full scan of a large backlog on every tick would tax the hot path. It sweeps one partition's worth of shards per tick,
-    /// and everything at start-up and after a PostgreSQL restart (the UNLOGGED queue was lost).
+    /// full scan of a large backlog on every tick would tax the hot path. It sweeps one
+    /// partition's worth of shards per tick, and everything at start-up and after a
+    /// PostgreSQL restart (the UNLOGGED queue was lost).
     fn requeue_window(&self, tick: u64, full: bool) -> ShardRange {
         let ShardRange { lo, hi } = self.cfg.shards;
         if full {
