@@ -1172,3 +1172,37 @@ async fn the_lag_table_holds_exactly_the_rows_behind() {
     assert_eq!(db.lag_mismatches().await, 0);
     assert_eq!(lagging().await, 1, "only b is left behind");
 }
+
+/// jsonptr_path (migration 0022) is inlined where it is used, and its results are those of
+/// a JSON pointer: escapes decoded, a missing leading slash tolerated, NULL for NULL.
+#[tokio::test]
+async fn json_pointer_paths_are_inlined_and_decoded() {
+    let db = TestDb::new().await;
+    let cases: [(Option<&str>, Option<Vec<&str>>); 5] = [
+        (Some("/a/b"), Some(vec!["a", "b"])),
+        (Some("x/y"), Some(vec!["x", "y"])),
+        (Some(""), Some(vec![])),
+        (Some("/a~1b/c~0d"), Some(vec!["a/b", "c~d"])),
+        (None, None),
+    ];
+    for (pointer, want) in cases {
+        let got: Option<Vec<String>> = sqlx::query_scalar("SELECT jsonptr_path($1)")
+            .bind(pointer)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        let want = want.map(|w| w.into_iter().map(String::from).collect::<Vec<_>>());
+        assert_eq!(got, want, "path of {pointer:?}");
+    }
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN VERBOSE SELECT jsonptr_path(p) FROM (VALUES ('/a'), ('/b')) AS v(p)",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("string_to_array") && !plan.contains("jsonptr_path("),
+        "jsonptr_path is not inlined:\n{plan}"
+    );
+}
