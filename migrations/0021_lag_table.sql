@@ -10,8 +10,10 @@
 -- 20,000-child bench database, 4,000 rows: a sync 100-145 ms with those indexes, 45-75 ms
 -- without them (this table kept by the trigger below included); a value flow 137-236 ms
 -- against 70-92 ms. 83% of the updates were HOT without them, none with them. In a whole
--- 20,000-child bench run: 35 of 33,360 updates of resources were HOT before, 26,810 after
--- (with the fillfactor below).
+-- 20,000-child bench run: 35 of 33,360 updates of resources were HOT before, 19,105 after.
+-- (A fillfactor of 70 made 26,810 HOT, but spread each composite's subtree over more pages:
+-- rollup p50 under load at 100,000 children went from 120-160 ms to 190-215 ms. The table
+-- keeps its 85.)
 --
 -- resource_lag holds exactly the rows with synced_gen < generation (their root, owner and
 -- shard, and whether they are unsettled or stuck in the rollup gate's sense), written by
@@ -114,10 +116,6 @@ CREATE TRIGGER resource_lag_on_update AFTER UPDATE ON resources
     REFERENCING NEW TABLE AS lag_new FOR EACH STATEMENT EXECUTE FUNCTION resource_lag_on_update();
 CREATE TRIGGER resource_lag_on_delete AFTER DELETE ON resources
     REFERENCING OLD TABLE AS lag_old FOR EACH STATEMENT EXECUTE FUNCTION resource_lag_on_delete();
-
--- Room for HOT versions on the page: a child is written about three times within seconds
--- (created, its value flow, its sync), faster than a page is pruned. Applies to new pages.
-ALTER TABLE resources SET (fillfactor = 70);
 
 DROP INDEX idx_resources_lagging;
 DROP INDEX idx_resources_failed;
