@@ -1163,7 +1163,19 @@ async fn the_lag_table_holds_exactly_the_rows_behind() {
             .await
             .unwrap();
     assert!(behind, "a re-applied spec is behind");
-    // Deleting the owner takes its children by the foreign key's cascade, and their lag rows.
+    // An edge between two of a's children: resource_deps.owner_id has no foreign key since
+    // 0021, so the edge must go with its dependent.
+    sqlx::query(
+        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id, value_flows)
+         SELECT d.id, u.id, $1, '[]' FROM resources d, resources u
+         WHERE d.name = 'child-2' AND u.name = 'child-1'",
+    )
+    .bind(a)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // Deleting the owner takes its children by the foreign key's cascade, their lag rows and
+    // their edges.
     sqlx::query("DELETE FROM resources WHERE id = $1")
         .bind(a)
         .execute(&db.pool)
@@ -1171,6 +1183,11 @@ async fn the_lag_table_holds_exactly_the_rows_behind() {
         .unwrap();
     assert_eq!(db.lag_mismatches().await, 0);
     assert_eq!(lagging().await, 1, "only b is left behind");
+    let edges: i64 = sqlx::query_scalar("SELECT count(*) FROM resource_deps")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(edges, 0, "the owner's edges went with its children");
 }
 
 /// jsonptr_path (migration 0022) is inlined where it is used, and its results are those of
