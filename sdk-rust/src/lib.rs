@@ -35,6 +35,7 @@
 mod config;
 mod convert;
 mod error;
+mod json;
 mod logging;
 mod merge;
 mod provider;
@@ -51,6 +52,7 @@ pub use config::{
 /// The generated wire types of `converge.worker.v1` (for `testing::execute_task` and tests).
 pub use converge_proto::pb;
 pub use error::{ConfigError, HandlerError, LoggingError, WorkerError};
+pub use json::Json;
 pub use logging::init_logging;
 pub use merge::{effective_bundle, effective_config};
 pub use provider::{Provider, Registry};

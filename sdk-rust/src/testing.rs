@@ -34,7 +34,7 @@ pub fn request(kind: impl Into<String>, spec: Value) -> ReactionRequest {
             kind,
             kind_version: 1,
             name: "test".to_string(),
-            spec,
+            spec: spec.into(),
             generation: 1,
             phase: "Reconciling".to_string(),
             ..Resource::default()

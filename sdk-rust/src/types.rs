@@ -1,7 +1,8 @@
 //! The value types a provider sees and returns: requests, resources, outcomes, conditions.
 //!
-//! They mirror the wire messages of `converge.worker.v1` with JSON already decoded, so a
-//! handler never touches protobuf. The same vocabulary exists in the Python and Go SDKs.
+//! They mirror the wire messages of `converge.worker.v1` with JSON decoded (a resource's
+//! spec and status when first read: see [`Json`]), so a handler never touches protobuf. The
+//! same vocabulary exists in the Python and Go SDKs.
 
 use std::{collections::BTreeMap, fmt};
 
@@ -12,7 +13,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{error::HandlerError, merge};
+use crate::{error::HandlerError, json::Json, merge};
 
 pub use converge_proto::pb::{Stage, Transition};
 
@@ -97,10 +98,10 @@ pub struct Resource {
     pub owner_id: Option<Uuid>,
     /// The composition root, if any.
     pub root_id: Option<Uuid>,
-    /// The spec JSON (`{}` when the broker sent none).
-    pub spec: Value,
-    /// The last applied status JSON, if any.
-    pub status: Option<Value>,
+    /// The spec JSON (`{}` when the broker sent none), decoded when first read.
+    pub spec: Json,
+    /// The last applied status JSON, if any, decoded when first read.
+    pub status: Option<Json>,
     /// The spec generation.
     pub generation: i64,
     /// The last generation reconciled successfully.
@@ -124,7 +125,7 @@ impl Default for Resource {
             name: String::new(),
             owner_id: None,
             root_id: None,
-            spec: Value::Object(serde_json::Map::new()),
+            spec: Json::from(Value::Object(serde_json::Map::new())),
             status: None,
             generation: 0,
             synced_gen: 0,
@@ -198,7 +199,9 @@ impl ReactionRequest {
     /// Decodes the resource's spec into `T`; a spec that does not fit is a terminal error
     /// (retrying cannot fix it, a spec change can).
     pub fn spec<T: DeserializeOwned>(&self) -> Result<T, HandlerError> {
-        T::deserialize(&self.resource.spec)
+        self.resource
+            .spec
+            .deserialize()
             .map_err(|e| HandlerError::terminal(format!("invalid spec: {e}")))
     }
 

@@ -139,8 +139,8 @@ fn resource(kind: &str, name: &str, ready: bool) -> Resource {
     Resource {
         kind: kind.into(),
         name: name.into(),
-        spec: json!({"i": 1}),
-        status: Some(json!({"s": 2})),
+        spec: json!({"i": 1}).into(),
+        status: Some(json!({"s": 2}).into()),
         is_ready: ready,
         phase: "Ready".into(),
         ..Resource::default()

@@ -123,7 +123,7 @@ fn the_sample_bom_fits_the_schema_and_the_yaml_says_the_same() {
 }
 
 async fn run_leaf(child: &Resource) -> Result<Outcome, HandlerError> {
-    let mut req = testing::request(child.kind.clone(), child.spec.clone());
+    let mut req = testing::request(child.kind.clone(), child.spec.value().clone());
     req.resource.name = child.name.clone();
     match child.kind.as_str() {
         "account" => testing::run(&Account::default(), req).await,
@@ -203,7 +203,7 @@ async fn the_sample_bom_composes_runs_in_order_and_rolls_up() {
             Resource {
                 kind: c.kind.clone(),
                 name: c.name.clone(),
-                spec: c.spec.clone(),
+                spec: c.spec.clone().into(),
                 labels: c.labels.clone(),
                 ..Resource::default()
             },
@@ -258,7 +258,7 @@ async fn the_sample_bom_composes_runs_in_order_and_rolls_up() {
                 &status,
                 &format!("{}/{} status", key.0, key.1),
             );
-            child.status = Some(status);
+            child.status = Some(status.into());
             child.is_ready = true;
             child.phase = "Ready".into();
             done.insert(key, child);

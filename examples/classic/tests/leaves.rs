@@ -298,7 +298,7 @@ async fn statussink_writes_the_status_once_per_generation_and_waits_for_a_destin
     req.resource.kind = "classicbom".into();
     req.resource.name = "bom".into();
     req.resource.generation = 3;
-    req.resource.status = Some(serde_json::json!({"ready": 4}));
+    req.resource.status = Some(serde_json::json!({"ready": 4}).into());
     req.dedup_token = "id:synced:3:b".into();
     let err = testing::run(&sink, req.clone()).await.unwrap_err();
     assert!(!err.is_terminal(), "waiting for a destination is transient");

@@ -34,9 +34,9 @@ pub fn build_request(req: &ReactionRequest, settings: Option<&Value>, bundle: &[
     m.insert("name".into(), json!(req.resource.name));
     m.insert("generation".into(), json!(req.generation));
     m.insert("attempt".into(), json!(req.attempt));
-    m.insert("spec".into(), req.resource.spec.clone());
+    m.insert("spec".into(), req.resource.spec.value().clone());
     // The status accumulated in this reconcile if the stage has one, else the stored one.
-    let status = req.status.as_ref().or(req.resource.status.as_ref());
+    let status = req.status.as_ref().or(req.resource.status.as_deref());
     m.insert("status".into(), status.cloned().unwrap_or(Value::Null));
     m.insert("settings".into(), settings.cloned().unwrap_or(Value::Null));
     if !bundle.is_empty() {

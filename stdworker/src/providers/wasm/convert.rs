@@ -67,7 +67,7 @@ fn row(r: &Resource) -> wit::ResourceRow {
         owner_id: r.owner_id.map(|u| u.to_string()),
         root_id: r.root_id.map(|u| u.to_string()),
         spec: r.spec.to_string(),
-        status: r.status.as_ref().map(Value::to_string),
+        status: r.status.as_ref().map(ToString::to_string),
         generation: r.generation,
         synced_gen: r.synced_gen,
         is_ready: r.is_ready,
