@@ -13,6 +13,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The encoded descriptor set also feeds gRPC server reflection.
     fs::write(out.join("worker_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
+        // A rollup carries thousands of resources: their byte fields (ids, spec, status) are
+        // slices of the received frame instead of one allocation and copy each.
+        .bytes(".converge.worker.v1.Resource")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;

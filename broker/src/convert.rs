@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use converge_proto::pb;
 
 use crate::{
@@ -39,19 +41,26 @@ fn labels(v: &serde_json::Value) -> HashMap<String, String> {
         .unwrap_or_default()
 }
 
+/// A resource id on the wire: its 16 bytes, or none.
+fn uuid_wire(id: Option<uuid::Uuid>) -> Bytes {
+    id.map(|u| Bytes::copy_from_slice(u.as_bytes()))
+        .unwrap_or_default()
+}
+
 /// The wire view of the resource a claimed task acts on.
 pub fn resource(t: &ClaimedTask, kind: &str, kind_version: i32) -> pb::Resource {
     pb::Resource {
-        id: t.resource_id.as_bytes().to_vec(),
+        id: uuid_wire(Some(t.resource_id)),
         kind: kind.to_string(),
         name: t.name.clone(),
-        owner_id: t
-            .owner_id
-            .map(|u| u.as_bytes().to_vec())
+        owner_id: uuid_wire(t.owner_id),
+        root_id: uuid_wire(t.root_id),
+        spec: json_bytes(&t.spec).into(),
+        status: t
+            .status
+            .as_ref()
+            .map(|s| json_bytes(s).into())
             .unwrap_or_default(),
-        root_id: t.root_id.map(|u| u.as_bytes().to_vec()).unwrap_or_default(),
-        spec: json_bytes(&t.spec),
-        status: t.status.as_ref().map(json_bytes).unwrap_or_default(),
         generation: t.r_generation,
         synced_gen: t.synced_gen,
         is_ready: t.is_ready,
@@ -68,17 +77,15 @@ pub fn resource(t: &ClaimedTask, kind: &str, kind_version: i32) -> pb::Resource 
 /// The wire view of a child or descendant carried in a compose or rollup request.
 pub fn related_resource(r: RelatedRow) -> pb::Resource {
     pb::Resource {
-        id: r.id.as_bytes().to_vec(),
+        id: uuid_wire(Some(r.id)),
         labels: labels(&r.labels),
         kind: r.kind,
         name: r.name,
-        owner_id: r
-            .owner_id
-            .map(|u| u.as_bytes().to_vec())
-            .unwrap_or_default(),
-        root_id: r.root_id.map(|u| u.as_bytes().to_vec()).unwrap_or_default(),
-        spec: r.spec.into_bytes(),
-        status: r.status.map(String::into_bytes).unwrap_or_default(),
+        owner_id: uuid_wire(r.owner_id),
+        root_id: uuid_wire(r.root_id),
+        // The text PostgreSQL printed becomes the frame's bytes as is (no copy).
+        spec: Bytes::from(r.spec),
+        status: r.status.map(Bytes::from).unwrap_or_default(),
         generation: r.generation,
         synced_gen: r.synced_gen,
         is_ready: r.is_ready,
@@ -91,16 +98,11 @@ pub fn related_resource(r: RelatedRow) -> pb::Resource {
 /// The wire view of a resource snapshot taken at a lifecycle transition (`to_jsonb` of its
 /// row), for a reactor.
 pub fn snapshot_resource(v: &serde_json::Value) -> pb::Resource {
-    let uuid_bytes = |k: &str| {
-        v[k].as_str()
-            .and_then(|s| uuid::Uuid::parse_str(s).ok())
-            .map(|u| u.as_bytes().to_vec())
-            .unwrap_or_default()
-    };
+    let uuid_bytes = |k: &str| uuid_wire(v[k].as_str().and_then(|s| uuid::Uuid::parse_str(s).ok()));
     let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
     let json = |k: &str| match &v[k] {
-        serde_json::Value::Null => Vec::new(),
-        x => json_bytes(x),
+        serde_json::Value::Null => Bytes::new(),
+        x => Bytes::from(json_bytes(x)),
     };
     let finalizers = v["finalizers"]
         .as_array()
@@ -216,7 +218,9 @@ pub fn stage_request(
 ) -> pb::stage_task::Request {
     use pb::stage_task::Request;
     let res = resource(t, &pair.kind, pair.version);
-    let status = status.map(json_bytes).unwrap_or_else(|| res.status.clone());
+    let status = status
+        .map(json_bytes)
+        .unwrap_or_else(|| res.status.to_vec());
     match stage {
         pb::Stage::Compose => Request::ComposeReq(pb::ComposeRequest {
             root: Some(res),

@@ -55,7 +55,7 @@ fn json_opt(b: &[u8], what: &str) -> Result<Option<Value>, String> {
 fn resource_from_pb(r: pb::Resource, what: &str) -> Result<Resource, String> {
     // The message is formatted only on error: a rollup decodes thousands of these. The
     // documents are checked here and decoded only when a handler reads them (see `Json`).
-    let field = |b: Vec<u8>, name: &str| -> Result<Option<Json>, String> {
+    let field = |b: bytes::Bytes, name: &str| -> Result<Option<Json>, String> {
         if b.is_empty() {
             return Ok(None);
         }
@@ -333,7 +333,7 @@ mod tests {
     fn a_related_resource_decodes_and_names_its_malformed_field() {
         let ok = resource_from_pb(
             pb::Resource {
-                status: br#"{"x":1}"#.to_vec(),
+                status: bytes::Bytes::from_static(br#"{"x":1}"#),
                 ..Default::default()
             },
             "descendant",
@@ -346,13 +346,13 @@ mod tests {
         );
         assert_eq!(ok.status.unwrap(), serde_json::json!({"x": 1}));
         let bad_spec = pb::Resource {
-            spec: b"{".to_vec(),
+            spec: bytes::Bytes::from_static(b"{"),
             ..Default::default()
         };
         let e = resource_from_pb(bad_spec, "descendant").unwrap_err();
         assert!(e.starts_with("malformed descendant spec JSON: "), "{e}");
         let bad_status = pb::Resource {
-            status: b"[".to_vec(),
+            status: bytes::Bytes::from_static(b"["),
             ..Default::default()
         };
         let e = resource_from_pb(bad_status, "observed").unwrap_err();

@@ -8,6 +8,10 @@
 //! (so a malformed document still fails the task up front, naming the field), and builds
 //! the `Value` the first time it is read. It dereferences to `Value`, so `spec["x"]`,
 //! `spec.get("x")` and `status.as_ref().map(|s| s["ready"].clone())` read as before.
+//!
+//! The text is a slice of the frame it arrived in (`pb::Resource`'s byte fields are
+//! `Bytes`), so no copy is made; a `Json` kept after its task keeps that frame alive, and
+//! `Json::from(j.into_value())` detaches it.
 
 use std::{
     fmt,
@@ -15,6 +19,7 @@ use std::{
     sync::OnceLock,
 };
 
+use bytes::Bytes;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -26,13 +31,13 @@ use serde_json::Value;
 pub struct Json {
     /// The text as received; empty once the value is the only truth (built from a `Value`
     /// or changed through `DerefMut`).
-    text: Vec<u8>,
+    text: Bytes,
     value: OnceLock<Value>,
 }
 
 impl Json {
     /// Keeps `text` after checking that it is one JSON document (no `Value` is built).
-    pub(crate) fn from_text(text: Vec<u8>) -> Result<Self, serde_json::Error> {
+    pub(crate) fn from_text(text: Bytes) -> Result<Self, serde_json::Error> {
         serde_json::from_slice::<serde::de::IgnoredAny>(&text)?;
         Ok(Self {
             text,
@@ -68,7 +73,7 @@ impl Json {
     /// the value serialised.
     pub fn to_vec(&self) -> Vec<u8> {
         if !self.text.is_empty() {
-            return self.text.clone();
+            return self.text.to_vec();
         }
         serde_json::to_vec(self.value()).unwrap_or_else(|_| b"null".to_vec())
     }
@@ -77,7 +82,7 @@ impl Json {
 impl From<Value> for Json {
     fn from(v: Value) -> Self {
         Self {
-            text: Vec::new(),
+            text: Bytes::new(),
             value: OnceLock::from(v),
         }
     }
@@ -101,7 +106,7 @@ impl DerefMut for Json {
     fn deref_mut(&mut self) -> &mut Value {
         self.value();
         // The caller may change the value, so the received text is no longer the truth.
-        self.text = Vec::new();
+        self.text = Bytes::new();
         self.value.get_mut().expect("decoded just above")
     }
 }
@@ -154,17 +159,17 @@ mod tests {
 
     #[test]
     fn text_is_checked_on_arrival_and_decoded_when_read() {
-        let j = Json::from_text(br#"{"x": {"y": [1, 2.50, "z"]}}"#.to_vec()).unwrap();
+        let j = Json::from_text(Bytes::from_static(br#"{"x": {"y": [1, 2.50, "z"]}}"#)).unwrap();
         assert!(j.value.get().is_none(), "nothing decoded before a read");
         assert_eq!(j["x"]["y"][2], "z");
         assert!(j.value.get().is_some());
         assert_eq!(j, json!({"x": {"y": [1, 2.5, "z"]}}));
-        assert!(Json::from_text(b"{".to_vec()).is_err());
+        assert!(Json::from_text(Bytes::from_static(b"{")).is_err());
         assert!(
-            Json::from_text(b"{} {}".to_vec()).is_err(),
+            Json::from_text(Bytes::from_static(b"{} {}")).is_err(),
             "one document only"
         );
-        assert!(Json::from_text(Vec::new()).is_err());
+        assert!(Json::from_text(Bytes::new()).is_err());
     }
 
     #[test]
@@ -173,7 +178,7 @@ mod tests {
         struct S {
             x: u32,
         }
-        let j = Json::from_text(br#"{"x": 7}"#.to_vec()).unwrap();
+        let j = Json::from_text(Bytes::from_static(br#"{"x": 7}"#)).unwrap();
         assert_eq!(j.deserialize::<S>().unwrap(), S { x: 7 });
         assert!(j.value.get().is_none(), "a typed read builds no Value");
         assert!(j.deserialize::<Vec<u8>>().is_err());
@@ -183,7 +188,7 @@ mod tests {
 
     #[test]
     fn the_text_follows_changes() {
-        let mut j = Json::from_text(br#"{"x": 1}"#.to_vec()).unwrap();
+        let mut j = Json::from_text(Bytes::from_static(br#"{"x": 1}"#)).unwrap();
         assert_eq!(
             j.to_vec(),
             br#"{"x": 1}"#,

@@ -109,7 +109,7 @@ async fn testing_execute_task_runs_the_wire_path() {
         request: Some(pb::stage_task::Request::WorkReq(pb::WorkRequest {
             resource: Some(pb::Resource {
                 name: "r".into(),
-                spec: b"{}".to_vec(),
+                spec: converge_sdk::Bytes::from_static(b"{}"),
                 ..Default::default()
             }),
             status: Vec::new(),

@@ -2,7 +2,7 @@
 //! check a composite's rollup gate, and read the children / descendants a stage request
 //! carries.
 
-use sqlx::{FromRow, PgPool};
+use sqlx::{FromRow, PgPool, Row, postgres::PgRow};
 use uuid::Uuid;
 
 use crate::{
@@ -69,7 +69,7 @@ pub async fn rollup_pending(pool: &PgPool, id: Uuid, root_id: Option<Uuid>) -> R
 }
 
 /// A related resource carried in a compose or rollup request.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct RelatedRow {
     /// Id.
     pub id: Uuid,
@@ -100,6 +100,35 @@ pub struct RelatedRow {
     pub phase: String,
     /// The last failure's message (for ChildrenNotReady).
     pub failure_message: Option<String>,
+}
+
+/// The columns a [`RelatedRow`] is read from, in the order its decoder takes them.
+const RELATED_COLUMNS: &str = "id, kind, kind_version, name, owner_id, root_id, \
+     spec::text AS spec, status::text AS status, generation, synced_gen, is_ready, labels, \
+     phase, failure_message";
+
+/// Decoded by position: a rollup decodes a row per descendant, and looking each column up
+/// by name took a quarter of the decode (10,000 rows: 12-16 ms by name, 8.5-12.6 by
+/// position, unloaded, release).
+impl<'r> FromRow<'r, PgRow> for RelatedRow {
+    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            id: row.try_get(0)?,
+            kind: row.try_get(1)?,
+            kind_version: row.try_get(2)?,
+            name: row.try_get(3)?,
+            owner_id: row.try_get(4)?,
+            root_id: row.try_get(5)?,
+            spec: row.try_get(6)?,
+            status: row.try_get(7)?,
+            generation: row.try_get(8)?,
+            synced_gen: row.try_get(9)?,
+            is_ready: row.try_get(10)?,
+            labels: row.try_get(11)?,
+            phase: row.try_get(12)?,
+            failure_message: row.try_get(13)?,
+        })
+    }
 }
 
 /// Most related resources one request carries (bounds the frame size).
@@ -161,10 +190,5 @@ const RETIRE_RECHECKS: &str = "WITH retired AS (DELETE FROM rollup_recheck WHERE
 /// The related-resources query with `prefix`, `filter` and `order` (constants): built from
 /// constants only.
 fn const_format(prefix: &'static str, filter: &'static str, order: &'static str) -> String {
-    format!(
-        "{prefix}SELECT id, kind, kind_version, name, owner_id, root_id, spec::text AS spec, \
-         status::text AS status, generation, \
-         synced_gen, is_ready, labels, phase, failure_message FROM resources {filter} \
-         {order} LIMIT $2"
-    )
+    format!("{prefix}SELECT {RELATED_COLUMNS} FROM resources {filter} {order} LIMIT $2")
 }

@@ -443,10 +443,10 @@ impl Provider for Scripted {
 /// A resource message for `kind` named `name` with `spec`.
 pub fn resource(kind: &str, name: &str, spec: Value) -> pb::Resource {
     pb::Resource {
-        id: uuid::Uuid::new_v4().as_bytes().to_vec(),
+        id: uuid::Uuid::new_v4().as_bytes().to_vec().into(),
         kind: kind.into(),
         name: name.into(),
-        spec: serde_json::to_vec(&spec).unwrap(),
+        spec: serde_json::to_vec(&spec).unwrap().into(),
         generation: 3,
         kind_version: 1,
         phase: "Reconciling".into(),
