@@ -26,8 +26,11 @@ const T: Duration = Duration::from_secs(30);
 
 /// `stack`: composes, per team in spec.teams, net (vpc) <- subnet <- route, with value flows
 /// (subnet.vpc_id <- net.vpc_id, route.subnet_id <- subnet.subnet_id). spec.cycle adds a
-/// back edge; spec.drop_route omits the first team's route. Rollup counts ready children.
-struct Stack;
+/// back edge; spec.drop_route omits the first team's route. Rollup counts ready children;
+/// `rollups` counts the rollups run per root name.
+struct Stack {
+    rollups: Arc<Mutex<HashMap<String, u32>>>,
+}
 
 impl Provider for Stack {
     fn kind(&self) -> KindVersion {
@@ -94,6 +97,12 @@ impl Provider for Stack {
                 Ok(out)
             }
             Stage::Rollup => {
+                *self
+                    .rollups
+                    .lock()
+                    .unwrap()
+                    .entry(req.resource.name.clone())
+                    .or_default() += 1;
                 let ready = req.descendants.iter().filter(|d| d.is_ready).count();
                 Ok(Outcome::status(
                     json!({"children": req.descendants.len(), "ready": ready}),
@@ -162,6 +171,7 @@ fn manifest(kind: &str, composite: bool) -> Value {
 struct World {
     c: Converge,
     runs: Arc<Mutex<Vec<Run>>>,
+    rollups: Arc<Mutex<HashMap<String, u32>>>,
     epoch: Arc<AtomicU64>,
     stop: CancellationToken,
 }
@@ -185,7 +195,10 @@ async fn world_with(env: &[(&str, &str)], route_grace: i64) -> World {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let epoch = Arc::new(AtomicU64::new(0));
     let stop = CancellationToken::new();
-    let mut reg = Registry::new().with(Stack);
+    let rollups = Arc::new(Mutex::new(HashMap::new()));
+    let mut reg = Registry::new().with(Stack {
+        rollups: rollups.clone(),
+    });
     for k in ["cnet", "csubnet", "croute"] {
         reg = reg.with(Leaf {
             kind: k,
@@ -204,6 +217,7 @@ async fn world_with(env: &[(&str, &str)], route_grace: i64) -> World {
     World {
         c,
         runs,
+        rollups,
         epoch,
         stop,
     }
@@ -501,6 +515,16 @@ async fn concurrent_completions_never_strand_a_root() {
         })
         .await;
     }
+    // Nothing changed after the children settled, so each root rolled up once: a recheck
+    // armed by the last drains is retired by the rollup's own subtree read, even while a
+    // drainer pass holds it (skipping it there re-ran the whole rollup afterwards).
+    let rollups = w.rollups.lock().unwrap().clone();
+    let repeated: Vec<_> = rollups.iter().filter(|(_, n)| **n != 1).collect();
+    assert_eq!(rollups.len(), 50, "every root rolled up");
+    assert!(
+        repeated.is_empty(),
+        "roots rolled up more than once: {repeated:?}"
+    );
     // Two pods' drains wrote resource_lag concurrently; it still agrees with resources.
     assert_eq!(w.c.db.lag_mismatches().await, 0, "resource_lag agrees");
     w.stop.cancel();
