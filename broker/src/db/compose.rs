@@ -145,7 +145,7 @@ pub const MAX_RELATED: i64 = 10_000;
 ///
 /// A subtree read also retires the composite's rollup rechecks that its snapshot can see
 /// (migration 0016): the changes that armed them are in what it reads, so they need no
-/// second run. Same statement, same snapshot (see [`RETIRE_RECHECKS`]).
+/// second run. Same statement, same snapshot (see `RETIRE_RECHECKS`).
 pub async fn related(
     pool: &PgPool,
     id: Uuid,
