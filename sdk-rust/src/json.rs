@@ -26,7 +26,8 @@ use serde_json::Value;
 /// A JSON document, decoded into a [`Value`] when first read.
 ///
 /// Built by the SDK from the wire (text kept, checked to be JSON) or by anyone from a
-/// `Value` (`Json::from(json!({...}))`). Equality compares the decoded documents.
+/// `Value` (`Json::from(json!({...}))`); the default is `null`. Equality compares the
+/// decoded documents.
 #[derive(Clone, Default)]
 pub struct Json {
     /// The text as received; empty once the value is the only truth (built from a `Value`
@@ -64,8 +65,8 @@ impl Json {
     /// Decodes the document into `T`: straight from the text when it was not read yet.
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         match self.value.get() {
-            Some(v) => T::deserialize(v),
-            None => serde_json::from_slice(&self.text),
+            None if !self.text.is_empty() => serde_json::from_slice(&self.text),
+            _ => T::deserialize(self.value()),
         }
     }
 
@@ -201,5 +202,6 @@ mod tests {
         assert_eq!(Json::from(json!([true])).to_vec(), b"[true]");
         assert_eq!(Value::from(j), json!({"x": 2}));
         assert_eq!(Json::default().to_vec(), b"null");
+        assert_eq!(Json::default().deserialize::<Option<u8>>().unwrap(), None);
     }
 }
