@@ -658,6 +658,48 @@ async fn related_resources_come_in_kind_and_name_byte_order() {
     );
 }
 
+/// A related row is decoded by column position (broker `RelatedRow`): every field lands where
+/// it belongs, the same-typed ones (kind/name/phase, spec/status, generation/synced_gen)
+/// included.
+#[tokio::test]
+async fn related_rows_decode_every_column_into_its_field() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let root = apply(&db.pool, "root", json!({})).await;
+    let id = apply(&db.pool, "kid", json!({"s": 1})).await;
+    sqlx::query(
+        "UPDATE resources SET owner_id = $2, root_id = $2, status = '{\"t\": 2}',
+                labels = '{\"team\": \"x\"}', failure_message = 'boom', synced_gen = 0,
+                spec = '{\"s\": 3}'
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(root)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let rows = converge_broker::db::compose::related(&db.pool, root, None, true)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!((r.id, r.owner_id, r.root_id), (id, Some(root), Some(root)));
+    assert_eq!(
+        (r.kind.as_str(), r.kind_version, r.name.as_str()),
+        ("hello", 1, "kid")
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&r.spec).unwrap(),
+        json!({"s": 3})
+    );
+    let status: serde_json::Value = serde_json::from_str(r.status.as_deref().unwrap()).unwrap();
+    assert_eq!(status, json!({"t": 2}));
+    assert_eq!((r.generation, r.synced_gen, r.is_ready), (2, 0, false));
+    assert_eq!(r.labels, json!({"team": "x"}));
+    assert_eq!(r.phase, "Reconciling");
+    assert_eq!(r.failure_message.as_deref(), Some("boom"));
+}
+
 /// Claims every queued `hello` task on `conn` and records each as a success with `status`.
 async fn claim_and_complete_all(conn: &mut sqlx::PgConnection, status: serde_json::Value) {
     let claimed: Vec<(Uuid, i16, Uuid, i64)> = sqlx::query_as(

@@ -56,10 +56,8 @@ impl Json {
 
     /// The decoded document, owned.
     pub fn into_value(self) -> Value {
-        let Self { text, value } = self;
-        value
-            .into_inner()
-            .unwrap_or_else(|| serde_json::from_slice(&text).unwrap_or(Value::Null))
+        self.value();
+        self.value.into_inner().unwrap_or_default()
     }
 
     /// Decodes the document into `T`: straight from the text when it was not read yet.
@@ -68,15 +66,6 @@ impl Json {
             None if !self.text.is_empty() => serde_json::from_slice(&self.text),
             _ => T::deserialize(self.value()),
         }
-    }
-
-    /// The document as JSON text: the text received when it is still current, otherwise
-    /// the value serialised.
-    pub fn to_vec(&self) -> Vec<u8> {
-        if !self.text.is_empty() {
-            return self.text.to_vec();
-        }
-        serde_json::to_vec(self.value()).unwrap_or_else(|_| b"null".to_vec())
     }
 }
 
@@ -191,17 +180,15 @@ mod tests {
     fn the_text_follows_changes() {
         let mut j = Json::from_text(Bytes::from_static(br#"{"x": 1}"#)).unwrap();
         assert_eq!(
-            j.to_vec(),
-            br#"{"x": 1}"#,
+            j.to_string(),
+            r#"{"x": 1}"#,
             "unchanged: the text as received"
         );
-        assert_eq!(j.to_string(), r#"{"x": 1}"#);
         j["x"] = json!(2);
-        assert_eq!(j.to_vec(), br#"{"x":2}"#, "changed: the value serialised");
-        assert_eq!(j.to_string(), r#"{"x":2}"#);
-        assert_eq!(Json::from(json!([true])).to_vec(), b"[true]");
+        assert_eq!(j.to_string(), r#"{"x":2}"#, "changed: the value serialised");
+        assert_eq!(Json::from(json!([true])).to_string(), "[true]");
         assert_eq!(Value::from(j), json!({"x": 2}));
-        assert_eq!(Json::default().to_vec(), b"null");
+        assert_eq!(Json::default().to_string(), "null");
         assert_eq!(Json::default().deserialize::<Option<u8>>().unwrap(), None);
     }
 }
