@@ -55,6 +55,11 @@ struct Args {
     /// Composite mode: number of roots (rollup latency is measured per root).
     #[arg(long, default_value_t = 20)]
     roots: usize,
+    /// Composite mode: bulk runs one after another in the same database, each of `roots` new
+    /// roots, with VACUUM ANALYZE between them; rounds after the first measure a database whose
+    /// statistics know composites (as a long-lived one's do), not an empty one.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// Composite mode: small roots (30 children) applied one at a time after the bulk run,
     /// to measure rollup latency on an otherwise idle system.
     #[arg(long, default_value_t = 20)]
@@ -542,68 +547,17 @@ async fn run_bom(
         }
     }
     let workers = start_workers(args, &server.broker, stop);
-    let cpu_start = cpu::CpuSample::now();
     let chains = (children / 3 / args.roots).max(1);
-    eprintln!(
-        "applying {} roots x {} chains x 3 = {} children ...",
-        args.roots,
-        chains,
-        args.roots * chains * 3
-    );
-    for r in 0..args.roots {
-        let body = json!({"kind": "benchbom", "kind_version": 1, "name": format!("bom{r}"), "spec": {"chains": chains}});
-        let resp = client
-            .post(format!("{}/api/v1/resources", server.http))
-            .json(&body)
-            .send()
-            .await?;
-        if !resp.status().is_success() {
-            bail!("apply failed: {}", resp.status());
+    let mut rounds = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        if round > 0 {
+            // The state a long-lived database is in: statistics that know the earlier rounds'
+            // composites (plans chosen from them), dead rows vacuumed.
+            eprintln!("VACUUM ANALYZE before round {} ...", round + 1);
+            sqlx::raw_sql("VACUUM ANALYZE").execute(pool).await?;
         }
+        rounds.push(bom_round(args, server, client, pool, chains, round).await?);
     }
-    let deadline = Instant::now() + Duration::from_secs(1800);
-    let mut last_report = Instant::now();
-    loop {
-        // The roots only (a probe of the kind's rows): polled often, so the CPU window below
-        // ends close to the last root's Ready without the poll itself loading the database.
-        let ready: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM resources WHERE kind = 'benchbom' AND phase = 'Ready'",
-        )
-        .fetch_one(pool)
-        .await?;
-        if ready as usize >= args.roots {
-            break;
-        }
-        if last_report.elapsed() >= Duration::from_secs(1) {
-            last_report = Instant::now();
-            let kids: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM resources WHERE kind = 'benchlink' AND phase = 'Ready'",
-            )
-            .fetch_one(pool)
-            .await?;
-            eprintln!(
-                "  roots ready {ready}/{}, children ready {kids}",
-                args.roots
-            );
-        }
-        if Instant::now() > deadline {
-            bail!("roots not Ready after 30 minutes");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let cpu_busy = cpu_start
-        .zip(cpu::CpuSample::now())
-        .map(|(a, b)| b.busy_secs_since(&a));
-    let (total, n_children, reconcile_window): (f64, i64, f64) = sqlx::query_as(
-        "SELECT extract(epoch FROM (SELECT max(updated_at) FROM resources WHERE kind = 'benchbom')
-                                - (SELECT min(created_at) FROM resources WHERE kind = 'benchbom'))::float8,
-                (SELECT count(*) FROM resources WHERE kind = 'benchlink'),
-                extract(epoch FROM (SELECT max(updated_at) FROM resources WHERE kind = 'benchlink')
-                                - (SELECT min(created_at) FROM resources WHERE kind = 'benchbom'))::float8",
-    )
-    .fetch_one(pool)
-    .await?;
-    let (lat, lat_start) = rollup_latencies(pool, "bom%").await?;
     eprintln!(
         "measuring rollup latency of {} small roots applied one at a time ...",
         args.idle_roots
@@ -644,21 +598,112 @@ async fn run_bom(
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }
-    Ok(json!({
+    let mut out = json!({
         "mode": "bom",
         "finalizers": args.finalizers,
         "teardown": teardown,
         "roots": args.roots,
-        "children": n_children,
         "workers": args.workers,
-        "secs_to_all_roots_ready": total,
-        "reconciles_per_sec": (n_children as f64 + args.roots as f64) / reconcile_window.max(1e-9),
-        "machine_cpu_secs": cpu_busy,
-        "machine_cpu_us_per_reconcile": cpu_busy.map(|s| s * 1e6 / (n_children as f64 + args.roots as f64).max(1.0)),
-        "rollup_latency_ms": {"p50": percentile(&lat, 50.0), "p99": percentile(&lat, 99.0), "max": lat.last().copied().unwrap_or(0.0)},
-        "rollup_latency_txn_start_ms": {"p50": percentile(&lat_start, 50.0), "p99": percentile(&lat_start, 99.0)},
         "idle_rollup_latency_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0)},
         "converge_peak_rss_mb": server.child.id().and_then(peak_rss_mb),
+    });
+    // The last round's figures at the top (with one round, the only one); every round's when
+    // there are several.
+    if let (Some(Value::Object(last)), Value::Object(o)) = (rounds.last(), &mut out) {
+        o.extend(last.clone());
+    }
+    if rounds.len() > 1 {
+        out["rounds"] = Value::Array(rounds);
+    }
+    Ok(out)
+}
+
+/// One bulk run of the composite benchmark: `args.roots` roots named `bom{round}-{r}`, each
+/// composing `chains` chains, applied at once; figures from the rows of this round only.
+async fn bom_round(
+    args: &Args,
+    server: &Server,
+    client: &reqwest::Client,
+    pool: &sqlx::PgPool,
+    chains: usize,
+    round: usize,
+) -> anyhow::Result<Value> {
+    let prefix = format!("bom{round}-");
+    let like = format!("{prefix}%");
+    let cpu_start = cpu::CpuSample::now();
+    eprintln!(
+        "applying {} roots x {} chains x 3 = {} children ...",
+        args.roots,
+        chains,
+        args.roots * chains * 3
+    );
+    for r in 0..args.roots {
+        let body = json!({"kind": "benchbom", "kind_version": 1, "name": format!("{prefix}{r}"), "spec": {"chains": chains}});
+        let resp = client
+            .post(format!("{}/api/v1/resources", server.http))
+            .json(&body)
+            .send()
+            .await?;
+        if !resp.status().is_success() {
+            bail!("apply failed: {}", resp.status());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let mut last_report = Instant::now();
+    loop {
+        // The roots only (a probe of the kind's rows): polled often, so the CPU window below
+        // ends close to the last root's Ready without the poll itself loading the database.
+        let ready: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM resources WHERE kind = 'benchbom' AND name LIKE $1 AND phase = 'Ready'",
+        )
+        .bind(&like)
+        .fetch_one(pool)
+        .await?;
+        if ready as usize >= args.roots {
+            break;
+        }
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            let kids: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM resources WHERE kind = 'benchlink' AND name LIKE $1 AND phase = 'Ready'",
+            )
+            .bind(&like)
+            .fetch_one(pool)
+            .await?;
+            eprintln!(
+                "  roots ready {ready}/{}, children ready {kids}",
+                args.roots
+            );
+        }
+        if Instant::now() > deadline {
+            bail!("roots not Ready after 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cpu_busy = cpu_start
+        .zip(cpu::CpuSample::now())
+        .map(|(a, b)| b.busy_secs_since(&a));
+    let (total, n_children, reconcile_window): (f64, i64, f64) = sqlx::query_as(
+        "WITH rs AS (SELECT kind, created_at, updated_at FROM resources WHERE name LIKE $1)
+         SELECT extract(epoch FROM (SELECT max(updated_at) FROM rs WHERE kind = 'benchbom')
+                                - (SELECT min(created_at) FROM rs WHERE kind = 'benchbom'))::float8,
+                (SELECT count(*) FROM rs WHERE kind = 'benchlink'),
+                extract(epoch FROM (SELECT max(updated_at) FROM rs WHERE kind = 'benchlink')
+                                - (SELECT min(created_at) FROM rs WHERE kind = 'benchbom'))::float8",
+    )
+    .bind(&like)
+    .fetch_one(pool)
+    .await?;
+    let (lat, lat_start) = rollup_latencies(pool, &like).await?;
+    let reconciles = n_children as f64 + args.roots as f64;
+    Ok(json!({
+        "children": n_children,
+        "secs_to_all_roots_ready": total,
+        "reconciles_per_sec": reconciles / reconcile_window.max(1e-9),
+        "machine_cpu_secs": cpu_busy,
+        "machine_cpu_us_per_reconcile": cpu_busy.map(|s| s * 1e6 / reconciles.max(1.0)),
+        "rollup_latency_ms": {"p50": percentile(&lat, 50.0), "p99": percentile(&lat, 99.0), "max": lat.last().copied().unwrap_or(0.0)},
+        "rollup_latency_txn_start_ms": {"p50": percentile(&lat_start, 50.0), "p99": percentile(&lat_start, 99.0)},
     }))
 }
 
