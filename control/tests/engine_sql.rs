@@ -272,32 +272,35 @@ async fn claim_plan_touches_one_partition() {
     );
 }
 
-/// Flushes `conn`'s table and index counters to the statistics collector and drops its
-/// cached statistics snapshot, so its next read of `pg_stat_*` includes its own work.
-async fn flush_stats(conn: &mut sqlx::PgConnection) {
+/// Reads counters from `pg_stat_*` with `sql`, after flushing `conn`'s own table and index
+/// counters to the statistics collector and dropping its cached snapshot, so the read includes
+/// `conn`'s work so far.
+async fn stats<T>(conn: &mut sqlx::PgConnection, sql: &'static str) -> T
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
     for flush in [
         "SELECT pg_stat_force_next_flush()",
         "SELECT pg_stat_clear_snapshot()",
     ] {
         sqlx::query(flush).execute(&mut *conn).await.unwrap();
     }
+    sqlx::query_as(sql).fetch_one(&mut *conn).await.unwrap()
 }
 
 /// Sequential scans of `resources` and `resource_deps`, and of the queue's and the outbox's
 /// partitions, by every connection so far and by `conn` up to now (pass the connection whose
 /// scans are counted: its counts are flushed first).
 async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
-    flush_stats(conn).await;
-    sqlx::query_as(
+    stats(
+        conn,
         "SELECT coalesce(sum(seq_scan) FILTER (WHERE relname IN ('resources', 'resource_deps')),
                          0)::bigint,
                 coalesce(sum(seq_scan) FILTER (WHERE relname LIKE 'work\\_queue\\_p%'
                                                   OR relname LIKE 'work\\_outbox\\_p%'), 0)::bigint
          FROM pg_stat_user_tables",
     )
-    .fetch_one(&mut *conn)
     .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -962,14 +965,13 @@ async fn functions_with_generic_plans_never_plan_sequential_scans() {
 /// Index entries read from the queue's partitions by every connection so far (`conn`'s own
 /// counts flushed first).
 async fn queue_index_reads(conn: &mut sqlx::PgConnection) -> i64 {
-    flush_stats(conn).await;
-    sqlx::query_scalar(
+    let (n,): (i64,) = stats(
+        conn,
         "SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes
          WHERE relname LIKE 'work\\_queue\\_p%'",
     )
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap()
+    .await;
+    n
 }
 
 /// 0017: a recheck whose root's run is in flight stays queued, and finding that out is one
@@ -1332,16 +1334,14 @@ async fn compose_chains_again(
 /// Entries read from the owner index, and rows read by sequential scans of temp tables (a
 /// compose's scratch tables), by every connection so far (`conn`'s own counts flushed first).
 async fn compose_reads(conn: &mut sqlx::PgConnection) -> (i64, i64) {
-    flush_stats(conn).await;
-    sqlx::query_as(
+    stats(
+        conn,
         "SELECT (SELECT idx_tup_read FROM pg_stat_user_indexes
                  WHERE indexrelname = 'idx_resources_owner_created'),
                 (SELECT coalesce(sum(seq_tup_read), 0)::bigint FROM pg_stat_user_tables
                  WHERE schemaname LIKE 'pg\\_temp\\_%')",
     )
-    .fetch_one(&mut *conn)
     .await
-    .unwrap()
 }
 
 /// 0023: a compose reaches each edge's endpoints through the (kind, name) key, and a
