@@ -128,9 +128,16 @@ pub struct KindManifest {
     /// Advisory JSON Schema of status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_schema: Option<serde_json::Value>,
-    /// JSON Schema of the kind's provider config.
+    /// JSON Schema of the kind's provider config. A property marked `"writeOnly": true` is a
+    /// secret: every API read shows it as `"***"`; only workers serving the kind receive it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<serde_json::Value>,
+    /// Which provider serves the kind, one of [`PROVIDERS`] (absent = not declared). The API
+    /// enforces what it knows of that provider: for `exec`, a resource's override (any
+    /// non-default config) may set only `settings`, never `program`, `args`, `env` or
+    /// `timeout_secs` ([`EXEC_OVERRIDE_FORBIDDEN`]), so data cannot choose what runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     /// Declared reactions.
     #[serde(default)]
     pub reactions: Vec<ReactionDecl>,
@@ -156,6 +163,16 @@ pub struct KindManifest {
     #[serde(default)]
     pub max_transient_attempts: i32,
 }
+
+/// The providers a manifest may declare in `provider`: stdworker's four (`exec`, `starlark`,
+/// `cel`, `wasm`) and `sdk` for a worker written against an SDK. A closed set, so a typo
+/// (`"Exec"`) is refused instead of silently switching the exec checks off.
+pub const PROVIDERS: [&str; 5] = ["exec", "starlark", "cel", "wasm", "sdk"];
+
+/// The exec provider config fields an override may not set: what runs, with which arguments
+/// and environment, for how long, is the kind default's decision (the operator's), never a
+/// resource's.
+pub const EXEC_OVERRIDE_FORBIDDEN: [&str; 4] = ["program", "args", "env", "timeout_secs"];
 
 /// Maximum length of a kind name or a resource name.
 pub const MAX_NAME_LEN: usize = 253;
@@ -221,6 +238,23 @@ impl KindManifest {
             .collect()
     }
 
+    /// Whether the manifest declares the exec provider (`"provider": "exec"`).
+    pub fn is_exec(&self) -> bool {
+        self.provider.as_deref() == Some("exec")
+    }
+
+    /// The [`EXEC_OVERRIDE_FORBIDDEN`] fields `spec` (an override's config spec) sets, in
+    /// that order; always empty unless the kind declares the exec provider.
+    pub fn exec_override_violations(&self, spec: &serde_json::Value) -> Vec<&'static str> {
+        match spec.as_object() {
+            Some(o) if self.is_exec() => EXEC_OVERRIDE_FORBIDDEN
+                .into_iter()
+                .filter(|k| o.contains_key(*k))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// A kind that declares only reactor reactions.
     pub fn is_reactor(&self) -> bool {
         !self.reactions.is_empty() && self.reactions.iter().all(|r| r.trigger == Trigger::Reactor)
@@ -259,6 +293,14 @@ impl KindManifest {
             {
                 errs.push(format!("{field} must be a JSON Schema object"));
             }
+        }
+        if let Some(p) = &self.provider
+            && !PROVIDERS.contains(&p.as_str())
+        {
+            errs.push(format!(
+                "provider {p:?} is not one of {} (or leave it out)",
+                PROVIDERS.join(", ")
+            ));
         }
         if self.reactions.is_empty() {
             errs.push("reactions must declare at least one reaction".to_string());
@@ -412,6 +454,55 @@ mod tests {
         .unwrap();
         assert_eq!(m.validate(), Ok(()));
         assert!(m.is_reactor());
+    }
+
+    #[test]
+    fn provider_is_optional_and_a_closed_set() {
+        assert_eq!(leaf().provider, None);
+        assert!(!leaf().is_exec());
+        let with = |p: &str| {
+            let mut m = leaf();
+            m.provider = Some(p.to_string());
+            m
+        };
+        for p in PROVIDERS {
+            assert_eq!(with(p).validate(), Ok(()), "{p}");
+        }
+        let errs = with("Exec").validate().unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("provider \"Exec\" is not one of exec, starlark"),
+            "{errs:?}"
+        );
+        // Round trip: the field survives serialisation (the API stores the re-serialised
+        // manifest), and an undeclared provider stays absent.
+        let v = serde_json::to_value(with("exec")).unwrap();
+        assert_eq!(v["provider"], "exec");
+        assert!(
+            serde_json::to_value(leaf())
+                .unwrap()
+                .get("provider")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn exec_overrides_may_set_only_settings() {
+        let spec = serde_json::json!({"settings": {"a": 1}, "env": {}, "program": "/bin/sh",
+                                      "ready": true, "timeout_secs": 1, "args": []});
+        assert!(leaf().exec_override_violations(&spec).is_empty());
+        let mut m = leaf();
+        m.provider = Some("exec".into());
+        assert_eq!(
+            m.exec_override_violations(&spec),
+            ["program", "args", "env", "timeout_secs"]
+        );
+        assert!(
+            m.exec_override_violations(&serde_json::json!({"settings": {"program": "x"}}))
+                .is_empty()
+        );
+        m.provider = Some("wasm".into());
+        assert!(m.exec_override_violations(&spec).is_empty());
     }
 
     #[test]
