@@ -1,0 +1,247 @@
+//! The live principal index: built from `AUTH_FILE`, looked up on every request, and rebuilt
+//! when the file's content changes (polled, so it works on every filesystem and with
+//! Kubernetes' symlink-swapped Secret volumes, where inotify on the file misses updates).
+//!
+//! A file that stops parsing is logged and ignored: the last good index stays in force, so
+//! a typo during an edit never locks every client out (nor lets anyone in).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    principals::{self, Principal},
+    token,
+};
+
+/// Why `AUTH_FILE` could not be loaded at start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Unreadable.
+    #[error("cannot read AUTH_FILE {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Readable but wrong.
+    #[error("AUTH_FILE {path} is invalid")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: principals::ParseError,
+    },
+}
+
+#[derive(Default)]
+struct Index {
+    by_token: HashMap<[u8; 32], Arc<Principal>>,
+    by_spiffe: HashMap<String, Arc<Principal>>,
+    content_sha: [u8; 32],
+    generation: u64,
+}
+
+/// Resolves credentials to principals; cheap to share (`Arc`).
+pub struct Authenticator {
+    path: PathBuf,
+    index: RwLock<Arc<Index>>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let idx = self.current();
+        f.debug_struct("Authenticator")
+            .field("path", &self.path)
+            .field("tokens", &idx.by_token.len())
+            .field("spiffe_ids", &idx.by_spiffe.len())
+            .finish()
+    }
+}
+
+fn build(text: &str, generation: u64) -> Result<Index, principals::ParseError> {
+    let mut idx = Index {
+        content_sha: Sha256::digest(text.as_bytes()).into(),
+        generation,
+        ..Index::default()
+    };
+    for c in principals::parse(text)? {
+        let p = Arc::new(c.principal);
+        if let Some(h) = c.token_sha256 {
+            idx.by_token.insert(h, p.clone());
+        }
+        if let Some(s) = c.spiffe_id {
+            idx.by_spiffe.insert(s, p);
+        }
+    }
+    Ok(idx)
+}
+
+impl Authenticator {
+    /// Loads `path`; any problem is an error (a server must not start with a broken list).
+    pub fn load(path: impl AsRef<Path>) -> Result<Arc<Self>, LoadError> {
+        let path = path.as_ref().to_path_buf();
+        let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let index = build(&text, 1).map_err(|source| LoadError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        tracing::info!(
+            path = %path.display(),
+            tokens = index.by_token.len(),
+            spiffe_ids = index.by_spiffe.len(),
+            "principals loaded"
+        );
+        Ok(Arc::new(Authenticator {
+            path,
+            index: RwLock::new(Arc::new(index)),
+        }))
+    }
+
+    fn current(&self) -> Arc<Index> {
+        self.index
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The principal holding bearer `token`. The lookup is by SHA-256, so its timing says
+    /// nothing useful about any stored token.
+    pub fn by_token(&self, token: &str) -> Option<Arc<Principal>> {
+        self.current().by_token.get(&token::digest(token)).cloned()
+    }
+
+    /// The principal whose client certificate carries `spiffe_id`.
+    pub fn by_spiffe(&self, spiffe_id: &str) -> Option<Arc<Principal>> {
+        self.current().by_spiffe.get(spiffe_id).cloned()
+    }
+
+    /// Bumps on every successful reload (streams opened under an older list re-check).
+    pub fn generation(&self) -> u64 {
+        self.current().generation
+    }
+
+    /// Whether `principal` is still listed with the same role and kinds.
+    pub fn still_valid(&self, principal: &Principal) -> bool {
+        let idx = self.current();
+        idx.by_token
+            .values()
+            .chain(idx.by_spiffe.values())
+            .any(|p| **p == *principal)
+    }
+
+    /// Re-reads the file now; `Ok(true)` when the list changed.
+    pub fn reload(&self) -> Result<bool, LoadError> {
+        let text = std::fs::read_to_string(&self.path).map_err(|source| LoadError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
+        let cur = self.current();
+        let sha: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        if sha == cur.content_sha {
+            return Ok(false);
+        }
+        let index = build(&text, cur.generation + 1).map_err(|source| LoadError::Parse {
+            path: self.path.clone(),
+            source,
+        })?;
+        tracing::info!(
+            path = %self.path.display(),
+            tokens = index.by_token.len(),
+            spiffe_ids = index.by_spiffe.len(),
+            "principals reloaded"
+        );
+        *self
+            .index
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(index);
+        Ok(true)
+    }
+
+    /// Polls the file every `every` until `stop`, reloading it when its content changes.
+    pub async fn keep_fresh(self: Arc<Self>, every: Duration, stop: CancellationToken) {
+        let mut last_error = String::new();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let this = self.clone();
+            let result = tokio::task::spawn_blocking(move || this.reload()).await;
+            match result {
+                Ok(Ok(_)) => last_error.clear(),
+                Ok(Err(e)) => {
+                    let msg = crate::error_chain(&e);
+                    // Once per distinct problem, not once per poll.
+                    if msg != last_error {
+                        tracing::error!(error = %msg, "AUTH_FILE not reloaded; the previous principals stay in force");
+                        last_error = msg;
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "AUTH_FILE reload task failed"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(name: &str, role: &str, tok: &str) -> String {
+        format!(
+            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"}}\n",
+            token::digest_hex(tok)
+        )
+    }
+
+    #[test]
+    fn reload_adds_and_removes_and_keeps_the_last_good_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.yaml");
+        std::fs::write(&path, format!("principals:\n{}", line("a", "viewer", "ta"))).unwrap();
+        let auth = Authenticator::load(&path).unwrap();
+        assert_eq!(auth.by_token("ta").unwrap().name, "a");
+        assert!(auth.by_token("tb").is_none());
+        assert!(!auth.reload().unwrap(), "unchanged content is not a reload");
+
+        std::fs::write(&path, format!("principals:\n{}", line("b", "admin", "tb"))).unwrap();
+        assert!(auth.reload().unwrap());
+        assert!(
+            auth.by_token("ta").is_none(),
+            "a removed principal is out at once"
+        );
+        assert_eq!(auth.by_token("tb").unwrap().name, "b");
+        assert_eq!(auth.generation(), 2);
+
+        std::fs::write(&path, "principals: [{name: b, role: bogus}]").unwrap();
+        assert!(auth.reload().is_err());
+        assert_eq!(
+            auth.by_token("tb").unwrap().name,
+            "b",
+            "last good list stays"
+        );
+    }
+
+    #[test]
+    fn a_broken_file_is_a_load_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.yaml");
+        std::fs::write(&path, "principals: 3").unwrap();
+        let e = crate::error_chain(&Authenticator::load(&path).unwrap_err());
+        assert!(e.contains("auth.yaml"), "{e}");
+        assert!(Authenticator::load(dir.path().join("missing")).is_err());
+    }
+}
