@@ -55,15 +55,22 @@ class FakeBroker(pb_grpc.WorkerServiceServicer):  # type: ignore[misc]
         self.streams: asyncio.Queue[Stream] = asyncio.Queue()
         self.entries: list[Any] = []
         self.config_pulls = 0
+        self.auth: list[tuple[str, str | None]] = []
+        """(rpc, authorization metadata or None) of every call, in arrival order."""
         self.server: grpc.aio.Server | None = None
         self.addr = ""
 
-    async def start(self) -> None:
+    async def start(self, credentials: grpc.ServerCredentials | None = None) -> None:
+        """Listens on a loopback port: h2c, or TLS with `credentials`."""
         self.server = grpc.aio.server()
         pb_grpc.add_WorkerServiceServicer_to_server(self, self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
+        if credentials is None:
+            port = self.server.add_insecure_port("127.0.0.1:0")
+            self.addr = f"http://127.0.0.1:{port}"
+        else:
+            port = self.server.add_secure_port("127.0.0.1:0", credentials)
+            self.addr = f"https://127.0.0.1:{port}"
         await self.server.start()
-        self.addr = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -72,11 +79,17 @@ class FakeBroker(pb_grpc.WorkerServiceServicer):  # type: ignore[misc]
     async def next_stream(self, timeout: float = 5.0) -> Stream:
         return await asyncio.wait_for(self.streams.get(), timeout)
 
+    def _record_auth(self, rpc: str, context: Any) -> None:
+        values = [v for k, v in context.invocation_metadata() if k == "authorization"]
+        self.auth.append((rpc, values[0] if values else None))
+
     async def GetProviderConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.config_pulls += 1
+        self._record_auth("GetProviderConfig", context)
         return pb.GetProviderConfigResponse(entries=self.entries)
 
     async def WorkStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        self._record_auth("WorkStream", context)
         s = Stream()
         await self.streams.put(s)
 

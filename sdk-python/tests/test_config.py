@@ -1,4 +1,7 @@
-"""WorkerConfig.from_env: the Rust SDK's variables, defaults, and loud errors."""
+"""WorkerConfig.from_env: the Rust SDK's variables, defaults, and loud errors, and the
+transport-security ones (token, token file, TLS files)."""
+
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +34,8 @@ def test_empty_counts_as_unset() -> None:
     ("kv", "var"),
     [
         ({"BROKER_ADDR": ""}, "BROKER_ADDR"),
-        ({"BROKER_ADDR": "https://x:1"}, "BROKER_ADDR"),
+        ({"BROKER_ADDR": "https://x"}, "BROKER_ADDR"),
+        ({"BROKER_ADDR": "https://x:1/path"}, "BROKER_ADDR"),
         ({"BROKER_ADDR": "http://"}, "BROKER_ADDR"),
         ({"BROKER_ADDR": "http://host"}, "BROKER_ADDR"),
         ({"BROKER_ADDR": "grpc://h:1"}, "BROKER_ADDR"),
@@ -76,3 +80,119 @@ def test_validate_rejects_unusable_fields() -> None:
     c = WorkerConfig(broker_addr="http://h:1", reconnect_min=2, reconnect_max=1)
     with pytest.raises(ConfigError, match="reconnect_max"):
         c.validate()
+
+
+CERT_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+KEY_PEM = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+SECRET = "tok-3f9a2b7c"
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_https_address_selects_tls_and_keeps_the_host_port_target() -> None:
+    c = WorkerConfig.from_env({"BROKER_ADDR": "https://broker.example:9443/"})
+    assert c.tls and c.target == "broker.example:9443"
+    assert not WorkerConfig.from_env(env()).tls
+    assert not WorkerConfig.from_env({"BROKER_ADDR": "localhost:9090"}).tls
+
+
+def test_no_token_means_no_metadata() -> None:
+    c = WorkerConfig.from_env(env())
+    assert (c.token, c.token_file, c.read_token(), c.call_metadata()) == (None, None, None, ())
+    assert c.tls_material() == (None, None, None)
+
+
+def test_token_becomes_bearer_metadata_and_stays_out_of_the_repr() -> None:
+    c = WorkerConfig.from_env(env(WORKER_TOKEN=f"  {SECRET}\n"))
+    assert c.call_metadata() == (("authorization", f"Bearer {SECRET}"),)
+    assert SECRET not in repr(c)
+    assert SECRET not in str(c)
+
+
+def test_token_file_is_trimmed_and_reread_at_every_call(tmp_path: Path) -> None:
+    f = write(tmp_path / "token", f"\n {SECRET}  \n")
+    c = WorkerConfig.from_env(env(WORKER_TOKEN_FILE=f))
+    assert c.read_token() == SECRET
+    write(tmp_path / "token", "rotated-token\n")
+    assert c.call_metadata() == (("authorization", "Bearer rotated-token"),)
+
+
+def test_token_and_token_file_together_is_an_error_naming_both(tmp_path: Path) -> None:
+    f = write(tmp_path / "token", SECRET)
+    with pytest.raises(ConfigError) as e:
+        WorkerConfig.from_env(env(WORKER_TOKEN="other", WORKER_TOKEN_FILE=f))
+    assert "WORKER_TOKEN and WORKER_TOKEN_FILE" in str(e.value)
+    c = WorkerConfig(broker_addr="http://h:1", token="other", token_file=f)
+    with pytest.raises(ConfigError, match="WORKER_TOKEN and WORKER_TOKEN_FILE"):
+        c.validate()
+
+
+def test_unusable_token_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    with pytest.raises(ConfigError) as e:
+        WorkerConfig.from_env(env(WORKER_TOKEN_FILE=missing))
+    assert e.value.var == "WORKER_TOKEN_FILE"
+    assert missing in str(e.value) and "cannot read" in str(e.value)
+    with pytest.raises(ConfigError, match="WORKER_TOKEN_FILE.* is empty"):
+        WorkerConfig.from_env(env(WORKER_TOKEN_FILE=write(tmp_path / "empty", " \n")))
+
+
+def test_a_token_that_cannot_be_a_header_is_refused_without_showing_it(tmp_path: Path) -> None:
+    bad = "two words-" + SECRET
+    with pytest.raises(ConfigError) as e:
+        WorkerConfig.from_env(env(WORKER_TOKEN=bad))
+    assert e.value.var == "WORKER_TOKEN" and SECRET not in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        WorkerConfig.from_env(env(WORKER_TOKEN_FILE=write(tmp_path / "t", bad)))
+    assert e.value.var == "WORKER_TOKEN_FILE" and SECRET not in str(e.value)
+    with pytest.raises(ConfigError, match="WORKER_TOKEN is empty"):
+        WorkerConfig(broker_addr="http://h:1", token="").validate()
+
+
+def test_tls_files_are_read(tmp_path: Path) -> None:
+    ca = write(tmp_path / "ca.pem", CERT_PEM)
+    cert = write(tmp_path / "cert.pem", CERT_PEM + CERT_PEM)
+    key = write(tmp_path / "key.pem", KEY_PEM)
+    c = WorkerConfig.from_env({"BROKER_ADDR": "https://b:1", "BROKER_CA_FILE": ca,
+                               "WORKER_CERT_FILE": cert, "WORKER_KEY_FILE": key})
+    assert (c.ca_file, c.cert_file, c.key_file) == (ca, cert, key)
+    assert c.tls_material() == (CERT_PEM.encode(), KEY_PEM.encode(), (CERT_PEM * 2).encode())
+    c = WorkerConfig.from_env({"BROKER_ADDR": "https://b:1", "BROKER_CA_FILE": ca})
+    assert c.tls_material() == (CERT_PEM.encode(), None, None)
+
+
+@pytest.mark.parametrize(
+    ("vars", "bad", "says"),
+    [
+        ({"BROKER_ADDR": "http://b:1", "BROKER_CA_FILE": "ca"}, "BROKER_CA_FILE", "https://"),
+        ({"BROKER_ADDR": "b:1", "WORKER_CERT_FILE": "cert", "WORKER_KEY_FILE": "key"},
+         "WORKER_CERT_FILE", "https://"),
+        ({"BROKER_ADDR": "https://b:1", "WORKER_CERT_FILE": "cert"},
+         "WORKER_KEY_FILE", "WORKER_CERT_FILE is set but WORKER_KEY_FILE is not"),
+        ({"BROKER_ADDR": "https://b:1", "WORKER_KEY_FILE": "key"},
+         "WORKER_CERT_FILE", "WORKER_KEY_FILE is set but WORKER_CERT_FILE is not"),
+        ({"BROKER_ADDR": "https://b:1", "BROKER_CA_FILE": "missing.pem"},
+         "BROKER_CA_FILE", "cannot read"),
+        ({"BROKER_ADDR": "https://b:1", "BROKER_CA_FILE": "notpem"},
+         "BROKER_CA_FILE", "no PEM CERTIFICATE"),
+        ({"BROKER_ADDR": "https://b:1", "WORKER_CERT_FILE": "cert", "WORKER_KEY_FILE": "notpem"},
+         "WORKER_KEY_FILE", "no PEM PRIVATE KEY"),
+        ({"BROKER_ADDR": "https://b:1", "WORKER_CERT_FILE": "key", "WORKER_KEY_FILE": "key"},
+         "WORKER_CERT_FILE", "no PEM CERTIFICATE"),
+    ],
+)
+def test_bad_tls_settings_name_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vars: dict[str, str], bad: str, says: str
+) -> None:
+    write(tmp_path / "ca", CERT_PEM)
+    write(tmp_path / "cert", CERT_PEM)
+    write(tmp_path / "key", KEY_PEM)
+    write(tmp_path / "notpem", "hello\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        WorkerConfig.from_env(vars)
+    assert e.value.var == bad
+    assert bad in str(e.value) and says in str(e.value)

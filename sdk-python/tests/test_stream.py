@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -267,3 +268,29 @@ async def test_shutdown_reports_unready_and_waits_for_acks(broker: FakeBroker, g
     assert not w.task.done(), "shutdown waits for the ack"
     s.push(ack=pb.CompleteAck(lease_token="S", claim_epoch=1, accepted=True))
     await asyncio.wait_for(w.task, 5)
+
+
+async def test_no_token_sends_no_authorization(broker: FakeBroker, gate: Gate) -> None:
+    w, s = await start(broker, gate)
+    await s.next("subscribe")
+    assert broker.auth == [("GetProviderConfig", None), ("WorkStream", None)]
+    await w.close()
+
+
+async def test_token_file_is_sent_on_both_rpcs_and_reread_at_reconnect(
+    broker: FakeBroker, gate: Gate, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first-token\n")
+    w, s = await start(broker, gate, token_file=str(token))
+    await s.next("subscribe")
+    assert broker.auth == [("GetProviderConfig", "Bearer first-token"),
+                           ("WorkStream", "Bearer first-token")]
+    token.write_text("  rotated-token ")
+    s.end()
+    s2 = await broker.next_stream()
+    await s2.next("subscribe")
+    # The reconnect re-pulls the configs, then reopens the stream, both with the new token.
+    assert broker.auth[2:] == [("GetProviderConfig", "Bearer rotated-token"),
+                               ("WorkStream", "Bearer rotated-token")]
+    await w.close()

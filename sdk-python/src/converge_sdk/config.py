@@ -1,8 +1,12 @@
 """`WorkerConfig`: the worker's typed configuration, parsed once from the environment.
 
 Reads the same variables as the Rust SDK: `BROKER_ADDR` (required), `WORKER_MAX_PARALLEL`,
-`WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME`. A malformed value is a
-`ConfigError` naming the variable, never a silent default; an empty variable counts as unset.
+`WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME`, and the transport-security ones:
+`WORKER_TOKEN` or `WORKER_TOKEN_FILE` (a bearer token sent on every RPC), `BROKER_CA_FILE`
+(roots to trust for an `https://` broker) and `WORKER_CERT_FILE` + `WORKER_KEY_FILE` (a client
+certificate for mutual TLS). A malformed value is a `ConfigError` naming the variable, never a
+silent default; an empty variable counts as unset. The token never appears in a repr, a log
+line or an error message.
 """
 
 from __future__ import annotations
@@ -59,18 +63,17 @@ def default_worker_name() -> str:
     return f"{host}-{os.getpid()}"
 
 
+_ADDR_FORMS = "expected https://host:port, http://host:port or host:port"
+
+
 def _broker_target(var: str, addr: str) -> str:
     """Checks a broker address and returns its gRPC target (`host:port`)."""
-    if addr.startswith("https://"):
-        raise ConfigError.invalid(
-            var, addr, "TLS is not supported by this SDK build; use an http:// (h2c) address"
-        )
-    rest = addr.removeprefix("http://")
+    rest = addr.removeprefix("https://").removeprefix("http://")
     if "://" in rest:
-        raise ConfigError.invalid(var, addr, "expected http://host:port or host:port")
+        raise ConfigError.invalid(var, addr, _ADDR_FORMS)
     rest = rest.rstrip("/")
     if not rest or rest.startswith("/") or "/" in rest:
-        raise ConfigError.invalid(var, addr, "expected http://host:port or host:port")
+        raise ConfigError.invalid(var, addr, _ADDR_FORMS)
     host, sep, port = rest.rpartition(":")
     if not sep or not host:
         raise ConfigError.invalid(var, addr, "missing port, e.g. http://127.0.0.1:9090")
@@ -97,6 +100,19 @@ class WorkerConfig:
     readiness_poll: float = DEFAULT_READINESS_POLL
     reconnect_min: float = DEFAULT_RECONNECT_MIN
     reconnect_max: float = DEFAULT_RECONNECT_MAX
+    token: str | None = field(default=None, repr=False)
+    """Bearer token sent as `authorization` metadata on every RPC (`WORKER_TOKEN`); kept
+    out of the repr."""
+    token_file: str | None = None
+    """File holding the token, re-read at every (re)connect so that a rotated token is
+    picked up (`WORKER_TOKEN_FILE`, whitespace-trimmed). Exclusive with `token`."""
+    ca_file: str | None = None
+    """PEM roots to trust for an `https://` broker (`BROKER_CA_FILE`; default: gRPC's
+    bundled roots)."""
+    cert_file: str | None = None
+    """PEM client certificate chain for mutual TLS (`WORKER_CERT_FILE`; needs `key_file`)."""
+    key_file: str | None = None
+    """PEM private key of `cert_file` (`WORKER_KEY_FILE`)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerConfig:
@@ -128,6 +144,12 @@ class WorkerConfig:
             cfg.kinds = kinds
         if (v := get("WORKER_NAME")) is not None:
             cfg.worker_name = v
+        cfg.token = get("WORKER_TOKEN")
+        cfg.token_file = get("WORKER_TOKEN_FILE")
+        cfg.ca_file = get("BROKER_CA_FILE")
+        cfg.cert_file = get("WORKER_CERT_FILE")
+        cfg.key_file = get("WORKER_KEY_FILE")
+        cfg._check_transport()
         return cfg
 
     @property
@@ -135,9 +157,84 @@ class WorkerConfig:
         """The gRPC target (`host:port`) of the broker."""
         return _broker_target("broker_addr", self.broker_addr.strip())
 
+    @property
+    def tls(self) -> bool:
+        """Whether the broker is dialled over TLS (an `https://` address)."""
+        return self.broker_addr.strip().startswith("https://")
+
+    def read_token(self) -> str | None:
+        """The bearer token: `token`, or `token_file` read now (the runtime calls this at
+        every connect). Raises ConfigError naming the variable, never showing the token."""
+        if self.token is not None:
+            _check_token("WORKER_TOKEN", "WORKER_TOKEN", self.token)
+            return self.token
+        if self.token_file is None:
+            return None
+        var = "WORKER_TOKEN_FILE"
+        try:
+            token = _read_file(var, self.token_file).decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ConfigError.invalid(var, self.token_file, "the file is not UTF-8 text") from None
+        _check_token(var, f"{var}={self.token_file!r}", token)
+        return token
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...]:
+        """The metadata every RPC carries: `authorization: Bearer <token>` when a token is
+        configured (the file read now), else none."""
+        token = self.read_token()
+        return () if token is None else (("authorization", f"Bearer {token}"),)
+
+    def tls_material(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """`(root_certificates, private_key, certificate_chain)` read now from `ca_file`,
+        `key_file` and `cert_file` (None where unset), for `grpc.ssl_channel_credentials`."""
+        roots = None if self.ca_file is None else _read_pem(
+            "BROKER_CA_FILE", self.ca_file, b"-----BEGIN CERTIFICATE-----", "CERTIFICATE"
+        )
+        key = None if self.key_file is None else _read_pem(
+            "WORKER_KEY_FILE", self.key_file, b"PRIVATE KEY-----", "PRIVATE KEY"
+        )
+        chain = None if self.cert_file is None else _read_pem(
+            "WORKER_CERT_FILE", self.cert_file, b"-----BEGIN CERTIFICATE-----", "CERTIFICATE"
+        )
+        return roots, key, chain
+
+    def _check_transport(self) -> None:
+        """Checks the token and TLS settings and reads their files once, so a mistake is a
+        loud error at start rather than an endless reconnect loop. Errors name the
+        environment variables (each field's doc says which)."""
+        if self.token is not None and self.token_file is not None:
+            raise ConfigError(
+                "WORKER_TOKEN", "WORKER_TOKEN and WORKER_TOKEN_FILE are both set; set only one"
+            )
+        if (self.cert_file is None) != (self.key_file is None):
+            have, lack = (
+                ("WORKER_CERT_FILE", "WORKER_KEY_FILE")
+                if self.cert_file is not None
+                else ("WORKER_KEY_FILE", "WORKER_CERT_FILE")
+            )
+            raise ConfigError(
+                lack, f"{have} is set but {lack} is not; a client certificate needs both"
+            )
+        if not self.tls:
+            for var, value in (
+                ("BROKER_CA_FILE", self.ca_file),
+                ("WORKER_CERT_FILE", self.cert_file),
+                ("WORKER_KEY_FILE", self.key_file),
+            ):
+                if value is not None:
+                    raise ConfigError(
+                        var,
+                        f"{var} is set but BROKER_ADDR={self.broker_addr!r} is not an https:// "
+                        "address; TLS files need BROKER_ADDR=https://host:port",
+                    )
+        self.read_token()
+        self.tls_material()
+
     def validate(self) -> None:
-        """Checks the values the runtime relies on; raises ConfigError naming the field."""
+        """Checks the values the runtime relies on; raises ConfigError naming the field
+        (or, for the token and TLS settings, the variable)."""
         _ = self.target
+        self._check_transport()
         if not 1 <= self.max_parallel <= MAX_PARALLEL_LIMIT:
             raise ConfigError.invalid(
                 "max_parallel", self.max_parallel, f"must be between 1 and {MAX_PARALLEL_LIMIT}"
@@ -160,3 +257,31 @@ def _parse_max_parallel(var: str, v: str) -> int:
     if not 1 <= n <= MAX_PARALLEL_LIMIT:
         raise ConfigError.invalid(var, v, f"must be between 1 and {MAX_PARALLEL_LIMIT}")
     return n
+
+
+def _read_file(var: str, path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError.invalid(var, path, f"cannot read the file: {e.strerror or e}") from None
+
+
+def _read_pem(var: str, path: str, marker: bytes, label: str) -> bytes:
+    data = _read_file(var, path)
+    if marker not in data:
+        raise ConfigError.invalid(var, path, f"the file holds no PEM {label} block")
+    return data
+
+
+def _check_token(var: str, where: str, token: str) -> None:
+    """Rejects a token that cannot travel in a header; `where` names its source (the
+    variable, or the variable and file path) and the message never shows the token."""
+    if not token:
+        raise ConfigError(var, f"{where} is empty")
+    if not all(0x21 <= ord(c) <= 0x7E for c in token):
+        raise ConfigError(
+            var,
+            f"{where}: the token holds a space, a control or a non-ASCII character "
+            "(a bearer token is printable ASCII)",
+        )

@@ -13,6 +13,7 @@ import grpc
 from .._proto import worker_pb2 as pb
 from .._proto import worker_pb2_grpc as pb_grpc
 from ..convert import wire_version
+from ..errors import ConfigError
 from ..types import KindVersion
 from .backoff import Backoff
 from .state import LeaseKey, Shared, poll_readiness, provider_config
@@ -41,21 +42,42 @@ def _stub(channel: grpc.aio.Channel) -> Any:
     return pb_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
-def open_channel(shared: Shared) -> grpc.aio.Channel:
+Metadata = tuple[tuple[str, str], ...]
+
+
+def open_channel(shared: Shared) -> tuple[grpc.aio.Channel, Metadata]:
     """A fresh channel per session, so that after a drain a load balancer can route the next
-    session to another broker."""
-    return grpc.aio.insecure_channel(shared.cfg.target, options=CHANNEL_OPTIONS)
+    session to another broker, and the metadata its calls carry. The token file and the TLS
+    files are read here, at every connect, so rotated ones are picked up without a restart;
+    an unreadable one raises ConfigError (retried like an unreachable broker)."""
+    cfg = shared.cfg
+    metadata = cfg.call_metadata()
+    if cfg.tls:
+        roots, key, chain = cfg.tls_material()
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=roots, private_key=key, certificate_chain=chain
+        )
+        return grpc.aio.secure_channel(cfg.target, creds, options=CHANNEL_OPTIONS), metadata
+    return grpc.aio.insecure_channel(cfg.target, options=CHANNEL_OPTIONS), metadata
 
 
-async def pull_configs(channel: grpc.aio.Channel, shared: Shared) -> list[Any]:
+async def pull_configs(channel: grpc.aio.Channel, metadata: Metadata, shared: Shared) -> list[Any]:
     """One GetProviderConfig call for every registered pair."""
     kinds = shared.registry.kinds()
     req = pb.GetProviderConfigRequest(
         kinds=[kv.kind for kv in kinds], kind_versions=[kv.version for kv in kinds]
     )
     stub = _stub(channel)
-    resp = await stub.GetProviderConfig(req, timeout=CONFIG_PULL_TIMEOUT)
+    resp = await stub.GetProviderConfig(req, timeout=CONFIG_PULL_TIMEOUT, metadata=metadata)
     return list(resp.entries)
+
+
+async def _pull_once(shared: Shared) -> list[Any]:
+    channel, metadata = open_channel(shared)
+    try:
+        return await pull_configs(channel, metadata, shared)
+    finally:
+        await channel.close()
 
 
 def _describe(e: BaseException) -> str:
@@ -69,10 +91,9 @@ async def prime(shared: Shared) -> None:
     the broker answers, and calls `on_config` for each before any task can arrive."""
     backoff = Backoff(shared.cfg.reconnect_min, shared.cfg.reconnect_max)
     while True:
-        channel = open_channel(shared)
         try:
-            entries = await pull_configs(channel, shared)
-        except (grpc.aio.AioRpcError, OSError) as e:
+            entries = await _pull_once(shared)
+        except (grpc.aio.AioRpcError, OSError, ConfigError) as e:
             delay = backoff.next_delay()
             log.warning(
                 "cannot load provider configs from %s (%s); retrying in %.1fs",
@@ -80,8 +101,6 @@ async def prime(shared: Shared) -> None:
             )
             await asyncio.sleep(delay)
             continue
-        finally:
-            await channel.close()
         log.info("provider configs loaded (%d)", len(entries))
         shared.apply_pulled(entries, True)
         return
@@ -134,19 +153,19 @@ def _dispatch(shared: Shared, msg: Any, draining: bool) -> bool:
 
 async def run_session(shared: Shared, reconnect: bool) -> str:
     """Runs one stream to its end; returns "drained" or "closed", raises on a stream error."""
-    channel = open_channel(shared)
+    channel, metadata = open_channel(shared)
     sid = None
     try:
         if reconnect:
             # Pulled before the stream opens, so the broker's own push at subscribe time
             # (newer) is applied after it.
             try:
-                shared.apply_pulled(await pull_configs(channel, shared), False)
+                shared.apply_pulled(await pull_configs(channel, metadata, shared), False)
             except grpc.aio.AioRpcError as e:
                 log.warning("config re-pull after reconnect failed: %s", _describe(e))
         queue: asyncio.Queue[Any] = asyncio.Queue()
         sid = shared.open_session(queue, poll_readiness(shared))
-        call = _stub(channel).WorkStream(_frames(queue))
+        call = _stub(channel).WorkStream(_frames(queue), metadata=metadata)
         log.info("work stream open (session %d)", sid)
         draining = False
         while True:
