@@ -24,7 +24,8 @@ const maxParallelLimit = 1 << 20
 
 // Config is how a worker connects and how much work it takes.
 type Config struct {
-	// BrokerAddr is the broker's address: http://host:port or host:port (BROKER_ADDR).
+	// BrokerAddr is the broker's address (BROKER_ADDR): https://host:port dials TLS with
+	// host as the server name; http://host:port or host:port dial h2c.
 	BrokerAddr string
 	// MaxParallel is the most tasks run at once (WORKER_MAX_PARALLEL, default 16).
 	MaxParallel int
@@ -43,7 +44,37 @@ type Config struct {
 	ReconnectMin time.Duration
 	// ReconnectMax is the reconnect backoff ceiling (30s).
 	ReconnectMax time.Duration
+	// Token is the bearer token sent as `authorization: Bearer <token>` metadata on
+	// WorkStream and GetProviderConfig (WORKER_TOKEN). It is never logged, and the
+	// Config's String form hides it.
+	Token string
+	// TokenFile is a file holding the token, whitespace-trimmed and re-read at every
+	// (re)connect so that a rotated token is picked up (WORKER_TOKEN_FILE). Exclusive with
+	// Token.
+	TokenFile string
+	// CAFile holds the PEM roots trusted for an https:// broker (BROKER_CA_FILE; default:
+	// the system roots).
+	CAFile string
+	// CertFile is a PEM client certificate (chain) for mutual TLS (WORKER_CERT_FILE); it
+	// needs KeyFile. Both are re-read at every connect.
+	CertFile string
+	// KeyFile is CertFile's PEM private key (WORKER_KEY_FILE).
+	KeyFile string
 }
+
+// String shows the Config with the token hidden, so that printing or logging it (with
+// %v or %+v) never leaks the secret.
+func (c Config) String() string {
+	type plain Config // drops the methods, so Sprintf does not recurse into String
+	p := plain(c)
+	if p.Token != "" {
+		p.Token = "***"
+	}
+	return fmt.Sprintf("%+v", p)
+}
+
+// GoString is String for %#v.
+func (c Config) GoString() string { return "converge.Config" + c.String() }
 
 // NewConfig is a Config with every default and the given broker address.
 func NewConfig(brokerAddr string) Config {
@@ -60,8 +91,10 @@ func NewConfig(brokerAddr string) Config {
 }
 
 // ConfigFromEnv reads BROKER_ADDR (required), WORKER_MAX_PARALLEL, WORKER_DRAIN_TIMEOUT,
-// WORKER_KINDS and WORKER_NAME from the process environment. A malformed value is a
-// *ConfigError naming the variable, never a silent default.
+// WORKER_KINDS, WORKER_NAME, WORKER_TOKEN or WORKER_TOKEN_FILE, BROKER_CA_FILE and
+// WORKER_CERT_FILE + WORKER_KEY_FILE from the process environment. A malformed value is a
+// *ConfigError naming the variable, never a silent default; the token and TLS files are
+// read once here so that a mistake fails the start instead of every connect.
 func ConfigFromEnv() (Config, error) {
 	return ConfigFromLookup(os.LookupEnv)
 }
@@ -114,12 +147,30 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	if v, ok := get("WORKER_NAME"); ok {
 		cfg.WorkerName = strings.TrimSpace(v)
 	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"WORKER_TOKEN", &cfg.Token}, {"WORKER_TOKEN_FILE", &cfg.TokenFile}, {"BROKER_CA_FILE", &cfg.CAFile},
+		{"WORKER_CERT_FILE", &cfg.CertFile}, {"WORKER_KEY_FILE", &cfg.KeyFile},
+	} {
+		if v, ok := get(f.name); ok {
+			*f.dst = strings.TrimSpace(v)
+		}
+	}
+	if err := cfg.checkTransport(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
-// validate checks the values the runtime relies on (positive intervals, a usable address).
+// validate checks the values the runtime relies on (positive intervals, a usable address,
+// readable token and TLS files).
 func (c Config) validate() error {
 	if _, err := dialTarget("BrokerAddr", c.BrokerAddr); err != nil {
+		return err
+	}
+	if err := c.checkTransport(); err != nil {
 		return err
 	}
 	if c.MaxParallel < 1 || c.MaxParallel > maxParallelLimit {
@@ -153,22 +204,25 @@ func parseMaxParallel(name, v string) (int, error) {
 	return n, nil
 }
 
+// addrForms is the hint of every malformed broker address.
+const addrForms = "expected https://host:port, http://host:port or host:port, e.g. http://127.0.0.1:9090"
+
 // dialTarget turns a broker address into a gRPC target (host:port). It accepts
-// http://host:port (the Rust SDK's spelling) and a bare host:port (the conformance
-// contract's); TLS is not supported by this SDK build.
+// https://host:port (TLS), http://host:port (the Rust SDK's spelling of h2c) and a bare
+// host:port (the conformance contract's).
 func dialTarget(name, addr string) (string, error) {
-	rest := addr
+	rest := strings.TrimSpace(addr)
 	switch {
-	case strings.HasPrefix(addr, "http://"):
-		rest = strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/")
-	case strings.HasPrefix(addr, "https://"):
-		return "", invalid(name, addr, "TLS is not supported by this SDK build; use an http:// (h2c) address")
-	case strings.Contains(addr, "://"):
-		return "", invalid(name, addr, "expected http://host:port or host:port, e.g. http://127.0.0.1:9090")
+	case strings.HasPrefix(rest, "http://"):
+		rest = strings.TrimSuffix(strings.TrimPrefix(rest, "http://"), "/")
+	case strings.HasPrefix(rest, "https://"):
+		rest = strings.TrimSuffix(strings.TrimPrefix(rest, "https://"), "/")
+	case strings.Contains(rest, "://"):
+		return "", invalid(name, addr, addrForms)
 	}
 	host, port, err := net.SplitHostPort(rest)
 	if err != nil {
-		return "", invalid(name, addr, "expected http://host:port or host:port, e.g. http://127.0.0.1:9090")
+		return "", invalid(name, addr, addrForms)
 	}
 	if host == "" {
 		return "", invalid(name, addr, "missing host")

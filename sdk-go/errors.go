@@ -46,9 +46,15 @@ type ConfigError struct {
 	Value string
 	// Reason says what is wrong; empty when the variable is missing.
 	Reason string
+	// msg, when set, is the whole message: for a mistake the Var=Value form cannot say
+	// (two variables that conflict) or must not (a token's value is never shown).
+	msg string
 }
 
 func (e *ConfigError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
 	if e.Reason == "" {
 		return e.Var + " is required but not set"
 	}

@@ -23,7 +23,8 @@ func WithConfig(cfg Config) Option {
 	return func(o *options) { c := cfg; o.config = &c }
 }
 
-// WithBrokerAddr overrides the broker address (http://host:port or host:port).
+// WithBrokerAddr overrides the broker address (https://host:port, http://host:port or
+// host:port).
 func WithBrokerAddr(addr string) Option {
 	return edit(func(c *Config) { c.BrokerAddr = addr })
 }
@@ -62,8 +63,9 @@ func WithReconnectBackoff(min, max time.Duration) Option {
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithDialOptions adds gRPC dial options (interceptors, keepalive, ...). Transport
-// credentials default to insecure (h2c), as the broker serves h2c without TLS.
+// WithDialOptions adds gRPC dial options (interceptors, keepalive, ...). They apply after
+// the ones the Config implies (TLS for an https:// address, h2c otherwise; the bearer
+// token), so transport credentials given here replace those.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }

@@ -3,12 +3,15 @@ package converge
 import (
 	"context"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "converge.dev/sdk-go/gen/workerv1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // fakeBroker is a scripted WorkerService: each WorkStream is handed to the test as a
@@ -18,6 +21,21 @@ type fakeBroker struct {
 	streams chan *brokerStream
 	configs []*pb.ProviderConfigEntry
 	pulls   atomic.Int32
+	mu      sync.Mutex
+	calls   []string // "<rpc> <authorization metadata>" of every call, in arrival order
+}
+
+func (f *fakeBroker) record(ctx context.Context, rpc string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, rpc+" "+strings.Join(md.Get("authorization"), ","))
+}
+
+func (f *fakeBroker) seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
 }
 
 type brokerStream struct {
@@ -26,12 +44,14 @@ type brokerStream struct {
 	done chan struct{} // close to end the stream from the broker side
 }
 
-func (f *fakeBroker) GetProviderConfig(context.Context, *pb.GetProviderConfigRequest) (*pb.GetProviderConfigResponse, error) {
+func (f *fakeBroker) GetProviderConfig(ctx context.Context, _ *pb.GetProviderConfigRequest) (*pb.GetProviderConfigResponse, error) {
+	f.record(ctx, "GetProviderConfig")
 	f.pulls.Add(1)
 	return &pb.GetProviderConfigResponse{Entries: f.configs}, nil
 }
 
 func (f *fakeBroker) WorkStream(s grpc.BidiStreamingServer[pb.WorkStreamClientMsg, pb.WorkStreamServerMsg]) error {
+	f.record(s.Context(), "WorkStream")
 	bs := &brokerStream{in: make(chan *pb.WorkStreamClientMsg, 100), out: make(chan *pb.WorkStreamServerMsg, 100), done: make(chan struct{})}
 	f.streams <- bs
 	go func() {
@@ -60,12 +80,18 @@ func (f *fakeBroker) WorkStream(s grpc.BidiStreamingServer[pb.WorkStreamClientMs
 
 func startFakeBroker(t *testing.T, configs ...*pb.ProviderConfigEntry) (*fakeBroker, string) {
 	t.Helper()
+	return startFakeBrokerWith(t, nil, configs...)
+}
+
+// startFakeBrokerWith starts the fake broker with these server options (e.g. TLS).
+func startFakeBrokerWith(t *testing.T, opts []grpc.ServerOption, configs ...*pb.ProviderConfigEntry) (*fakeBroker, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fb := &fakeBroker{streams: make(chan *brokerStream, 10), configs: configs}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	pb.RegisterWorkerServiceServer(srv, fb)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)

@@ -14,9 +14,14 @@ import (
 const configPullTimeout = 10 * time.Second
 
 // dial opens a fresh connection per session, so that after a drain a load balancer can
-// route the next one to another broker.
+// route the next one to another broker. The token file and TLS files are read here, at
+// every connect; an unreadable one is an error retried like an unreachable broker.
 func (w *worker) dial() (*grpc.ClientConn, error) {
-	return grpc.NewClient(w.target, w.dialOpts...)
+	opts, err := w.cfg.transportOptions()
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient(w.target, append(opts, w.dialOpts...)...)
 }
 
 // pullConfigs makes one GetProviderConfig call for every registered pair.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -73,8 +72,9 @@ func Serve(ctx context.Context, providers []Provider, opts ...Option) error {
 	w.st = newState(reg, log)
 	w.workCtx, w.workCancel = context.WithCancel(context.Background())
 	defer w.workCancel()
+	// The transport credentials and the token are added at each dial (transportOptions),
+	// before these, so that WithDialOptions can still override them.
 	w.dialOpts = append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 20 * time.Second, PermitWithoutStream: true}),
 	}, o.dialOpts...)
