@@ -1,19 +1,24 @@
-import { API_BASE } from './api/client';
+import { ApiError, api } from './api/client';
+import { signOut, useAuth } from './api/auth';
 import { NavLink, Navigate, Route, Routes } from 'react-router-dom';
-import { useQuery } from '@tanstack/react-query';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { SignIn } from './components/SignIn';
 import { ProviderConfigsPage } from './pages/admin/ProviderConfigsPage';
 import { ReactorBindingsPage } from './pages/admin/ReactorBindingsPage';
 import { KindsPage } from './pages/kinds/KindsPage';
 import { ResourcesPage } from './pages/resources/ResourcesPage';
 
 function ApiStatus() {
-  const q = useQuery({ queryKey: ['version'], queryFn: () => fetch(`${API_BASE}/version`).then((r) => (r.ok ? r.json() : Promise.reject(new Error(r.statusText)))), refetchInterval: 10_000, retry: false });
-  if (q.error) return <span className="api-status down">API unreachable</span>;
-  const v = (q.data as { version?: string } | undefined)?.version;
+  const q = useQuery({ queryKey: ['version'], queryFn: api.version, refetchInterval: 10_000, retry: false });
+  // A 401/403 means the API answered; the sign-in prompt deals with it.
+  if (q.error && !(q.error instanceof ApiError && q.error.status > 0)) return <span className="api-status down">API unreachable</span>;
+  const v = q.data?.version;
   return <span className="api-status">{v ? `converge ${v}` : ''}</span>;
 }
 
 export function App() {
+  const auth = useAuth();
+  const qc = useQueryClient();
   return (
     <div className="app">
       <header className="topbar">
@@ -28,8 +33,25 @@ export function App() {
           <NavLink to="/reactor-bindings">Reactor bindings</NavLink>
         </nav>
         <ApiStatus />
+        {auth.signedIn && (
+          <button
+            type="button"
+            className="sign-out"
+            onClick={() => {
+              signOut();
+              // Nothing read with the token stays on screen or in the cache.
+              qc.removeQueries();
+            }}
+          >
+            Sign out
+          </button>
+        )}
       </header>
       <main>
+        {auth.prompt ? (
+          // Refetch what failed with 401, now with the token.
+          <SignIn onSignedIn={() => qc.invalidateQueries()} />
+        ) : (
         <Routes>
           <Route path="/" element={<Navigate to="/resources/summary" replace />} />
           <Route path="/resources" element={<Navigate to="/resources/summary" replace />} />
@@ -40,6 +62,7 @@ export function App() {
           <Route path="/reactor-bindings" element={<ReactorBindingsPage />} />
           <Route path="*" element={<p className="error">No page here. <NavLink to="/resources/summary">Go to resources</NavLink></p>} />
         </Routes>
+        )}
       </main>
     </div>
   );

@@ -1,6 +1,8 @@
 // The one typed client of converge's HTTP API. Every call goes to `/api/v1/...` on the
-// page's own origin; errors become `ApiError` carrying the RFC 7807 problem.
+// page's own origin with the tab's token (if any) as `Authorization: Bearer`; errors become
+// `ApiError` carrying the RFC 7807 problem, and a 401 also opens the sign-in prompt.
 
+import { getToken, unauthorized } from './auth';
 import { filterQuery, type ResourceFilter } from '../lib/filters';
 import type {
   Dependencies,
@@ -44,16 +46,21 @@ const enc = encodeURIComponent;
 const res = (kind: string, name: string) => `/resources/${enc(kind)}/${enc(name)}`;
 
 async function request(method: string, path: string, body?: unknown): Promise<Response> {
+  const token = getToken();
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (token) headers['authorization'] = `Bearer ${token}`;
   let resp: Response;
   try {
     resp = await fetch(API_BASE + path, {
       method,
-      headers: body === undefined ? { accept: 'application/json' } : { 'content-type': 'application/json', accept: 'application/json' },
+      headers,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (e) {
     throw new ApiError({ status: 0, detail: `cannot reach the converge API: ${(e as Error).message}` });
   }
+  if (resp.status === 401) unauthorized(token);
   if (!resp.ok) {
     let problem: Problem = { status: resp.status, detail: `${resp.status} ${resp.statusText}` };
     try {
@@ -79,6 +86,8 @@ async function page<T>(path: string): Promise<Page<T>> {
 }
 
 export const api = {
+  version: () => json<{ version?: string }>('GET', '/version'),
+
   // Resources
   listResources: (f: ResourceFilter, limit: number, cursor: string) =>
     page<ResourceList>(`/resources?${filterQuery(f, { limit: String(limit), cursor })}`),
