@@ -1,10 +1,13 @@
-//! The HTTP client conctl talks through: one place that turns transport failures and RFC 7807
-//! problem responses into readable errors.
+//! The HTTP client conctl talks through: one place that attaches the bearer token and turns
+//! transport failures and RFC 7807 problem responses into readable errors.
 
 use std::{fmt, time::Duration};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use reqwest::{Method, StatusCode, header::HeaderMap};
+use reqwest::{
+    Method, StatusCode,
+    header::{AUTHORIZATION, HeaderMap, HeaderValue},
+};
 use serde_json::Value;
 
 /// Characters left unescaped in a path segment or query value.
@@ -96,6 +99,37 @@ impl ApiProblem {
     }
 }
 
+/// A bearer token. It is only ever written into the `Authorization` header: `Debug` hides it,
+/// and no error message quotes it.
+pub struct Token(HeaderValue);
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+impl Token {
+    /// The token from `--token`/`CONVERGE_TOKEN`, trimmed; `None` when absent or blank (an
+    /// exported but empty variable means "no token", as for an open server).
+    pub fn new(raw: Option<&str>) -> anyhow::Result<Option<Token>> {
+        let Some(t) = raw.map(str::trim).filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        // Visible ASCII only: anything else cannot travel in a header, and the error must not
+        // echo the token to say so.
+        if !t.bytes().all(|b| b.is_ascii_graphic()) {
+            anyhow::bail!(
+                "the token (--token or CONVERGE_TOKEN) holds spaces or characters an HTTP header \
+                 cannot carry; pass the token exactly as `converge token new` printed it"
+            );
+        }
+        let mut v = HeaderValue::from_str(&format!("Bearer {t}"))?;
+        v.set_sensitive(true);
+        Ok(Some(Token(v)))
+    }
+}
+
 /// A successful answer.
 #[derive(Debug)]
 pub struct Reply {
@@ -120,12 +154,14 @@ impl Reply {
 pub struct Client {
     server: String,
     timeout: Duration,
+    token: Option<Token>,
     http: reqwest::Client,
 }
 
 impl Client {
-    /// A client for `server` (e.g. `http://localhost:8080`) with a per-request timeout.
-    pub fn new(server: &str, timeout: Duration) -> anyhow::Result<Client> {
+    /// A client for `server` (e.g. `http://localhost:8080`) with a per-request timeout, sending
+    /// `token` (when given) as `Authorization: Bearer` on every request.
+    pub fn new(server: &str, timeout: Duration, token: Option<Token>) -> anyhow::Result<Client> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .user_agent(concat!("conctl/", env!("CARGO_PKG_VERSION")))
@@ -133,6 +169,7 @@ impl Client {
         Ok(Client {
             server: server.trim_end_matches('/').to_string(),
             timeout,
+            token,
             http,
         })
     }
@@ -150,11 +187,18 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
+        if let Some(Token(t)) = &self.token {
+            req = req.header(AUTHORIZATION, t.clone());
+        }
         let resp = req.send().await.map_err(|e| self.transport_error(e))?;
         let status = resp.status();
         let headers = resp.headers().clone();
         let text = resp.text().await.map_err(|e| self.transport_error(e))?;
+        if status == StatusCode::UNAUTHORIZED {
+            return Err(self.unauthorized(&text).into());
+        }
         if !status.is_success() {
+            // A 403's detail names the role the call needs; it is shown as the server wrote it.
             return Err(ApiProblem::from_body(status, &text).into());
         }
         let body = if text.trim().is_empty() {
@@ -168,6 +212,25 @@ impl Client {
             })?
         };
         Ok(Reply { headers, body })
+    }
+
+    /// A 401 says what to do about it rather than repeating the server's "unauthorized".
+    fn unauthorized(&self, body: &str) -> ApiProblem {
+        let mut p = ApiProblem::from_body(StatusCode::UNAUTHORIZED, body);
+        p.detail = if self.token.is_some() {
+            format!(
+                "the server at {} did not accept the token (unknown or revoked): check --token \
+                 or CONVERGE_TOKEN",
+                self.server
+            )
+        } else {
+            format!(
+                "the server at {} requires a token: pass --token or set CONVERGE_TOKEN",
+                self.server
+            )
+        };
+        p.errors.clear();
+        p
     }
 
     fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
@@ -205,6 +268,131 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::TcpListener,
+    };
+
+    /// A one-request HTTP server on loopback: answers `status` with a problem body and hands
+    /// back the request head it received (to see exactly what conctl put on the wire).
+    async fn answer_once(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = sock.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before sending a request");
+                head.extend_from_slice(&buf[..n]);
+            }
+            let reply = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/problem+json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            sock.write_all(reply.as_bytes()).await.unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        (server, task)
+    }
+
+    fn client(server: &str, token: Option<&str>) -> Client {
+        Client::new(server, Duration::from_secs(10), Token::new(token).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_token_goes_in_the_authorization_header_and_nowhere_else() {
+        let (server, req) = answer_once("200 OK", "{}").await;
+        let c = client(&server, Some("  s3cret-Tok_en  "));
+        c.call(Method::GET, "/kinds", None).await.unwrap();
+        let head = req.await.unwrap();
+        let lower = head.to_ascii_lowercase();
+        assert!(
+            head.lines()
+                .any(|l| l.eq_ignore_ascii_case("authorization: Bearer s3cret-Tok_en")),
+            "{head}"
+        );
+        assert_eq!(lower.matches("s3cret").count(), 1, "{head}");
+        assert!(head.starts_with("GET /api/v1/kinds HTTP/1.1\r\n"), "{head}");
+        assert!(
+            !format!("{:?}", Token::new(Some("s3cret")).unwrap()).contains("s3cret"),
+            "Debug shows the token"
+        );
+
+        // Without a token no Authorization header is sent at all.
+        let (server, req) = answer_once("200 OK", "{}").await;
+        client(&server, None)
+            .call(Method::GET, "/kinds", None)
+            .await
+            .unwrap();
+        let head = req.await.unwrap().to_ascii_lowercase();
+        assert!(!head.contains("authorization"), "{head}");
+    }
+
+    #[test]
+    fn blank_tokens_are_none_and_unsendable_ones_are_refused_without_echo() {
+        assert!(Token::new(None).unwrap().is_none());
+        assert!(Token::new(Some("")).unwrap().is_none());
+        assert!(Token::new(Some(" \n")).unwrap().is_none());
+        for bad in ["zqx7 w", "zqx7\tw", "zqx7\u{e9}", "zqx7\nw"] {
+            let e = Token::new(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("--token or CONVERGE_TOKEN"), "{e}");
+            assert!(!e.contains("zqx7"), "the error quotes the token: {e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_401_says_to_pass_a_token_and_a_403_shows_the_role_needed() {
+        let unauth = r#"{"status":401,"title":"Unauthorized","detail":"missing bearer token"}"#;
+        let (server, _req) = answer_once("401 Unauthorized", unauth).await;
+        let e = client(&server, None)
+            .call(Method::GET, "/kinds", None)
+            .await
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("requires a token: pass --token or set CONVERGE_TOKEN"),
+            "{text}"
+        );
+        assert!(text.contains(&server) && text.contains("401"), "{text}");
+        assert_eq!(
+            e.downcast_ref::<ApiProblem>().unwrap().status,
+            StatusCode::UNAUTHORIZED
+        );
+
+        let (server, _req) = answer_once("401 Unauthorized", unauth).await;
+        let text = format!(
+            "{:#}",
+            client(&server, Some("wrong-token"))
+                .call(Method::GET, "/kinds", None)
+                .await
+                .unwrap_err()
+        );
+        assert!(text.contains("did not accept the token"), "{text}");
+        assert!(!text.contains("wrong-token"), "{text}");
+
+        let (server, _req) = answer_once(
+            "403 Forbidden",
+            r#"{"status":403,"detail":"alice (viewer) may not do this: it needs the operator role"}"#,
+        )
+        .await;
+        let text = format!(
+            "{:#}",
+            client(&server, Some("viewer-token"))
+                .call(Method::POST, "/resources/a/b/reconcile", None)
+                .await
+                .unwrap_err()
+        );
+        assert_eq!(
+            text,
+            "alice (viewer) may not do this: it needs the operator role (403 Forbidden)"
+        );
+    }
 
     #[test]
     fn problems_show_detail_and_every_location() {

@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use reqwest::Method;
 use serde_json::Value;
 
-use client::{Client, enc, query};
+use client::{ApiProblem, Client, Token, enc, query};
 use docs::DocType;
 use output::{Format, age, cell, table};
 
@@ -43,6 +43,16 @@ struct Cli {
     /// Per-request timeout (`500ms`, `30s`, `2m`, or seconds).
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
     timeout: Duration,
+    /// Bearer token for a converge that requires one (from `converge token new`). Prefer the
+    /// environment variable: a command-line argument is visible to other users of the host.
+    #[arg(
+        long,
+        global = true,
+        env = "CONVERGE_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -211,6 +221,13 @@ async fn apply(
                 } else {
                     bodies.push(r.body);
                 }
+            }
+            // Without a usable token every other document would be refused the same way.
+            Err(e)
+                if e.downcast_ref::<ApiProblem>()
+                    .is_some_and(|p| p.status == reqwest::StatusCode::UNAUTHORIZED) =>
+            {
+                return Err(e);
             }
             // A refused document does not stop the others; the exit code reports it.
             Err(e) => {
@@ -471,7 +488,7 @@ fn report(format: Format, line: String, body: &Value) -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<bool> {
-    let c = Client::new(&cli.server, cli.timeout)?;
+    let c = Client::new(&cli.server, cli.timeout, Token::new(cli.token.as_deref())?)?;
     let f = cli.output;
     match cli.command {
         Command::Apply { files, doc_type } => return apply(&c, &files, doc_type, f).await,
@@ -560,5 +577,22 @@ mod tests {
         assert_eq!(kind_name("hello/world").unwrap(), ("hello", "world"));
         assert!(kind_name("hello").is_err());
         assert!(kind_name("a/b/c").is_err());
+    }
+
+    #[test]
+    fn the_token_is_a_global_flag_whose_env_value_help_never_shows() {
+        use clap::CommandFactory;
+        let cli = Cli::try_parse_from(["conctl", "list", "--token", "t0k"]).unwrap();
+        assert_eq!(cli.token.as_deref(), Some("t0k"));
+        let cli = Cli::try_parse_from(["conctl", "--token", "t0k", "list"]).unwrap();
+        assert_eq!(cli.token.as_deref(), Some("t0k"));
+        let cmd = Cli::command();
+        let arg = cmd.get_arguments().find(|a| a.get_id() == "token").unwrap();
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some("CONVERGE_TOKEN")
+        );
+        // `conctl --help` with CONVERGE_TOKEN set must not print the token.
+        assert!(arg.is_hide_env_values_set());
     }
 }
