@@ -1,6 +1,10 @@
 //! The validator surface: every kind's manifest with its JSON Schemas compiled once, rebuilt
 //! on `kind_manifest_changed` plus a failsafe re-read, so a manifest applied through one pod
 //! is enforced by every pod.
+//!
+//! It also knows a kind's secrets: a `config_schema` subschema marked `"writeOnly": true`
+//! covers config values the API never shows ([`MASK`] instead) and never echoes in a
+//! validation message, while workers read them intact from the database.
 
 use std::{
     collections::HashMap,
@@ -10,6 +14,7 @@ use std::{
 
 use converge_proto::manifest::KindManifest;
 use serde::Serialize;
+use serde_json::Value;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -76,9 +81,288 @@ impl KindSchemas {
         violations(self.spec.as_ref(), spec, prefix)
     }
 
-    /// Every violation of the kind's config schema (provider config specs).
+    /// Every violation of the kind's config schema (provider config specs). A message that
+    /// would show a writeOnly value is withheld (see [`KindSchemas::redact_config_errors`]).
     pub fn validate_config(&self, config: &serde_json::Value, prefix: &str) -> Vec<FieldError> {
-        violations(self.config.as_ref(), config, prefix)
+        let Some(v) = &self.config else {
+            return Vec::new();
+        };
+        let secrets = self.config_secrets(config);
+        v.iter_errors(config)
+            .take(50)
+            .map(|e| {
+                let location = format!("{prefix}{}", e.instance_path());
+                let message = if secrets.shows(&location[prefix.len()..], &e.to_string()) {
+                    format!(
+                        "fails the config_schema's {:?} rule{WITHHELD}",
+                        e.kind().keyword()
+                    )
+                } else {
+                    e.to_string()
+                };
+                FieldError { location, message }
+            })
+            .collect()
+    }
+
+    /// Replaces every value of `config` a writeOnly subschema covers with [`MASK`]; how many.
+    /// Every API read of a provider config goes through here.
+    pub fn mask_config(&self, config: &mut Value) -> usize {
+        let mut n = 0;
+        self.write_only(config, |_, v| {
+            *v = Value::String(MASK.into());
+            n += 1;
+        });
+        n
+    }
+
+    /// Puts the stored secret back wherever `config` (a config being written) carries
+    /// [`MASK`] at a writeOnly location, so a read-modify-write round trip keeps the secret.
+    /// `stored` is the spec already stored under that name for this kind (`None`: there is
+    /// none); a [`MASK`] with nothing stored at its location is an error located under
+    /// `prefix`. Returns how many values were kept.
+    pub fn restore_config(
+        &self,
+        config: &mut Value,
+        stored: Option<&Value>,
+        prefix: &str,
+    ) -> Result<usize, Vec<FieldError>> {
+        let (mut kept, mut errors) = (0, Vec::new());
+        self.write_only(config, |ptr, v| {
+            if v.as_str() != Some(MASK) {
+                return;
+            }
+            match stored.and_then(|s| s.pointer(ptr)) {
+                Some(old) => {
+                    *v = old.clone();
+                    kept += 1;
+                }
+                None => errors.push(FieldError {
+                    location: format!("{prefix}{ptr}"),
+                    message: format!(
+                        "{MASK:?} stands for the stored secret, but no config of this name and \
+                         kind stores one here; send the value itself"
+                    ),
+                }),
+            }
+        });
+        if errors.is_empty() {
+            Ok(kept)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Withholds every message of `errors` (located under `prefix` in `config`) that sits at
+    /// a writeOnly location or quotes one of `config`'s writeOnly values.
+    pub fn redact_config_errors(&self, config: &Value, prefix: &str, errors: &mut [FieldError]) {
+        let secrets = self.config_secrets(config);
+        for e in errors {
+            let at = e.location.strip_prefix(prefix).unwrap_or(&e.location);
+            if secrets.shows(at, &e.message) {
+                e.message = format!("invalid{WITHHELD}");
+            }
+        }
+    }
+
+    fn config_secrets(&self, config: &Value) -> Secrets {
+        let mut s = Secrets::default();
+        let mut copy = config.clone();
+        self.write_only(&mut copy, |ptr, v| {
+            s.pointers.push(ptr.to_string());
+            leaf_texts(v, &mut s.texts);
+        });
+        s
+    }
+
+    /// Calls `visit(pointer, value)` for every value of `config` a writeOnly subschema of
+    /// the kind's config_schema covers.
+    fn write_only(&self, config: &mut Value, visit: impl FnMut(&str, &mut Value)) {
+        let Some(root) = self.manifest.config_schema.as_ref() else {
+            return;
+        };
+        let mut w = WriteOnlyWalk { root, visit };
+        w.walk(vec![root], config, &mut String::new());
+    }
+}
+
+/// What a writeOnly value reads as.
+pub const MASK: &str = "***";
+
+const WITHHELD: &str = " (message withheld: it would show a writeOnly value)";
+
+/// A config's writeOnly locations (JSON pointers) and the texts of their values.
+#[derive(Default)]
+struct Secrets {
+    pointers: Vec<String>,
+    texts: Vec<String>,
+}
+
+impl Secrets {
+    /// Whether a message about `location` (a pointer into the config) could show a secret:
+    /// it is at or under a writeOnly location, or quotes a secret's text.
+    fn shows(&self, location: &str, message: &str) -> bool {
+        self.pointers.iter().any(|p| {
+            location == p
+                || location
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        }) || self.texts.iter().any(|t| message.contains(t.as_str()))
+    }
+}
+
+/// The string and number leaves of `v` (what a validation message could quote).
+fn leaf_texts(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if !s.is_empty() => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(a) => a.iter().for_each(|v| leaf_texts(v, out)),
+        Value::Object(o) => o.values().for_each(|v| leaf_texts(v, out)),
+        _ => {}
+    }
+}
+
+/// A walk of a document beside its schema, to find what `"writeOnly": true` covers. It errs
+/// on the side of covering: every subschema that *could* apply is followed whether or not it
+/// validates (a stored config that fails a later schema keeps its secrets hidden): the
+/// in-place applicators (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`,
+/// `dependentSchemas`), local `$ref`s (`#`, `#/...`), `properties`, `additionalProperties` and
+/// `unevaluatedProperties` (for keys not in `properties`), `patternProperties` (taken to match
+/// every key: there is no regex engine here), `prefixItems`, `items` (both forms),
+/// `additionalItems`, `contains` and `unevaluatedItems`.
+struct WriteOnlyWalk<'s, F> {
+    root: &'s Value,
+    visit: F,
+}
+
+impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
+    /// `schemas` all apply to `doc`, found at `ptr`.
+    fn walk(&mut self, schemas: Vec<&'s Value>, doc: &mut Value, ptr: &mut String) {
+        let applying = self.in_place_closure(schemas);
+        if applying
+            .iter()
+            .any(|s| s.get("writeOnly") == Some(&Value::Bool(true)))
+        {
+            (self.visit)(ptr, doc);
+            return;
+        }
+        match doc {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    let mut subs = Vec::new();
+                    for s in &applying {
+                        let named = s.get("properties").and_then(|p| p.get(key));
+                        match named {
+                            Some(sub) => subs.push(sub),
+                            None => subs.extend(
+                                ["additionalProperties", "unevaluatedProperties"]
+                                    .iter()
+                                    .filter_map(|k| s.get(*k)),
+                            ),
+                        }
+                        if let Some(Value::Object(pats)) = s.get("patternProperties") {
+                            subs.extend(pats.values());
+                        }
+                    }
+                    descend(
+                        self,
+                        subs,
+                        child,
+                        ptr,
+                        &key.replace('~', "~0").replace('/', "~1"),
+                    );
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter_mut().enumerate() {
+                    let mut subs = Vec::new();
+                    for s in &applying {
+                        let prefix = s.get("prefixItems").and_then(Value::as_array);
+                        match (prefix, s.get("items")) {
+                            (_, Some(Value::Array(tuple))) => match tuple.get(i) {
+                                Some(sub) => subs.push(sub),
+                                None => subs.extend(s.get("additionalItems")),
+                            },
+                            (Some(p), items) => match p.get(i) {
+                                Some(sub) => subs.push(sub),
+                                None => subs.extend(items),
+                            },
+                            (None, items) => subs.extend(items),
+                        }
+                        subs.extend(
+                            ["contains", "unevaluatedItems"]
+                                .iter()
+                                .filter_map(|k| s.get(*k)),
+                        );
+                    }
+                    descend(self, subs, child, ptr, &i.to_string());
+                }
+            }
+            _ => {}
+        }
+
+        fn descend<'s, F: FnMut(&str, &mut Value)>(
+            w: &mut WriteOnlyWalk<'s, F>,
+            subs: Vec<&'s Value>,
+            child: &mut Value,
+            ptr: &mut String,
+            token: &str,
+        ) {
+            if subs.is_empty() {
+                return;
+            }
+            let len = ptr.len();
+            ptr.push('/');
+            ptr.push_str(token);
+            w.walk(subs, child, ptr);
+            ptr.truncate(len);
+        }
+    }
+
+    /// Every object schema applying in place to one instance: `schemas` and, transitively,
+    /// their in-place applicators and local `$ref` targets. Each schema appears once, so a
+    /// `$ref` cycle (`{"$ref": "#"}`) ends.
+    fn in_place_closure(&self, schemas: Vec<&'s Value>) -> Vec<&'s Value> {
+        let mut out: Vec<&'s Value> = Vec::new();
+        let mut todo = schemas;
+        while let Some(s) = todo.pop() {
+            if !s.is_object() || out.iter().any(|o| std::ptr::eq(*o, s)) {
+                continue;
+            }
+            out.push(s);
+            for k in ["allOf", "anyOf", "oneOf"] {
+                if let Some(Value::Array(subs)) = s.get(k) {
+                    todo.extend(subs);
+                }
+            }
+            todo.extend(
+                ["not", "if", "then", "else"]
+                    .iter()
+                    .filter_map(|k| s.get(*k)),
+            );
+            if let Some(Value::Object(deps)) = s.get("dependentSchemas") {
+                todo.extend(deps.values());
+            }
+            for k in ["$ref", "$dynamicRef"] {
+                if let Some(target) = s
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .and_then(|r| self.resolve(r))
+                {
+                    todo.push(target);
+                }
+            }
+        }
+        out
+    }
+
+    /// A local reference's target (`#` or `#/json/pointer`, percent-encoded or not).
+    fn resolve(&self, reference: &str) -> Option<&'s Value> {
+        let frag = reference.strip_prefix('#')?;
+        let frag = percent_encoding::percent_decode_str(frag)
+            .decode_utf8()
+            .ok()?;
+        self.root.pointer(&frag)
     }
 }
 
@@ -190,5 +474,141 @@ impl Schemas {
             }
         }
         let _ = listener.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn kind(config_schema: Value) -> KindSchemas {
+        KindSchemas::compile(
+            serde_json::from_value(json!({
+                "kind": "k", "kind_version": 1, "config_schema": config_schema,
+                "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}]
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn secret() -> Value {
+        json!({"type": "string", "writeOnly": true})
+    }
+
+    #[test]
+    fn masks_what_write_only_covers_at_any_depth() {
+        let k = kind(json!({
+            "type": "object",
+            "$defs": {"cred": {"type": "object", "properties": {"key": secret(), "id": {}}}},
+            "properties": {
+                "token": secret(),
+                "region": {"type": "string"},
+                "db": {"properties": {"password": secret(), "host": {}}},
+                "creds": {"items": {"$ref": "#/$defs/cred"}},
+                "tuple": {"prefixItems": [{}, secret()]},
+                "vault": {"allOf": [{"properties": {"a~/b": secret()}}]},
+                "whole": {"type": "object", "writeOnly": true},
+                "extra": {"additionalProperties": secret(), "properties": {"plain": {}}}
+            }
+        }));
+        let mut cfg = json!({
+            "token": "t0p", "region": "eu",
+            "db": {"password": "pw", "host": "h"},
+            "creds": [{"key": "k1", "id": "i1"}, {"key": "k2"}],
+            "tuple": ["open", "shut"],
+            "vault": {"a~/b": "v"},
+            "whole": {"nested": "n"},
+            "extra": {"plain": "p", "x": "s1", "y": "s2"}
+        });
+        assert_eq!(k.mask_config(&mut cfg), 9);
+        assert_eq!(
+            cfg,
+            json!({
+                "token": MASK, "region": "eu",
+                "db": {"password": MASK, "host": "h"},
+                "creds": [{"key": MASK, "id": "i1"}, {"key": MASK}],
+                "tuple": ["open", MASK],
+                "vault": {"a~/b": MASK},
+                "whole": MASK,
+                "extra": {"plain": "p", "x": MASK, "y": MASK}
+            })
+        );
+    }
+
+    #[test]
+    fn a_ref_cycle_ends_and_no_schema_masks_nothing() {
+        let k = kind(json!({"allOf": [{"$ref": "#"}, {"$ref": "#"}],
+                            "properties": {"s": secret(), "next": {"$ref": "#"}}}));
+        let mut cfg = json!({"s": "a", "next": {"s": "b", "next": {"x": 1}}});
+        assert_eq!(k.mask_config(&mut cfg), 2);
+        assert_eq!(
+            cfg,
+            json!({"s": MASK, "next": {"s": MASK, "next": {"x": 1}}})
+        );
+        let mut cfg = json!({"s": "a"});
+        assert_eq!(kind(Value::Null).mask_config(&mut cfg), 0);
+        assert_eq!(cfg, json!({"s": "a"}));
+    }
+
+    #[test]
+    fn a_mask_written_back_keeps_the_stored_secret() {
+        let k = kind(json!({"properties": {"token": secret(), "region": {},
+                                           "db": {"properties": {"pw": secret()}}}}));
+        let stored = json!({"token": "old", "region": "eu", "db": {"pw": "p1"}});
+        let mut read = stored.clone();
+        k.mask_config(&mut read);
+        read["region"] = json!("us");
+        assert_eq!(k.restore_config(&mut read, Some(&stored), "/spec"), Ok(2));
+        assert_eq!(
+            read,
+            json!({"token": "old", "region": "us", "db": {"pw": "p1"}})
+        );
+
+        // A new value replaces it; "***" in a field that is not writeOnly is just a string.
+        let mut cfg = json!({"token": "new", "region": MASK});
+        assert_eq!(k.restore_config(&mut cfg, Some(&stored), "/spec"), Ok(0));
+        assert_eq!(cfg, json!({"token": "new", "region": MASK}));
+
+        // Nothing stored to keep: located errors.
+        let mut cfg = json!({"token": MASK, "db": {"pw": MASK}});
+        let errs = k
+            .restore_config(&mut cfg, Some(&json!({"token": "t"})), "/spec")
+            .unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].location, "/spec/db/pw");
+        let mut cfg = json!({"token": MASK, "db": {"pw": MASK}});
+        let errs = k.restore_config(&mut cfg, None, "/spec").unwrap_err();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn validation_messages_never_quote_a_secret() {
+        let k = kind(json!({
+            "type": "object",
+            "properties": {"token": {"type": "string", "writeOnly": true, "minLength": 20},
+                           "port": {"type": "integer"}},
+            "not": {"required": ["token", "port"]}
+        }));
+        let cfg = json!({"token": "hunter2", "port": "eighty"});
+        let errs = k.validate_config(&cfg, "/spec");
+        assert!(errs.iter().any(|e| e.location == "/spec/token"), "{errs:?}");
+        assert!(errs.iter().any(|e| e.location == "/spec/port"), "{errs:?}");
+        assert!(errs.iter().any(|e| e.location == "/spec"), "{errs:?}");
+        for e in &errs {
+            assert!(!e.message.contains("hunter2"), "{e:?}");
+        }
+        // The message about the plain field stays useful.
+        let port = errs.iter().find(|e| e.location == "/spec/port").unwrap();
+        assert!(port.message.contains("eighty"), "{port:?}");
+
+        let mut cel = vec![FieldError {
+            location: "/spec/resources/0".into(),
+            message: "bad expression near hunter2".into(),
+        }];
+        k.redact_config_errors(&cfg, "/spec", &mut cel);
+        assert!(!cel[0].message.contains("hunter2"), "{cel:?}");
     }
 }
