@@ -53,6 +53,10 @@ pub struct ProviderConfigPut<'a> {
     pub spec: &'a serde_json::Value,
     /// Decoded bundle.
     pub data: Option<&'a [u8]>,
+    /// The stored spec that writeOnly `"***"` placeholders of `spec` were filled from, if
+    /// any: the write is refused ([`PutRefused::Changed`]) unless that is still the stored
+    /// spec, so a concurrent edit's secret is never overwritten with an older one.
+    pub kept_from: Option<&'a serde_json::Value>,
 }
 
 /// Why an upsert was refused.
@@ -62,6 +66,8 @@ pub enum PutRefused {
     DefaultTaken(String),
     /// The name belongs to a composer-emitted config.
     Owned,
+    /// The stored spec is no longer [`ProviderConfigPut::kept_from`].
+    Changed,
 }
 
 /// Creates or replaces a config by name. `Ok(Ok(created))`, or the reason it was refused.
@@ -75,13 +81,18 @@ pub async fn providerconfig_put(
         .bind(format!("{}/{}", c.kind, c.kind_version))
         .execute(&mut *tx)
         .await?;
-    let owned: Option<Option<Uuid>> =
-        sqlx::query_scalar("SELECT owner_id FROM providerconfigs WHERE name = $1 FOR UPDATE")
+    let stored: Option<(Option<Uuid>, serde_json::Value)> =
+        sqlx::query_as("SELECT owner_id, spec FROM providerconfigs WHERE name = $1 FOR UPDATE")
             .bind(c.name)
             .fetch_optional(&mut *tx)
             .await?;
-    if matches!(owned, Some(Some(_))) {
+    if matches!(stored, Some((Some(_), _))) {
         return Ok(Err(PutRefused::Owned));
+    }
+    if let Some(kept) = c.kept_from
+        && stored.as_ref().map(|(_, spec)| spec) != Some(kept)
+    {
+        return Ok(Err(PutRefused::Changed));
     }
     if c.is_default {
         let other: Option<String> = sqlx::query_scalar(
@@ -225,13 +236,39 @@ pub async fn providerconfig_delete(
     Ok(DeleteOutcome::Deleted)
 }
 
-/// The (kind, version) a config configures, for checking a resource's reference.
+/// The (kind, version) a config configures and its spec, for checking a resource's reference.
 pub async fn providerconfig_target(
     pool: &PgPool,
     name: &str,
-) -> Result<Option<(String, i32)>, sqlx::Error> {
-    sqlx::query_as("SELECT kind, kind_version FROM providerconfigs WHERE name = $1")
+) -> Result<Option<(String, i32, serde_json::Value)>, sqlx::Error> {
+    sqlx::query_as("SELECT kind, kind_version, spec FROM providerconfigs WHERE name = $1")
         .bind(name)
         .fetch_optional(pool)
         .await
+}
+
+/// The API-managed configs of (kind, version) that would act as a resource's override and
+/// set one of `fields` at the top of their spec (every non-default config, and a default one
+/// a resource names in `provider_config_ref`), with the fields each sets; at most 20, by
+/// name. Composer-emitted configs are left out: the API cannot change them.
+pub async fn override_offenders(
+    pool: &PgPool,
+    kind: &str,
+    kind_version: i32,
+    fields: &[&str],
+) -> Result<Vec<(String, Vec<String>)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT pc.name, array(SELECT f FROM unnest($3::text[]) f WHERE pc.spec ? f)
+         FROM providerconfigs pc
+         WHERE pc.kind = $1 AND pc.kind_version = $2 AND pc.owner_id IS NULL
+           AND pc.spec ?| $3::text[]
+           AND (NOT pc.is_default
+                OR EXISTS (SELECT 1 FROM resources r WHERE r.provider_config_ref = pc.name))
+         ORDER BY pc.name LIMIT 20",
+    )
+    .bind(kind)
+    .bind(kind_version)
+    .bind(fields)
+    .fetch_all(pool)
+    .await
 }

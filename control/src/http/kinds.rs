@@ -6,7 +6,10 @@ use axum::{
     http::{HeaderMap, HeaderValue, StatusCode},
     response::IntoResponse,
 };
-use converge_proto::{compat::breaking_changes, manifest::KindManifest};
+use converge_proto::{
+    compat::breaking_changes,
+    manifest::{EXEC_OVERRIDE_FORBIDDEN, KindManifest},
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -82,6 +85,7 @@ pub async fn put_manifest(
     if !force {
         refuse_breaking_change(&s, &manifest).await?;
     }
+    refuse_exec_offenders(&s, &manifest).await?;
     let doc = serde_json::to_value(&manifest).expect("a manifest serialises");
     let (result, version) =
         db::kinds::manifest_put(&s.pool, &manifest.kind, manifest.kind_version, &doc)
@@ -141,6 +145,36 @@ async fn refuse_breaking_change(s: &AppState, new: &KindManifest) -> Result<(), 
         new.kind,
         new.kind_version,
         breaks.join("; ")
+    )))
+}
+
+/// 409 when `m` declares `provider: exec` while configs that act as overrides of its kind
+/// version set what an exec override may not (`program`, `args`, `env`, `timeout_secs`):
+/// they would be refused at every task. Remove those fields first.
+async fn refuse_exec_offenders(s: &AppState, m: &KindManifest) -> Result<(), ApiError> {
+    if !m.is_exec() {
+        return Ok(());
+    }
+    let offenders = db::providerconfigs::override_offenders(
+        &s.pool,
+        &m.kind,
+        m.kind_version,
+        &EXEC_OVERRIDE_FORBIDDEN,
+    )
+    .await
+    .map_err(ApiError::db("check a kind's override configs"))?;
+    if offenders.is_empty() {
+        return Ok(());
+    }
+    let list = offenders
+        .iter()
+        .map(|(name, fields)| format!("{name:?} sets {}", fields.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(ApiError::Conflict(format!(
+        "kind {} version {} declares provider exec, whose overrides may set only settings, but \
+         {list}; remove those fields (or stop naming the default config in provider_config_ref)",
+        m.kind, m.kind_version
     )))
 }
 

@@ -5,6 +5,16 @@
 //! most one default (409). A spec with a top-level `resources` array is a CEL resource graph
 //! (stdworker's cel provider) and must compile, every problem located (422). Brokers push a
 //! changed default to every stream serving the kind.
+//!
+//! Secrets: every value a `"writeOnly": true` subschema of the kind's `config_schema` covers
+//! reads as `"***"` in every response here (one, list, and the write's echo), and no
+//! validation message quotes one. Writing `"***"` at such a location keeps the value stored
+//! under that name for that kind, so the UI's read-edit-save round trip keeps the secret.
+//! Workers read configs from the database, intact.
+//!
+//! Exec kinds: when the kind's manifest declares `"provider": "exec"`, a non-default config
+//! (a resource's override) may not set `program`, `args`, `env` or `timeout_secs` (422 at
+//! `/spec/<field>`): what runs is the default config's decision, never a resource's.
 
 use axum::{
     Json,
@@ -13,6 +23,8 @@ use axum::{
     response::IntoResponse,
 };
 use base64::Engine;
+use std::{collections::HashMap, sync::Arc};
+
 use converge_proto::manifest::is_valid_resource_name;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -22,10 +34,12 @@ use super::{
     problem::{ApiError, ApiJson},
     query_pairs,
 };
-use crate::app::schemas::FieldError;
+use crate::app::schemas::{FieldError, KindSchemas};
 use crate::db::{
     self,
-    providerconfigs::{DeleteOutcome, ListFilter, ProviderConfigPut, PutRefused},
+    providerconfigs::{
+        DeleteOutcome, ListFilter, ProviderConfigPut, ProviderConfigRow, PutRefused,
+    },
 };
 
 /// Largest bundle a config may carry.
@@ -57,11 +71,12 @@ fn empty_object() -> Value {
     json!({})
 }
 
-/// `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config.
+/// `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config (its
+/// writeOnly values masked). 409 when a kept secret's config changed meanwhile.
 #[tracing::instrument(skip(s, body), fields(name = %body.name))]
 pub async fn put(
     State(s): State<AppState>,
-    ApiJson(body): ApiJson<PutBody>,
+    ApiJson(mut body): ApiJson<PutBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     if !is_valid_resource_name(&body.name) {
         return Err(ApiError::invalid(
@@ -87,14 +102,17 @@ pub async fn put(
             ),
         ));
     };
+    let mut errors = exec_override_errors(&s, &schemas, &body).await?;
+    let kept_from = keep_stored_secrets(&s, &schemas, &mut body).await?;
+    errors.extend(schemas.validate_config(&body.spec, "/spec"));
     ApiError::check_fields(
         &format!(
             "spec does not satisfy the config_schema of {} version {}",
             body.kind, body.kind_version
         ),
-        schemas.validate_config(&body.spec, "/spec"),
+        errors,
     )?;
-    check_cel_graph(&body.spec)?;
+    check_cel_graph(&schemas, &body.spec)?;
     let data = match &body.data {
         None => None,
         Some(b64) => {
@@ -120,6 +138,7 @@ pub async fn put(
         is_default: body.is_default,
         spec: &body.spec,
         data: data.as_deref(),
+        kept_from: kept_from.as_ref(),
     };
     let created = match db::providerconfigs::providerconfig_put(&s.pool, &put)
         .await
@@ -138,11 +157,19 @@ pub async fn put(
                 body.name
             )));
         }
+        Err(PutRefused::Changed) => {
+            return Err(ApiError::Conflict(format!(
+                "provider config {:?} changed while this write kept its stored secrets (\"***\"); \
+                 read it again and retry",
+                body.name
+            )));
+        }
     };
-    let (row, _) = db::providerconfigs::providerconfig_get(&s.pool, &body.name)
+    let (mut row, _) = db::providerconfigs::providerconfig_get(&s.pool, &body.name)
         .await
         .map_err(ApiError::db("read a provider config"))?
         .ok_or_else(|| ApiError::NotFound(format!("provider config {} vanished", body.name)))?;
+    Masker::new(&s).mask(&mut row).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -151,36 +178,142 @@ pub async fn put(
     Ok((status, Json(row)))
 }
 
+/// For an exec kind, a 422 entry at `/spec/<field>` for each field an override may not set,
+/// when the config acts as an override: it is not the default, or resources name it in
+/// `provider_config_ref` (a default so named rides their tasks as an override too).
+async fn exec_override_errors(
+    s: &AppState,
+    schemas: &KindSchemas,
+    body: &PutBody,
+) -> Result<Vec<FieldError>, ApiError> {
+    let fields = schemas.manifest.exec_override_violations(&body.spec);
+    if fields.is_empty() {
+        return Ok(Vec::new());
+    }
+    let why = if !body.is_default {
+        "a non-default config (a resource's override)".to_string()
+    } else {
+        let used_by = db::providerconfigs::providerconfig_get(&s.pool, &body.name)
+            .await
+            .map_err(ApiError::db("read a provider config"))?
+            .map_or(0, |(row, _)| row.used_by);
+        if used_by == 0 {
+            return Ok(Vec::new());
+        }
+        format!("this config, named by {used_by} resource(s) in provider_config_ref (an override),")
+    };
+    Ok(fields
+        .into_iter()
+        .map(|f| FieldError {
+            location: format!("/spec/{f}"),
+            message: format!(
+                "{} is an exec kind: {why} may set only settings; {f} is the default config's \
+                 to set",
+                body.kind
+            ),
+        })
+        .collect())
+}
+
+/// Fills every `"***"` the body's spec carries at a writeOnly location from the spec stored
+/// under its name (when that config configures the same kind), and returns that stored spec
+/// when anything was kept, for the write to check it is still the one stored. A `"***"` with
+/// nothing to keep is a 422 naming its location.
+async fn keep_stored_secrets(
+    s: &AppState,
+    schemas: &KindSchemas,
+    body: &mut PutBody,
+) -> Result<Option<Value>, ApiError> {
+    // Nothing to keep (no "***" at a writeOnly location): no read.
+    if schemas
+        .restore_config(&mut body.spec.clone(), None, "/spec")
+        .is_ok()
+    {
+        return Ok(None);
+    }
+    let stored = db::providerconfigs::providerconfig_get(&s.pool, &body.name)
+        .await
+        .map_err(ApiError::db("read a provider config"))?
+        .map(|(row, _)| row)
+        .filter(|row| row.kind == body.kind)
+        .map(|row| row.spec);
+    match schemas.restore_config(&mut body.spec, stored.as_ref(), "/spec") {
+        Ok(0) => Ok(None),
+        Ok(_) => Ok(stored),
+        Err(errors) => {
+            ApiError::check_fields("spec keeps secrets that are not stored", errors)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Masks the writeOnly values of configs by their kind's config_schema, each (kind,
+/// version) looked up once. A config whose kind version has no known manifest has no
+/// declared secrets and is shown as stored.
+struct Masker<'a> {
+    s: &'a AppState,
+    seen: HashMap<(String, i32), Option<Arc<KindSchemas>>>,
+}
+
+impl<'a> Masker<'a> {
+    fn new(s: &'a AppState) -> Self {
+        Masker {
+            s,
+            seen: HashMap::new(),
+        }
+    }
+
+    async fn mask(&mut self, row: &mut ProviderConfigRow) -> Result<(), ApiError> {
+        let key = (row.kind.clone(), row.kind_version);
+        let schemas = match self.seen.get(&key) {
+            Some(k) => k.clone(),
+            None => {
+                let k = self.s.kind_schemas(&row.kind, row.kind_version).await?;
+                self.seen.insert(key, k.clone());
+                k
+            }
+        };
+        if let Some(k) = schemas {
+            k.mask_config(&mut row.spec);
+        }
+        Ok(())
+    }
+}
+
 /// Compiles `spec` as a CEL resource graph when it has a top-level `resources` array, and
 /// turns every compile error into a [`FieldError`] located under `/spec` (e.g.
-/// `/spec/resources/1/template/spec/vpc_id`). Other specs pass untouched.
-fn check_cel_graph(spec: &Value) -> Result<(), ApiError> {
+/// `/spec/resources/1/template/spec/vpc_id`), its message withheld when it would show a
+/// writeOnly value. Other specs pass untouched.
+fn check_cel_graph(schemas: &KindSchemas, spec: &Value) -> Result<(), ApiError> {
     if !spec.get("resources").is_some_and(Value::is_array) {
         return Ok(());
     }
     let Err(problems) = converge_cel::Graph::compile(spec, converge_cel::Limits::default()) else {
         return Ok(());
     };
-    let errors: Vec<FieldError> = problems
+    let mut errors: Vec<FieldError> = problems
         .iter()
         .map(|p| FieldError {
             location: format!("/spec{}", p.path),
             message: format!("{:?}: {}", p.kind, p.message),
         })
         .collect();
+    schemas.redact_config_errors(spec, "/spec", &mut errors);
     ApiError::check_fields("spec is an invalid CEL resource graph", errors)
 }
 
-/// `GET /api/v1/providerconfigs/{name}` → the config, with its bundle as base64 `data`.
+/// `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its
+/// bundle as base64 `data`.
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let (row, data) = db::providerconfigs::providerconfig_get(&s.pool, &name)
+    let (mut row, data) = db::providerconfigs::providerconfig_get(&s.pool, &name)
         .await
         .map_err(ApiError::db("read a provider config"))?
         .ok_or_else(|| ApiError::NotFound(format!("provider config {name} not found")))?;
+    Masker::new(&s).mask(&mut row).await?;
     let mut v = serde_json::to_value(row).expect("row serialises");
     v["data"] = data
         .map(|d| Value::String(base64::engine::general_purpose::STANDARD.encode(d)))
@@ -193,7 +326,8 @@ const PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
 /// `GET /api/v1/providerconfigs?kind=&name=&default=&offset=&limit=` →
-/// `{items, total, offset, limit}` ordered by name (bundles are not included).
+/// `{items, total, offset, limit}` ordered by name (writeOnly values masked; bundles are not
+/// included).
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,
@@ -232,9 +366,13 @@ pub async fn list(
             }
         }
     }
-    let (items, total) = db::providerconfigs::providerconfig_list(&s.pool, &f)
+    let (mut items, total) = db::providerconfigs::providerconfig_list(&s.pool, &f)
         .await
         .map_err(ApiError::db("list provider configs"))?;
+    let mut masker = Masker::new(&s);
+    for row in &mut items {
+        masker.mask(row).await?;
+    }
     Ok(Json(
         json!({"items": items, "total": total, "offset": f.offset, "limit": f.limit}),
     ))

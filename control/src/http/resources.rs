@@ -142,14 +142,35 @@ pub async fn apply(
                 location: "/provider_config_ref".into(),
                 message: format!("provider config {r:?} does not exist"),
             }),
-            Some((k, v)) if k != body.kind || v != body.kind_version => errors.push(FieldError {
-                location: "/provider_config_ref".into(),
-                message: format!(
-                    "provider config {r:?} configures {k} version {v}, not {} version {}",
-                    body.kind, body.kind_version
-                ),
-            }),
-            Some(_) => {}
+            Some((k, v, _)) if k != body.kind || v != body.kind_version => {
+                errors.push(FieldError {
+                    location: "/provider_config_ref".into(),
+                    message: format!(
+                        "provider config {r:?} configures {k} version {v}, not {} version {}",
+                        body.kind, body.kind_version
+                    ),
+                })
+            }
+            // An exec kind's override may set only settings (the config may predate the
+            // manifest's `provider: exec`, or be the default named as an override).
+            Some((_, _, spec)) => {
+                let fields = schemas.manifest.exec_override_violations(&spec);
+                if !fields.is_empty() {
+                    errors.push(FieldError {
+                        location: "/provider_config_ref".into(),
+                        message: format!(
+                            "provider config {r:?} sets {}; {} is an exec kind, so a \
+                             resource's override may set only settings",
+                            fields
+                                .iter()
+                                .map(|f| format!("/spec/{f}"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            body.kind
+                        ),
+                    });
+                }
+            }
         }
     }
     ApiError::check_fields(
