@@ -11,6 +11,7 @@ pub mod error;
 pub mod ids;
 pub mod wake;
 
+mod authz;
 mod caches;
 mod complete;
 mod compose;
@@ -49,6 +50,9 @@ pub struct BrokerConfig {
     pub subscribe_timeout: Duration,
     /// Failsafe re-read of manifests and default provider configs.
     pub cache_refresh: Duration,
+    /// Who may speak the WorkerService (`None`: authentication is off, loopback or
+    /// AUTH=none).
+    pub auth: Option<Arc<converge_auth::Authenticator>>,
 }
 
 impl Default for BrokerConfig {
@@ -62,6 +66,7 @@ impl Default for BrokerConfig {
             shutdown_drain: Duration::from_secs(45),
             subscribe_timeout: Duration::from_secs(10),
             cache_refresh: Duration::from_secs(15),
+            auth: None,
         }
     }
 }

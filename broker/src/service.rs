@@ -13,7 +13,7 @@ use converge_proto::{
 };
 
 use crate::{
-    Broker,
+    Broker, authz,
     complete::Job,
     convert, db,
     ids::{ClaimEpoch, KindPair, LeaseToken},
@@ -70,6 +70,7 @@ impl pb::worker_service_server::WorkerService for Broker {
         if self.inner.draining.is_cancelled() {
             return Err(Status::unavailable("broker is shutting down"));
         }
+        let principal = authz::caller(self.inner.cfg.auth.as_deref(), &req)?;
         let mut inbound = req.into_inner();
         let first = tokio::time::timeout(self.inner.cfg.subscribe_timeout, inbound.message()).await;
         let sub = match first {
@@ -84,6 +85,7 @@ impl pb::worker_service_server::WorkerService for Broker {
             Err(_) => return Err(Status::deadline_exceeded("no Subscribe received in time")),
         };
         let pairs = pairs_from(&sub.kinds, &sub.kind_versions)?;
+        authz::check_kinds(principal.as_deref(), &pairs)?;
         let max_inflight = match sub.max_inflight {
             0 => self.inner.cfg.default_max_inflight,
             n => n.min(MAX_STREAM_INFLIGHT),
@@ -99,13 +101,21 @@ impl pb::worker_service_server::WorkerService for Broker {
             claimable: false,
             draining: false,
         });
-        tracing::info!(stream = sid, worker = %name, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
+        let actor = principal.as_ref().map(|p| p.name.as_str()).unwrap_or("-");
+        tracing::info!(stream = sid, worker = %name, principal = %actor, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
         let resumed: Vec<(LeaseToken, ClaimEpoch)> = sub
             .resumed
             .iter()
             .filter_map(|r| parse_token(&r.lease_token).map(|t| (t, ClaimEpoch(r.claim_epoch))))
             .collect();
-        tokio::spawn(session(self.clone(), sid, inbound, pairs, resumed));
+        tokio::spawn(session(
+            self.clone(),
+            sid,
+            inbound,
+            pairs,
+            resumed,
+            principal,
+        ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -114,8 +124,10 @@ impl pb::worker_service_server::WorkerService for Broker {
         &self,
         req: Request<pb::GetProviderConfigRequest>,
     ) -> Result<Response<pb::GetProviderConfigResponse>, Status> {
+        let principal = authz::caller(self.inner.cfg.auth.as_deref(), &req)?;
         let req = req.into_inner();
         let pairs = pairs_from(&req.kinds, &req.kind_versions)?;
+        authz::check_kinds(principal.as_deref(), &pairs)?;
         let entries = self
             .defaults_for(&pairs)
             .await?
@@ -132,14 +144,19 @@ impl pb::worker_service_server::WorkerService for Broker {
     }
 }
 
+/// How often a stream re-checks that its principal is still listed after AUTH_FILE changed.
+const PRINCIPAL_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One stream's life after Subscribe: adopt resumed leases, prime configs, then serve frames
-/// until the stream ends, and finally release every lease still held (rule 8).
+/// until the stream ends (or its principal leaves AUTH_FILE), and finally release every
+/// lease still held (rule 8).
 async fn session(
     b: Broker,
     sid: StreamId,
     mut inbound: Streaming<pb::WorkStreamClientMsg>,
     pairs: Vec<KindPair>,
     resumed: Vec<(LeaseToken, ClaimEpoch)>,
+    principal: Option<std::sync::Arc<converge_auth::Principal>>,
 ) {
     if !resumed.is_empty() {
         match db::queue::lease_lookup(&b.inner.pool, &resumed).await {
@@ -161,8 +178,30 @@ async fn session(
         tracing::warn!(error = %e, stream = sid, "could not prime provider configs");
         b.inner.registry.set_claimable(sid);
     }
+    let auth = b.inner.cfg.auth.clone().zip(principal);
+    let mut seen_generation = auth.as_ref().map(|(a, _)| a.generation()).unwrap_or(0);
+    let mut recheck = tokio::time::interval(PRINCIPAL_RECHECK);
     let end = loop {
-        match inbound.message().await {
+        let next = tokio::select! {
+            m = inbound.message() => m,
+            _ = recheck.tick(), if auth.is_some() => {
+                let (a, p) = auth.as_ref().expect("guarded by the select condition");
+                if a.generation() != seen_generation {
+                    seen_generation = a.generation();
+                    if !a.still_valid(p) {
+                        let status = Status::unauthenticated(format!(
+                            "principal {:?} was removed or changed in AUTH_FILE", p.name
+                        ));
+                        if let Some(tx) = b.inner.registry.sender(sid) {
+                            let _ = tx.try_send(Err(status));
+                        }
+                        break "principal revoked".to_string();
+                    }
+                }
+                continue;
+            }
+        };
+        match next {
             Ok(Some(msg)) => {
                 if let Err(status) = handle(&b, sid, &pairs, msg).await {
                     if let Some(tx) = b.inner.registry.sender(sid) {

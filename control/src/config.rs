@@ -1,8 +1,9 @@
 //! The `converge` process configuration: read once from the environment into a typed struct.
 //! A malformed value is a loud boot error naming the variable, never a silent default.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
+use converge_auth::tls::TlsFiles;
 use converge_proto::duration::parse_duration;
 
 /// Which duties this process runs.
@@ -80,6 +81,63 @@ pub struct Config {
     pub claim_batch: usize,
     /// MAX_BODY_BYTES: largest accepted request body.
     pub max_body_bytes: usize,
+    /// How callers are authenticated (AUTH_FILE / AUTH).
+    pub auth: AuthMode,
+    /// TLS_CERT_FILE + TLS_KEY_FILE (+ TLS_CLIENT_CA_FILE): serve TLS on every listener.
+    pub tls: Option<TlsFiles>,
+}
+
+/// How callers are authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthMode {
+    /// AUTH_FILE: principals with tokens or SPIFFE IDs; every door checks them.
+    File(PathBuf),
+    /// Neither AUTH_FILE nor AUTH: open, allowed on loopback listeners only.
+    Loopback,
+    /// AUTH=none: open on any listener, by explicit choice (warned at every start).
+    NoneExplicit,
+}
+
+impl Config {
+    /// The listeners that carry the API or the WorkerService (probes and metrics are open
+    /// by design and do not count).
+    pub fn guarded_listeners(&self) -> Vec<(&'static str, SocketAddr)> {
+        let mut out = Vec::new();
+        if self.role.control() {
+            out.push(("LISTEN_ADDR", self.listen_addr));
+        }
+        if self.role.broker() {
+            out.push(("BROKER_LISTEN_ADDR", self.broker_listen_addr));
+        }
+        out
+    }
+
+    /// Refuses an open door that is reachable from another host: without AUTH_FILE, every
+    /// guarded listener must be loopback unless AUTH=none says otherwise.
+    pub fn check_exposure(&self) -> Result<(), ConfigError> {
+        if self.auth != AuthMode::Loopback {
+            return Ok(());
+        }
+        let exposed: Vec<String> = self
+            .guarded_listeners()
+            .into_iter()
+            .filter(|(_, a)| !a.ip().is_loopback())
+            .map(|(v, a)| format!("{v}={a}"))
+            .collect();
+        if exposed.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError {
+            var: "AUTH_FILE",
+            reason: format!(
+                "is unset and {} reach beyond loopback, where anyone could apply resources and \
+                 read every spec: set AUTH_FILE to a principals file \
+                 (see `converge token new`), bind to 127.0.0.1, or set AUTH=none to run \
+                 open on purpose",
+                exposed.join(" and ")
+            ),
+        })
+    }
 }
 
 fn addr(v: &str) -> Result<SocketAddr, String> {
@@ -125,6 +183,59 @@ impl Config {
             o => Err(format!("{o:?} is not one of all, control, broker")),
         })?;
         let dur = |v: &str| parse_duration(v);
+        let nonempty = |var: &str| get(var).filter(|v| !v.trim().is_empty());
+        let auth = match (nonempty("AUTH_FILE"), nonempty("AUTH")) {
+            (Some(f), None) => AuthMode::File(PathBuf::from(f)),
+            (None, None) => AuthMode::Loopback,
+            (None, Some(a)) if a.trim() == "none" => AuthMode::NoneExplicit,
+            (None, Some(a)) => {
+                return Err(ConfigError {
+                    var: "AUTH",
+                    reason: format!(
+                        "{a:?}: the only value is none (to run without authentication on purpose); \
+                         for tokens set AUTH_FILE"
+                    ),
+                });
+            }
+            (Some(_), Some(_)) => {
+                return Err(ConfigError {
+                    var: "AUTH",
+                    reason: "is set together with AUTH_FILE: choose one".into(),
+                });
+            }
+        };
+        let tls = match (
+            nonempty("TLS_CERT_FILE"),
+            nonempty("TLS_KEY_FILE"),
+            nonempty("TLS_CLIENT_CA_FILE"),
+        ) {
+            (Some(cert), Some(key), ca) => Some(TlsFiles {
+                cert: cert.into(),
+                key: key.into(),
+                client_ca: ca.map(PathBuf::from),
+            }),
+            (None, None, None) => None,
+            (Some(_), None, _) => {
+                return Err(ConfigError {
+                    var: "TLS_KEY_FILE",
+                    reason: "is required when TLS_CERT_FILE is set".into(),
+                });
+            }
+            (None, Some(_), _) => {
+                return Err(ConfigError {
+                    var: "TLS_CERT_FILE",
+                    reason: "is required when TLS_KEY_FILE is set".into(),
+                });
+            }
+            (None, None, Some(_)) => {
+                return Err(ConfigError {
+                    var: "TLS_CLIENT_CA_FILE",
+                    reason: "needs TLS_CERT_FILE and TLS_KEY_FILE (client certificates are \
+                             verified inside a TLS handshake)"
+                        .into(),
+                });
+            }
+        };
         let cfg = Config {
             role,
             database_url: get("DATABASE_URL").filter(|v| !v.trim().is_empty()),
@@ -160,6 +271,8 @@ impl Config {
             drainers: read(&get, "DRAINERS", 2, num)?,
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
+            auth,
+            tls,
         };
         if cfg.db_max_connections < 2 {
             return Err(ConfigError {
@@ -232,6 +345,54 @@ mod tests {
             assert_eq!(e.var, k);
             assert!(e.to_string().contains(k));
         }
+    }
+
+    #[test]
+    fn an_open_door_beyond_loopback_is_refused() {
+        let e = cfg(&[]).unwrap().check_exposure().unwrap_err().to_string();
+        assert!(e.contains("AUTH_FILE") && e.contains("AUTH=none"), "{e}");
+        assert!(e.contains("LISTEN_ADDR=0.0.0.0:8080"), "{e}");
+        let local = [
+            ("LISTEN_ADDR", "127.0.0.1:8080"),
+            ("BROKER_LISTEN_ADDR", "127.0.0.1:9090"),
+        ];
+        cfg(&local).unwrap().check_exposure().unwrap();
+        cfg(&[("AUTH", "none")]).unwrap().check_exposure().unwrap();
+        cfg(&[("AUTH_FILE", "/x")])
+            .unwrap()
+            .check_exposure()
+            .unwrap();
+        // A broker-only pod's probes (HEALTH_ADDR) are open by design.
+        let broker = [("ROLE", "broker"), ("BROKER_LISTEN_ADDR", "127.0.0.1:9090")];
+        cfg(&broker).unwrap().check_exposure().unwrap();
+        assert_eq!(cfg(&[("AUTH", "off")]).unwrap_err().var, "AUTH");
+        assert_eq!(
+            cfg(&[("AUTH", "none"), ("AUTH_FILE", "/x")])
+                .unwrap_err()
+                .var,
+            "AUTH"
+        );
+    }
+
+    #[test]
+    fn tls_files_come_in_pairs() {
+        assert_eq!(
+            cfg(&[("TLS_CERT_FILE", "/c")]).unwrap_err().var,
+            "TLS_KEY_FILE"
+        );
+        assert_eq!(
+            cfg(&[("TLS_KEY_FILE", "/k")]).unwrap_err().var,
+            "TLS_CERT_FILE"
+        );
+        assert_eq!(
+            cfg(&[("TLS_CLIENT_CA_FILE", "/ca")]).unwrap_err().var,
+            "TLS_CLIENT_CA_FILE"
+        );
+        let t = cfg(&[("TLS_CERT_FILE", "/c"), ("TLS_KEY_FILE", "/k")])
+            .unwrap()
+            .tls
+            .unwrap();
+        assert!(t.client_ca.is_none());
     }
 
     #[test]

@@ -28,7 +28,13 @@ enum Command {
         #[command(subcommand)]
         action: MigrateAction,
     },
-    /// Run everything locally; without DATABASE_URL, start a private PostgreSQL first.
+    /// Manage bearer tokens for AUTH_FILE.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+    /// Run everything locally (listening on 127.0.0.1 unless LISTEN_ADDR/BROKER_LISTEN_ADDR
+    /// say otherwise); without DATABASE_URL, start a private PostgreSQL first.
     Dev {
         /// Where the private PostgreSQL keeps its data.
         #[arg(long, env = "CONVERGE_DEV_DIR", default_value = ".converge")]
@@ -37,6 +43,72 @@ enum Command {
         #[arg(long, env = "CONVERGE_DEV_PG_PORT")]
         pg_port: Option<u16>,
     },
+}
+
+#[derive(Subcommand)]
+enum TokenAction {
+    /// Print a new random token (once: only its SHA-256 is ever stored) and the AUTH_FILE
+    /// line that grants it.
+    New {
+        /// The principal's name (recorded as the actor of what it does).
+        #[arg(long)]
+        name: String,
+        /// viewer | operator | admin | worker.
+        #[arg(long)]
+        role: converge_auth::Role,
+        /// For workers: comma-separated globs of the kinds it may serve (e.g. vpc,net-*).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
+    },
+}
+
+/// Prints a new token and the AUTH_FILE entry for it; refuses what AUTH_FILE would refuse.
+fn token_new(name: &str, role: converge_auth::Role, kinds: &[String]) -> anyhow::Result<()> {
+    use converge_auth::{Role, token};
+    match (role, kinds.is_empty()) {
+        (Role::Worker, true) => {
+            anyhow::bail!("a worker needs --kinds (globs, e.g. --kinds 'vpc,net-*' or '*')")
+        }
+        (r, false) if r != Role::Worker => anyhow::bail!("--kinds applies to role worker only"),
+        _ => {}
+    }
+    let secret = token::mint().context("the system's random source failed")?;
+    let mut entry = serde_json::json!({
+        "name": name,
+        "role": role.as_str(),
+        "token_sha256": token::digest_hex(&secret),
+    });
+    if !kinds.is_empty() {
+        entry["kinds"] = serde_json::json!(kinds);
+    }
+    // Check the line parses as AUTH_FILE will parse it.
+    converge_auth::principals::parse(&format!("principals: [{entry}]"))?;
+    println!("token (shown once; give it to {name} and keep it secret):");
+    println!("  {secret}");
+    println!();
+    println!("add to the principals list of AUTH_FILE (converge re-reads it within a second):");
+    println!("  - {entry}");
+    Ok(())
+}
+
+/// `converge dev` listens on loopback unless told otherwise: a laptop demo must not be an
+/// open door to the network it sits on.
+fn dev_loopback_defaults(cfg: &mut converge_control::config::Config) {
+    let unset = |var: &str| {
+        std::env::var(var)
+            .map(|v| v.trim().is_empty())
+            .unwrap_or(true)
+    };
+    let lo = std::net::Ipv4Addr::LOCALHOST.into();
+    if unset("LISTEN_ADDR") {
+        cfg.listen_addr.set_ip(lo);
+    }
+    if unset("BROKER_LISTEN_ADDR") {
+        cfg.broker_listen_addr.set_ip(lo);
+    }
+    if unset("HEALTH_ADDR") {
+        cfg.health_addr.set_ip(lo);
+    }
 }
 
 #[derive(Subcommand)]
@@ -66,9 +138,18 @@ fn shutdown_on_signal() -> CancellationToken {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(Command::Token {
+        action: TokenAction::New { name, role, kinds },
+    }) = &cli.command
+    {
+        return token_new(name, *role, kinds);
+    }
     logging::init()?;
     let cfg = Config::from_env()?;
     match cli.command.unwrap_or(Command::Serve) {
+        Command::Token {
+            action: TokenAction::New { name, role, kinds },
+        } => token_new(&name, role, &kinds),
         Command::Serve => server::run(cfg, shutdown_on_signal()).await,
         Command::Migrate { action } => {
             let url = cfg
@@ -92,6 +173,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Dev { data_dir, pg_port } => {
             let mut cfg = cfg;
+            dev_loopback_defaults(&mut cfg);
             let shutdown = shutdown_on_signal();
             if cfg.database_url.is_some() {
                 return server::run(cfg, shutdown).await;

@@ -10,15 +10,111 @@ use converge_broker::{Broker, BrokerConfig, ids::ShardRange};
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use converge_auth::{
+    Authenticator,
+    tls::{self, ServerTls, TlsFiles},
+};
+
 use crate::{
     app::{
         drainer::{Drainer, DrainerConfig},
         reaper::{Reaper, ReaperConfig},
         schemas::Schemas,
     },
-    config::Config,
+    config::{AuthMode, Config},
     db, http,
 };
+
+/// How often AUTH_FILE and the TLS files are checked for changes.
+const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The security material of one process: principals and TLS configurations, each kept
+/// fresh from its files by a task of its own.
+struct Security {
+    auth: Option<Arc<Authenticator>>,
+    http_tls: Option<Arc<ServerTls>>,
+    grpc_tls: Option<Arc<ServerTls>>,
+}
+
+impl Security {
+    fn load(cfg: &Config) -> anyhow::Result<Security> {
+        cfg.check_exposure()?;
+        let auth = match &cfg.auth {
+            AuthMode::File(path) => Some(Authenticator::load(path)?),
+            AuthMode::NoneExplicit => {
+                tracing::warn!(
+                    "AUTH=none: the API and the WorkerService accept anyone who can reach them"
+                );
+                None
+            }
+            AuthMode::Loopback => None,
+        };
+        let (http_tls, grpc_tls) = match &cfg.tls {
+            None => (None, None),
+            Some(files) => {
+                // The HTTP API authenticates with tokens; only the broker asks for client
+                // certificates.
+                let http = TlsFiles {
+                    client_ca: None,
+                    ..files.clone()
+                };
+                (
+                    Some(ServerTls::load(http, tls::ALPN_HTTP)?),
+                    Some(ServerTls::load(files.clone(), tls::ALPN_GRPC)?),
+                )
+            }
+        };
+        Ok(Security {
+            auth,
+            http_tls,
+            grpc_tls,
+        })
+    }
+
+    fn keep_fresh(&self, tasks: &mut JoinSet<()>, stop: &CancellationToken) {
+        if let Some(a) = &self.auth {
+            tasks.spawn(a.clone().keep_fresh(RELOAD_EVERY, stop.clone()));
+        }
+        for t in [&self.http_tls, &self.grpc_tls].into_iter().flatten() {
+            tasks.spawn(t.clone().keep_fresh(RELOAD_EVERY, stop.clone()));
+        }
+    }
+}
+
+/// Serves `app` on `listener` (over TLS when `tls` is set) until `stop`.
+fn serve_http(
+    tasks: &mut JoinSet<()>,
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<Arc<ServerTls>>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    match tls {
+        Some(tls) => {
+            let listener = tls::accept_tls(listener, tls, stop.clone())?;
+            tasks.spawn(async move {
+                if let Err(e) = axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "HTTPS server failed");
+                }
+            });
+        }
+        None => {
+            let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
+            tasks.spawn(async move {
+                if let Err(e) = axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "HTTP server failed");
+                }
+            });
+        }
+    }
+    Ok(())
+}
 
 async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
@@ -35,6 +131,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         retry_base: cfg.retry_base,
         retry_max: cfg.retry_max,
     };
+    let security = Security::load(&cfg)?;
     // Listen first: a port handed to this process is taken before it opens any connection
     // of its own (the kernel could give one of those that very port as its local end), and a
     // port conflict fails before the database is touched.
@@ -58,6 +155,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
 
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
+    security.keep_fresh(&mut tasks, &loops);
     let broker = cfg.role.broker().then(|| {
         Broker::new(
             pool.clone(),
@@ -67,6 +165,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.broker_failsafe,
                 shutdown_drain: cfg.shutdown_drain,
+                auth: security.auth.clone(),
                 ..BrokerConfig::default()
             },
         )
@@ -146,58 +245,77 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             pool: pool.clone(),
             schemas,
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
+            auth: security.auth.clone(),
         };
         let app = http::router(state, cfg.max_body_bytes);
-        let listener = http_listener;
-        tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
-        let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
-        let stop = http_stop.clone();
-        tasks.spawn(async move {
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %e, "HTTP server failed");
-            }
-        });
+        tracing::info!(
+            addr = %http_listener.local_addr()?,
+            tls = security.http_tls.is_some(),
+            auth = security.auth.is_some(),
+            "HTTP API listening"
+        );
+        serve_http(
+            &mut tasks,
+            http_listener,
+            app,
+            security.http_tls.clone(),
+            http_stop.clone(),
+        )?;
     } else {
-        let listener = http_listener;
-        tracing::info!(addr = %listener.local_addr()?, "probes listening");
+        tracing::info!(addr = %http_listener.local_addr()?, tls = security.http_tls.is_some(), "probes listening");
         let app = http::health::probe_router(pool.clone());
-        let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
-        let stop = http_stop.clone();
-        tasks.spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
+        serve_http(
+            &mut tasks,
+            http_listener,
+            app,
+            security.http_tls.clone(),
+            http_stop.clone(),
+        )?;
     }
 
     let grpc_stop = CancellationToken::new();
     let mut broker_task = None;
     if let (Some(b), Some(listener)) = (&broker, broker_listener) {
-        tracing::info!(addr = %listener.local_addr()?, "broker gRPC listening");
+        tracing::info!(
+            addr = %listener.local_addr()?,
+            tls = security.grpc_tls.is_some(),
+            mtls = security.grpc_tls.as_ref().is_some_and(|t| t.verifies_clients()),
+            auth = security.auth.is_some(),
+            "broker gRPC listening"
+        );
         let router = converge_broker::grpc_router(b);
         let stop = grpc_stop.clone();
-        tasks.spawn(async move {
-            // Small request/response frames: without TCP_NODELAY, Nagle plus delayed ACKs
-            // add ~40 ms to every round trip.
-            let incoming = tokio_stream::StreamExt::map(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                |s| {
-                    if let Ok(s) = &s {
-                        no_delay(s);
-                    }
-                    s
-                },
-            );
-            if let Err(e) = router
-                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %e, "gRPC server failed");
-            }
-        });
+        if let Some(tls) = security.grpc_tls.clone() {
+            let incoming = tls::accept_tls(listener, tls, stop.clone())?.into_stream();
+            tasks.spawn(async move {
+                if let Err(e) = router
+                    .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "gRPC server failed");
+                }
+            });
+        } else {
+            tasks.spawn(async move {
+                // Small request/response frames: without TCP_NODELAY, Nagle plus delayed ACKs
+                // add ~40 ms to every round trip.
+                let incoming = tokio_stream::StreamExt::map(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    |s| {
+                        if let Ok(s) = &s {
+                            no_delay(s);
+                        }
+                        s
+                    },
+                );
+                if let Err(e) = router
+                    .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "gRPC server failed");
+                }
+            });
+        }
         broker_task = Some(tokio::spawn(b.clone().run(shutdown.clone())));
     }
 

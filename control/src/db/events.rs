@@ -27,9 +27,12 @@ pub struct Event {
     pub generation: Option<i64>,
     /// A failure message, an operation's verb and state.
     pub message: Option<String>,
+    /// The principal whose API call wrote it; `null` for the engine's own work (or an API
+    /// running without AUTH_FILE).
+    pub actor: Option<String>,
 }
 
-const COLUMNS: &str = "id, resource_id, at, type, from_phase, to_phase, generation, message";
+const COLUMNS: &str = "id, resource_id, at, type, from_phase, to_phase, generation, message, actor";
 
 /// Events of (kind, name) after `after` (ascending, up to `limit`).
 pub async fn events_after(

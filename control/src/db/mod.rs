@@ -14,7 +14,33 @@ pub mod sweeps;
 
 pub use converge_broker::db::{EngineSettings, MIGRATOR, connect, migrate};
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
+
+/// Runs `f` on one connection, in a transaction stamped with `actor` when there is one: the
+/// events it writes (through any trigger) record that principal (`resource_events.actor`,
+/// migration 0024). Without an actor it runs as before, one autocommit round trip.
+pub async fn acting<T>(
+    pool: &PgPool,
+    actor: Option<&str>,
+    f: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+) -> Result<T, sqlx::Error> {
+    match actor {
+        None => {
+            let mut conn = pool.acquire().await?;
+            f(&mut conn).await
+        }
+        Some(actor) => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT set_config('converge.actor', $1, true)")
+                .bind(actor)
+                .execute(&mut *tx)
+                .await?;
+            let out = f(&mut tx).await?;
+            tx.commit().await?;
+            Ok(out)
+        }
+    }
+}
 
 /// Pings the primary (readiness).
 pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {

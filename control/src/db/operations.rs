@@ -72,6 +72,11 @@ pub async fn operation_request(
     requested_by: &str,
 ) -> Result<Option<OperationRow>, sqlx::Error> {
     let mut tx = pool.begin().await?;
+    // The operation's event records who asked (resource_events.actor, migration 0024).
+    sqlx::query("SELECT set_config('converge.actor', $1, true)")
+        .bind(requested_by)
+        .execute(&mut *tx)
+        .await?;
     let uid: Option<Uuid> = sqlx::query_scalar("SELECT operation_request($1, $2, $3, $4)")
         .bind(id)
         .bind(verb)

@@ -17,9 +17,15 @@ pub struct Applied {
     pub generation: i64,
 }
 
-/// Creates or updates a resource by (kind, name) and schedules it, in one round trip.
+/// Creates or updates a resource by (kind, name) and schedules it, in one round trip (three
+/// with an `actor`, whose name its events record).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one column per argument of resource_apply"
+)]
 pub async fn resource_apply(
     pool: &PgPool,
+    actor: Option<&str>,
     kind: &str,
     kind_version: i32,
     name: &str,
@@ -27,7 +33,7 @@ pub async fn resource_apply(
     labels: &serde_json::Value,
     provider_config_ref: Option<&str>,
 ) -> Result<Applied, sqlx::Error> {
-    let (id, result, generation): (Uuid, String, i64) =
+    let (id, result, generation): (Uuid, String, i64) = super::acting(pool, actor, async |c| {
         sqlx::query_as("SELECT * FROM resource_apply($1, $2, $3, $4, $5, $6)")
             .bind(kind)
             .bind(kind_version)
@@ -35,8 +41,10 @@ pub async fn resource_apply(
             .bind(spec)
             .bind(labels)
             .bind(provider_config_ref)
-            .fetch_one(pool)
-            .await?;
+            .fetch_one(c)
+            .await
+    })
+    .await?;
     Ok(Applied {
         id,
         result,
@@ -409,15 +417,19 @@ pub enum ReconcileNow {
 /// `manual`). `None` when no such resource exists.
 pub async fn resource_reconcile_now(
     pool: &PgPool,
+    actor: Option<&str>,
     kind: &str,
     name: &str,
 ) -> Result<Option<ReconcileNow>, sqlx::Error> {
-    let r: Option<Option<String>> = sqlx::query_scalar(
-        "SELECT resource_reconcile_now(id) FROM resources WHERE kind = $1 AND name = $2",
-    )
-    .bind(kind)
-    .bind(name)
-    .fetch_optional(pool)
+    let r: Option<Option<String>> = super::acting(pool, actor, async |c| {
+        sqlx::query_scalar(
+            "SELECT resource_reconcile_now(id) FROM resources WHERE kind = $1 AND name = $2",
+        )
+        .bind(kind)
+        .bind(name)
+        .fetch_optional(c)
+        .await
+    })
     .await?;
     Ok(match r.flatten().as_deref() {
         Some("queued") => Some(ReconcileNow::Queued),
@@ -433,6 +445,7 @@ pub async fn resource_reconcile_now(
 /// exists.
 pub async fn resource_set_quarantine(
     pool: &PgPool,
+    actor: Option<&str>,
     kind: &str,
     name: &str,
     quarantined: bool,
@@ -442,11 +455,14 @@ pub async fn resource_set_quarantine(
     } else {
         "SELECT resource_unquarantine(id) FROM resources WHERE kind = $1 AND name = $2"
     };
-    let found: Option<bool> = sqlx::query_scalar(sql)
-        .bind(kind)
-        .bind(name)
-        .fetch_optional(pool)
-        .await?;
+    let found: Option<bool> = super::acting(pool, actor, async |c| {
+        sqlx::query_scalar(sql)
+            .bind(kind)
+            .bind(name)
+            .fetch_optional(c)
+            .await
+    })
+    .await?;
     Ok(found.unwrap_or(false))
 }
 
@@ -455,16 +471,20 @@ pub async fn resource_set_quarantine(
 /// newly marked (0 when it was already being deleted), `None` when no such resource exists.
 pub async fn resource_request_deletion(
     pool: &PgPool,
+    actor: Option<&str>,
     kind: &str,
     name: &str,
 ) -> Result<Option<i32>, sqlx::Error> {
     super::retry_conflicts(|| async {
-        let marked: Option<Option<i32>> = sqlx::query_scalar(
-            "SELECT resource_request_deletion(id) FROM resources WHERE kind = $1 AND name = $2",
-        )
-        .bind(kind)
-        .bind(name)
-        .fetch_optional(pool)
+        let marked: Option<Option<i32>> = super::acting(pool, actor, async |c| {
+            sqlx::query_scalar(
+                "SELECT resource_request_deletion(id) FROM resources WHERE kind = $1 AND name = $2",
+            )
+            .bind(kind)
+            .bind(name)
+            .fetch_optional(c)
+            .await
+        })
         .await?;
         Ok(marked.flatten())
     })

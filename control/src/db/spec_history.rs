@@ -44,12 +44,16 @@ pub async fn spec_at(
 /// not recorded; otherwise the resulting generation and whether the spec changed.
 pub async fn rollback(
     pool: &PgPool,
+    actor: Option<&str>,
     id: Uuid,
     generation: i64,
 ) -> Result<Option<(i64, bool)>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM resource_rollback($1, $2)")
-        .bind(id)
-        .bind(generation)
-        .fetch_optional(pool)
-        .await
+    super::acting(pool, actor, async |c| {
+        sqlx::query_as("SELECT * FROM resource_rollback($1, $2)")
+            .bind(id)
+            .bind(generation)
+            .fetch_optional(c)
+            .await
+    })
+    .await
 }

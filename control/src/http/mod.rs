@@ -1,6 +1,7 @@
 //! The HTTP API (`/api/v1/...`) and probes. Handlers validate input, call `db` functions and
 //! shape responses; they hold no SQL. Errors leave through [`problem::ApiError`] only.
 
+pub mod auth;
 pub mod events;
 pub mod health;
 pub mod kinds;
@@ -39,6 +40,8 @@ pub struct AppState {
     pub schemas: Arc<Schemas>,
     /// The co-located broker's dispatch hint, woken after an apply schedules work.
     pub dispatch_hint: Option<Arc<Notify>>,
+    /// Who may call the API (`None`: authentication is off).
+    pub auth: Option<Arc<converge_auth::Authenticator>>,
 }
 
 impl AppState {
@@ -169,7 +172,9 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route(
             "/raw/resources/{kind}/{name}/spec/{generation}",
             get(spec_history::raw_spec),
-        );
+        )
+        // Wraps the fallback too: an unknown /api/v1 path answers 401 before 404.
+        .layer(middleware::from_fn_with_state(state.clone(), auth::guard));
     Router::new()
         .nest("/api/v1", api)
         .merge(health::probes())

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    AppState,
+    AppState, auth,
     problem::{ApiError, ApiJson},
 };
 use crate::db::{self, operations::Target};
@@ -47,6 +47,7 @@ async fn target(s: &AppState, kind: &str, name: &str) -> Result<Target, ApiError
 #[tracing::instrument(skip(s, body))]
 pub async fn create(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<auth::Caller>>,
     Path((kind, name)): Path<(String, String)>,
     ApiJson(body): ApiJson<OperateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -75,7 +76,11 @@ pub async fn create(
             "resource {kind}/{name} is being deleted"
         )));
     }
-    let by = body.requested_by.as_deref().unwrap_or("api");
+    // With authentication on, the principal is who asked, whatever the body says.
+    let by = auth::actor(&caller)
+        .or_else(|| body.requested_by.clone())
+        .unwrap_or_else(|| "api".into());
+    let by = by.as_str();
     let op = db::operations::operation_request(&s.pool, t.id, &body.verb, body.input.as_ref(), by)
         .await
         .map_err(ApiError::db("request an operation"))?

@@ -13,6 +13,12 @@ use crate::app::schemas::FieldError;
 /// An API error.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// 401: no credential, or one nobody holds.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: the caller's role is too weak for this call.
+    #[error("{0}")]
+    Forbidden(String),
     /// 404.
     #[error("{0}")]
     NotFound(String),
@@ -87,6 +93,8 @@ impl ApiError {
 
     fn status(&self) -> StatusCode {
         match self {
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -132,6 +140,12 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"converge\""),
+            );
+        }
         resp
     }
 }

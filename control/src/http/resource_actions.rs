@@ -1,14 +1,18 @@
 //! Operator actions on one resource: reconcile now, quarantine and unquarantine, delete.
 
 use axum::{
-    Json,
+    Extension, Json,
     extract::{Path, State},
     http::StatusCode,
     response::IntoResponse,
 };
 use serde_json::{Value, json};
 
-use super::{AppState, problem::ApiError};
+use super::{
+    AppState,
+    auth::{Caller, actor},
+    problem::ApiError,
+};
 use crate::db::{self, resources::ReconcileNow};
 
 fn not_found(kind: &str, name: &str) -> ApiError {
@@ -21,12 +25,14 @@ fn not_found(kind: &str, name: &str) -> ApiError {
 #[tracing::instrument(skip(s))]
 pub async fn reconcile(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path((kind, name)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let outcome = db::resources::resource_reconcile_now(&s.pool, &kind, &name)
-        .await
-        .map_err(ApiError::db("queue a reconcile"))?
-        .ok_or_else(|| not_found(&kind, &name))?;
+    let outcome =
+        db::resources::resource_reconcile_now(&s.pool, actor(&caller).as_deref(), &kind, &name)
+            .await
+            .map_err(ApiError::db("queue a reconcile"))?
+            .ok_or_else(|| not_found(&kind, &name))?;
     let status = match outcome {
         ReconcileNow::Queued => {
             s.work_scheduled();
@@ -53,11 +59,18 @@ pub async fn reconcile(
 #[tracing::instrument(skip(s))]
 pub async fn quarantine(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path((kind, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    if !db::resources::resource_set_quarantine(&s.pool, &kind, &name, true)
-        .await
-        .map_err(ApiError::db("quarantine a resource"))?
+    if !db::resources::resource_set_quarantine(
+        &s.pool,
+        actor(&caller).as_deref(),
+        &kind,
+        &name,
+        true,
+    )
+    .await
+    .map_err(ApiError::db("quarantine a resource"))?
     {
         return Err(not_found(&kind, &name));
     }
@@ -70,11 +83,18 @@ pub async fn quarantine(
 #[tracing::instrument(skip(s))]
 pub async fn unquarantine(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path((kind, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    if !db::resources::resource_set_quarantine(&s.pool, &kind, &name, false)
-        .await
-        .map_err(ApiError::db("unquarantine a resource"))?
+    if !db::resources::resource_set_quarantine(
+        &s.pool,
+        actor(&caller).as_deref(),
+        &kind,
+        &name,
+        false,
+    )
+    .await
+    .map_err(ApiError::db("unquarantine a resource"))?
     {
         return Err(not_found(&kind, &name));
     }
@@ -92,12 +112,14 @@ pub async fn unquarantine(
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path((kind, name)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let marked = db::resources::resource_request_deletion(&s.pool, &kind, &name)
-        .await
-        .map_err(ApiError::db("delete a resource"))?
-        .ok_or_else(|| not_found(&kind, &name))?;
+    let marked =
+        db::resources::resource_request_deletion(&s.pool, actor(&caller).as_deref(), &kind, &name)
+            .await
+            .map_err(ApiError::db("delete a resource"))?
+            .ok_or_else(|| not_found(&kind, &name))?;
     s.work_scheduled();
     Ok((
         StatusCode::ACCEPTED,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    AppState,
+    AppState, auth,
     problem::{ApiError, ApiJson},
     query_pairs,
 };
@@ -87,6 +87,7 @@ fn check_labels(labels: &serde_json::Map<String, Value>) -> Vec<FieldError> {
 /// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
 pub async fn apply(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<auth::Caller>>,
     ApiJson(body): ApiJson<ApplyBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     if let Some(t) = body.type_.as_deref().filter(|t| *t != "resource") {
@@ -190,6 +191,7 @@ pub async fn apply(
     let labels = Value::Object(body.labels);
     let applied = db::resources::resource_apply(
         &s.pool,
+        auth::actor(&caller).as_deref(),
         &body.kind,
         body.kind_version,
         &body.name,

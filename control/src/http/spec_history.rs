@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    AppState,
+    AppState, auth,
     problem::{ApiError, ApiJson},
 };
 use crate::db;
@@ -52,19 +52,25 @@ pub async fn history(
 #[tracing::instrument(skip(s))]
 pub async fn rollback(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<auth::Caller>>,
     Path((kind, name)): Path<(String, String)>,
     ApiJson(body): ApiJson<RollbackBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = resource_id(&s, &kind, &name).await?;
-    let (generation, changed) = db::spec_history::rollback(&s.pool, id, body.generation)
-        .await
-        .map_err(ApiError::db("roll back a spec"))?
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "generation {} of {kind}/{name} is not recorded",
-                body.generation
-            ))
-        })?;
+    let (generation, changed) = db::spec_history::rollback(
+        &s.pool,
+        auth::actor(&caller).as_deref(),
+        id,
+        body.generation,
+    )
+    .await
+    .map_err(ApiError::db("roll back a spec"))?
+    .ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "generation {} of {kind}/{name} is not recorded",
+            body.generation
+        ))
+    })?;
     if changed {
         s.work_scheduled();
     }
