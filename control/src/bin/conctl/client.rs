@@ -1,14 +1,18 @@
 //! The HTTP client conctl talks through: one place that attaches the bearer token and turns
 //! transport failures and RFC 7807 problem responses into readable errors.
 
-use std::{fmt, time::Duration};
+use std::{fmt, path::Path, time::Duration};
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use reqwest::{
-    Method, StatusCode,
-    header::{AUTHORIZATION, HeaderMap, HeaderValue},
+use http_body_util::Full;
+use hyper::{
+    Method, Request, StatusCode,
+    body::Bytes,
+    header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, USER_AGENT},
 };
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
+
+use crate::transport::{Endpoint, WireError};
 
 /// Characters left unescaped in a path segment or query value.
 const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
@@ -155,22 +159,25 @@ pub struct Client {
     server: String,
     timeout: Duration,
     token: Option<Token>,
-    http: reqwest::Client,
+    endpoint: Endpoint,
 }
 
 impl Client {
-    /// A client for `server` (e.g. `http://localhost:8080`) with a per-request timeout, sending
-    /// `token` (when given) as `Authorization: Bearer` on every request.
-    pub fn new(server: &str, timeout: Duration, token: Option<Token>) -> anyhow::Result<Client> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .user_agent(concat!("conctl/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+    /// A client for `server` (`http://localhost:8080`, `https://converge.example.org`, or a
+    /// bare `host:port`) with a per-request timeout, sending `token` (when given) as
+    /// `Authorization: Bearer` on every request and trusting the PEM roots in `ca_file` (an
+    /// https server only) instead of the webpki roots.
+    pub fn new(
+        server: &str,
+        timeout: Duration,
+        token: Option<Token>,
+        ca_file: Option<&Path>,
+    ) -> anyhow::Result<Client> {
         Ok(Client {
-            server: server.trim_end_matches('/').to_string(),
+            endpoint: Endpoint::parse(server, ca_file)?,
+            server: server.trim().trim_end_matches('/').to_string(),
             timeout,
             token,
-            http,
         })
     }
 
@@ -182,18 +189,33 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<Reply> {
-        let url = format!("{}/api/v1{path}", self.server);
-        let mut req = self.http.request(method, &url);
-        if let Some(b) = body {
-            req = req.json(b);
-        }
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}/api/v1{path}", self.endpoint.prefix))
+            .header(HOST, self.endpoint.authority())
+            .header(USER_AGENT, concat!("conctl/", env!("CARGO_PKG_VERSION")))
+            .header(ACCEPT, "application/json");
+        let payload = match body {
+            Some(b) => {
+                req = req.header(CONTENT_TYPE, "application/json");
+                Bytes::from(serde_json::to_vec(b)?)
+            }
+            None => Bytes::new(),
+        };
         if let Some(Token(t)) = &self.token {
             req = req.header(AUTHORIZATION, t.clone());
         }
-        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let text = resp.text().await.map_err(|e| self.transport_error(e))?;
+        let req = req.body(Full::new(payload))?;
+        let (status, headers, raw) =
+            match tokio::time::timeout(self.timeout, self.endpoint.exchange(req)).await {
+                Err(_) => anyhow::bail!(
+                    "the converge server at {} did not answer within {:?} (see --timeout)",
+                    self.server,
+                    self.timeout
+                ),
+                Ok(answer) => answer.map_err(|e| self.wire_error(e))?,
+            };
+        let text = String::from_utf8_lossy(&raw);
         if status == StatusCode::UNAUTHORIZED {
             return Err(self.unauthorized(&text).into());
         }
@@ -233,26 +255,46 @@ impl Client {
         p
     }
 
-    fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
-        if e.is_connect() {
-            anyhow::anyhow!(
+    fn wire_error(&self, e: WireError) -> anyhow::Error {
+        match e {
+            WireError::Connect(e) => anyhow::anyhow!(
                 "cannot connect to the converge server at {} (is it running? set --server or \
                  CONVERGE_SERVER): {}",
                 self.server,
                 root_cause(&e)
-            )
-        } else if e.is_timeout() {
-            anyhow::anyhow!(
-                "the converge server at {} did not answer within {:?} (see --timeout)",
-                self.server,
-                self.timeout
-            )
-        } else {
-            anyhow::anyhow!(
-                "request to the converge server at {} failed: {}",
-                self.server,
-                root_cause(&e)
-            )
+            ),
+            WireError::Tls(e) => {
+                let cause = root_cause(&e);
+                // The two usual reasons, named: a private CA, and a server that is not TLS.
+                let hint = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                    Some(rustls::Error::InvalidCertificate(_)) => {
+                        " (if its certificate comes from a private CA, pass that CA with \
+                         --ca-file or CONVERGE_CA_FILE)"
+                    }
+                    Some(rustls::Error::InvalidMessage(_)) => {
+                        " (does the server speak plain http://?)"
+                    }
+                    _ => "",
+                };
+                anyhow::anyhow!(
+                    "TLS handshake with the converge server at {} failed: {cause}{hint}",
+                    self.server
+                )
+            }
+            WireError::Http(e) => {
+                // A TLS server answers plain HTTP with an alert record (not HTTP) or hangs up.
+                let hint = if !self.endpoint.is_tls() && (e.is_parse() || e.is_incomplete_message())
+                {
+                    " (if the server serves TLS, use an https:// address)"
+                } else {
+                    ""
+                };
+                anyhow::anyhow!(
+                    "request to the converge server at {} failed: {}{hint}",
+                    self.server,
+                    root_cause(&e)
+                )
+            }
         }
     }
 }
@@ -268,10 +310,40 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use tokio::{
-        io::{AsyncReadExt, AsyncWriteExt},
+        io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
         net::TcpListener,
     };
+
+    /// Reads one request head from `sock`, answers `status` with `body`, returns the head.
+    async fn serve_one<S: AsyncRead + AsyncWrite + Unpin>(
+        mut sock: S,
+        status: &str,
+        body: &str,
+    ) -> String {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client closed before sending a request");
+            head.extend_from_slice(&buf[..n]);
+            // Not HTTP (a TLS ClientHello): answer 400 and hang up, as HTTP servers do.
+            if !head[0].is_ascii_alphabetic() {
+                let bad = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+                sock.write_all(bad.as_bytes()).await.unwrap();
+                return String::new();
+            }
+        }
+        let reply = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/problem+json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(reply.as_bytes()).await.unwrap();
+        sock.shutdown().await.unwrap();
+        String::from_utf8(head).unwrap()
+    }
 
     /// A one-request HTTP server on loopback: answers `status` with a problem body and hands
     /// back the request head it received (to see exactly what conctl put on the wire).
@@ -282,27 +354,180 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
-            let (mut sock, _) = listener.accept().await.unwrap();
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = sock.read(&mut buf).await.unwrap();
-                assert!(n > 0, "the client closed before sending a request");
-                head.extend_from_slice(&buf[..n]);
-            }
-            let reply = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: application/problem+json\r\n\
-                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            sock.write_all(reply.as_bytes()).await.unwrap();
-            String::from_utf8(head).unwrap()
+            let (sock, _) = listener.accept().await.unwrap();
+            serve_one(sock, status, body).await
         });
         (server, task)
     }
 
+    /// A test CA (rcgen) and a TLS server config for `localhost`/127.0.0.1 issued by it.
+    fn test_ca() -> (String, Arc<rustls::ServerConfig>) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+        (ca.pem(), Arc::new(config))
+    }
+
+    /// Like [`answer_once`] over TLS; the task gives the handshake's error when it fails.
+    async fn answer_once_tls(
+        config: Arc<rustls::ServerConfig>,
+    ) -> (u16, tokio::task::JoinHandle<Result<String, String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let (sock, _) = listener.accept().await.unwrap();
+            let tls = tokio_rustls::TlsAcceptor::from(config)
+                .accept(sock)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(serve_one(tls, "200 OK", r#"{"kinds":[]}"#).await)
+        });
+        (port, task)
+    }
+
+    fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("conctl-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn https_with_the_ca_file_carries_the_token_and_other_roots_are_refused() {
+        let (ca_pem, config) = test_ca();
+        let ca_file = write_temp("ca.pem", &ca_pem);
+        let timeout = Duration::from_secs(10);
+        let token = || Token::new(Some("tls-tok")).unwrap();
+
+        for host in ["localhost", "127.0.0.1"] {
+            let (port, req) = answer_once_tls(config.clone()).await;
+            let c = Client::new(
+                &format!("https://{host}:{port}"),
+                timeout,
+                token(),
+                Some(&ca_file),
+            )
+            .unwrap();
+            let reply = c.call(Method::GET, "/kinds", None).await.unwrap();
+            assert_eq!(reply.body["kinds"], serde_json::json!([]));
+            let head = req.await.unwrap().unwrap();
+            assert!(head.starts_with("GET /api/v1/kinds HTTP/1.1\r\n"), "{head}");
+            assert!(
+                head.lines()
+                    .any(|l| l.eq_ignore_ascii_case("authorization: Bearer tls-tok")),
+                "{head}"
+            );
+        }
+
+        // Without --ca-file only the webpki roots are trusted: the test CA is not one.
+        let (port, server) = answer_once_tls(config.clone()).await;
+        let server_url = format!("https://localhost:{port}");
+        let c = Client::new(&server_url, timeout, token(), None).unwrap();
+        let e = format!(
+            "{:#}",
+            c.call(Method::GET, "/kinds", None).await.unwrap_err()
+        );
+        assert!(
+            e.contains("TLS handshake with the converge server at"),
+            "{e}"
+        );
+        assert!(e.contains(&server_url), "{e}");
+        assert!(
+            e.contains("pass that CA with --ca-file or CONVERGE_CA_FILE"),
+            "{e}"
+        );
+        assert!(!e.contains("tls-tok"), "{e}");
+        assert!(server.await.unwrap().is_err(), "the server saw a request");
+
+        // Another CA in --ca-file: refused the same way.
+        let (other_pem, _) = test_ca();
+        let other = write_temp("other.pem", &other_pem);
+        let (port, server) = answer_once_tls(config.clone()).await;
+        let c = Client::new(
+            &format!("https://localhost:{port}"),
+            timeout,
+            token(),
+            Some(&other),
+        )
+        .unwrap();
+        let e = format!(
+            "{:#}",
+            c.call(Method::GET, "/kinds", None).await.unwrap_err()
+        );
+        assert!(e.contains("--ca-file"), "{e}");
+        assert!(server.await.unwrap().is_err(), "the server saw a request");
+
+        // A name the certificate does not hold is refused even with the right CA.
+        let (port, server) = answer_once_tls(config.clone()).await;
+        let c = Client::new(
+            &format!("https://127.0.0.2:{port}"),
+            timeout,
+            token(),
+            Some(&ca_file),
+        )
+        .unwrap();
+        let listener_ip_is_127_0_0_1 = c.call(Method::GET, "/kinds", None).await;
+        // 127.0.0.2 reaches the 127.0.0.1 listener only where loopback is a /8 (Linux); either
+        // way the call must fail, never succeed.
+        assert!(listener_ip_is_127_0_0_1.is_err());
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn the_wrong_scheme_is_named_in_the_error() {
+        let (_, config) = test_ca();
+        // http:// to a TLS server.
+        let (port, server) = answer_once_tls(config).await;
+        let e = format!(
+            "{:#}",
+            client(&format!("http://127.0.0.1:{port}"), None)
+                .call(Method::GET, "/kinds", None)
+                .await
+                .unwrap_err()
+        );
+        assert!(e.contains("use an https:// address"), "{e}");
+        let _ = server.await;
+        // https:// to a plain server.
+        let (server, _req) = answer_once("200 OK", "{}").await;
+        let https = server.replace("http://", "https://");
+        let e = format!(
+            "{:#}",
+            Client::new(&https, Duration::from_secs(10), None, None)
+                .unwrap()
+                .call(Method::GET, "/kinds", None)
+                .await
+                .unwrap_err()
+        );
+        assert!(e.contains("TLS handshake"), "{e}");
+        assert!(e.contains("does the server speak plain http://?"), "{e}");
+    }
+
     fn client(server: &str, token: Option<&str>) -> Client {
-        Client::new(server, Duration::from_secs(10), Token::new(token).unwrap()).unwrap()
+        Client::new(
+            server,
+            Duration::from_secs(10),
+            Token::new(token).unwrap(),
+            None,
+        )
+        .unwrap()
     }
 
     #[tokio::test]

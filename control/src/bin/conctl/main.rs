@@ -4,12 +4,13 @@
 mod client;
 mod docs;
 mod output;
+mod transport;
 
-use std::{process::ExitCode, time::Duration};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::bail;
 use clap::{Parser, Subcommand, ValueEnum};
-use reqwest::Method;
+use hyper::{Method, StatusCode};
 use serde_json::Value;
 
 use client::{ApiProblem, Client, Token, enc, query};
@@ -23,7 +24,8 @@ use output::{Format, age, cell, table};
     about = "Command-line client for the converge API"
 )]
 struct Cli {
-    /// The converge HTTP API.
+    /// The converge HTTP API: `http://host:port`, `https://host:port`, or a bare host:port
+    /// (plain HTTP).
     #[arg(
         long,
         global = true,
@@ -53,6 +55,10 @@ struct Cli {
         value_name = "TOKEN"
     )]
     token: Option<String>,
+    /// PEM file of the CA certificate(s) to trust for an https:// server (only these; without
+    /// it, the webpki roots).
+    #[arg(long, global = true, env = "CONVERGE_CA_FILE", value_name = "PEM")]
+    ca_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -225,7 +231,7 @@ async fn apply(
             // Without a usable token every other document would be refused the same way.
             Err(e)
                 if e.downcast_ref::<ApiProblem>()
-                    .is_some_and(|p| p.status == reqwest::StatusCode::UNAUTHORIZED) =>
+                    .is_some_and(|p| p.status == StatusCode::UNAUTHORIZED) =>
             {
                 return Err(e);
             }
@@ -488,7 +494,8 @@ fn report(format: Format, line: String, body: &Value) -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<bool> {
-    let c = Client::new(&cli.server, cli.timeout, Token::new(cli.token.as_deref())?)?;
+    let token = Token::new(cli.token.as_deref())?;
+    let c = Client::new(&cli.server, cli.timeout, token, cli.ca_file.as_deref())?;
     let f = cli.output;
     match cli.command {
         Command::Apply { files, doc_type } => return apply(&c, &files, doc_type, f).await,
@@ -594,5 +601,15 @@ mod tests {
         );
         // `conctl --help` with CONVERGE_TOKEN set must not print the token.
         assert!(arg.is_hide_env_values_set());
+        let cli = Cli::try_parse_from(["conctl", "list", "--ca-file", "/etc/ca.pem"]).unwrap();
+        assert_eq!(cli.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "ca_file")
+            .unwrap();
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some("CONVERGE_CA_FILE")
+        );
     }
 }
