@@ -25,3 +25,6 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+#[cfg(feature = "test-util")]
+pub mod testing;

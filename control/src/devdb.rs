@@ -43,6 +43,8 @@ pub struct DevDbConfig {
     pub data_dir: PathBuf,
     /// Loopback port to listen on; `None` picks a free one at each start.
     pub port: Option<u16>,
+    /// Extra server settings (`name=value`), after those of `CONVERGE_DEV_PG_SETTINGS`.
+    pub settings: Vec<String>,
 }
 
 impl Default for DevDbConfig {
@@ -50,6 +52,7 @@ impl Default for DevDbConfig {
         DevDbConfig {
             data_dir: PathBuf::from(".converge"),
             port: None,
+            settings: Vec::new(),
         }
     }
 }
@@ -206,7 +209,8 @@ impl DevDb {
     /// server it already spawned.
     pub async fn start(cfg: DevDbConfig) -> Result<DevDb, DevDbError> {
         let fast = fast_flag()?;
-        let extra_settings = extra_settings()?;
+        let mut extra_settings = extra_settings()?;
+        extra_settings.extend(cfg.settings.iter().cloned());
         tokio::fs::create_dir_all(&cfg.data_dir)
             .await
             .map_err(io_err(format_args!("create {}", cfg.data_dir.display())))?;

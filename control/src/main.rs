@@ -181,6 +181,7 @@ async fn main() -> anyhow::Result<()> {
             let pg = devdb::DevDb::start(devdb::DevDbConfig {
                 data_dir,
                 port: pg_port,
+                settings: Vec::new(),
             })
             .await
             .context("starting the private PostgreSQL")?;

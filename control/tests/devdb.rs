@@ -44,6 +44,7 @@ async fn starts_serves_stops_and_restarts_on_the_same_data_dir() {
     let cfg = DevDbConfig {
         data_dir: data_dir.clone(),
         port: None,
+        settings: Vec::new(),
     };
 
     let db = DevDb::start(cfg.clone()).await.expect("first start");
@@ -93,6 +94,7 @@ async fn removes_a_stale_pid_file_and_rejects_another_major_version() {
     let cfg = DevDbConfig {
         data_dir: data_dir.clone(),
         port: None,
+        settings: Vec::new(),
     };
     DevDb::start(cfg.clone())
         .await
@@ -148,6 +150,7 @@ async fn as_root_an_unreachable_data_dir_is_a_clear_error() {
     let cfg = DevDbConfig {
         data_dir: private.join("dev"),
         port: None,
+        settings: Vec::new(),
     };
     let err = DevDb::start(cfg)
         .await

@@ -37,6 +37,7 @@ async fn every_resource_reaches_ready_after_postgres_crashes_mid_run() {
     let cfg = DevDbConfig {
         data_dir: dir.clone(),
         port: Some(free_port()),
+        settings: Vec::new(),
     };
     let db = DevDb::start(cfg.clone()).await.expect("start PostgreSQL");
     let (hp, gp) = (free_port(), free_port());

@@ -44,10 +44,14 @@ fn is_mutation(method: &Method) -> bool {
     !(method == Method::GET || method == Method::HEAD || method == Method::OPTIONS)
 }
 
-/// The `/api/v1` middleware: authenticates, authorizes, and logs mutating calls.
+/// The middleware: authenticates and authorizes `/api/v1/*` (anything else passes), and
+/// logs mutating calls.
 pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
+    let path = match req.uri().path().strip_prefix("/api/v1") {
+        Some(p) if p.is_empty() || p.starts_with('/') => p.to_string(),
+        _ => return next.run(req).await,
+    };
     let caller = match &state.auth {
         None => None,
         Some(auth) => {

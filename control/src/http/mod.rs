@@ -172,13 +172,13 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route(
             "/raw/resources/{kind}/{name}/spec/{generation}",
             get(spec_history::raw_spec),
-        )
-        // Wraps the fallback too: an unknown /api/v1 path answers 401 before 404.
-        .layer(middleware::from_fn_with_state(state.clone(), auth::guard));
+        );
     Router::new()
         .nest("/api/v1", api)
         .merge(health::probes())
         .fallback(ui::serve)
+        // Outside the nest, so an unknown /api/v1 path answers 401 before 404.
+        .layer(middleware::from_fn_with_state(state.clone(), auth::guard))
         .layer(middleware::from_fn(standard_headers))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)

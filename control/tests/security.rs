@@ -1,0 +1,689 @@
+//! Every door checks who is knocking (issue 23), against the real `converge` binary: the
+//! HTTP role matrix with problem+json answers, the token file reloaded without a restart,
+//! the WorkerService's UNAUTHENTICATED / PERMISSION_DENIED, the refusal to listen open
+//! beyond loopback, HTTPS and gRPC over TLS with mTLS and a renewed certificate, and
+//! PostgreSQL over TLS.
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use common::{Converge, free_port, wait_for};
+use converge_auth::{
+    testing::{Pem, TestCa, https},
+    token,
+};
+use converge_proto::pb::{
+    self, work_stream_client_msg::Body as Out, work_stream_server_msg::Body as In,
+    worker_service_client::WorkerServiceClient,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, transport::Channel};
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let p = std::env::temp_dir().join(format!("converge-sec-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One row of the HTTP matrix: (class, method, path, body, status per caller).
+type Case<'a> = (&'a str, Method, &'a str, Option<&'a Value>, [u16; 6]);
+
+/// One AUTH_FILE entry: (name, role, token, kinds).
+type Entry<'a> = (&'a str, &'a str, &'a str, &'a [&'a str]);
+
+fn write_auth(path: &Path, entries: &[Entry<'_>], spiffe: &[(&str, &str, &[&str])]) {
+    let mut y = String::from("principals:\n");
+    for (name, role, tok, kinds) in entries {
+        y.push_str(&format!(
+            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"",
+            token::digest_hex(tok)
+        ));
+        if !kinds.is_empty() {
+            y.push_str(&format!(", kinds: {kinds:?}"));
+        }
+        y.push_str("}\n");
+    }
+    for (name, id, kinds) in spiffe {
+        y.push_str(&format!(
+            "  - {{name: {name}, role: worker, spiffe_id: \"{id}\", kinds: {kinds:?}}}\n"
+        ));
+    }
+    // Write then rename: a poll never sees half a file.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, y).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+const ADMIN: &str = "tok-admin-0123456789";
+const OPERATOR: &str = "tok-operator-0123456789";
+const VIEWER: &str = "tok-viewer-0123456789";
+const WORKER: &str = "tok-worker-0123456789";
+const OTHER_WORKER: &str = "tok-other-worker-0123456789";
+
+fn principals() -> Vec<Entry<'static>> {
+    vec![
+        ("ops", "admin", ADMIN, &[]),
+        ("ci", "operator", OPERATOR, &[]),
+        ("alice", "viewer", VIEWER, &[]),
+        ("hello-w", "worker", WORKER, &["hel*"]),
+        ("net-w", "worker", OTHER_WORKER, &["net-*"]),
+    ]
+}
+
+async fn call(
+    c: &Converge,
+    token: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> reqwest::Response {
+    let mut r = c.client.request(method, format!("{}{path}", c.http));
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        r = r.json(b);
+    }
+    r.send().await.unwrap()
+}
+
+async fn start_with_auth(dir: &Scratch) -> (Converge, PathBuf) {
+    let auth = dir.0.join("auth.yaml");
+    write_auth(&auth, &principals(), &[]);
+    let c = Converge::start(&[("AUTH_FILE", auth.to_str().unwrap())]).await;
+    let r = call(
+        &c,
+        Some(ADMIN),
+        Method::PUT,
+        "/api/v1/kinds/hello/manifest",
+        Some(&Converge::hello_manifest(30)),
+    )
+    .await;
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    (c, auth)
+}
+
+#[tokio::test]
+async fn http_routes_answer_by_role_with_problem_json() {
+    let dir = Scratch::new();
+    let (c, _) = start_with_auth(&dir).await;
+    let manifest = Converge::hello_manifest(30);
+    let callers = [
+        ("no token", None),
+        ("bad token", Some("tok-nobody")),
+        ("viewer", Some(VIEWER)),
+        ("operator", Some(OPERATOR)),
+        ("admin", Some(ADMIN)),
+        ("worker", Some(WORKER)),
+    ];
+    // (class, method, path, body, expected status per caller above)
+    let mut n = 0;
+    for (who, tok) in callers {
+        n += 1;
+        let resource = json!({"kind": "hello", "kind_version": 1, "name": format!("m-{n}"), "spec": {"greeting": "hi"}});
+        let cases: [Case<'_>; 4] = [
+            (
+                "read",
+                Method::GET,
+                "/api/v1/resources",
+                None,
+                [401, 401, 200, 200, 200, 403],
+            ),
+            (
+                "read one",
+                Method::GET,
+                "/api/v1/kinds",
+                None,
+                [401, 401, 200, 200, 200, 403],
+            ),
+            (
+                "operate",
+                Method::POST,
+                "/api/v1/resources",
+                Some(&resource),
+                [401, 401, 403, 201, 201, 403],
+            ),
+            (
+                "admin",
+                Method::PUT,
+                "/api/v1/kinds/hello/manifest",
+                Some(&manifest),
+                [401, 401, 403, 403, 200, 403],
+            ),
+        ];
+        let idx = n - 1;
+        for (class, method, path, body, want) in cases {
+            let r = call(&c, tok, method.clone(), path, body).await;
+            let status = r.status().as_u16();
+            let headers = r.headers().clone();
+            let text = r.text().await.unwrap();
+            assert_eq!(
+                status, want[idx],
+                "{class} {method} {path} as {who}: {text}"
+            );
+            if status == 401 || status == 403 {
+                assert_eq!(
+                    headers["content-type"], "application/problem+json",
+                    "{class} as {who}"
+                );
+                let p: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(p["status"], status, "{text}");
+            }
+            if status == 401 {
+                let www = headers["www-authenticate"].to_str().unwrap();
+                assert!(www.starts_with("Bearer"), "{www}");
+            }
+            if status == 403 {
+                let needed = match class {
+                    "admin" => "needs role admin",
+                    "operate" => "needs role operator",
+                    _ => "needs role viewer",
+                };
+                assert!(text.contains(needed), "{class} as {who}: {text}");
+            }
+        }
+    }
+    // An unknown /api/v1 path is behind the door too; probes and the UI are not.
+    assert_eq!(
+        call(&c, None, Method::GET, "/api/v1/nope", None)
+            .await
+            .status(),
+        401
+    );
+    for open in ["/livez", "/healthz", "/readyz", "/"] {
+        assert_eq!(
+            call(&c, None, Method::GET, open, None).await.status(),
+            200,
+            "{open}"
+        );
+    }
+
+    // The principal of a mutating call is the actor of the events it wrote.
+    let r = call(
+        &c,
+        Some(VIEWER),
+        Method::GET,
+        "/api/v1/resources/hello/m-4/events",
+        None,
+    )
+    .await;
+    let events: Value = r.json().await.unwrap();
+    let created = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "created")
+        .unwrap_or_else(|| panic!("no created event: {events}"));
+    assert_eq!(created["actor"], "ci", "{events}");
+    let r = call(
+        &c,
+        Some(ADMIN),
+        Method::POST,
+        "/api/v1/resources/hello/m-4/quarantine",
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let r = call(
+        &c,
+        Some(VIEWER),
+        Method::GET,
+        "/api/v1/resources/hello/m-4/events",
+        None,
+    )
+    .await;
+    let events: Value = r.json().await.unwrap();
+    let q = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["to_phase"] == "Quarantined")
+        .unwrap_or_else(|| panic!("no quarantine event: {events}"));
+    assert_eq!(q["actor"], "ops", "{events}");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn the_token_file_is_reread_without_a_restart() {
+    let dir = Scratch::new();
+    let (c, auth) = start_with_auth(&dir).await;
+    let late = "tok-late-0123456789";
+    let get = |tok: &'static str| {
+        let c = &c;
+        async move {
+            call(c, Some(tok), Method::GET, "/api/v1/resources", None)
+                .await
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(get(late).await, 401);
+    let mut with_late = principals();
+    with_late.push(("late", "viewer", late, &[]));
+    write_auth(&auth, &with_late, &[]);
+    wait_for(
+        Duration::from_secs(10),
+        "an added principal to be let in",
+        || async { (get(late).await == 200).then_some(()) },
+    )
+    .await;
+    // Removed (and VIEWER with it): both are out, the others unaffected.
+    let kept: Vec<_> = principals()
+        .into_iter()
+        .filter(|p| p.0 != "alice")
+        .collect();
+    write_auth(&auth, &kept, &[]);
+    wait_for(
+        Duration::from_secs(10),
+        "a removed principal to be refused",
+        || async { (get(late).await == 401).then_some(()) },
+    )
+    .await;
+    assert_eq!(get(VIEWER).await, 401);
+    assert_eq!(get(ADMIN).await, 200);
+    // A broken file keeps the last good list in force.
+    std::fs::write(&auth, "principals: [{name: x, role: nobody}]").unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // two reload polls; no state to poll
+    assert_eq!(get(ADMIN).await, 200);
+    c.stop().await;
+}
+
+/// A raw WorkStream whose calls carry `token`; the sender keeps it open.
+type Stream = (
+    mpsc::Sender<pb::WorkStreamClientMsg>,
+    tonic::Streaming<pb::WorkStreamServerMsg>,
+);
+
+async fn open_stream(
+    channel: Channel,
+    token: Option<&str>,
+    kinds: &[&str],
+) -> Result<Stream, tonic::Status> {
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(pb::WorkStreamClientMsg {
+        body: Some(Out::Subscribe(pb::Subscribe {
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            kind_versions: vec![1; kinds.len()],
+            max_inflight: 4,
+            worker_name: "raw".into(),
+            sdk: "test/0".into(),
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut req = tonic::Request::new(ReceiverStream::new(rx));
+    if let Some(t) = token {
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    let rx = WorkerServiceClient::new(channel)
+        .work_stream(req)
+        .await?
+        .into_inner();
+    Ok((tx, rx))
+}
+
+async fn get_config(
+    channel: Channel,
+    token: Option<&str>,
+    kind: &str,
+) -> Result<(), tonic::Status> {
+    let mut req = tonic::Request::new(pb::GetProviderConfigRequest {
+        kinds: vec![kind.into()],
+        kind_versions: vec![1],
+    });
+    if let Some(t) = token {
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    WorkerServiceClient::new(channel)
+        .get_provider_config(req)
+        .await
+        .map(|_| ())
+}
+
+/// The next task on `s`, skipping config pushes.
+async fn next_task(s: &mut Stream) -> pb::StageTask {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), s.1.message())
+            .await
+            .expect("no frame in time")
+            .expect("stream failed")
+            .expect("stream ended");
+        if let Some(In::Task(t)) = msg.body {
+            return t;
+        }
+    }
+}
+
+#[tokio::test]
+async fn worker_service_checks_tokens_roles_and_kinds() {
+    let dir = Scratch::new();
+    let (c, _) = start_with_auth(&dir).await;
+    let r = call(
+        &c,
+        Some(OPERATOR),
+        Method::POST,
+        "/api/v1/resources",
+        Some(&json!({"kind": "hello", "kind_version": 1, "name": "w1", "spec": {}})),
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let channel = Channel::from_shared(c.broker.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+
+    let denied = |r: Result<_, tonic::Status>| r.map(|_| ()).unwrap_err();
+    let e = denied(open_stream(channel.clone(), None, &["hello"]).await);
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    let e = denied(open_stream(channel.clone(), Some("tok-nobody"), &["hello"]).await);
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    let e = denied(open_stream(channel.clone(), Some(VIEWER), &["hello"]).await);
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("role worker"), "{e:?}");
+    let e = denied(open_stream(channel.clone(), Some(OTHER_WORKER), &["net-a", "hello"]).await);
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("\"hello\""), "names the kind: {e:?}");
+
+    let e = get_config(channel.clone(), Some(OTHER_WORKER), "hello")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("\"hello\""), "{e:?}");
+    let e = get_config(channel.clone(), None, "hello")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    get_config(channel.clone(), Some(WORKER), "hello")
+        .await
+        .unwrap();
+
+    // Nobody refused above was handed the task: it is still unclaimed.
+    let r = call(
+        &c,
+        Some(VIEWER),
+        Method::GET,
+        "/api/v1/resources/hello/w1",
+        None,
+    )
+    .await;
+    let detail: Value = r.json().await.unwrap();
+    assert_ne!(detail["work"]["claimed"], true, "{detail}");
+    assert_eq!(detail["phase"], "Reconciling", "{detail}");
+
+    // The right worker gets it.
+    let mut s = open_stream(channel.clone(), Some(WORKER), &["hello"])
+        .await
+        .unwrap();
+    let t = next_task(&mut s).await;
+    assert_eq!(t.kind, "hello");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn serve_refuses_to_listen_open_beyond_loopback() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_converge"))
+        .arg("serve")
+        .env_clear()
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .env("LISTEN_ADDR", format!("0.0.0.0:{}", free_port()))
+        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{}", free_port()))
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AUTH_FILE") && err.contains("AUTH=none"),
+        "{err}"
+    );
+    assert!(err.contains("LISTEN_ADDR=0.0.0.0"), "{err}");
+}
+
+/// Starts converge over TLS; `/readyz` is polled over HTTPS.
+async fn start_tls(
+    env: &[(&str, &str)],
+    ca_pem: &str,
+) -> (
+    tokio::process::Child,
+    converge_control::testing::TestDb,
+    u16,
+    u16,
+) {
+    let db = converge_control::testing::TestDb::new().await;
+    for _ in 0..3 {
+        let (hp, gp) = (free_port(), free_port());
+        let mut child = common::serve_command(&db.url, hp, gp, env).spawn().unwrap();
+        let ready = wait_for(Duration::from_secs(30), "converge over TLS", || {
+            let exited = child.try_wait().ok().flatten();
+            async move {
+                if let Some(s) = exited {
+                    return Some(Err(s));
+                }
+                let r = https(hp, ca_pem, "GET", "/readyz", None, None).await.ok()?;
+                (r.status == 200).then_some(Ok(()))
+            }
+        })
+        .await;
+        if ready.is_ok() {
+            return (child, db, hp, gp);
+        }
+    }
+    panic!("converge over TLS never became ready");
+}
+
+async fn tls_channel(
+    gp: u16,
+    ca: &str,
+    identity: Option<&Pem>,
+) -> Result<Channel, tonic::transport::Error> {
+    let mut tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+        .domain_name("localhost");
+    if let Some(id) = identity {
+        tls = tls.identity(tonic::transport::Identity::from_pem(&id.cert, &id.key));
+    }
+    Channel::from_shared(format!("https://127.0.0.1:{gp}"))
+        .unwrap()
+        .tls_config(tls)?
+        .connect()
+        .await
+}
+
+#[tokio::test]
+async fn https_and_grpc_over_tls_with_mtls_and_a_renewed_certificate() {
+    let dir = Scratch::new();
+    let server_ca = TestCa::new("converge test server CA");
+    let client_ca = TestCa::new("converge test client CA");
+    let (cert, key) = server_ca.server("v1").write(&dir.0, "server");
+    let client_ca_file = client_ca.write(&dir.0, "clients");
+    let auth = dir.0.join("auth.yaml");
+    let spiffe = "spiffe://example.org/worker/a";
+    write_auth(&auth, &principals(), &[("mtls-w", spiffe, &["hello"])]);
+    let env = [
+        ("AUTH_FILE", auth.to_str().unwrap()),
+        ("TLS_CERT_FILE", cert.to_str().unwrap()),
+        ("TLS_KEY_FILE", key.to_str().unwrap()),
+        ("TLS_CLIENT_CA_FILE", client_ca_file.to_str().unwrap()),
+    ];
+    let ca = server_ca.pem();
+    let (_child, _db, hp, gp) = start_tls(&env, &ca).await;
+
+    // HTTPS: the API behind tokens, the served certificate the one on disk.
+    let r = https(hp, &ca, "GET", "/api/v1/resources", None, None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 401);
+    assert_eq!(r.server_cn, "v1");
+    let manifest = Converge::hello_manifest(30).to_string();
+    let r = https(
+        hp,
+        &ca,
+        "PUT",
+        "/api/v1/kinds/hello/manifest",
+        Some(ADMIN),
+        Some(&manifest),
+    )
+    .await
+    .unwrap();
+    assert!(r.status < 300, "{r:?}");
+    let body =
+        json!({"kind": "hello", "kind_version": 1, "name": "over-tls", "spec": {}}).to_string();
+    let r = https(
+        hp,
+        &ca,
+        "POST",
+        "/api/v1/resources",
+        Some(OPERATOR),
+        Some(&body),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{r:?}");
+    // Plain HTTP on the TLS port gets nowhere.
+    assert!(
+        reqwest::get(format!("http://127.0.0.1:{hp}/readyz"))
+            .await
+            .is_err(),
+        "plaintext must not be served"
+    );
+
+    // gRPC with a client certificate whose SPIFFE ID is a worker principal: a task arrives.
+    let id = client_ca.client(spiffe);
+    let ch = tls_channel(gp, &ca, Some(&id)).await.unwrap();
+    let mut s = open_stream(ch, None, &["hello"]).await.unwrap();
+    assert_eq!(next_task(&mut s).await.kind, "hello");
+
+    // A certificate from another CA, or none at all, does not get through the handshake.
+    let stranger = TestCa::new("someone else").client(spiffe);
+    for (what, ident) in [("foreign CA", Some(&stranger)), ("no certificate", None)] {
+        let refused = match tls_channel(gp, &ca, ident).await {
+            Err(_) => true,
+            Ok(ch) => open_stream(ch, Some(WORKER), &["hello"]).await.is_err(),
+        };
+        assert!(refused, "{what} must be refused");
+    }
+    // A valid certificate whose SPIFFE ID nobody holds is UNAUTHENTICATED.
+    let unknown = client_ca.client("spiffe://example.org/worker/unknown");
+    let ch = tls_channel(gp, &ca, Some(&unknown)).await.unwrap();
+    let e = open_stream(ch, None, &["hello"])
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+
+    // A renewed certificate is served to new connections without a restart.
+    server_ca.server("v2").write(&dir.0, "server");
+    wait_for(Duration::from_secs(10), "the renewed certificate", || {
+        let ca = ca.clone();
+        async move {
+            let r = https(hp, &ca, "GET", "/livez", None, None).await.ok()?;
+            (r.server_cn == "v2").then_some(())
+        }
+    })
+    .await;
+    let ch = tls_channel(gp, &ca, Some(&id)).await.unwrap();
+    get_config(ch, None, "hello").await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_over_tls_with_verify_full() {
+    use converge_control::devdb::{DevDb, DevDbConfig};
+    use sqlx::Connection;
+
+    let dir = Scratch::new();
+    let data_dir = dir.0.join("pg");
+    let tls_dir = data_dir.join("tls");
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    let ca = TestCa::new("converge test PostgreSQL CA");
+    // Inside the data dir: DevDb hands it to the server's user, and PostgreSQL insists its
+    // key belongs to that user with mode 0600.
+    let (cert, key) = ca.server("postgres").write(&tls_dir, "server");
+    let ca_file = ca.write(&dir.0, "ca");
+    let db = DevDb::start(DevDbConfig {
+        data_dir,
+        port: None,
+        settings: vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", cert.display()),
+            format!("ssl_key_file={}", key.display()),
+        ],
+    })
+    .await
+    .expect("start PostgreSQL with ssl=on");
+    let url = format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        db.url(),
+        ca_file.display()
+    );
+
+    let mut conn = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("connect over TLS");
+    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert!(ssl, "the connection is encrypted");
+    // verify-full refuses a server it cannot verify.
+    let wrong_ca = TestCa::new("not the server's").write(&dir.0, "wrong");
+    let bad = format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        db.url(),
+        wrong_ca.display()
+    );
+    assert!(sqlx::PgConnection::connect(&bad).await.is_err());
+
+    // converge itself runs on such a URL, every one of its connections encrypted.
+    let (hp, gp) = (free_port(), free_port());
+    let mut child = common::serve_command(&url, hp, gp, &[]).spawn().unwrap();
+    wait_for(
+        Duration::from_secs(30),
+        "converge on PostgreSQL over TLS",
+        || async {
+            reqwest::get(format!("http://127.0.0.1:{hp}/readyz"))
+                .await
+                .ok()
+                .filter(|r| r.status() == 200)
+                .map(|_| ())
+        },
+    )
+    .await;
+    let (plain, encrypted): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE NOT s.ssl), count(*) FILTER (WHERE s.ssl)
+         FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+         WHERE a.backend_type = 'client backend' AND a.datname = current_database()",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(plain, 0);
+    assert!(
+        encrypted >= 2,
+        "converge's pool plus this connection: {encrypted}"
+    );
+    child.kill().await.unwrap();
+    conn.close().await.unwrap();
+    db.stop().await.unwrap();
+}
