@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -43,14 +44,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    """One HTTP call with a JSON body; returns (status, decoded JSON body or None)."""
+def http(
+    method: str, url: str, body: Any = None, *, token: str | None = None,
+    context: ssl.SSLContext | None = None,
+) -> tuple[int, Any]:
+    """One HTTP call with a JSON body (a bearer token and a TLS context when given);
+    returns (status, decoded JSON body or None)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         req.add_header("content-type", "application/json")
+    if token is not None:
+        req.add_header("authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=context) as r:
             raw = r.read()
             status = r.status
     except urllib.error.HTTPError as e:
@@ -87,15 +94,25 @@ def _with_database(admin_url: str, name: str) -> str:
 
 
 class Converge:
-    """A running `converge serve` (ROLE=all) on its own fresh database."""
+    """A running `converge serve` (ROLE=all) on its own fresh database.
 
-    def __init__(self, admin_url: str, binary: Path, env: dict[str, str] | None = None) -> None:
+    With `tls_ca` (the PEM roots its certificate chains to; `env` then names the
+    certificate files) both listeners speak TLS and the URLs are https://; with `token`
+    every API call carries it."""
+
+    def __init__(
+        self, admin_url: str, binary: Path, env: dict[str, str] | None = None, *,
+        tls_ca: bytes | None = None, token: str | None = None,
+    ) -> None:
         self.admin_url = admin_url
         self.db = f"pytest_{uuid.uuid4().hex}"
         _psql(admin_url, f"CREATE DATABASE {self.db}")
         hp, gp = free_port(), free_port()
-        self.http = f"http://127.0.0.1:{hp}"
-        self.broker = f"http://127.0.0.1:{gp}"
+        scheme = "http" if tls_ca is None else "https"
+        self.http = f"{scheme}://127.0.0.1:{hp}"
+        self.broker = f"{scheme}://127.0.0.1:{gp}"
+        self.tls = None if tls_ca is None else ssl.create_default_context(cadata=tls_ca.decode())
+        self.token = token
         full_env = {
             "PATH": os.environ.get("PATH", ""),
             "DATABASE_URL": _with_database(admin_url, self.db),
@@ -115,15 +132,23 @@ class Converge:
             if self.proc.poll() is not None:
                 raise AssertionError(f"converge exited with {self.proc.returncode}")
             try:
-                status, _ = await asyncio.to_thread(http, "GET", f"{self.http}/readyz")
+                status, _ = await asyncio.to_thread(
+                    http, "GET", f"{self.http}/readyz", context=self.tls
+                )
             except OSError:
                 return None
             return True if status == 200 else None
 
         await wait_for(30, "converge /readyz", probe)
 
-    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        return await asyncio.to_thread(http, method, f"{self.http}{path}", body)
+    async def call(
+        self, method: str, path: str, body: Any = None, *, token: str | None = None
+    ) -> tuple[int, Any]:
+        """One API call with `token`, else the server's token (none for "")."""
+        tok = self.token if token is None else token or None
+        return await asyncio.to_thread(
+            http, method, f"{self.http}{path}", body, token=tok, context=self.tls
+        )
 
     async def apply_manifest(self, manifest: dict[str, Any]) -> None:
         status, body = await self.call("PUT", f"/api/v1/kinds/{manifest['kind']}/manifest", manifest)
