@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -65,6 +67,17 @@ type server struct {
 	Broker string
 	cmd    *exec.Cmd
 	exited chan struct{}
+	client *http.Client
+	// token is sent as a bearer token on every API call when set.
+	token string
+}
+
+// serverOptions secure a server: extra environment (TLS_CERT_FILE, AUTH_FILE, ...), the
+// PEM roots its certificate chains to (the URLs are then https://), and the API token.
+type serverOptions struct {
+	env   []string
+	caPEM []byte
+	token string
 }
 
 // freshDatabase creates a uniquely named database and returns its URL; it is dropped at
@@ -118,6 +131,12 @@ func withSSLModeDefault(raw string) string {
 // startServer starts converge with fast retry settings and waits for /readyz.
 func startServer(t *testing.T) *server {
 	t.Helper()
+	return startServerWith(t, serverOptions{})
+}
+
+// startServerWith is startServer with TLS, an AUTH_FILE or other settings.
+func startServerWith(t *testing.T, o serverOptions) *server {
+	t.Helper()
 	dbURL := freshDatabase(t)
 	bin := convergeBin(t)
 	if _, err := os.Stat(bin); err != nil {
@@ -140,6 +159,16 @@ func startServer(t *testing.T) *server {
 		"DB_MAX_CONNECTIONS=10",
 		"LOG_LEVEL=" + logLevel,
 	}
+	cmd.Env = append(cmd.Env, o.env...)
+	scheme, client := "http", http.DefaultClient
+	if o.caPEM != nil {
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(o.caPEM) {
+			t.Fatal("the test CA does not parse")
+		}
+		scheme = "https"
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	}
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -147,10 +176,12 @@ func startServer(t *testing.T) *server {
 	}
 	s := &server{
 		t:      t,
-		HTTP:   fmt.Sprintf("http://127.0.0.1:%d", hp),
-		Broker: fmt.Sprintf("http://127.0.0.1:%d", gp),
+		HTTP:   fmt.Sprintf("%s://127.0.0.1:%d", scheme, hp),
+		Broker: fmt.Sprintf("%s://127.0.0.1:%d", scheme, gp),
 		cmd:    cmd,
 		exited: make(chan struct{}),
+		client: client,
+		token:  o.token,
 	}
 	go func() {
 		_ = cmd.Wait()
@@ -174,7 +205,7 @@ func startServer(t *testing.T) *server {
 			t.Fatalf("converge exited during start-up:\n%s", logs.String())
 		default:
 		}
-		r, err := http.Get(s.HTTP + "/readyz")
+		r, err := s.client.Get(s.HTTP + "/readyz")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -222,6 +253,12 @@ func poll(t *testing.T, timeout time.Duration, what string, check func() (bool, 
 
 func (s *server) do(method, path string, body any) (int, []byte) {
 	s.t.Helper()
+	return s.doAs(s.token, method, path, body)
+}
+
+// doAs is do with this bearer token (none when empty).
+func (s *server) doAs(token, method, path string, body any) (int, []byte) {
+	s.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -237,7 +274,10 @@ func (s *server) do(method, path string, body any) (int, []byte) {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
