@@ -378,7 +378,7 @@ async fn next_task(s: &mut Stream) -> pb::StageTask {
 #[tokio::test]
 async fn worker_service_checks_tokens_roles_and_kinds() {
     let dir = Scratch::new();
-    let (c, _) = start_with_auth(&dir).await;
+    let (c, auth) = start_with_auth(&dir).await;
     let r = call(
         &c,
         Some(OPERATOR),
@@ -438,6 +438,26 @@ async fn worker_service_checks_tokens_roles_and_kinds() {
         .unwrap();
     let t = next_task(&mut s).await;
     assert_eq!(t.kind, "hello");
+
+    // Removed from AUTH_FILE, its open stream is closed.
+    let kept: Vec<_> = principals()
+        .into_iter()
+        .filter(|p| p.0 != "hello-w")
+        .collect();
+    write_auth(&auth, &kept, &[]);
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.1.message().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the stream of a removed principal must end");
+    let e = end.map(|_| ()).unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("hello-w"), "{e:?}");
     c.stop().await;
 }
 
