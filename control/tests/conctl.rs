@@ -1,12 +1,18 @@
 //! `conctl` against a live `converge` with a real hello worker: apply a YAML file holding a
 //! manifest and a resource, list, get (table, JSON, YAML), reconcile, delete, and the error
-//! paths (a spec the kind refuses, an unreachable server).
+//! paths (a spec the kind refuses, an unreachable server); and against a converge serving
+//! HTTPS with an AUTH_FILE: tokens and the CA from flags or the environment, the 401 and 403
+//! messages, and the TLS mistakes named.
 
 mod common;
 
 use std::{process::Stdio, time::Duration};
 
 use common::{Converge, Worker, free_port};
+use converge_auth::{
+    testing::{TestCa, https},
+    token,
+};
 use converge_control::testing::wait_for;
 use serde_json::Value;
 use tokio::{io::AsyncWriteExt, process::Command};
@@ -22,8 +28,14 @@ struct Run {
 
 /// Runs conctl against `server` with `args`, feeding `stdin` when given.
 async fn conctl(server: &str, args: &[&str], stdin: Option<&str>) -> Run {
+    conctl_env(server, &[], args, stdin).await
+}
+
+/// Runs conctl with only `env` in its environment.
+async fn conctl_env(server: &str, env: &[(&str, &str)], args: &[&str], stdin: Option<&str>) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_conctl"));
     cmd.env_clear()
+        .envs(env.iter().copied())
         .arg("--server")
         .arg(server)
         .args(args)
@@ -194,4 +206,180 @@ async fn an_unreachable_server_is_named_in_the_error() {
     let r = conctl(&server, &["get", "resource", "no-slash"], None).await;
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("KIND/NAME"), "{}", r.stderr);
+}
+
+/// Starts converge with `env` (TLS among it), polling `/readyz` over HTTPS trusting `ca_pem`.
+async fn start_tls(
+    env: &[(&str, &str)],
+    ca_pem: &str,
+) -> (
+    tokio::process::Child,
+    converge_control::testing::TestDb,
+    u16,
+) {
+    let db = converge_control::testing::TestDb::new().await;
+    // A port taken between free_port() and converge's bind fails that start: try again.
+    for _ in 0..3 {
+        let (hp, gp) = (free_port(), free_port());
+        let mut child = common::serve_command(&db.url, hp, gp, env)
+            .spawn()
+            .expect("spawn converge");
+        let ready = wait_for(T, "converge over TLS", || {
+            let exited = child.try_wait().ok().flatten();
+            async move {
+                if let Some(s) = exited {
+                    return Some(Err(s));
+                }
+                let r = https(hp, ca_pem, "GET", "/readyz", None, None).await.ok()?;
+                (r.status == 200).then_some(Ok(()))
+            }
+        })
+        .await;
+        if ready.is_ok() {
+            return (child, db, hp);
+        }
+    }
+    panic!("converge over TLS never became ready");
+}
+
+const ADMIN: &str = "cvg_conctl-admin-token-0123456789";
+const OPERATOR: &str = "cvg_conctl-operator-token-0123456789";
+const VIEWER: &str = "cvg_conctl-viewer-token-0123456789";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_with_tokens_from_flags_and_environment() {
+    let dir = std::env::temp_dir().join(format!("conctl-tls-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = TestCa::new("conctl test CA");
+    let (cert, key) = ca.server("conctl").write(&dir, "server");
+    let ca_file = ca.write(&dir, "ca");
+    let ca_file = ca_file.to_str().unwrap();
+    let auth = dir.join("auth.yaml");
+    let mut principals = String::from("principals:\n");
+    for (name, role, tok) in [
+        ("ops", "admin", ADMIN),
+        ("ci", "operator", OPERATOR),
+        ("alice", "viewer", VIEWER),
+    ] {
+        principals.push_str(&format!(
+            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"}}\n",
+            token::digest_hex(tok)
+        ));
+    }
+    std::fs::write(&auth, principals).unwrap();
+    let env = [
+        ("AUTH_FILE", auth.to_str().unwrap()),
+        ("TLS_CERT_FILE", cert.to_str().unwrap()),
+        ("TLS_KEY_FILE", key.to_str().unwrap()),
+    ];
+    let (mut child, _db, hp) = start_tls(&env, &ca.pem()).await;
+    let s = format!("https://localhost:{hp}");
+    let s = s.as_str();
+    let ca_env = [("CONVERGE_CA_FILE", ca_file)];
+    let file = dir.join("hello.yaml");
+    std::fs::write(&file, hello_yaml()).unwrap();
+    let file = file.to_str().unwrap();
+
+    // No token: told how to pass one; apply stops at the first 401.
+    let r = conctl_env(s, &ca_env, &["apply", "-f", file], None).await;
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("requires a token: pass --token or set CONVERGE_TOKEN"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("requires a token").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    // An unknown token: refused, and never printed.
+    let r = conctl_env(
+        s,
+        &[
+            ("CONVERGE_CA_FILE", ca_file),
+            ("CONVERGE_TOKEN", "cvg_not-a-known-token"),
+        ],
+        &["list"],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("did not accept the token"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("not-a-known"), "{}", r.stderr);
+
+    // The admin applies with --token and --ca-file flags.
+    let r = conctl_env(
+        s,
+        &[],
+        &["--ca-file", ca_file, "--token", ADMIN, "apply", "-f", file],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("manifest/hello: created"), "{}", r.stdout);
+    assert!(r.stdout.contains("hello/world: created"), "{}", r.stdout);
+
+    // The viewer, both from the environment, reads, also at the IP the certificate names.
+    let viewer = [("CONVERGE_CA_FILE", ca_file), ("CONVERGE_TOKEN", VIEWER)];
+    for server in [s.to_string(), format!("https://127.0.0.1:{hp}")] {
+        let r = conctl_env(&server, &viewer, &["list", "-o", "json"], None).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let rows: Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(rows[0]["name"], "world", "{rows}");
+    }
+    let r = conctl_env(s, &viewer, &["get", "resource", "hello/world"], None).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("hello"), "{}", r.stdout);
+    // ...but may not reconcile: the server's problem names the role needed.
+    let r = conctl_env(s, &viewer, &["reconcile", "hello/world"], None).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("needs role operator"), "{}", r.stderr);
+    assert!(r.stderr.contains("403"), "{}", r.stderr);
+    assert!(!r.stderr.contains(VIEWER) && !r.stdout.contains(VIEWER));
+    let r = conctl_env(
+        s,
+        &[("CONVERGE_CA_FILE", ca_file), ("CONVERGE_TOKEN", OPERATOR)],
+        &["reconcile", "hello/world"],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // No worker runs here, so the first reconcile is still queued: either answer is a 2xx.
+    assert!(
+        r.stdout.starts_with("hello/world: ") && r.stdout.contains("reconcile"),
+        "{}",
+        r.stdout
+    );
+
+    // Without the CA the certificate is not trusted; http:// to the TLS port is named.
+    let r = conctl_env(s, &[("CONVERGE_TOKEN", VIEWER)], &["list"], None).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("TLS handshake"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--ca-file or CONVERGE_CA_FILE"),
+        "{}",
+        r.stderr
+    );
+    let plain = format!("http://127.0.0.1:{hp}");
+    let r = conctl_env(&plain, &[("CONVERGE_TOKEN", VIEWER)], &["list"], None).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("use an https:// address"), "{}", r.stderr);
+    // A CA file with a plain server is a mistake, caught before any request.
+    let r = conctl_env(&plain, &ca_env, &["list"], None).await;
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("is for an https:// server"),
+        "{}",
+        r.stderr
+    );
+
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
