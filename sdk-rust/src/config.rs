@@ -1,9 +1,12 @@
 //! `WorkerConfig`: the worker's typed configuration, parsed once from the environment.
 //!
-//! A malformed value is an error naming the variable, never a silent default.
+//! A malformed value is an error naming the variable, never a silent default. The broker's
+//! credentials (token, CA, client certificate) are named here by value or file; the files are
+//! read when a connection is made (see `runtime::dial`), so a rotated token or certificate is
+//! picked up at the next reconnect without a restart.
 
 use converge_proto::duration::parse_duration;
-use std::time::Duration;
+use std::{fmt, path::PathBuf, time::Duration};
 
 use crate::error::ConfigError;
 
@@ -20,11 +23,84 @@ pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_secs(1);
 /// Default reconnect (and config-prime) backoff ceiling.
 pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(30);
 
+/// Where the worker's bearer token comes from. Its `Debug` never shows a token.
+#[derive(Clone, PartialEq, Eq)]
+pub enum WorkerToken {
+    /// The token itself (`WORKER_TOKEN`).
+    Value(String),
+    /// A file holding it, whitespace-trimmed and re-read at every (re)connect so a rotated
+    /// token is picked up (`WORKER_TOKEN_FILE`).
+    File(PathBuf),
+}
+
+impl fmt::Debug for WorkerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Value(_) => f.write_str("Value(<redacted>)"),
+            Self::File(p) => f.debug_tuple("File").field(p).finish(),
+        }
+    }
+}
+
+impl WorkerToken {
+    /// The variable this token is read from, for error messages.
+    pub(crate) fn var(&self) -> &'static str {
+        match self {
+            Self::Value(_) => "WORKER_TOKEN",
+            Self::File(_) => "WORKER_TOKEN_FILE",
+        }
+    }
+
+    /// The current token: the value, or the file's contents trimmed. Errors name the
+    /// variable and never carry the token.
+    pub(crate) fn read(&self) -> Result<String, ConfigError> {
+        let token = match self {
+            Self::Value(v) => v.trim().to_string(),
+            Self::File(p) => std::fs::read_to_string(p)
+                .map_err(|e| {
+                    ConfigError::invalid(
+                        "WORKER_TOKEN_FILE",
+                        p.display(),
+                        format!("cannot read it: {e}"),
+                    )
+                })?
+                .trim()
+                .to_string(),
+        };
+        if token.is_empty() {
+            return Err(ConfigError::InvalidSecret {
+                var: self.var().into(),
+                reason: "the token is empty".into(),
+            });
+        }
+        // It travels as an HTTP/2 header value: visible ASCII only (no spaces inside).
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ConfigError::InvalidSecret {
+                var: self.var().into(),
+                reason: "the token may hold only visible ASCII characters".into(),
+            });
+        }
+        Ok(token)
+    }
+}
+
 /// How a worker connects and how much work it takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// The broker's URL, e.g. `http://127.0.0.1:9090` (`BROKER_ADDR`).
+    /// The broker's URL (`BROKER_ADDR`): `https://host:port` is TLS (server name = host),
+    /// `http://host:port` (or a bare `host:port`) plaintext h2c.
     pub broker_addr: String,
+    /// The bearer token sent as `authorization: Bearer <token>` on WorkStream and
+    /// GetProviderConfig (`WORKER_TOKEN` or `WORKER_TOKEN_FILE`; default none).
+    pub token: Option<WorkerToken>,
+    /// PEM roots trusted for an `https://` broker (`BROKER_CA_FILE`); without it the
+    /// webpki (Mozilla) roots. Re-read at every connect.
+    pub broker_ca_file: Option<PathBuf>,
+    /// PEM client certificate chain for mutual TLS (`WORKER_CERT_FILE`); needs `key_file`.
+    /// Re-read at every connect.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file` (`WORKER_KEY_FILE`). Re-read at every connect.
+    pub key_file: Option<PathBuf>,
     /// Most tasks run at once (`WORKER_MAX_PARALLEL`, default 16).
     pub max_parallel: usize,
     /// How long shutdown waits for in-flight work (`WORKER_DRAIN_TIMEOUT`, default 50 s).
@@ -48,6 +124,10 @@ impl WorkerConfig {
     pub fn new(broker_addr: impl Into<String>) -> Self {
         Self {
             broker_addr: broker_addr.into(),
+            token: None,
+            broker_ca_file: None,
+            cert_file: None,
+            key_file: None,
             max_parallel: DEFAULT_MAX_PARALLEL,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             kinds: None,
@@ -59,8 +139,13 @@ impl WorkerConfig {
         }
     }
 
-    /// Reads `BROKER_ADDR` (required), `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`,
-    /// `WORKER_KINDS` and `WORKER_NAME` from the process environment.
+    /// Reads `BROKER_ADDR` (required), `WORKER_TOKEN` or `WORKER_TOKEN_FILE`,
+    /// `BROKER_CA_FILE`, `WORKER_CERT_FILE` + `WORKER_KEY_FILE`, `WORKER_MAX_PARALLEL`,
+    /// `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME` from the process environment.
+    ///
+    /// Both token variables, one of the client certificate pair without the other, or TLS
+    /// files with a non-`https://` address are errors naming the variables. The files
+    /// themselves are read (and their errors reported) when the worker starts.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| match std::env::var(name) {
             Ok(v) => Ok(Some(v)),
@@ -92,6 +177,29 @@ impl WorkerConfig {
         };
         let mut cfg = Self::new(broker_addr);
         validate_broker_addr("BROKER_ADDR", &cfg.broker_addr)?;
+        cfg.token = match (get("WORKER_TOKEN")?, get("WORKER_TOKEN_FILE")?) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Conflict {
+                    var: "WORKER_TOKEN".into(),
+                    message: "WORKER_TOKEN and WORKER_TOKEN_FILE are both set: set only one".into(),
+                });
+            }
+            (Some(v), None) => Some(WorkerToken::Value(v.trim().to_string())),
+            (None, Some(p)) => Some(WorkerToken::File(p.trim().into())),
+            (None, None) => None,
+        };
+        let path = |var: &str| -> Result<Option<PathBuf>, ConfigError> {
+            Ok(get(var)?.map(|p| PathBuf::from(p.trim())))
+        };
+        cfg.broker_ca_file = path("BROKER_CA_FILE")?;
+        cfg.cert_file = path("WORKER_CERT_FILE")?;
+        cfg.key_file = path("WORKER_KEY_FILE")?;
+        cfg.check_tls_vars((
+            "BROKER_ADDR",
+            "BROKER_CA_FILE",
+            "WORKER_CERT_FILE",
+            "WORKER_KEY_FILE",
+        ))?;
         if let Some(v) = get("WORKER_MAX_PARALLEL")? {
             cfg.max_parallel = parse_max_parallel("WORKER_MAX_PARALLEL", &v)?;
         }
@@ -121,9 +229,54 @@ impl WorkerConfig {
         Ok(cfg)
     }
 
-    /// Checks the values `run_worker` relies on (positive intervals, a usable address...).
+    /// Whether the broker is dialled over TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.broker_addr.starts_with("https://")
+    }
+
+    /// The certificate pair must be complete, and TLS files need an `https://` address
+    /// (a CA file beside a plaintext address would silently protect nothing). `names` are
+    /// how the address and the three files are called in errors.
+    fn check_tls_vars(&self, names: (&str, &str, &str, &str)) -> Result<(), ConfigError> {
+        let (addr, ca, cert, key) = names;
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => {
+                return Err(ConfigError::Conflict {
+                    var: key.into(),
+                    message: format!("{cert} is set without {key}: mutual TLS needs both"),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Conflict {
+                    var: cert.into(),
+                    message: format!("{key} is set without {cert}: mutual TLS needs both"),
+                });
+            }
+            _ => {}
+        }
+        if !self.is_tls() {
+            let set = [
+                (ca, self.broker_ca_file.is_some()),
+                (cert, self.cert_file.is_some()),
+            ];
+            if let Some((var, _)) = set.iter().find(|(_, is_set)| *is_set) {
+                return Err(ConfigError::Conflict {
+                    var: (*var).into(),
+                    message: format!(
+                        "{var} is set but {addr}={:?} is not an https:// address: TLS files need https://host:port",
+                        self.broker_addr
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the values `run_worker` relies on (positive intervals, a usable address,
+    /// consistent TLS settings...).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         validate_broker_addr("broker_addr", &self.broker_addr)?;
+        self.check_tls_vars(("broker_addr", "broker_ca_file", "cert_file", "key_file"))?;
         if self.max_parallel == 0 || self.max_parallel > MAX_PARALLEL_LIMIT {
             return Err(ConfigError::invalid(
                 "max_parallel",
@@ -174,13 +327,15 @@ fn parse_max_parallel(var: &str, v: &str) -> Result<usize, ConfigError> {
 }
 
 fn validate_broker_addr(var: &str, addr: &str) -> Result<(), ConfigError> {
-    let Some(rest) = addr.strip_prefix("http://") else {
-        let reason = if addr.starts_with("https://") {
-            "TLS is not supported by this SDK build; use an http:// (h2c) address"
-        } else {
-            "expected host:port or an http:// URL, e.g. 127.0.0.1:9090"
-        };
-        return Err(ConfigError::invalid(var, addr, reason));
+    let Some(rest) = addr
+        .strip_prefix("http://")
+        .or_else(|| addr.strip_prefix("https://"))
+    else {
+        return Err(ConfigError::invalid(
+            var,
+            addr,
+            "expected host:port, an http:// URL (h2c) or an https:// URL (TLS), e.g. 127.0.0.1:9090",
+        ));
     };
     if rest.is_empty() || rest.starts_with('/') {
         return Err(ConfigError::invalid(var, addr, "missing host"));
@@ -209,5 +364,45 @@ mod tests {
     #[test]
     fn default_name_has_pid() {
         assert!(default_worker_name().ends_with(&format!("-{}", std::process::id())));
+    }
+
+    #[test]
+    fn token_debug_is_redacted() {
+        let t = WorkerToken::Value("s3cr3t-token".into());
+        assert_eq!(format!("{t:?}"), "Value(<redacted>)");
+        let mut cfg = WorkerConfig::new("https://b:1");
+        cfg.token = Some(t);
+        let dbg = format!("{cfg:?} {cfg:#?}");
+        assert!(!dbg.contains("s3cr3t"), "{dbg}");
+        assert!(dbg.contains("<redacted>"), "{dbg}");
+        let f = WorkerToken::File("/run/secrets/token".into());
+        assert_eq!(format!("{f:?}"), "File(\"/run/secrets/token\")");
+    }
+
+    #[test]
+    fn token_read_trims_and_rejects_without_leaking() {
+        assert_eq!(
+            WorkerToken::Value(" abc.DEF-123 \n".into()).read().unwrap(),
+            "abc.DEF-123"
+        );
+        for (bad, reason) in [
+            ("   ", "empty"),
+            ("two words", "visible ASCII"),
+            ("tök", "visible ASCII"),
+        ] {
+            let e = WorkerToken::Value(bad.into()).read().unwrap_err();
+            assert_eq!(e.var(), "WORKER_TOKEN");
+            let msg = e.to_string();
+            assert!(msg.contains(reason), "{msg}");
+            assert!(
+                bad.trim().is_empty() || !msg.contains(bad.trim()),
+                "leaks the token: {msg}"
+            );
+        }
+        let e = WorkerToken::File("/nonexistent/token".into())
+            .read()
+            .unwrap_err();
+        assert_eq!(e.var(), "WORKER_TOKEN_FILE");
+        assert!(e.to_string().contains("/nonexistent/token"), "{e}");
     }
 }

@@ -72,6 +72,23 @@ pub enum ConfigError {
         /// The variable's name.
         var: String,
     },
+    /// Variables that exclude or need each other are set inconsistently (both token
+    /// variables, half of a certificate pair, TLS files with a plaintext address).
+    #[error("{message}")]
+    Conflict {
+        /// One of the variables at fault (the message names all of them).
+        var: String,
+        /// What is wrong, naming every variable involved.
+        message: String,
+    },
+    /// A secret (the worker token) is unusable. Its value is never part of the error.
+    #[error("{var} is invalid: {reason}")]
+    InvalidSecret {
+        /// The variable's name.
+        var: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl ConfigError {
@@ -90,7 +107,11 @@ impl ConfigError {
     /// The name of the variable (or field) at fault.
     pub fn var(&self) -> &str {
         match self {
-            Self::Missing { var } | Self::Invalid { var, .. } | Self::NotUnicode { var } => var,
+            Self::Missing { var }
+            | Self::Invalid { var, .. }
+            | Self::NotUnicode { var }
+            | Self::Conflict { var, .. }
+            | Self::InvalidSecret { var, .. } => var,
         }
     }
 }

@@ -7,6 +7,30 @@
 //! running tasks, reports readiness flips, applies provider-config pushes and reconnects with
 //! backoff; see DESIGN §4 for the stream rules it follows.
 //!
+//! # Environment
+//!
+//! [`serve`] reads [`WorkerConfig::from_env`]; empty means unset, and a malformed value is a
+//! [`ConfigError`] naming the variable.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `BROKER_ADDR` | `https://host:port` (TLS, server name = host), `http://host:port` or `host:port` (h2c) | required |
+//! | `WORKER_TOKEN` | bearer token sent as `authorization: Bearer <token>` on WorkStream and GetProviderConfig; never logged, redacted in `Debug` | none |
+//! | `WORKER_TOKEN_FILE` | file holding the token (whitespace-trimmed), re-read at every (re)connect so a rotated token is picked up; exclusive with `WORKER_TOKEN` | none |
+//! | `BROKER_CA_FILE` | PEM roots to trust for an `https://` broker | the webpki (Mozilla) roots |
+//! | `WORKER_CERT_FILE` / `WORKER_KEY_FILE` | PEM client certificate chain and key for mutual TLS (both or neither) | none |
+//! | `WORKER_MAX_PARALLEL` | most tasks run at once, 1..1048576 | 16 |
+//! | `WORKER_DRAIN_TIMEOUT` | how long shutdown waits for in-flight work (`500ms`, `30s`, `2m`, `7`) | 50s |
+//! | `WORKER_KINDS` | comma-separated subset of the registry's kinds to serve | all |
+//! | `WORKER_NAME` | advisory display name | `<hostname>-<pid>` |
+//!
+//! Both token variables, half of the certificate pair, or TLS files with a non-`https://`
+//! address are [`ConfigError::Conflict`]s. The token, CA, certificate and key files are read
+//! when [`run_worker`] starts (an unreadable or malformed one is an error naming its
+//! variable) and again at every connection, so rotating any of them needs no restart; at a
+//! reconnect an unusable file is logged and retried like a broker outage. The token works
+//! over h2c too (a loopback broker accepts it), with a warning at start.
+//!
 //! ```no_run
 //! use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry};
 //!
@@ -47,7 +71,7 @@ mod types;
 pub use bytes::Bytes;
 pub use config::{
     DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEARTBEAT_EVERY, DEFAULT_MAX_PARALLEL, DEFAULT_READINESS_POLL,
-    DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, WorkerConfig,
+    DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, WorkerConfig, WorkerToken,
 };
 /// The generated wire types of `converge.worker.v1` (for `testing::execute_task` and tests).
 pub use converge_proto::pb;

@@ -1,9 +1,9 @@
-//! `WorkerConfig::from_lookup` / `from_env`: defaults, accepted spellings, and loud errors
-//! that name the variable at fault.
+//! `WorkerConfig::from_lookup` / `from_env`: defaults, accepted spellings, the broker
+//! credentials (token, TLS files), and loud errors that name the variable at fault.
 
-use std::{collections::HashMap, time::Duration};
+use std::{collections::HashMap, path::PathBuf, time::Duration};
 
-use converge_sdk::{ConfigError, WorkerConfig};
+use converge_sdk::{ConfigError, WorkerConfig, WorkerToken};
 
 fn parse(vars: &[(&str, &str)]) -> Result<WorkerConfig, ConfigError> {
     let map: HashMap<String, String> = vars
@@ -67,7 +67,7 @@ fn malformed_values_are_errors_naming_the_variable() {
     let cases: &[(&[(&str, &str)], &str)] = &[
         (&[], "BROKER_ADDR"),
         (&[("BROKER_ADDR", "ftp://b:9090")], "BROKER_ADDR"),
-        (&[("BROKER_ADDR", "https://b:9090")], "BROKER_ADDR"),
+        (&[("BROKER_ADDR", "https://")], "BROKER_ADDR"),
         (
             &[
                 ("BROKER_ADDR", "http://b:1"),
@@ -121,4 +121,111 @@ fn lookup_errors_propagate() {
     })
     .expect_err("not unicode");
     assert_eq!(err.var(), "BROKER_ADDR");
+}
+
+#[test]
+fn credentials_default_to_none() {
+    let cfg = parse(&[("BROKER_ADDR", "http://b:1")]).unwrap();
+    assert_eq!(cfg.token, None);
+    assert_eq!(
+        (cfg.broker_ca_file, cfg.cert_file, cfg.key_file),
+        (None, None, None)
+    );
+}
+
+#[test]
+fn https_and_the_credential_variables_are_read() {
+    let cfg = parse(&[
+        ("BROKER_ADDR", "https://broker.example:9443"),
+        ("WORKER_TOKEN", " tok-123 "),
+        ("BROKER_CA_FILE", "/etc/converge/ca.pem"),
+        ("WORKER_CERT_FILE", "/etc/converge/w.pem"),
+        ("WORKER_KEY_FILE", "/etc/converge/w.key"),
+    ])
+    .unwrap();
+    assert_eq!(cfg.broker_addr, "https://broker.example:9443");
+    assert_eq!(cfg.token, Some(WorkerToken::Value("tok-123".into())));
+    assert_eq!(
+        cfg.broker_ca_file,
+        Some(PathBuf::from("/etc/converge/ca.pem"))
+    );
+    assert_eq!(cfg.cert_file, Some(PathBuf::from("/etc/converge/w.pem")));
+    assert_eq!(cfg.key_file, Some(PathBuf::from("/etc/converge/w.key")));
+
+    let cfg = parse(&[
+        ("BROKER_ADDR", "127.0.0.1:9090"),
+        ("WORKER_TOKEN_FILE", "/run/secrets/token"),
+    ])
+    .unwrap();
+    assert_eq!(
+        cfg.token,
+        Some(WorkerToken::File("/run/secrets/token".into())),
+        "a token works over h2c too (loopback)"
+    );
+    // Empty means unset, for the credentials as for everything else.
+    let cfg = parse(&[
+        ("BROKER_ADDR", "http://b:1"),
+        ("WORKER_TOKEN", ""),
+        ("BROKER_CA_FILE", " "),
+    ])
+    .unwrap();
+    assert_eq!((cfg.token, cfg.broker_ca_file), (None, None));
+}
+
+#[test]
+fn inconsistent_credentials_are_errors_naming_every_variable() {
+    let cases: &[(&[(&str, &str)], &[&str])] = &[
+        (
+            &[
+                ("BROKER_ADDR", "https://b:1"),
+                ("WORKER_TOKEN", "t"),
+                ("WORKER_TOKEN_FILE", "/f"),
+            ],
+            &["WORKER_TOKEN", "WORKER_TOKEN_FILE"],
+        ),
+        (
+            &[("BROKER_ADDR", "https://b:1"), ("WORKER_CERT_FILE", "/c")],
+            &["WORKER_CERT_FILE", "WORKER_KEY_FILE"],
+        ),
+        (
+            &[("BROKER_ADDR", "https://b:1"), ("WORKER_KEY_FILE", "/k")],
+            &["WORKER_CERT_FILE", "WORKER_KEY_FILE"],
+        ),
+        (
+            &[("BROKER_ADDR", "http://b:1"), ("BROKER_CA_FILE", "/ca")],
+            &["BROKER_CA_FILE", "BROKER_ADDR", "https://"],
+        ),
+        (
+            &[
+                ("BROKER_ADDR", "b:1"),
+                ("WORKER_CERT_FILE", "/c"),
+                ("WORKER_KEY_FILE", "/k"),
+            ],
+            &["WORKER_CERT_FILE", "BROKER_ADDR", "https://"],
+        ),
+    ];
+    for (vars, names) in cases {
+        let err = parse(vars).expect_err(names[0]);
+        assert!(matches!(err, ConfigError::Conflict { .. }), "{err:?}");
+        assert!(names.contains(&err.var()), "{err:?}");
+        let msg = err.to_string();
+        for n in *names {
+            assert!(msg.contains(n), "{msg:?} names {n}");
+        }
+    }
+}
+
+#[test]
+fn the_token_never_reaches_debug_output_or_errors() {
+    let secret = "s3cr3t-Token-value";
+    let cfg = parse(&[("BROKER_ADDR", "https://b:1"), ("WORKER_TOKEN", secret)]).unwrap();
+    let dbg = format!("{cfg:?}\n{cfg:#?}");
+    assert!(!dbg.contains(secret), "{dbg}");
+    let err = parse(&[
+        ("BROKER_ADDR", "https://b:1"),
+        ("WORKER_TOKEN", secret),
+        ("WORKER_TOKEN_FILE", "/f"),
+    ])
+    .unwrap_err();
+    assert!(!format!("{err} {err:?}").contains(secret));
 }

@@ -2,6 +2,7 @@
 //! (config prime, reconnecting sessions, heartbeat, readiness poll, shutdown drain).
 
 mod backoff;
+mod dial;
 mod session;
 mod state;
 pub(crate) mod task;
@@ -13,11 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use self::state::Shared;
-use crate::{
-    config::WorkerConfig,
-    error::{ConfigError, WorkerError},
-    provider::Registry,
-};
+use crate::{config::WorkerConfig, error::WorkerError, provider::Registry};
 
 /// How long cancelled handlers get to return at the end of shutdown before being aborted.
 const SHUTDOWN_CANCEL_GRACE: Duration = Duration::from_secs(1);
@@ -48,16 +45,22 @@ pub async fn run_worker(
 ) -> Result<(), WorkerError> {
     config.validate()?;
     let registry = providers.validated(config.kinds.as_deref())?;
-    let endpoint = endpoint(&config)?;
-    let shared = Arc::new(Shared::new(config, registry, endpoint));
+    // Reads the token and TLS files once now, so a bad path fails here, not in a retry loop.
+    dial::check(&config)?;
+    let shared = Arc::new(Shared::new(config, registry));
     let mut shutdown = Box::pin(shutdown);
     info!(
         broker = %shared.cfg.broker_addr,
         worker = %shared.cfg.worker_name,
         kinds = ?shared.registry,
         max_parallel = shared.cfg.max_parallel,
+        tls = shared.cfg.is_tls(),
+        token = shared.cfg.token.is_some(),
         "worker starting"
     );
+    if shared.cfg.token.is_some() && !shared.cfg.is_tls() {
+        warn!(broker = %shared.cfg.broker_addr, "the worker token is sent over plaintext h2c; use an https:// BROKER_ADDR beyond loopback");
+    }
 
     tokio::select! {
         () = &mut shutdown => {
@@ -108,17 +111,6 @@ pub async fn run_worker(
     while loops.join_next().await.is_some() {}
     info!(cancelled, "worker stopped");
     Ok(())
-}
-
-fn endpoint(cfg: &WorkerConfig) -> Result<tonic::transport::Endpoint, WorkerError> {
-    let ep = tonic::transport::Endpoint::from_shared(cfg.broker_addr.clone())
-        .map_err(|e| ConfigError::invalid("broker_addr", &cfg.broker_addr, e.to_string()))?;
-    Ok(ep
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(true))
 }
 
 /// Every `heartbeat_every`, one coalesced heartbeat of the tasks still running.

@@ -13,10 +13,11 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::{
     backoff::Backoff,
+    dial::Dial,
     state::{LeaseKey, Shared, provider_config},
     task,
 };
-use crate::{convert::wire_version, types::KindVersion};
+use crate::{convert::wire_version, error::ConfigError, types::KindVersion};
 
 /// Bound on one GetProviderConfig call.
 const CONFIG_PULL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,6 +34,8 @@ enum SessionEnd {
 /// Why a session failed.
 #[derive(Debug)]
 pub(crate) enum SessionError {
+    /// The token or TLS files, re-read for this connection, are unusable now.
+    Credentials(ConfigError),
     Connect(tonic::transport::Error),
     Rpc(tonic::Status),
 }
@@ -40,8 +43,21 @@ pub(crate) enum SessionError {
 impl fmt::Display for SessionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Credentials(_) => f.write_str("cannot prepare the connection's credentials"),
             Self::Connect(_) => f.write_str("cannot connect to the broker"),
-            Self::Rpc(s) => write!(f, "stream failed: {}: {}", s.code(), s.message()),
+            Self::Rpc(s) => {
+                write!(f, "stream failed: {}: {}", s.code(), s.message())?;
+                // The two refusals an operator fixes on the worker's side, not by waiting.
+                match s.code() {
+                    tonic::Code::Unauthenticated => f.write_str(
+                        " (check WORKER_TOKEN / WORKER_TOKEN_FILE or the client certificate)",
+                    ),
+                    tonic::Code::PermissionDenied => f.write_str(
+                        " (the worker's principal may not serve these kinds; see its kinds in AUTH_FILE)",
+                    ),
+                    _ => Ok(()),
+                }
+            }
         }
     }
 }
@@ -49,6 +65,7 @@ impl fmt::Display for SessionError {
 impl StdError for SessionError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
+            Self::Credentials(e) => Some(e),
             Self::Connect(e) => Some(e),
             Self::Rpc(_) => None,
         }
@@ -73,19 +90,28 @@ fn client(channel: tonic::transport::Channel) -> WorkerServiceClient<tonic::tran
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
 }
 
+/// A connected channel and the credentials read for it.
+struct Connection {
+    channel: tonic::transport::Channel,
+    dial: Dial,
+}
+
 /// A fresh connection per session, so that after a drain a load balancer can route the
-/// next one to another broker.
-async fn connect(shared: &Shared) -> Result<tonic::transport::Channel, SessionError> {
-    shared
+/// next one to another broker; the token and TLS files are re-read for each, so rotating
+/// them needs no restart.
+async fn connect(shared: &Shared) -> Result<Connection, SessionError> {
+    let dial = Dial::prepare(&shared.cfg).map_err(SessionError::Credentials)?;
+    let channel = dial
         .endpoint
         .connect()
         .await
-        .map_err(SessionError::Connect)
+        .map_err(SessionError::Connect)?;
+    Ok(Connection { channel, dial })
 }
 
 /// One GetProviderConfig call for every registered pair.
 async fn pull_configs(
-    channel: tonic::transport::Channel,
+    conn: &Connection,
     shared: &Shared,
 ) -> Result<Vec<pb::ProviderConfigEntry>, SessionError> {
     let entries = shared.registry.entries();
@@ -95,7 +121,8 @@ async fn pull_configs(
     };
     let mut request = tonic::Request::new(req);
     request.set_timeout(CONFIG_PULL_TIMEOUT);
-    let resp = client(channel)
+    conn.dial.authorize(request.metadata_mut());
+    let resp = client(conn.channel.clone())
         .get_provider_config(request)
         .await
         .map_err(SessionError::Rpc)?;
@@ -108,8 +135,8 @@ pub(crate) async fn prime(shared: &Shared) {
     let mut backoff = Backoff::new(shared.cfg.reconnect_min, shared.cfg.reconnect_max);
     loop {
         let res = async {
-            let channel = connect(shared).await?;
-            pull_configs(channel, shared).await
+            let conn = connect(shared).await?;
+            pull_configs(&conn, shared).await
         }
         .await;
         match res {
@@ -157,11 +184,11 @@ impl Drop for SessionGuard<'_> {
 }
 
 async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, SessionError> {
-    let channel = connect(shared).await?;
+    let conn = connect(shared).await?;
     if reconnect {
         // Pulled before the stream opens, so the broker's own push at subscribe time (newer)
         // is applied after it.
-        match pull_configs(channel.clone(), shared).await {
+        match pull_configs(&conn, shared).await {
             Ok(entries) => shared.apply_pulled(entries, false),
             Err(e) => warn!(error = %chain(&e), "config re-pull after reconnect failed"),
         }
@@ -170,8 +197,10 @@ async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, Se
     let (tx, rx) = mpsc::unbounded_channel();
     let id = shared.open_session(tx, &readiness);
     let _guard = SessionGuard { shared, id };
-    let mut inbound = client(channel)
-        .work_stream(UnboundedReceiverStream::new(rx))
+    let mut request = tonic::Request::new(UnboundedReceiverStream::new(rx));
+    conn.dial.authorize(request.metadata_mut());
+    let mut inbound = client(conn.channel)
+        .work_stream(request)
         .await
         .map_err(SessionError::Rpc)?
         .into_inner();

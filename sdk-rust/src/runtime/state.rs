@@ -140,7 +140,6 @@ pub(crate) enum Admission {
 pub(crate) struct Shared {
     pub(crate) cfg: WorkerConfig,
     pub(crate) registry: Registry,
-    pub(crate) endpoint: tonic::transport::Endpoint,
     /// Bounds concurrently running handlers to `max_parallel`.
     pub(crate) permits: Arc<Semaphore>,
     state: Mutex<State>,
@@ -160,11 +159,7 @@ impl Drop for HandlerGuard {
 }
 
 impl Shared {
-    pub(crate) fn new(
-        cfg: WorkerConfig,
-        registry: Registry,
-        endpoint: tonic::transport::Endpoint,
-    ) -> Self {
+    pub(crate) fn new(cfg: WorkerConfig, registry: Registry) -> Self {
         let permits = Arc::new(Semaphore::new(cfg.max_parallel));
         let advertised = registry
             .entries()
@@ -174,7 +169,6 @@ impl Shared {
         Self {
             cfg,
             registry,
-            endpoint,
             permits,
             state: Mutex::new(State {
                 advertised,

@@ -1,5 +1,11 @@
 //! Test doubles for the runtime tests: an in-process broker (the protocol side of
-//! WorkerService only, over loopback TCP), a scriptable provider, and polling helpers.
+//! WorkerService only, over loopback TCP, plaintext or TLS, recording the `authorization`
+//! each call carried), a scriptable provider, and polling helpers.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the harness"
+)]
 
 use std::{
     future::Future,
@@ -54,6 +60,8 @@ pub struct Conn {
     outbound: Option<Outbound>,
     /// Every frame received on this stream so far, in order.
     pub seen: Vec<Up>,
+    /// The `authorization` metadata the stream was opened with.
+    pub authorization: Option<String>,
 }
 
 impl Conn {
@@ -138,6 +146,15 @@ struct Service {
     configs: Arc<Mutex<Vec<pb::ProviderConfigEntry>>>,
     config_pulls: Arc<AtomicUsize>,
     config_failures: Arc<AtomicUsize>,
+    config_auth: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+/// The `authorization` metadata of a request, as text.
+fn authorization<T>(request: &Request<T>) -> Option<String> {
+    request
+        .metadata()
+        .get("authorization")
+        .map(|v| v.to_str().expect("ASCII authorization").to_string())
 }
 
 #[tonic::async_trait]
@@ -148,6 +165,7 @@ impl WorkerService for Service {
         &self,
         request: Request<Streaming<pb::WorkStreamClientMsg>>,
     ) -> Result<Response<Self::WorkStreamStream>, Status> {
+        let auth = authorization(&request);
         let mut stream = request.into_inner();
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
@@ -162,6 +180,7 @@ impl WorkerService for Service {
             inbound: in_rx,
             outbound: Some(out_tx),
             seen: Vec::new(),
+            authorization: auth,
         };
         self.conns
             .send(conn)
@@ -173,6 +192,10 @@ impl WorkerService for Service {
         &self,
         request: Request<pb::GetProviderConfigRequest>,
     ) -> Result<Response<pb::GetProviderConfigResponse>, Status> {
+        self.config_auth
+            .lock()
+            .unwrap()
+            .push(authorization(&request));
         self.config_pulls.fetch_add(1, Ordering::SeqCst);
         let failing = self
             .config_failures
@@ -200,7 +223,7 @@ impl WorkerService for Service {
 
 /// An in-process broker double listening on 127.0.0.1:0.
 pub struct TestBroker {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` when started with TLS).
     pub addr: String,
     conns: mpsc::UnboundedReceiver<Conn>,
     /// Default configs GetProviderConfig answers with.
@@ -209,27 +232,51 @@ pub struct TestBroker {
     pub config_pulls: Arc<AtomicUsize>,
     /// How many of the next GetProviderConfig calls fail with UNAVAILABLE.
     pub config_failures: Arc<AtomicUsize>,
+    /// The `authorization` metadata of every GetProviderConfig call, in order.
+    pub config_auth: Arc<Mutex<Vec<Option<String>>>>,
     _stop: oneshot::Sender<()>,
 }
 
 impl TestBroker {
-    /// Starts the broker double.
+    /// Starts the broker double (plaintext h2c).
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// Starts the broker double serving TLS with this PEM certificate and key; with
+    /// `client_ca` (PEM) it requires client certificates issued by it.
+    pub async fn start_tls(cert_pem: &str, key_pem: &str, client_ca: Option<&str>) -> Self {
+        let mut tls = tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(cert_pem, key_pem));
+        if let Some(ca) = client_ca {
+            tls = tls.client_ca_root(tonic::transport::Certificate::from_pem(ca));
+        }
+        Self::start_with(Some(tls)).await
+    }
+
+    async fn start_with(tls: Option<tonic::transport::ServerTlsConfig>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = format!("http://{}", listener.local_addr().unwrap());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let addr = format!("{scheme}://{}", listener.local_addr().unwrap());
         let (conn_tx, conns) = mpsc::unbounded_channel();
         let configs = Arc::new(Mutex::new(Vec::new()));
         let config_pulls = Arc::new(AtomicUsize::new(0));
         let config_failures = Arc::new(AtomicUsize::new(0));
+        let config_auth = Arc::new(Mutex::new(Vec::new()));
         let svc = Service {
             conns: conn_tx,
             configs: Arc::clone(&configs),
             config_pulls: Arc::clone(&config_pulls),
             config_failures: Arc::clone(&config_failures),
+            config_auth: Arc::clone(&config_auth),
         };
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            server = server.tls_config(tls).unwrap();
+        }
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            server
                 .add_service(WorkerServiceServer::new(svc))
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                     let _ = stop_rx.await;
@@ -243,6 +290,7 @@ impl TestBroker {
             configs,
             config_pulls,
             config_failures,
+            config_auth,
             _stop: stop_tx,
         }
     }

@@ -1,0 +1,391 @@
+//! End to end against a secured broker: the real `converge` (from `CONVERGE_BIN`, else
+//! `$CARGO_TARGET_DIR/debug/converge`) serving both listeners over TLS (a CA and a
+//! 127.0.0.1 certificate made in the test) with an `AUTH_FILE`. A worker built with this
+//! SDK and a wrong token is refused (logged, no work, its token never logged); one reading
+//! its token from a file over `https://` with `BROKER_CA_FILE` reconciles a resource. With
+//! `TLS_CLIENT_CA_FILE`, a worker presenting a certificate whose SAN URI is a principal's
+//! `spiffe_id` reconciles without a token, and one from another CA gets nothing.
+
+mod common;
+
+use std::{
+    io::Write,
+    path::PathBuf,
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{Probe, Scripted, Worker};
+use converge_auth::testing::{TestCa, https};
+use converge_control::testing::{TestDb, free_port, wait_for};
+use converge_sdk::{Registry, WorkerConfig, WorkerToken};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::process::{Child, Command};
+
+const KIND: &str = "sdk-secure";
+const T: Duration = Duration::from_secs(30);
+
+/// The converge binary: `CONVERGE_BIN`, else `${CARGO_TARGET_DIR:-~/.cache/converge-target}
+/// /debug/converge` (`cargo build -p converge-control --bin converge` makes it).
+fn converge_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CONVERGE_BIN") {
+        return p.into();
+    }
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/converge-target")
+        })
+        .join("debug/converge")
+}
+
+/// A fresh scratch directory under the system temp dir.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "sdk-secure-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Lowercase hex SHA-256 of the token's UTF-8 bytes: what AUTH_FILE stores (computed here,
+/// not with the server's helper, so the test checks the documented format).
+fn sha256_hex(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A `converge serve` with TLS on both listeners and an AUTH_FILE.
+struct SecureConverge {
+    _db: TestDb,
+    http_port: u16,
+    /// `https://127.0.0.1:<grpc port>`.
+    broker: String,
+    ca_pem: String,
+    admin: String,
+    child: Child,
+}
+
+impl SecureConverge {
+    async fn start(
+        dir: &std::path::Path,
+        ca: &TestCa,
+        principals: Value,
+        admin: &str,
+        extra_env: &[(&str, PathBuf)],
+    ) -> Self {
+        let bin = converge_bin();
+        assert!(
+            bin.exists(),
+            "{} is missing: build converge or set CONVERGE_BIN",
+            bin.display()
+        );
+        let (cert, key) = ca.server("converge").write(dir, "server");
+        let auth_file = dir.join("auth.json");
+        std::fs::write(&auth_file, principals.to_string()).unwrap();
+        let db = TestDb::new().await;
+        // A probed port can be taken before converge binds it: then it exits, and is
+        // started again on new ports.
+        for _ in 0..3 {
+            let (hp, gp) = (free_port(), free_port());
+            let mut child = Command::new(converge_bin())
+                .arg("serve")
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("DATABASE_URL", &db.url)
+                .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+                .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+                .env("TLS_CERT_FILE", &cert)
+                .env("TLS_KEY_FILE", &key)
+                .env("AUTH_FILE", &auth_file)
+                .envs(extra_env.iter().map(|(k, v)| (k, v)))
+                .env("RETRY_BASE", "200ms")
+                .env("RETRY_MAX", "1s")
+                .env("SHUTDOWN_DRAIN", "2s")
+                .env("DB_MAX_CONNECTIONS", "10")
+                .env(
+                    "LOG_LEVEL",
+                    std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+                )
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("spawn converge");
+            let ca_pem = ca.pem();
+            let ready = wait_for(T, "converge /readyz over HTTPS", || {
+                let exited = child.try_wait().ok().flatten();
+                let ca_pem = ca_pem.clone();
+                async move {
+                    if let Some(status) = exited {
+                        return Some(Err(status));
+                    }
+                    let r = https(hp, &ca_pem, "GET", "/readyz", None, None)
+                        .await
+                        .ok()?;
+                    (r.status == 200).then_some(Ok(()))
+                }
+            })
+            .await;
+            match ready {
+                Ok(()) => {
+                    return Self {
+                        _db: db,
+                        http_port: hp,
+                        broker: format!("https://127.0.0.1:{gp}"),
+                        ca_pem,
+                        admin: admin.to_string(),
+                        child,
+                    };
+                }
+                Err(status) => eprintln!("converge exited ({status}); starting it again"),
+            }
+        }
+        panic!("converge exited three times before it was ready");
+    }
+
+    /// `method /api/v1/{path}` as the admin (or with `token`); returns (status, body).
+    async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let body = body.map(Value::to_string);
+        let r = https(
+            self.http_port,
+            &self.ca_pem,
+            method,
+            &format!("/api/v1/{path}"),
+            token,
+            body.as_deref(),
+        )
+        .await
+        .expect("HTTPS call");
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        self.call_as(Some(&self.admin), method, path, body).await
+    }
+
+    /// Applies the test kind's manifest and a resource `name` of it; asserts both accepted.
+    async fn apply(&self, name: &str) {
+        let manifest = json!({"kind": KIND, "kind_version": 1, "reactions": [
+            {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]});
+        let (s, body) = self
+            .call("PUT", &format!("kinds/{KIND}/manifest"), Some(&manifest))
+            .await;
+        assert!((200..300).contains(&s), "manifest: {s} {body}");
+        let res = json!({"kind": KIND, "kind_version": 1, "name": name, "spec": {"mode": "ok"}});
+        let (s, body) = self.call("POST", "resources", Some(&res)).await;
+        assert!((200..300).contains(&s), "apply: {s} {body}");
+    }
+
+    async fn resource(&self, name: &str) -> Value {
+        let (s, body) = self
+            .call("GET", &format!("resources/{KIND}/{name}"), None)
+            .await;
+        assert_eq!(s, 200, "{body}");
+        body
+    }
+
+    async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
+    }
+}
+
+/// Everything the runtime logs while the guard lives, as text (current-thread runtime: the
+/// worker's tasks log on the test's thread).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let sink = self.clone();
+        tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(move || sink.clone())
+                .finish(),
+        )
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Test timings on top of `cfg`.
+fn fast(mut cfg: WorkerConfig, name: &str) -> WorkerConfig {
+    cfg.worker_name = name.into();
+    cfg.drain_timeout = Duration::from_secs(5);
+    cfg.readiness_poll = Duration::from_millis(50);
+    cfg.reconnect_min = Duration::from_millis(50);
+    cfg.reconnect_max = Duration::from_millis(500);
+    cfg
+}
+
+#[tokio::test]
+async fn a_worker_connects_over_tls_with_a_token_and_a_wrong_token_gets_nothing() {
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let dir = scratch("e2e");
+    let ca = TestCa::new("sdk e2e CA");
+    let (admin, worker_token, wrong_token) = ("cvg_admin_e2e", "cvg_worker_e2e", "cvg_wrong_e2e");
+    let principals = json!({"principals": [
+        {"name": "ops", "role": "admin", "token_sha256": sha256_hex(admin)},
+        {"name": "w", "role": "worker", "token_sha256": sha256_hex(worker_token), "kinds": [KIND]},
+    ]});
+    let c = SecureConverge::start(&dir, &ca, principals, admin, &[]).await;
+
+    let (s, body) = c.call_as(None, "GET", "resources", None).await;
+    assert_eq!(s, 401, "the API wants a token: {body}");
+    c.apply("secure").await;
+    let ca_file = ca.write(&dir, "ca");
+
+    // A wrong token: refused at the door, retried, and no work reaches it.
+    let mut cfg = fast(WorkerConfig::new(c.broker.clone()), "wrong-token");
+    cfg.broker_ca_file = Some(ca_file.clone());
+    cfg.token = Some(WorkerToken::Value(wrong_token.into()));
+    let wrong_probe = Probe::new();
+    let mut wrong = Worker::start(
+        cfg,
+        Registry::new().with(Scripted::new(KIND, 1, &wrong_probe)),
+    );
+    wait_for(T, "the wrong token's UNAUTHENTICATED in the log", || {
+        let text = logs.text();
+        async move { text.contains("authentication credentials").then_some(()) }
+    })
+    .await;
+    wrong.request_shutdown();
+    wrong.finished().await.unwrap();
+    assert_eq!(
+        Probe::get(&wrong_probe.started),
+        0,
+        "a refused worker ran a task"
+    );
+    assert_ne!(c.resource("secure").await["phase"], "Ready");
+
+    // The right token, from a file as a deployment mounts it.
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{worker_token}\n")).unwrap();
+    let mut cfg = fast(WorkerConfig::new(c.broker.clone()), "right-token");
+    cfg.broker_ca_file = Some(ca_file);
+    cfg.token = Some(WorkerToken::File(token_file));
+    let probe = Probe::new();
+    let mut w = Worker::start(cfg, Registry::new().with(Scripted::new(KIND, 1, &probe)));
+    let r = wait_for(T, "the resource Ready", || async {
+        let r = c.resource("secure").await;
+        (r["phase"] == "Ready").then_some(r)
+    })
+    .await;
+    assert_eq!(r["status"]["name"], "secure", "{r}");
+    w.request_shutdown();
+    w.finished().await.unwrap();
+
+    let text = logs.text();
+    for secret in [admin, worker_token, wrong_token] {
+        assert!(!text.contains(secret), "a token reached the log: {text}");
+    }
+    c.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_worker_with_a_client_certificate_needs_no_token_and_another_ca_gets_nothing() {
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let dir = scratch("mtls");
+    let ca = TestCa::new("sdk e2e CA");
+    let spiffe = "spiffe://converge.test/worker/sdk-rust";
+    let admin = "cvg_admin_mtls";
+    let principals = json!({"principals": [
+        {"name": "ops", "role": "admin", "token_sha256": sha256_hex(admin)},
+        {"name": "mtls-w", "role": "worker", "spiffe_id": spiffe, "kinds": [KIND]},
+    ]});
+    let client_ca = ca.write(&dir, "client-ca");
+    let c = SecureConverge::start(
+        &dir,
+        &ca,
+        principals,
+        admin,
+        &[("TLS_CLIENT_CA_FILE", client_ca)],
+    )
+    .await;
+    c.apply("mtls").await;
+    let ca_file = ca.write(&dir, "ca");
+
+    // The same SPIFFE ID, signed by a CA the broker does not trust: no work.
+    let (cert, key) = TestCa::new("rogue CA").client(spiffe).write(&dir, "rogue");
+    let mut cfg = fast(WorkerConfig::new(c.broker.clone()), "rogue");
+    cfg.broker_ca_file = Some(ca_file.clone());
+    (cfg.cert_file, cfg.key_file) = (Some(cert), Some(key));
+    let rogue_probe = Probe::new();
+    let mut rogue = Worker::start(
+        cfg,
+        Registry::new().with(Scripted::new(KIND, 1, &rogue_probe)),
+    );
+    wait_for(T, "the rogue certificate refused", || {
+        let text = logs.text();
+        async move { text.contains("cannot load provider configs").then_some(()) }
+    })
+    .await;
+    rogue.request_shutdown();
+    rogue.finished().await.unwrap();
+    assert_eq!(
+        Probe::get(&rogue_probe.started),
+        0,
+        "a refused worker ran a task"
+    );
+    assert_ne!(c.resource("mtls").await["phase"], "Ready");
+
+    // Its own CA's certificate: the SAN URI is the principal; no token at all.
+    let (cert, key) = ca.client(spiffe).write(&dir, "worker");
+    let mut cfg = fast(WorkerConfig::new(c.broker.clone()), "mtls");
+    cfg.broker_ca_file = Some(ca_file);
+    (cfg.cert_file, cfg.key_file) = (Some(cert), Some(key));
+    let probe = Probe::new();
+    let mut w = Worker::start(cfg, Registry::new().with(Scripted::new(KIND, 1, &probe)));
+    let r = wait_for(T, "the resource Ready", || async {
+        let r = c.resource("mtls").await;
+        (r["phase"] == "Ready").then_some(r)
+    })
+    .await;
+    assert_eq!(r["status"]["name"], "mtls", "{r}");
+    w.request_shutdown();
+    w.finished().await.unwrap();
+    c.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
