@@ -15,7 +15,11 @@ pub mod journal;
 pub mod kinds;
 pub mod providers;
 
+use std::sync::Arc;
+
 use converge_sdk::{ConfigError, KindVersion, Registry};
+
+use crate::providers::exec::ExecAllow;
 
 /// Which kinds each provider serves, as read from the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,12 +32,14 @@ pub struct StdworkerConfig {
     pub cel_kinds: Vec<KindVersion>,
     /// Kinds served by the wasm provider (`STDWORKER_WASM_KINDS`).
     pub wasm_kinds: Vec<KindVersion>,
+    /// The programs exec kinds may start (`STDWORKER_EXEC_ALLOW`); `None` = any.
+    pub exec_allow: Option<ExecAllow>,
 }
 
 impl StdworkerConfig {
-    /// Reads every provider's kind list from the process environment. Serving nothing is an
-    /// error (a worker with no kinds cannot subscribe), and so is one (kind, version) given
-    /// to two providers.
+    /// Reads every provider's kind list and the exec allowlist from the process
+    /// environment. Serving nothing is an error (a worker with no kinds cannot subscribe),
+    /// and so is one (kind, version) given to two providers.
     pub fn from_env() -> Result<Self, ConfigError> {
         let read = |var| kinds::kinds_from_env(var).map(Option::unwrap_or_default);
         let cfg = Self {
@@ -41,6 +47,7 @@ impl StdworkerConfig {
             starlark_kinds: read(kinds::STARLARK_KINDS_VAR)?,
             cel_kinds: read(kinds::CEL_KINDS_VAR)?,
             wasm_kinds: read(kinds::WASM_KINDS_VAR)?,
+            exec_allow: ExecAllow::from_env()?,
         };
         if cfg.is_empty() {
             return Err(ConfigError::Missing {
@@ -101,8 +108,10 @@ pub fn build_registry(cfg: &StdworkerConfig) -> anyhow::Result<Registry> {
             None => registry.register(provider),
         }
     }
+    let exec_allow = cfg.exec_allow.clone().map(Arc::new);
     for kv in &cfg.exec_kinds {
-        registry.register(providers::exec::ExecProvider::new(kv.clone()));
+        let p = providers::exec::ExecProvider::new(kv.clone()).with_allow(exec_allow.clone());
+        registry.register(p);
     }
     for kv in &cfg.starlark_kinds {
         let p = providers::starlark::StarlarkProvider::new(kv.clone());

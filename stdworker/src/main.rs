@@ -3,11 +3,14 @@
 //!
 //! Environment: `STDWORKER_EXEC_KINDS`, `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`,
 //! `STDWORKER_WASM_KINDS` (each comma-separated `kind` or `kind:version`; at least one is
-//! required), `STDWORKER_TASK_JOURNAL` (a JSON-lines file of the sandboxed providers' tasks),
-//! `STDWORKER_WASM_CACHE_DIR` (compiled components; default `~/.cache/converge/wasm`) plus the
-//! SDK's variables (`BROKER_ADDR`, `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`,
-//! `WORKER_KINDS`, `WORKER_NAME`, `LOG_LEVEL`, `LOG_FORMAT`). A malformed value stops the
-//! boot with a message naming the variable and exit code 2.
+//! required), `STDWORKER_EXEC_ALLOW` (the absolute program paths and directories exec kinds
+//! may run; unset = any), `STDWORKER_TASK_JOURNAL` (a JSON-lines file of the sandboxed
+//! providers' tasks), `STDWORKER_WASM_CACHE_DIR` (compiled components; default
+//! `~/.cache/converge/wasm`) plus the SDK's variables (`BROKER_ADDR`, `WORKER_TOKEN` or
+//! `WORKER_TOKEN_FILE`, `BROKER_CA_FILE`, `WORKER_CERT_FILE` + `WORKER_KEY_FILE`,
+//! `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS`, `WORKER_NAME`, `LOG_LEVEL`,
+//! `LOG_FORMAT`). A malformed value stops the boot with a message naming the variable and
+//! exit code 2.
 
 use std::process::ExitCode;
 
@@ -36,6 +39,17 @@ async fn main() -> ExitCode {
         wasm_kinds = ?std_cfg.wasm_kinds,
         "stdworker starting"
     );
+    match &std_cfg.exec_allow {
+        Some(allow) => {
+            tracing::info!(allow = ?allow.entries(), "exec programs restricted by STDWORKER_EXEC_ALLOW")
+        }
+        // Said at every start: in production this is one variable away from "any
+        // providerconfig author runs any program on this host".
+        None if !std_cfg.exec_kinds.is_empty() => tracing::warn!(
+            "STDWORKER_EXEC_ALLOW is unset: exec kinds may run any program their default providerconfig names; set it in production"
+        ),
+        None => {}
+    }
     let registry = match build_registry(&std_cfg) {
         Ok(r) => r,
         Err(e) => {

@@ -71,3 +71,16 @@ fn composer_kind_lists_are_checked_and_disjoint() {
         "{err}"
     );
 }
+
+#[test]
+fn malformed_exec_allowlist_is_a_boot_error() {
+    for bad in ["bin/python3", "/nonexistent/handler", " , "] {
+        let (code, err) = boot(&[
+            ("BROKER_ADDR", "http://127.0.0.1:1"),
+            ("STDWORKER_EXEC_KINDS", "exec-hello"),
+            ("STDWORKER_EXEC_ALLOW", bad),
+        ]);
+        assert_eq!(code, Some(2), "{bad:?}: {err}");
+        assert!(err.contains("STDWORKER_EXEC_ALLOW"), "{bad:?}: {err}");
+    }
+}

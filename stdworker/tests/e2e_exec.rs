@@ -1,11 +1,15 @@
 //! End to end: the real `converge` (from `CONVERGE_BIN`) and the real `stdworker` running
 //! the Python fixture handler: success with status, exit codes 2 and 1, invalid JSON, a
-//! deadline killing the whole process group, live config edits and overrides, and the
-//! documented `examples/exec-hello` handler.
+//! deadline killing the whole process group, live config edits and overrides, overrides and
+//! programs refused before anything runs (`STDWORKER_EXEC_ALLOW`), and the documented
+//! `examples/exec-hello` handler.
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use common::{Converge, Stdworker, alive, fixture, scratch_dir, wait_for};
 use serde_json::{Value, json};
@@ -233,12 +237,13 @@ async fn config_edits_and_overrides_apply_without_restart() {
     .await;
     assert_eq!(r["status"]["from_config"], "yes");
 
-    // A per-resource override deep-merges onto the default (override wins per key).
+    // A per-resource override's settings deep-merge onto the default's (override wins per
+    // key); what runs stays the default's.
     c.put_config(
         "exec-test-override",
         "exec-test",
         false,
-        json!({"settings": {"b": {"d": 3}}, "args": [fixture("handler.py"), "over"]}),
+        json!({"settings": {"b": {"d": 3}}}),
     )
     .await;
     c.apply_body(&json!({
@@ -251,7 +256,7 @@ async fn config_edits_and_overrides_apply_without_restart() {
             v["phase"] == "Ready"
         })
         .await;
-    assert_eq!(r["status"]["args"], json!(["over"]), "{r}");
+    assert_eq!(r["status"]["args"], json!(["v2"]), "{r}");
     assert_eq!(
         r["status"]["settings"],
         json!({"a": 1, "b": {"c": 2, "d": 3}}),
@@ -263,6 +268,113 @@ async fn config_edits_and_overrides_apply_without_restart() {
     );
 
     assert!(w.stop().await.success());
+    c.stop().await;
+}
+
+/// An executable script at `dir/name` that creates `marker` and answers `{}`: if it ever
+/// runs, the marker says so.
+fn marker_script(dir: &Path, name: &str, marker: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!("#!/bin/sh\ntouch '{}'\necho '{{}}'\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_override_that_sets_the_program_fails_terminally_and_runs_nothing() {
+    let (c, w) = setup().await;
+    let dir = scratch_dir("override-program");
+    let marker = dir.join("ran");
+    let evil = marker_script(&dir, "evil.sh", &marker);
+    // Without the refusal the effective config would run the script with the default's
+    // args: the resource would go Ready and the marker would appear.
+    c.put_config(
+        "exec-test-evil",
+        "exec-test",
+        false,
+        json!({"program": evil, "settings": {"a": 2}}),
+    )
+    .await;
+    c.apply_body(&json!({
+        "kind": "exec-test", "kind_version": 1, "name": "hijack", "spec": {},
+        "provider_config_ref": "exec-test-evil",
+    }))
+    .await;
+    let r = c
+        .wait_resource("exec-test", "hijack", "a terminal failure", T, failed)
+        .await;
+    assert_eq!(r["failure_terminal"], true, "{r}");
+    assert!(message(&r).contains("`program`"), "names the field: {r}");
+    assert!(message(&r).contains("nothing was run"), "{r}");
+    assert!(!marker.exists(), "the override's program ran");
+
+    // The kind itself still works: the refusal is about the override, not the worker.
+    c.apply("exec-test", "plain", json!({"mode": "ok"})).await;
+    c.wait_resource("exec-test", "plain", "Ready", T, |v| v["phase"] == "Ready")
+        .await;
+    assert!(!marker.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(w.stop().await.success());
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_program_outside_stdworker_exec_allow_fails_terminally_and_runs_nothing() {
+    let c = Converge::start().await;
+    let outside = scratch_dir("allow-outside");
+    let marker = outside.join("ran");
+    let evil = marker_script(&outside, "evil.sh", &marker);
+    let allowed = scratch_dir("allow-inside");
+    let good_marker = allowed.join("ran");
+    let good = marker_script(&allowed, "good.sh", &good_marker);
+    for (kind, program) in [("exec-evil", &evil), ("exec-good", &good)] {
+        c.apply_manifest(&manifest(kind, 30)).await;
+        c.put_config(
+            &format!("{kind}-default"),
+            kind,
+            true,
+            json!({"program": program}),
+        )
+        .await;
+    }
+    let w = Stdworker::start(
+        &c.broker,
+        "exec-evil,exec-good",
+        &[("STDWORKER_EXEC_ALLOW", allowed.to_str().unwrap())],
+    );
+    c.apply("exec-evil", "denied", json!({})).await;
+    c.apply("exec-good", "allowed", json!({})).await;
+
+    let r = c
+        .wait_resource("exec-evil", "denied", "a terminal failure", T, failed)
+        .await;
+    assert_eq!(r["failure_terminal"], true, "{r}");
+    assert!(
+        message(&r).contains(evil.to_str().unwrap())
+            && message(&r).contains("STDWORKER_EXEC_ALLOW"),
+        "names the program and the variable: {r}"
+    );
+    assert!(
+        !marker.exists(),
+        "a program outside STDWORKER_EXEC_ALLOW ran"
+    );
+
+    // A program inside the allowed directory runs (so the worker did take tasks).
+    c.wait_resource("exec-good", "allowed", "Ready", T, |v| {
+        v["phase"] == "Ready"
+    })
+    .await;
+    assert!(good_marker.exists(), "the allowed program ran");
+    assert!(!marker.exists());
+
+    assert!(w.stop().await.success());
+    let _ = std::fs::remove_dir_all(&outside);
+    let _ = std::fs::remove_dir_all(&allowed);
     c.stop().await;
 }
 

@@ -1,17 +1,18 @@
 //! Unit tests of the exec provider's parts, no broker: kind-list parsing, the config,
-//! request building, response parsing, exit-code mapping, and the process runner's caps,
-//! environment scrubbing and process-group killing (with real `sh` processes).
+//! request building, response parsing, exit-code mapping, the process runner's caps,
+//! environment scrubbing and process-group killing (with real `sh` processes), and the
+//! refusals that keep data from choosing what runs (override fields, `STDWORKER_EXEC_ALLOW`).
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use converge_sdk::KindVersion;
 use converge_sdk::{Operation, Provider, ProviderConfig, Resource, Stage, Transition, testing};
 use converge_stdworker::{
     kinds::parse_kind_list,
     providers::exec::{
-        CommandSpec, ExecConfig, ExecProvider, Exit, Limits, RunReport, Stop, build_request,
-        child_env, execute, outcome_of, parse_response, process::Tail, response::to_pointer,
-        run_process,
+        CommandSpec, EXEC_ALLOW_VAR, ExecAllow, ExecConfig, ExecProvider, Exit, Limits, RunReport,
+        Stop, build_request, check_override, child_env, execute, outcome_of, parse_response,
+        process::Tail, resolve_program, response::to_pointer, run_process,
     },
 };
 use serde_json::{Value, json};
@@ -405,6 +406,7 @@ fn stderr_tail_keeps_the_last_bytes() {
 fn sh(script: &str) -> CommandSpec {
     CommandSpec {
         program: "sh".into(),
+        arg0: None,
         args: vec!["-c".into(), script.into()],
         env: child_env(&BTreeMap::new()),
     }
@@ -590,6 +592,7 @@ async fn leftovers_in_the_group_are_killed_when_the_program_exits() {
 async fn a_missing_program_is_a_spawn_error() {
     let cmd = CommandSpec {
         program: "/nonexistent/handler".into(),
+        arg0: None,
         args: vec![],
         env: child_env(&BTreeMap::new()),
     };
@@ -631,7 +634,7 @@ json.dump({"status": {"argv": sys.argv[1:], "k": os.environ.get("K"), "settings"
     );
     req.config_override = Some(json!({"settings": {"b": {"d": 3}}}));
     req.bundle_override = b"xyz".to_vec();
-    let out = execute(&req, &Limits::default()).await.unwrap();
+    let out = execute(&req, &Limits::default(), None).await.unwrap();
     assert_eq!(
         out.status,
         Some(
@@ -645,6 +648,7 @@ async fn execute_without_a_program_is_transient() {
     let e = execute(
         &configured(json!({}), json!({"settings": {}})),
         &Limits::default(),
+        None,
     )
     .await
     .unwrap_err();
@@ -655,6 +659,7 @@ async fn execute_without_a_program_is_transient() {
     let e = execute(
         &configured(json!({}), json!({"program": "/nonexistent/x"})),
         &Limits::default(),
+        None,
     )
     .await
     .unwrap_err();
@@ -671,7 +676,7 @@ async fn execute_honours_timeout_secs_and_cancellation() {
         json!({"program": "sleep", "args": ["30"], "timeout_secs": 0.2}),
     );
     let limits = small_limits();
-    let e = execute(&req, &limits).await.unwrap_err();
+    let e = execute(&req, &limits, None).await.unwrap_err();
     assert!(!e.is_terminal() && e.message().contains("timed out"), "{e}");
 
     let req = configured(json!({}), json!({"program": "sleep", "args": ["30"]}));
@@ -680,7 +685,7 @@ async fn execute_honours_timeout_secs_and_cancellation() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         cancel.cancel();
     });
-    let e = execute(&req, &limits).await.unwrap_err();
+    let e = execute(&req, &limits, None).await.unwrap_err();
     assert!(!e.is_terminal() && e.message().contains("cancelled"), "{e}");
 
     let mut req = configured(
@@ -688,6 +693,214 @@ async fn execute_honours_timeout_secs_and_cancellation() {
         json!({"program": "sleep", "args": ["30"], "timeout_secs": 60}),
     );
     req.deadline = Some(tokio::time::Instant::now() + Duration::from_millis(200));
-    let e = execute(&req, &limits).await.unwrap_err();
+    let e = execute(&req, &limits, None).await.unwrap_err();
     assert!(!e.is_terminal() && e.message().contains("deadline"), "{e}");
+}
+
+// ---------------------------------------------------------------- refusals
+
+/// A fresh scratch directory under the system temp dir.
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "stdworker-unit-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An executable script at `dir/name` that creates `marker` and answers `{}`: if it ever
+/// runs, the marker says so.
+fn marker_script(dir: &Path, name: &str, marker: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!("#!/bin/sh\ntouch '{}'\necho '{{}}'\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn an_override_may_set_only_settings() {
+    for ok in [
+        None,
+        Some(Value::Null),
+        Some(json!({})),
+        Some(json!({"settings": {"a": 1}})),
+    ] {
+        assert!(check_override(ok.as_ref()).is_ok(), "{ok:?}");
+    }
+    for field in ["program", "args", "env", "timeout_secs", "ready", "progam"] {
+        let mut over = json!({"settings": {}});
+        over[field] = json!("x");
+        let e = check_override(Some(&over)).unwrap_err();
+        assert!(e.is_terminal(), "{field}: {e}");
+        assert!(e.message().contains(&format!("sets `{field}`")), "{e}");
+        assert!(e.message().contains("nothing was run"), "{e}");
+    }
+    let e = check_override(Some(&json!({"args": [], "program": "p", "settings": {}}))).unwrap_err();
+    assert!(e.message().contains("sets `args`, `program`:"), "{e}");
+    for not_an_object in [json!("program"), json!([1]), json!(5)] {
+        let e = check_override(Some(&not_an_object)).unwrap_err();
+        assert!(
+            e.is_terminal() && e.message().contains("not an object"),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_override_setting_what_runs_fails_terminally_and_runs_nothing() {
+    let dir = scratch("override");
+    let marker = dir.join("ran");
+    // The default program itself writes the marker: if anything at all ran, it shows.
+    let script = marker_script(&dir, "handler.sh", &marker);
+    for (field, value) in [
+        ("program", json!("/bin/sh")),
+        ("args", json!(["-c", "echo {}"])),
+        ("env", json!({"LD_PRELOAD": "/tmp/x.so"})),
+        ("timeout_secs", json!(1)),
+    ] {
+        let mut req = configured(json!({}), json!({"program": script}));
+        let mut over = json!({"settings": {"a": 1}});
+        over[field] = value;
+        req.config_override = Some(over);
+        let e = execute(&req, &Limits::default(), None).await.unwrap_err();
+        assert!(e.is_terminal(), "{field}: {e}");
+        assert!(e.message().contains(&format!("`{field}`")), "{e}");
+        assert!(!marker.exists(), "{field}: the handler ran");
+    }
+    // Control: with a settings-only override the same config runs and leaves the marker.
+    let mut req = configured(json!({}), json!({"program": script}));
+    req.config_override = Some(json!({"settings": {"a": 1}}));
+    execute(&req, &Limits::default(), None).await.unwrap();
+    assert!(marker.exists(), "the control run wrote its marker");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn exec_allow_entries_are_absolute_existing_and_canonical() {
+    let dir = scratch("allow-parse");
+    let prog = marker_script(&dir, "p.sh", &dir.join("m"));
+    std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+    let canon = dir.canonicalize().unwrap();
+    let allow = ExecAllow::parse(
+        EXEC_ALLOW_VAR,
+        &format!(" {}/sub/../p.sh , {}/sub ,", dir.display(), dir.display()),
+    )
+    .unwrap();
+    assert!(allow.allows(&prog.canonicalize().unwrap()));
+    assert!(allow.allows(&canon.join("sub/x")));
+    assert!(allow.allows(&canon.join("sub/deeper/x")), "any depth");
+    assert!(!allow.allows(&canon.join("other.sh")));
+    assert!(
+        !allow.allows(&canon.join("subx/x")),
+        "whole path components: sub does not cover subx"
+    );
+    assert_eq!(allow.entries().len(), 2);
+
+    for (bad, needle) in [
+        ("bin/python3", "not an absolute path"),
+        ("/nonexistent/handler", "cannot be resolved"),
+        (" , ", "comma-separated"),
+    ] {
+        let e = ExecAllow::parse(EXEC_ALLOW_VAR, bad).unwrap_err();
+        assert_eq!(e.var(), EXEC_ALLOW_VAR);
+        assert!(e.to_string().contains(needle), "{bad:?}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn programs_resolve_through_the_given_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("resolve");
+    let handler = marker_script(&dir, "handler", &dir.join("m"));
+    let plain = dir.join("plain");
+    std::fs::write(&plain, "not executable").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = format!("/nonexistent:{}", dir.display());
+    assert_eq!(resolve_program("handler", Some(&path)).unwrap(), handler);
+    assert_eq!(
+        resolve_program(handler.to_str().unwrap(), None).unwrap(),
+        handler,
+        "a path is taken as is"
+    );
+    for (name, path) in [
+        ("plain", Some(path.as_str())),
+        ("handler", Some("/nonexistent")),
+        ("handler", None),
+    ] {
+        let e = resolve_program(name, path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{name} in {path:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_program_outside_the_allowlist_fails_terminally_and_runs_nothing() {
+    let allowed = scratch("allowed");
+    let outside = scratch("outside");
+    let marker = outside.join("ran");
+    let evil = marker_script(&outside, "evil.sh", &marker);
+    // A link inside the allowed directory to a program outside it is outside too.
+    let link = allowed.join("link.sh");
+    std::os::unix::fs::symlink(&evil, &link).unwrap();
+    let allow = ExecAllow::parse(EXEC_ALLOW_VAR, allowed.to_str().unwrap()).unwrap();
+    for program in [&evil, &link] {
+        let req = configured(json!({}), json!({"program": program}));
+        let e = execute(&req, &Limits::default(), Some(&allow))
+            .await
+            .unwrap_err();
+        assert!(e.is_terminal(), "{e}");
+        assert!(
+            e.message().contains(program.to_str().unwrap()) && e.message().contains(EXEC_ALLOW_VAR),
+            "names the program and the variable: {e}"
+        );
+        assert!(!marker.exists(), "{}: the program ran", program.display());
+    }
+
+    // Through the provider: a bare name found in the config's PATH inside the allowlist runs.
+    let good_marker = allowed.join("ran");
+    marker_script(&allowed, "good", &good_marker);
+    let p = ExecProvider::new(KindVersion::new("k", 1))
+        .with_allow(Some(std::sync::Arc::new(allow.clone())));
+    let path = format!(
+        "{}:{}",
+        allowed.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let req = configured(json!({}), json!({"program": "good", "env": {"PATH": path}}));
+    p.work(req).await.unwrap();
+    assert!(good_marker.exists(), "the allowed program ran");
+    let req = configured(json!({}), json!({"program": evil}));
+    let e = p.work(req).await.unwrap_err();
+    assert!(e.is_terminal() && !marker.exists(), "{e}");
+
+    let _ = std::fs::remove_dir_all(&allowed);
+    let _ = std::fs::remove_dir_all(&outside);
+}
+
+#[tokio::test]
+async fn an_allowed_program_runs_by_canonical_path_under_its_configured_name() {
+    // `sh` is usually a link (to dash, bash or busybox): allow its target, run it by name,
+    // and the process still sees `sh` as argv[0] (multi-call binaries depend on it).
+    let sh = resolve_program("sh", std::env::var("PATH").ok().as_deref())
+        .unwrap()
+        .canonicalize()
+        .unwrap();
+    let allow = ExecAllow::parse(EXEC_ALLOW_VAR, sh.to_str().unwrap()).unwrap();
+    let script = r#"a0=$(tr '\0' '\n' < /proc/$$/cmdline | head -n1); printf '{"status": {"argv0": "%s"}}' "$a0""#;
+    let req = configured(json!({}), json!({"program": "sh", "args": ["-c", script]}));
+    let out = execute(&req, &Limits::default(), Some(&allow))
+        .await
+        .unwrap();
+    assert_eq!(out.status, Some(json!({"argv0": "sh"})));
 }

@@ -7,7 +7,12 @@
 //! code; stdout over its cap is terminal. Failure messages carry the exit status and the
 //! stderr tail. The config is read from each task, so editing the providerconfig changes
 //! the next run without a restart.
+//!
+//! What runs is decided by the kind's default providerconfig alone: a resource's override
+//! that sets anything but `settings` fails the task terminally before anything starts, and
+//! with `STDWORKER_EXEC_ALLOW` set so does a program outside it ([`allow`]).
 
+pub mod allow;
 pub mod config;
 pub mod process;
 pub mod request;
@@ -15,7 +20,10 @@ pub mod response;
 
 use std::{
     collections::BTreeMap,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Instant,
 };
 
@@ -23,6 +31,7 @@ use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig,
 use tracing::{debug, info, warn};
 
 pub use self::{
+    allow::{EXEC_ALLOW_VAR, ExecAllow, check_override, resolve_program},
     config::ExecConfig,
     process::{CommandSpec, Exit, Limits, RunReport, Stop, run_process},
     request::build_request,
@@ -41,6 +50,7 @@ pub struct ExecProvider {
     kv: KindVersion,
     ready: AtomicBool,
     limits: Limits,
+    allow: Option<Arc<ExecAllow>>,
 }
 
 impl ExecProvider {
@@ -56,7 +66,15 @@ impl ExecProvider {
             kv,
             ready: AtomicBool::new(false),
             limits,
+            allow: None,
         }
+    }
+
+    /// Restricts the programs this kind may start (`STDWORKER_EXEC_ALLOW`); `None` allows
+    /// any.
+    pub fn with_allow(mut self, allow: Option<Arc<ExecAllow>>) -> Self {
+        self.allow = allow;
+        self
     }
 }
 
@@ -66,7 +84,7 @@ impl Provider for ExecProvider {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
-        execute(&req, &self.limits).await
+        execute(&req, &self.limits, self.allow.as_deref()).await
     }
 
     fn on_config(&self, cfg: ProviderConfig) {
@@ -109,8 +127,14 @@ pub fn child_env(config_env: &BTreeMap<String, String>) -> BTreeMap<String, Stri
 ///
 /// Config problems (no program, a malformed config, a program that cannot start) are
 /// transient: they are fixed by editing the providerconfig, which a terminal failure would
-/// not notice (terminal failures wait for a *spec* change).
-pub async fn execute(req: &ReactionRequest, limits: &Limits) -> Result<Outcome, HandlerError> {
+/// not notice (terminal failures wait for a *spec* change). Refusals are terminal and run
+/// nothing: an override setting more than `settings`, and a program outside `allow`.
+pub async fn execute(
+    req: &ReactionRequest,
+    limits: &Limits,
+    allow: Option<&ExecAllow>,
+) -> Result<Outcome, HandlerError> {
+    check_override(req.config_override.as_ref())?;
     let cfg = ExecConfig::from_value(&req.effective_config()).map_err(HandlerError::transient)?;
     let Some(program) = cfg.program() else {
         return Err(HandlerError::transient(format!(
@@ -118,14 +142,19 @@ pub async fn execute(req: &ReactionRequest, limits: &Limits) -> Result<Outcome, 
             req.kind, req.kind_version
         )));
     };
+    let env = child_env(&cfg.env);
+    let cmd = match allow {
+        None => CommandSpec {
+            program: program.to_string(),
+            arg0: None,
+            args: cfg.args.clone(),
+            env,
+        },
+        Some(allow) => allowed_command(program, &cfg, env, allow)?,
+    };
     let input = build_request(req, cfg.settings.as_ref(), req.effective_bundle());
     let input = serde_json::to_vec(&input)
         .map_err(|e| HandlerError::terminal(format!("cannot encode the exec request: {e}")))?;
-    let cmd = CommandSpec {
-        program: program.to_string(),
-        args: cfg.args.clone(),
-        env: child_env(&cfg.env),
-    };
     let started = Instant::now();
     let report = run_process(
         &cmd,
@@ -146,6 +175,42 @@ pub async fn execute(req: &ReactionRequest, limits: &Limits) -> Result<Outcome, 
         "exec handler finished"
     );
     outcome_of(&report, limits)
+}
+
+/// The command for `program` when an allowlist applies: resolved as the spawn would
+/// (through the child's `PATH`), canonicalised, checked, and then run by that canonical
+/// path (under its configured name as `argv[0]`), so what was checked is what starts even
+/// if a symlink on the way is swapped afterwards.
+fn allowed_command(
+    program: &str,
+    cfg: &ExecConfig,
+    env: BTreeMap<String, String>,
+    allow: &ExecAllow,
+) -> Result<CommandSpec, HandlerError> {
+    let cannot_start = |e: std::io::Error| {
+        HandlerError::transient(format!("cannot start exec handler {program:?}: {e}"))
+    };
+    let canonical = resolve_program(program, env.get("PATH").map(String::as_str))
+        .and_then(|p| p.canonicalize())
+        .map_err(cannot_start)?;
+    if !allow.allows(&canonical) {
+        return Err(HandlerError::terminal(format!(
+            "exec program {program:?} ({}) is outside {EXEC_ALLOW_VAR}; nothing was run",
+            canonical.display()
+        )));
+    }
+    let Some(canonical) = canonical.to_str() else {
+        return Err(HandlerError::terminal(format!(
+            "exec program {program:?} resolves to a path that is not UTF-8 ({}); nothing was run",
+            canonical.display()
+        )));
+    };
+    Ok(CommandSpec {
+        program: canonical.to_string(),
+        arg0: Some(program.to_string()),
+        args: cfg.args.clone(),
+        env,
+    })
 }
 
 /// `; stderr: <tail>` (marked as truncated when earlier bytes were dropped), or nothing.

@@ -53,6 +53,9 @@ impl Default for Limits {
 pub struct CommandSpec {
     /// Program path or name (looked up in the child's `PATH`).
     pub program: String,
+    /// The child's `argv[0]` when it should differ from `program` (an allowlisted program
+    /// runs by its canonical path under the name its config gave).
+    pub arg0: Option<String>,
     /// Arguments.
     pub args: Vec<String>,
     /// The child's whole environment (the caller decides what goes in).
@@ -271,6 +274,9 @@ pub async fn run_process(
     limits: &Limits,
 ) -> io::Result<RunReport> {
     let mut command = Command::new(&cmd.program);
+    if let Some(arg0) = &cmd.arg0 {
+        command.arg0(arg0);
+    }
     command
         .args(&cmd.args)
         .env_clear()
