@@ -14,6 +14,36 @@ pub mod token;
 pub use principals::{Principal, Role};
 pub use store::Authenticator;
 
+/// Calls `reload` (on a blocking thread: it reads files) every `every` until `stop`. A failure
+/// is logged once per distinct message, with `kept` saying what stays in force meanwhile.
+pub async fn poll_reload<E>(
+    every: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+    kept: &'static str,
+    reload: impl Fn() -> Result<bool, E> + Clone + Send + 'static,
+) where
+    E: std::error::Error + Send + 'static,
+{
+    let mut last_error = String::new();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match tokio::task::spawn_blocking(reload.clone()).await {
+            Ok(Ok(_)) => last_error.clear(),
+            Ok(Err(e)) => {
+                let msg = error_chain(&e);
+                if msg != last_error {
+                    tracing::error!(error = %msg, "{kept}");
+                    last_error = msg;
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "reload task failed"),
+        }
+    }
+}
+
 /// `e` and its sources, joined with ": " (for one log line or one boot error).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();

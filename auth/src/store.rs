@@ -172,27 +172,13 @@ impl Authenticator {
 
     /// Polls the file every `every` until `stop`, reloading it when its content changes.
     pub async fn keep_fresh(self: Arc<Self>, every: Duration, stop: CancellationToken) {
-        let mut last_error = String::new();
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
-            }
-            let this = self.clone();
-            let result = tokio::task::spawn_blocking(move || this.reload()).await;
-            match result {
-                Ok(Ok(_)) => last_error.clear(),
-                Ok(Err(e)) => {
-                    let msg = crate::error_chain(&e);
-                    // Once per distinct problem, not once per poll.
-                    if msg != last_error {
-                        tracing::error!(error = %msg, "AUTH_FILE not reloaded; the previous principals stay in force");
-                        last_error = msg;
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "AUTH_FILE reload task failed"),
-            }
-        }
+        crate::poll_reload(
+            every,
+            stop,
+            "AUTH_FILE not reloaded; the previous principals stay in force",
+            move || self.reload(),
+        )
+        .await
     }
 }
 

@@ -208,25 +208,13 @@ impl ServerTls {
 
     /// Polls the files every `every` until `stop`, reloading on change.
     pub async fn keep_fresh(self: Arc<Self>, every: Duration, stop: CancellationToken) {
-        let mut last_error = String::new();
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
-            }
-            let this = self.clone();
-            match tokio::task::spawn_blocking(move || this.reload()).await {
-                Ok(Ok(_)) => last_error.clear(),
-                Ok(Err(e)) => {
-                    let msg = crate::error_chain(&e);
-                    if msg != last_error {
-                        tracing::error!(error = %msg, "TLS files not reloaded; the previous certificate stays in use");
-                        last_error = msg;
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "TLS reload task failed"),
-            }
-        }
+        crate::poll_reload(
+            every,
+            stop,
+            "TLS files not reloaded; the previous certificate stays in use",
+            move || self.reload(),
+        )
+        .await
     }
 }
 

@@ -92,28 +92,29 @@ fn serve_http(
     match tls {
         Some(tls) => {
             let listener = tls::accept_tls(listener, tls, stop.clone())?;
-            tasks.spawn(async move {
-                if let Err(e) = axum::serve(listener, app)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await
-                {
-                    tracing::error!(error = %e, "HTTPS server failed");
-                }
-            });
+            spawn_serve(tasks, listener, app, stop);
         }
         None => {
             let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
-            tasks.spawn(async move {
-                if let Err(e) = axum::serve(listener, app)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await
-                {
-                    tracing::error!(error = %e, "HTTP server failed");
-                }
-            });
+            spawn_serve(tasks, listener, app, stop);
         }
     }
     Ok(())
+}
+
+fn spawn_serve<L>(tasks: &mut JoinSet<()>, listener: L, app: axum::Router, stop: CancellationToken)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+        {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
 }
 
 async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {

@@ -121,6 +121,23 @@ async fn start_with_auth(dir: &Scratch) -> (Converge, PathBuf) {
     (c, auth)
 }
 
+/// The actor of hello/`name`'s first event whose `field` is `value`.
+async fn event_actor(c: &Converge, name: &str, field: &str, value: &str) -> Value {
+    let path = format!("/api/v1/resources/hello/{name}/events");
+    let events: Value = call(c, Some(VIEWER), Method::GET, &path, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[field] == value)
+        .unwrap_or_else(|| panic!("no event with {field} = {value}: {events}"))["actor"]
+        .clone()
+}
+
 #[tokio::test]
 async fn http_routes_answer_by_role_with_problem_json() {
     let dir = Scratch::new();
@@ -217,22 +234,7 @@ async fn http_routes_answer_by_role_with_problem_json() {
     }
 
     // The principal of a mutating call is the actor of the events it wrote.
-    let r = call(
-        &c,
-        Some(VIEWER),
-        Method::GET,
-        "/api/v1/resources/hello/m-4/events",
-        None,
-    )
-    .await;
-    let events: Value = r.json().await.unwrap();
-    let created = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["type"] == "created")
-        .unwrap_or_else(|| panic!("no created event: {events}"));
-    assert_eq!(created["actor"], "ci", "{events}");
+    assert_eq!(event_actor(&c, "m-4", "type", "created").await, "ci");
     let r = call(
         &c,
         Some(ADMIN),
@@ -242,22 +244,10 @@ async fn http_routes_answer_by_role_with_problem_json() {
     )
     .await;
     assert_eq!(r.status(), 200);
-    let r = call(
-        &c,
-        Some(VIEWER),
-        Method::GET,
-        "/api/v1/resources/hello/m-4/events",
-        None,
-    )
-    .await;
-    let events: Value = r.json().await.unwrap();
-    let q = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["to_phase"] == "Quarantined")
-        .unwrap_or_else(|| panic!("no quarantine event: {events}"));
-    assert_eq!(q["actor"], "ops", "{events}");
+    assert_eq!(
+        event_actor(&c, "m-4", "to_phase", "Quarantined").await,
+        "ops"
+    );
     c.stop().await;
 }
 
