@@ -17,6 +17,7 @@ use std::{
 
 mod bom;
 mod cpu;
+mod secure;
 
 use anyhow::{Context, bail};
 use base64::Engine as _;
@@ -89,6 +90,14 @@ struct Args {
     /// worker must serve it, e.g. `conf-leaf` for the conformance guest component).
     #[arg(long, default_value = "benchleaf")]
     kind: String,
+    /// Run the broker as a process of its own (ROLE=broker beside ROLE=control): the
+    /// baseline for --secure.
+    #[arg(long)]
+    split: bool,
+    /// As --split, with the broker behind TLS and bearer tokens (workers dial https:// with
+    /// a worker token) and the API behind an admin token.
+    #[arg(long)]
+    secure: bool,
 }
 
 /// The no-op leaf: reports a tiny status.
@@ -141,18 +150,81 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 struct Server {
     child: Child,
+    /// The broker's own process with --split / --secure.
+    broker_child: Option<Child>,
     http: String,
     broker: String,
     db_url: String,
+    secure: Option<secure::Secure>,
     _dir: PathBuf,
 }
 
-async fn start_server() -> anyhow::Result<Server> {
+/// Starts `converge serve` with ROLE=broker on `server`'s database and waits for its probes.
+async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
+    let (gp, hp) = (free_port(), free_port());
+    let mut cmd = Command::new(sibling("converge")?);
+    cmd.arg("serve")
+        .env("ROLE", "broker")
+        .env("DATABASE_URL", &server.db_url)
+        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+        .env("HEALTH_ADDR", format!("127.0.0.1:{hp}"))
+        .env(
+            "LOG_LEVEL",
+            std::env::var("BENCH_CONVERGE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    for (k, v) in server.secure.iter().flat_map(|s| s.broker_env()) {
+        cmd.env(k, v);
+    }
+    server.broker_child = Some(cmd.spawn().context("starting the broker")?);
+    let scheme = if server.secure.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    server.broker = format!("{scheme}://127.0.0.1:{gp}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let client = reqwest::Client::new();
+    loop {
+        let ready = match &server.secure {
+            Some(s) => converge_auth::testing::https(hp, &s.ca_pem, "GET", "/readyz", None, None)
+                .await
+                .is_ok_and(|r| r.status == 200),
+            None => client
+                .get(format!("http://127.0.0.1:{hp}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success()),
+        };
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the broker did not become ready in 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn start_server(args: &Args) -> anyhow::Result<Server> {
     let dir = std::env::temp_dir().join(format!("converge-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let (hp, gp, pp) = (free_port(), free_port(), free_port());
-    let child = Command::new(sibling("converge")?)
+    let secure = if args.secure {
+        Some(secure::Secure::new(&dir)?)
+    } else {
+        None
+    };
+    let split = args.split || args.secure;
+    let mut cmd = Command::new(sibling("converge")?);
+    cmd.env("ROLE", if split { "control" } else { "all" });
+    for (k, v) in secure.iter().flat_map(|s| s.control_env()) {
+        cmd.env(k, v);
+    }
+    let child = cmd
         .arg("dev")
         .env("CONVERGE_DEV_DIR", &dir)
         .env("CONVERGE_DEV_PG_PORT", pp.to_string())
@@ -177,11 +249,13 @@ async fn start_server() -> anyhow::Result<Server> {
         .kill_on_drop(true)
         .spawn()
         .context("starting converge dev")?;
-    let s = Server {
+    let mut s = Server {
         child,
+        broker_child: None,
         http: format!("http://127.0.0.1:{hp}"),
         broker: format!("http://127.0.0.1:{gp}"),
         db_url: format!("postgres://converge@127.0.0.1:{pp}/converge"),
+        secure,
         _dir: dir,
     };
     let client = reqwest::Client::new();
@@ -190,6 +264,9 @@ async fn start_server() -> anyhow::Result<Server> {
         if let Ok(r) = client.get(format!("{}/readyz", s.http)).send().await
             && r.status().is_success()
         {
+            if split {
+                start_broker(&mut s).await?;
+            }
             return Ok(s);
         }
         if Instant::now() > deadline {
@@ -203,9 +280,11 @@ async fn start_server() -> anyhow::Result<Server> {
 fn start_external_workers(
     args: &Args,
     cmd: &str,
-    broker: &str,
+    server: &Server,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let broker = server.broker.as_str();
+    let secure_env: Vec<_> = server.secure.iter().flat_map(|s| s.worker_env()).collect();
     (0..args.workers)
         .map(|i| {
             // `exec`, so the kill at the end reaches the worker, not just the shell.
@@ -219,6 +298,7 @@ fn start_external_workers(
                 .env("NOOP_KIND", &args.kind)
                 .env("STDWORKER_EXEC_KINDS", &args.kind)
                 .env("LOG_LEVEL", "warn")
+                .envs(secure_env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
                 .kill_on_drop(true)
@@ -239,13 +319,14 @@ fn start_external_workers(
 
 fn start_workers(
     args: &Args,
-    broker: &str,
+    server: &Server,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let broker = server.broker.as_str();
     if let Some(cmd) = &args.worker_cmd
         && args.bom_children.is_none()
     {
-        return start_external_workers(args, cmd, broker, stop);
+        return start_external_workers(args, cmd, server, stop);
     }
     let composite = args.bom_children.is_some();
     (0..args.workers)
@@ -254,6 +335,9 @@ fn start_workers(
             cfg.max_parallel = args.parallel;
             cfg.worker_name = format!("bench-{i}");
             cfg.drain_timeout = Duration::from_secs(2);
+            if let Some(s) = &server.secure {
+                s.worker(&mut cfg);
+            }
             let stop = stop.clone();
             let registry = if composite {
                 Registry::new().with(bom::BenchBom).with(bom::BenchLink)
@@ -385,9 +469,17 @@ async fn idle_latency(
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     eprintln!("starting converge dev ...");
-    let mut server = start_server().await?;
+    let mut server = start_server(&args).await?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(s) = &server.secure {
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", s.admin_token).parse()?,
+        );
+    }
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.apply_concurrency)
+        .default_headers(headers)
         .build()?;
     let manifest = json!({
         "kind": args.kind, "kind_version": 1, "description": "benchmark no-op leaf",
@@ -448,14 +540,14 @@ async fn main() -> anyhow::Result<()> {
 
     let mut workers = Vec::new();
     if !args.preload {
-        workers = start_workers(&args, &server.broker, &stop);
+        workers = start_workers(&args, &server, &stop);
     }
     eprintln!(
         "measuring {} single applies on the idle system ...",
         args.idle_samples
     );
     if args.preload {
-        workers = start_workers(&args, &server.broker, &stop);
+        workers = start_workers(&args, &server, &stop);
     }
     let idle = idle_latency(&client, &server.http, &args.kind, args.idle_samples).await?;
     if args.preload {
@@ -481,7 +573,7 @@ async fn main() -> anyhow::Result<()> {
     let workers_at = chrono::Utc::now();
     if args.preload {
         eprintln!("starting {} workers ...", args.workers);
-        workers = start_workers(&args, &server.broker, &stop);
+        workers = start_workers(&args, &server, &stop);
     }
     wait_all_ready(&pool, &args.kind, "bulk-", args.n).await?;
     let row: (f64, f64, f64, f64) = sqlx::query_as(
@@ -546,7 +638,7 @@ async fn run_bom(
             bail!("manifest {kind} refused: {}", r.status());
         }
     }
-    let workers = start_workers(args, &server.broker, stop);
+    let workers = start_workers(args, server, stop);
     let chains = (children / 3 / args.roots).max(1);
     let mut rounds = Vec::new();
     for round in 0..args.rounds.max(1) {
