@@ -172,9 +172,12 @@ fn https_and_the_credential_variables_are_read() {
     assert_eq!((cfg.token, cfg.broker_ca_file), (None, None));
 }
 
+/// Variables to parse, and the names the error must mention.
+type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+
 #[test]
 fn inconsistent_credentials_are_errors_naming_every_variable() {
-    let cases: &[(&[(&str, &str)], &[&str])] = &[
+    let cases: &[Case] = &[
         (
             &[
                 ("BROKER_ADDR", "https://b:1"),
