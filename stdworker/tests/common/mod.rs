@@ -1,6 +1,6 @@
 //! End-to-end harness for stdworker: a real `converge` (from `CONVERGE_BIN`) on a fresh
-//! database, a real `stdworker` process, an HTTP client, and polling waits with deadlines
-//! (never sleeps as synchronisation).
+//! database (plain, or serving TLS with an `AUTH_FILE`), a real `stdworker` process, an
+//! HTTP(S) client, and polling waits with deadlines (never sleeps as synchronisation).
 
 #![allow(
     dead_code,
@@ -53,43 +53,63 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// How a secured converge is reached over HTTPS: its port, the CA that signed its
+/// certificate, and the token every API call carries.
+pub struct Https {
+    pub port: u16,
+    pub ca_pem: String,
+    pub token: String,
+}
+
 /// A running `converge serve` (ROLE=all) on its own fresh database.
 pub struct Converge {
     pub db: TestDb,
     pub http: String,
     pub broker: String,
     pub client: reqwest::Client,
+    /// Set when converge serves TLS with an AUTH_FILE ([`Converge::start_secure`]).
+    pub https: Option<Https>,
     child: Child,
+}
+
+/// `converge serve` on the given ports with fast retries and `extra` environment.
+fn converge_command(db: &TestDb, hp: u16, gp: u16, extra: &[(&str, PathBuf)]) -> Child {
+    Command::new(converge_bin())
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATABASE_URL", &db.url)
+        .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
+        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
+        .env("RETRY_BASE", "200ms")
+        .env("RETRY_MAX", "1s")
+        .env("SHUTDOWN_DRAIN", "2s")
+        .env("DB_MAX_CONNECTIONS", "10")
+        .env("LOG_LEVEL", log_level())
+        .envs(extra.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn converge")
+}
+
+fn assert_converge_built() {
+    let bin = converge_bin();
+    assert!(
+        bin.exists(),
+        "{} is missing: build converge or set CONVERGE_BIN",
+        bin.display()
+    );
 }
 
 impl Converge {
     /// Starts converge with fast retries and waits until /readyz answers 200.
     pub async fn start() -> Converge {
-        let bin = converge_bin();
-        assert!(
-            bin.exists(),
-            "{} is missing: build converge or set CONVERGE_BIN",
-            bin.display()
-        );
+        assert_converge_built();
         let db = TestDb::new().await;
         let (child, hp, gp) = spawn_ready("converge /readyz", |hp, gp| {
-            Command::new(&bin)
-                .arg("serve")
-                .env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("DATABASE_URL", &db.url)
-                .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
-                .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
-                .env("RETRY_BASE", "200ms")
-                .env("RETRY_MAX", "1s")
-                .env("SHUTDOWN_DRAIN", "2s")
-                .env("DB_MAX_CONNECTIONS", "10")
-                .env("LOG_LEVEL", log_level())
-                .stdout(Stdio::inherit())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("spawn converge")
+            converge_command(&db, hp, gp, &[])
         })
         .await;
         Converge {
@@ -97,8 +117,111 @@ impl Converge {
             http: format!("http://127.0.0.1:{hp}"),
             broker: format!("http://127.0.0.1:{gp}"),
             client: reqwest::Client::new(),
+            https: None,
             child,
         }
+    }
+
+    /// Starts converge serving TLS on both listeners with a certificate from `ca` (for
+    /// 127.0.0.1 and localhost) and `principals` as its AUTH_FILE, plus `extra` environment
+    /// (e.g. TLS_CLIENT_CA_FILE); files go to `dir`. Every API call then carries `token`.
+    /// Waits until /readyz answers 200 over HTTPS.
+    pub async fn start_secure(
+        dir: &std::path::Path,
+        ca: &converge_auth::testing::TestCa,
+        principals: &Value,
+        token: &str,
+        extra: &[(&str, PathBuf)],
+    ) -> Converge {
+        assert_converge_built();
+        let (cert, key) = ca.server("converge").write(dir, "server");
+        let auth_file = dir.join("auth.json");
+        std::fs::write(&auth_file, principals.to_string()).unwrap();
+        let mut env = vec![
+            ("TLS_CERT_FILE", cert),
+            ("TLS_KEY_FILE", key),
+            ("AUTH_FILE", auth_file),
+        ];
+        env.extend(extra.iter().cloned());
+        let db = TestDb::new().await;
+        let ca_pem = ca.pem();
+        // A probed port can be taken before converge binds it: then it exits, and is
+        // started again on new ports.
+        for _ in 0..3 {
+            let (hp, gp) = (
+                converge_control::testing::free_port(),
+                converge_control::testing::free_port(),
+            );
+            let mut child = converge_command(&db, hp, gp, &env);
+            let ready = wait_for(
+                Duration::from_secs(30),
+                "converge /readyz over HTTPS",
+                || {
+                    let exited = child.try_wait().ok().flatten();
+                    let ca_pem = ca_pem.clone();
+                    async move {
+                        if let Some(status) = exited {
+                            return Some(Err(status));
+                        }
+                        let r = converge_auth::testing::https(
+                            hp, &ca_pem, "GET", "/readyz", None, None,
+                        )
+                        .await
+                        .ok()?;
+                        (r.status == 200).then_some(Ok(()))
+                    }
+                },
+            )
+            .await;
+            match ready {
+                Ok(()) => {
+                    return Converge {
+                        db,
+                        http: format!("https://127.0.0.1:{hp}"),
+                        broker: format!("https://127.0.0.1:{gp}"),
+                        client: reqwest::Client::new(),
+                        https: Some(Https {
+                            port: hp,
+                            ca_pem,
+                            token: token.to_string(),
+                        }),
+                        child,
+                    };
+                }
+                Err(status) => eprintln!("converge exited ({status}); starting it again"),
+            }
+        }
+        panic!("converge exited three times before it was ready");
+    }
+
+    /// Like [`Converge::call`] over HTTPS with `token` (none: an anonymous call) instead of
+    /// the configured one. Only for a converge from [`Converge::start_secure`].
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let h = self
+            .https
+            .as_ref()
+            .expect("call_as needs a secured converge");
+        let body = body.map(Value::to_string);
+        let r = converge_auth::testing::https(
+            h.port,
+            &h.ca_pem,
+            method.as_str(),
+            &format!("/api/v1/{path}"),
+            token,
+            body.as_deref(),
+        )
+        .await
+        .expect("HTTPS call");
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+        )
     }
 
     /// Sends `method` to `/api/v1/{path}` with an optional JSON body; returns (status, body).
@@ -108,6 +231,9 @@ impl Converge {
         path: &str,
         body: Option<&Value>,
     ) -> (u16, Value) {
+        if let Some(h) = &self.https {
+            return self.call_as(Some(&h.token), method, path, body).await;
+        }
         let mut r = self
             .client
             .request(method, format!("{}/api/v1/{path}", self.http));
