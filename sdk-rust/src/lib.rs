@@ -29,7 +29,7 @@
 //! when [`run_worker`] starts (an unreadable or malformed one is an error naming its
 //! variable) and again at every connection, so rotating any of them needs no restart; at a
 //! reconnect an unusable file is logged and retried like a broker outage. The token works
-//! over h2c too (a loopback broker accepts it), with a warning at start.
+//! over h2c too (a loopback broker accepts it); beyond loopback that is warned at start.
 //!
 //! ```no_run
 //! use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry};

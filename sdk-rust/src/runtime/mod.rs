@@ -58,8 +58,8 @@ pub async fn run_worker(
         token = shared.cfg.token.is_some(),
         "worker starting"
     );
-    if shared.cfg.token.is_some() && !shared.cfg.is_tls() {
-        warn!(broker = %shared.cfg.broker_addr, "the worker token is sent over plaintext h2c; use an https:// BROKER_ADDR beyond loopback");
+    if shared.cfg.token.is_some() && !shared.cfg.is_tls() && !is_loopback(&shared.cfg.broker_addr) {
+        warn!(broker = %shared.cfg.broker_addr, "the worker token is sent over plaintext h2c to a host beyond loopback; use an https:// BROKER_ADDR");
     }
 
     tokio::select! {
@@ -113,6 +113,23 @@ pub async fn run_worker(
     Ok(())
 }
 
+/// Whether the broker address names this host (`localhost`, 127.0.0.0/8, `[::1]`), where
+/// a plaintext token crosses no network.
+fn is_loopback(addr: &str) -> bool {
+    let Ok(ep) = tonic::transport::Endpoint::from_shared(addr.to_string()) else {
+        return false;
+    };
+    match ep.uri().host() {
+        Some("localhost") => true,
+        Some(h) => h
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
 /// Every `heartbeat_every`, one coalesced heartbeat of the tasks still running.
 async fn heartbeat_loop(shared: Arc<Shared>, stop: CancellationToken) {
     let period = shared.cfg.heartbeat_every;
@@ -142,5 +159,29 @@ async fn readiness_loop(shared: Arc<Shared>, stop: CancellationToken) {
         }
         let readiness = session::poll_readiness(&shared);
         shared.update_readiness(&readiness);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback;
+
+    #[test]
+    fn loopback_addresses_are_recognised() {
+        for a in [
+            "http://127.0.0.1:9090",
+            "http://localhost:1",
+            "http://[::1]:9090",
+            "http://127.1.2.3:1",
+        ] {
+            assert!(is_loopback(a), "{a}");
+        }
+        for a in [
+            "http://10.0.0.1:9090",
+            "http://broker.example:9090",
+            "http://[2001:db8::1]:1",
+        ] {
+            assert!(!is_loopback(a), "{a}");
+        }
     }
 }
