@@ -115,6 +115,18 @@ impl Provider for Noop {
     }
 }
 
+/// Where converge's log (its stdout) goes: the bench's stderr when BENCH_CONVERGE_LOG asks
+/// for it (stdout carries the bench's JSON), else nowhere.
+fn converge_log() -> Stdio {
+    use std::os::fd::AsFd;
+    if std::env::var_os("BENCH_CONVERGE_LOG").is_some()
+        && let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned()
+    {
+        return Stdio::from(fd);
+    }
+    Stdio::null()
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
@@ -172,7 +184,7 @@ async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
             "LOG_LEVEL",
             std::env::var("BENCH_CONVERGE_LOG").unwrap_or_else(|_| "warn".into()),
         )
-        .stdout(Stdio::null())
+        .stdout(converge_log())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
     for (k, v) in server.secure.iter().flat_map(|s| s.broker_env()) {
@@ -244,7 +256,7 @@ async fn start_server(args: &Args) -> anyhow::Result<Server> {
             "LOG_LEVEL",
             std::env::var("BENCH_CONVERGE_LOG").unwrap_or_else(|_| "warn".into()),
         )
-        .stdout(Stdio::null())
+        .stdout(converge_log())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
