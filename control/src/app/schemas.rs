@@ -19,7 +19,10 @@ use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::db;
+use crate::{
+    db,
+    http::problem::{MAX_LISTED, MAX_LOCATION, MAX_MESSAGE, clipped, quote_value},
+};
 
 /// One failing location in a validated document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,6 +31,29 @@ pub struct FieldError {
     pub location: String,
     /// What is wrong.
     pub message: String,
+    /// The JSON Schema keyword that failed (`maxLength`, `type`, ...), for schema violations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<String>,
+}
+
+impl FieldError {
+    /// A problem at `location` that no schema keyword names.
+    pub fn new(location: String, message: String) -> FieldError {
+        FieldError {
+            location,
+            message,
+            keyword: None,
+        }
+    }
+}
+
+/// Schema violations: at most [`MAX_LISTED`] described, and how many more were found.
+#[derive(Debug, Default)]
+pub struct Violations {
+    /// The described ones, in the validator's order.
+    pub errors: Vec<FieldError>,
+    /// How many more there were.
+    pub omitted: usize,
 }
 
 /// A kind's manifest with compiled validators.
@@ -76,33 +102,20 @@ impl KindSchemas {
         }
     }
 
-    /// Every violation of the kind's spec schema, located under `prefix` (e.g. "/spec").
-    pub fn validate_spec(&self, spec: &serde_json::Value, prefix: &str) -> Vec<FieldError> {
-        violations(self.spec.as_ref(), spec, prefix)
+    /// The violations of the kind's spec schema, located under `prefix` (e.g. "/spec").
+    pub fn validate_spec(&self, spec: &serde_json::Value, prefix: &str) -> Violations {
+        violations(self.spec.as_ref(), spec, prefix, None)
     }
 
-    /// Every violation of the kind's config schema (provider config specs). A message that
-    /// would show a writeOnly value is withheld (see [`KindSchemas::redact_config_errors`]).
-    pub fn validate_config(&self, config: &serde_json::Value, prefix: &str) -> Vec<FieldError> {
-        let Some(v) = &self.config else {
-            return Vec::new();
-        };
+    /// The violations of the kind's config schema (provider config specs). A message never
+    /// shows a writeOnly value: one about a writeOnly location is withheld, one about a value
+    /// holding secrets does not quote it (see also [`KindSchemas::redact_config_errors`]).
+    pub fn validate_config(&self, config: &serde_json::Value, prefix: &str) -> Violations {
+        if self.config.is_none() {
+            return Violations::default();
+        }
         let secrets = self.config_secrets(config);
-        v.iter_errors(config)
-            .take(50)
-            .map(|e| {
-                let location = format!("{prefix}{}", e.instance_path());
-                let message = if secrets.shows(&location[prefix.len()..], &e.to_string()) {
-                    format!(
-                        "fails the config_schema's {:?} rule{WITHHELD}",
-                        e.kind().keyword()
-                    )
-                } else {
-                    e.to_string()
-                };
-                FieldError { location, message }
-            })
-            .collect()
+        violations(self.config.as_ref(), config, prefix, Some(&secrets))
     }
 
     /// Replaces every value of `config` a writeOnly subschema covers with [`MASK`]; how many.
@@ -137,13 +150,13 @@ impl KindSchemas {
                     *v = old.clone();
                     kept += 1;
                 }
-                None => errors.push(FieldError {
-                    location: format!("{prefix}{ptr}"),
-                    message: format!(
+                None => errors.push(FieldError::new(
+                    format!("{prefix}{ptr}"),
+                    format!(
                         "{MASK:?} stands for the stored secret, but no config of this name and \
                          kind stores one here; send the value itself"
                     ),
-                }),
+                )),
             }
         });
         if errors.is_empty() {
@@ -202,12 +215,29 @@ impl Secrets {
     /// Whether a message about `location` (a pointer into the config) could show a secret:
     /// it is at or under a writeOnly location, or quotes a secret's text.
     fn shows(&self, location: &str, message: &str) -> bool {
+        self.covers(location) || self.quotes(message)
+    }
+
+    /// Whether `location` is at or under a writeOnly location.
+    fn covers(&self, location: &str) -> bool {
         self.pointers.iter().any(|p| {
             location == p
                 || location
                     .strip_prefix(p.as_str())
                     .is_some_and(|r| r.starts_with('/'))
-        }) || self.texts.iter().any(|t| message.contains(t.as_str()))
+        })
+    }
+
+    /// Whether the value at `location` holds a writeOnly value further down.
+    fn inside(&self, location: &str) -> bool {
+        self.pointers
+            .iter()
+            .any(|p| p.strip_prefix(location).is_some_and(|r| r.starts_with('/')))
+    }
+
+    /// Whether `message` quotes a secret's text.
+    fn quotes(&self, message: &str) -> bool {
+        self.texts.iter().any(|t| message.contains(t.as_str()))
     }
 }
 
@@ -366,22 +396,94 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
     }
 }
 
-/// At most 50 violations of `schema` (none when the axis is untyped), located under `prefix`.
+/// Above this many JSON values, an invalid document is described by its first violation
+/// only. The validator builds every violation before handing out the first (a few hundred
+/// bytes each), so an array of 8 million items each breaking a rule cost 2.8 GB to list.
+pub const MAX_SEARCHED_VALUES: usize = 10_000;
+
+/// How many values (of any type, containers included) `v` holds, counting up to `limit + 1`.
+fn values_beyond(v: &Value, limit: usize) -> bool {
+    let mut todo = vec![v];
+    let mut n = 0;
+    while let Some(v) = todo.pop() {
+        n += 1;
+        if n > limit {
+            return true;
+        }
+        match v {
+            Value::Array(a) => todo.extend(a),
+            Value::Object(o) => todo.extend(o.values()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The violations of `schema` (none when the axis is untyped) located under `prefix`: at most
+/// [`MAX_LISTED`] described, the rest counted; only the first for a document of more than
+/// [`MAX_SEARCHED_VALUES`] values. Each names its keyword and quotes at most a short prefix
+/// of the value ([`quote_value`]), and is formatted through [`clipped`], so a 15 MiB value
+/// failing 50 rules makes 50 short messages, never 50 copies of the value.
+/// With `secrets`, a message about a writeOnly location is withheld, a value holding one is
+/// not quoted ("value" stands in), and a message quoting a secret's text is withheld.
 fn violations(
     schema: Option<&jsonschema::Validator>,
     doc: &serde_json::Value,
     prefix: &str,
-) -> Vec<FieldError> {
+    secrets: Option<&Secrets>,
+) -> Violations {
+    let mut out = Violations::default();
     let Some(v) = schema else {
-        return Vec::new();
+        return out;
     };
-    v.iter_errors(doc)
-        .take(50)
-        .map(|e| FieldError {
-            location: format!("{prefix}{}", e.instance_path()),
-            message: e.to_string(),
-        })
-        .collect()
+    // Checking allocates nothing; only an invalid document pays for describing its errors.
+    if v.is_valid(doc) {
+        return out;
+    }
+    if values_beyond(doc, MAX_SEARCHED_VALUES) {
+        if let Err(e) = v.validate(doc) {
+            let mut first = describe(&e, prefix, secrets);
+            first.message.push_str(&format!(
+                " (the first problem found: a document of more than {MAX_SEARCHED_VALUES} \
+                 values is not searched for more)"
+            ));
+            out.errors.push(first);
+        }
+        return out;
+    }
+    for e in v.iter_errors(doc) {
+        if out.errors.len() == MAX_LISTED {
+            out.omitted += 1;
+        } else {
+            out.errors.push(describe(&e, prefix, secrets));
+        }
+    }
+    out
+}
+
+/// One violation as a located error (see [`violations`]).
+fn describe(
+    e: &jsonschema::ValidationError<'_>,
+    prefix: &str,
+    secrets: Option<&Secrets>,
+) -> FieldError {
+    let at = e.instance_path().as_str();
+    let keyword = e.kind().keyword();
+    let withheld = || format!("fails the config_schema's {keyword:?} rule{WITHHELD}");
+    let message = match secrets {
+        Some(s) if s.covers(at) => withheld(),
+        Some(s) if s.inside(at) => clipped(MAX_MESSAGE, e.masked()),
+        _ => clipped(MAX_MESSAGE, e.masked_with(quote_value(e.instance()))),
+    };
+    let message = match secrets {
+        Some(s) if s.quotes(&message) => withheld(),
+        _ => message,
+    };
+    FieldError {
+        location: clipped(MAX_LOCATION, format_args!("{prefix}{at}")),
+        message,
+        keyword: Some(keyword.to_string()),
+    }
 }
 
 /// The cache, keyed by (kind, version).
@@ -584,6 +686,51 @@ mod tests {
         assert_eq!(errs.len(), 2, "{errs:?}");
     }
 
+    fn spec_kind(spec_schema: Value) -> KindSchemas {
+        KindSchemas::compile(
+            serde_json::from_value(json!({
+                "kind": "k", "kind_version": 1, "spec_schema": spec_schema,
+                "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}]
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_huge_value_breaking_many_rules_gets_short_messages() {
+        let rules: Vec<Value> = (1..=60).map(|i| json!({"maxLength": i})).collect();
+        let k = spec_kind(json!({"properties": {"v": {"allOf": rules}}}));
+        let v = k.validate_spec(&json!({"v": "x".repeat(1 << 20)}), "/spec");
+        assert_eq!(v.errors.len(), MAX_LISTED);
+        assert_eq!(v.omitted, 10);
+        let quoted = format!("\"{}…\"", "x".repeat(64));
+        for e in &v.errors {
+            assert_eq!(e.location, "/spec/v");
+            assert_eq!(e.keyword.as_deref(), Some("maxLength"));
+            assert!(e.message.starts_with(&quoted), "{}", e.message);
+            assert!(e.message.len() < 200, "{}", e.message);
+        }
+        assert!(
+            k.validate_spec(&json!({"v": "x"}), "/spec")
+                .errors
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_large_invalid_document_gets_its_first_violation_only() {
+        let k = spec_kind(json!({"properties": {"v": {"items": {"type": "string"}}}}));
+        let small = k.validate_spec(&json!({"v": vec![1; 100]}), "/spec");
+        assert_eq!((small.errors.len(), small.omitted), (MAX_LISTED, 50));
+        let large = k.validate_spec(&json!({"v": vec![1; MAX_SEARCHED_VALUES]}), "/spec");
+        assert_eq!((large.errors.len(), large.omitted), (1, 0), "{large:?}");
+        assert_eq!(large.errors[0].location, "/spec/v/0");
+        assert!(large.errors[0].message.contains("first problem found"));
+        let valid = k.validate_spec(&json!({"v": vec!["s"; MAX_SEARCHED_VALUES]}), "/spec");
+        assert!(valid.errors.is_empty());
+    }
+
     #[test]
     fn validation_messages_never_quote_a_secret() {
         let k = kind(json!({
@@ -593,7 +740,7 @@ mod tests {
             "not": {"required": ["token", "port"]}
         }));
         let cfg = json!({"token": "hunter2", "port": "eighty"});
-        let errs = k.validate_config(&cfg, "/spec");
+        let errs = k.validate_config(&cfg, "/spec").errors;
         assert!(errs.iter().any(|e| e.location == "/spec/token"), "{errs:?}");
         assert!(errs.iter().any(|e| e.location == "/spec/port"), "{errs:?}");
         assert!(errs.iter().any(|e| e.location == "/spec"), "{errs:?}");
@@ -604,10 +751,10 @@ mod tests {
         let port = errs.iter().find(|e| e.location == "/spec/port").unwrap();
         assert!(port.message.contains("eighty"), "{port:?}");
 
-        let mut cel = vec![FieldError {
-            location: "/spec/resources/0".into(),
-            message: "bad expression near hunter2".into(),
-        }];
+        let mut cel = vec![FieldError::new(
+            "/spec/resources/0".into(),
+            "bad expression near hunter2".into(),
+        )];
         k.redact_config_errors(&cfg, "/spec", &mut cel);
         assert!(!cel[0].message.contains("hunter2"), "{cel:?}");
     }

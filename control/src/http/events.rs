@@ -3,11 +3,16 @@
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
 };
 use serde_json::{Value, json};
 
-use super::{AppState, problem::ApiError, query_pairs};
+use super::{
+    AppState,
+    input::ApiPath,
+    problem::{ApiError, quote},
+    query_pairs,
+};
 use crate::db;
 
 const PAGE: i64 = 100;
@@ -17,12 +22,12 @@ const MAX_PAGE: i64 = 1000;
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let (mut after, mut limit) = (0i64, PAGE);
     for (k, v) in query_pairs(q.as_deref()) {
-        let bad = |what: &str| ApiError::BadRequest(format!("{k}={v:?}: {what}"));
+        let bad = |what: &str| ApiError::BadRequest(format!("{}={}: {what}", quote(&k), quote(&v)));
         match k.as_str() {
             "cursor" => {
                 after = v
@@ -40,7 +45,8 @@ pub async fn list(
             }
             _ => {
                 return Err(ApiError::BadRequest(format!(
-                    "unknown query parameter {k:?}"
+                    "unknown query parameter {}",
+                    quote(&k)
                 )));
             }
         }

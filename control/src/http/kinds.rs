@@ -2,7 +2,7 @@
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
     http::{HeaderMap, HeaderValue, StatusCode},
     response::IntoResponse,
 };
@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::{
     AppState,
-    problem::{ApiError, ApiJson},
+    input::{ApiJson, ApiPath},
+    problem::{ApiError, MAX_MESSAGE, clipped, quote, quote_value},
     query_pairs,
 };
 use crate::{
@@ -28,7 +29,7 @@ use crate::{
 /// version instead, or force it).
 pub async fn put_manifest(
     State(s): State<AppState>,
-    Path(kind): Path<String>,
+    ApiPath(kind): ApiPath<String>,
     RawQuery(q): RawQuery,
     ApiJson(mut body): ApiJson<Value>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -44,7 +45,7 @@ pub async fn put_manifest(
         Some(t) => {
             return Err(ApiError::invalid(
                 "/type",
-                format!("expected \"manifest\", got {t}"),
+                format!("expected \"manifest\", got {}", quote_value(&t)),
             ));
         }
     }
@@ -56,7 +57,11 @@ pub async fn put_manifest(
         Some(k) => {
             return Err(ApiError::invalid(
                 "/kind",
-                format!("{k} does not match the path kind {kind:?}"),
+                format!(
+                    "{} does not match the path kind {}",
+                    quote_value(k),
+                    quote(&kind)
+                ),
             ));
         }
     }
@@ -66,21 +71,18 @@ pub async fn put_manifest(
             "kind_version is required and must be at least 1",
         ));
     }
-    let manifest: KindManifest = serde_json::from_value(body)
-        .map_err(|e| ApiError::invalid("", format!("manifest does not parse: {e}")))?;
-    let compiled = KindSchemas::compile(manifest.clone()).map_err(|errs| ApiError::Invalid {
-        detail: format!(
-            "manifest violates {} rule(s): {}",
-            errs.len(),
-            errs.join("; ")
-        ),
-        errors: errs
+    let manifest: KindManifest = serde_json::from_value(body).map_err(|e| {
+        ApiError::invalid(
+            "",
+            clipped(MAX_MESSAGE, format_args!("manifest does not parse: {e}")),
+        )
+    })?;
+    let compiled = KindSchemas::compile(manifest.clone()).map_err(|errs| {
+        let errors = errs
             .into_iter()
-            .map(|m| FieldError {
-                location: "".into(),
-                message: m,
-            })
-            .collect(),
+            .map(|m| FieldError::new(String::new(), m))
+            .collect();
+        ApiError::fields("manifest violates its rules", errors, 0)
     })?;
     if !force {
         refuse_breaking_change(&s, &manifest).await?;
@@ -189,14 +191,14 @@ fn manifest_body(m: db::kinds::StoredManifest) -> Json<Value> {
 /// `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default).
 pub async fn get_manifest(
     State(s): State<AppState>,
-    Path(kind): Path<String>,
+    ApiPath(kind): ApiPath<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let mut version = None;
     for (k, v) in query_pairs(q.as_deref()) {
         if k == "kind_version" {
             version = Some(v.parse::<i32>().map_err(|_| {
-                ApiError::BadRequest(format!("kind_version {v:?} is not a number"))
+                ApiError::BadRequest(format!("kind_version {} is not a number", quote(&v)))
             })?);
         }
     }
@@ -206,7 +208,7 @@ pub async fn get_manifest(
 /// `GET /api/v1/kinds/{kind}/versions/{version}/manifest`.
 pub async fn get_manifest_version(
     State(s): State<AppState>,
-    Path((kind, version)): Path<(String, i32)>,
+    ApiPath((kind, version)): ApiPath<(String, i32)>,
 ) -> Result<Json<Value>, ApiError> {
     fetch(&s, &kind, Some(version)).await
 }
@@ -218,7 +220,8 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
         .map(manifest_body)
         .ok_or_else(|| {
             ApiError::NotFound(format!(
-                "kind {kind:?} has no manifest{}",
+                "kind {} has no manifest{}",
+                quote(kind),
                 version
                     .map(|v| format!(" at version {v}"))
                     .unwrap_or_default()
@@ -265,11 +268,15 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
 /// (every field required, all ≥ 0); no restart needed.
 pub async fn put_config(
     State(s): State<AppState>,
-    Path((kind, version)): Path<(String, i32)>,
+    ApiPath((kind, version)): ApiPath<(String, i32)>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let edit: db::kinds::KindConfigEdit = serde_json::from_value(body)
-        .map_err(|e| ApiError::invalid("", format!("invalid kind config: {e}")))?;
+    let edit: db::kinds::KindConfigEdit = serde_json::from_value(body).map_err(|e| {
+        ApiError::invalid(
+            "",
+            clipped(MAX_MESSAGE, format_args!("invalid kind config: {e}")),
+        )
+    })?;
     let fields = [
         ("/max_inflight", edit.max_inflight),
         ("/task_deadline_seconds", edit.task_deadline_seconds),
@@ -280,22 +287,17 @@ pub async fn put_config(
     let errors: Vec<FieldError> = fields
         .iter()
         .filter(|(_, v)| *v < 0)
-        .map(|(l, _)| FieldError {
-            location: (*l).to_string(),
-            message: "must not be negative".into(),
-        })
+        .map(|(l, _)| FieldError::new((*l).to_string(), "must not be negative".into()))
         .collect();
-    if !errors.is_empty() {
-        return Err(ApiError::Invalid {
-            detail: "kind config values must not be negative".into(),
-            errors,
-        });
-    }
+    ApiError::check_fields("kind config values must not be negative", errors)?;
     let c = db::kinds::kind_config_put(&s.pool, &kind, version, &edit)
         .await
         .map_err(ApiError::db("update a kind config"))?
         .ok_or_else(|| {
-            ApiError::NotFound(format!("kind {kind:?} version {version} is not registered"))
+            ApiError::NotFound(format!(
+                "kind {} version {version} is not registered",
+                quote(&kind)
+            ))
         })?;
     Ok(Json(serde_json::to_value(c).expect("config serialises")))
 }
@@ -303,13 +305,16 @@ pub async fn put_config(
 /// `GET /api/v1/kinds/{kind}/versions/{version}/config`.
 pub async fn get_config(
     State(s): State<AppState>,
-    Path((kind, version)): Path<(String, i32)>,
+    ApiPath((kind, version)): ApiPath<(String, i32)>,
 ) -> Result<Json<Value>, ApiError> {
     let c = db::kinds::kind_config_get(&s.pool, &kind, version)
         .await
         .map_err(ApiError::db("read a kind config"))?
         .ok_or_else(|| {
-            ApiError::NotFound(format!("kind {kind:?} version {version} is not registered"))
+            ApiError::NotFound(format!(
+                "kind {} version {version} is not registered",
+                quote(&kind)
+            ))
         })?;
     Ok(Json(serde_json::to_value(c).expect("config serialises")))
 }

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod events;
 pub mod health;
+pub mod input;
 pub mod kinds;
 pub mod operations;
 pub mod problem;

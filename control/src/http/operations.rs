@@ -2,19 +2,15 @@
 //! `GET .../ops/{uid}`. A verb must be declared by the kind's manifest (an operation
 //! reaction); it runs once on a worker as STAGE_OPERATE and its output is recorded.
 
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
     AppState, auth,
-    problem::{ApiError, ApiJson},
+    input::{ApiJson, ApiPath},
+    problem::{ApiError, quote},
 };
 use crate::db::{self, operations::Target};
 
@@ -48,7 +44,7 @@ async fn target(s: &AppState, kind: &str, name: &str) -> Result<Target, ApiError
 pub async fn create(
     State(s): State<AppState>,
     caller: Option<axum::Extension<auth::Caller>>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<OperateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = target(&s, &kind, &name).await?;
@@ -66,8 +62,9 @@ pub async fn create(
         return Err(ApiError::invalid(
             "/verb",
             format!(
-                "kind {kind} version {} has no operation {:?}; {known}",
-                t.kind_version, body.verb
+                "kind {kind} version {} has no operation {}; {known}",
+                t.kind_version,
+                quote(&body.verb)
             ),
         ));
     }
@@ -93,7 +90,7 @@ pub async fn create(
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let t = target(&s, &kind, &name).await?;
     let items = db::operations::operation_list(&s.pool, t.id, LIST_LIMIT)
@@ -106,7 +103,7 @@ pub async fn list(
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,
-    Path((kind, name, uid)): Path<(String, String, String)>,
+    ApiPath((kind, name, uid)): ApiPath<(String, String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     let t = target(&s, &kind, &name).await?;
     let missing = || ApiError::NotFound(format!("operation {uid} of {kind}/{name} not found"));

@@ -1,14 +1,107 @@
 //! The HTTP error type and its one conversion to RFC 7807 `application/problem+json`.
 //! Internal detail goes to the log; clients get a stable status and a useful message.
+//!
+//! A problem is bounded whatever the request held: at most [`MAX_LISTED`] located errors
+//! (`errors_omitted` counts the rest), each location and message clipped, the whole body under
+//! [`MAX_PROBLEM_BYTES`]; the `detail` summarises (how many, and the first), it never repeats
+//! the list. Messages quote request values through [`quote`] and [`quote_value`] (a short
+//! prefix) and are built through [`clipped`], which stops formatting at its cap, so a large
+//! value is never copied into a message only to be cut afterwards.
+
+use std::fmt::{self, Write as _};
 
 use axum::{
-    extract::{FromRequest, Request, rejection::JsonRejection},
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::app::schemas::FieldError;
+
+/// The largest problem body, in bytes.
+pub const MAX_PROBLEM_BYTES: usize = 64 * 1024;
+/// The most located errors one problem lists.
+pub const MAX_LISTED: usize = 50;
+/// The longest message of one located error, in bytes.
+pub const MAX_MESSAGE: usize = 1024;
+/// The longest location (JSON pointer or parameter name), in bytes.
+pub const MAX_LOCATION: usize = 512;
+/// The longest `detail`, in bytes.
+pub const MAX_DETAIL: usize = 2048;
+/// How much of a request value a message quotes, in bytes.
+pub const QUOTE_BYTES: usize = 64;
+
+const ELLIPSIS: char = '…';
+
+/// A `fmt::Write` that keeps at most `cap` bytes and then refuses more, which stops the
+/// `Display` writing into it (so formatting a huge value costs its first `cap` bytes only).
+struct Clip {
+    buf: String,
+    cap: usize,
+    cut: bool,
+}
+
+impl fmt::Write for Clip {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.cap - self.buf.len();
+        if s.len() <= room {
+            self.buf.push_str(s);
+            return Ok(());
+        }
+        self.buf.push_str(&s[..s.floor_char_boundary(room)]);
+        self.cut = true;
+        Err(fmt::Error)
+    }
+}
+
+/// `d` formatted, at most `cap` bytes of it (plus "…" when it was longer).
+pub fn clipped(cap: usize, d: impl fmt::Display) -> String {
+    let mut w = Clip {
+        buf: String::new(),
+        cap,
+        cut: false,
+    };
+    // An error here is the clip itself (or a Display that failed): keep what was written.
+    let _ = write!(w, "{d}");
+    if w.cut {
+        w.buf.push(ELLIPSIS);
+    }
+    w.buf
+}
+
+/// `s` clipped to `cap` bytes in place ("…" appended when cut).
+fn clip_in_place(s: &mut String, cap: usize) {
+    if s.len() > cap {
+        s.truncate(s.floor_char_boundary(cap));
+        s.push(ELLIPSIS);
+    }
+}
+
+/// A request string for a message: Rust-quoted (control characters escaped), at most
+/// [`QUOTE_BYTES`] of it, `"abc…"` when longer.
+pub fn quote(s: &str) -> String {
+    if s.len() <= QUOTE_BYTES {
+        return format!("{s:?}");
+    }
+    let mut q = format!("{:?}", &s[..s.floor_char_boundary(QUOTE_BYTES)]);
+    q.insert(q.len() - 1, ELLIPSIS);
+    q
+}
+
+/// A request JSON value for a message: compact JSON, at most [`QUOTE_BYTES`] of it (a long
+/// string reads `"abc…"`, a long array or object `[1,2,…`).
+pub fn quote_value(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.len() > QUOTE_BYTES => {
+            let head = Value::String(s[..s.floor_char_boundary(QUOTE_BYTES)].to_string());
+            let mut q = head.to_string();
+            q.insert(q.len() - 1, ELLIPSIS);
+            q
+        }
+        _ => clipped(QUOTE_BYTES, v),
+    }
+}
 
 /// An API error.
 #[derive(Debug, thiserror::Error)]
@@ -27,8 +120,10 @@ pub enum ApiError {
     Invalid {
         /// Summary.
         detail: String,
-        /// Each failing location.
+        /// Each failing location (at most [`MAX_LISTED`] are shown).
         errors: Vec<FieldError>,
+        /// How many more problems were found and not listed.
+        omitted: usize,
     },
     /// 409.
     #[error("{0}")]
@@ -62,32 +157,69 @@ impl ApiError {
         move |source| ApiError::Internal { op, source }
     }
 
-    /// A 422 listing every located problem, its detail `"{summary}: /a msg; /b msg"`, or
-    /// `Ok` when there are none.
-    pub fn check_fields(summary: &str, errors: Vec<FieldError>) -> Result<(), ApiError> {
-        if errors.is_empty() {
-            return Ok(());
-        }
-        let list = errors
-            .iter()
-            .map(|e| format!("{} {}", e.location, e.message))
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(ApiError::Invalid {
-            detail: format!("{summary}: {list}"),
+    /// A 422 listing the located problems (`omitted` more were found and not kept). Its
+    /// detail is a summary, never the list: `"{summary}: /a msg"` for one problem,
+    /// `"{summary}: N problems; first at /a: msg"` for more.
+    pub fn fields(summary: &str, mut errors: Vec<FieldError>, omitted: usize) -> ApiError {
+        let total = errors.len() + omitted;
+        // Clipped first, so the count and the first location always show.
+        let summary = clipped(512, summary);
+        let detail = match errors.first() {
+            None => clipped(MAX_DETAIL, summary),
+            Some(first) => {
+                let msg = clipped(256, &first.message);
+                let loc = clipped(MAX_LOCATION, &first.location);
+                match (total, loc.is_empty()) {
+                    (1, true) => clipped(MAX_DETAIL, format_args!("{summary}: {msg}")),
+                    (1, false) => clipped(MAX_DETAIL, format_args!("{summary}: {loc} {msg}")),
+                    (_, true) => clipped(
+                        MAX_DETAIL,
+                        format_args!("{summary}: {total} problems; first: {msg}"),
+                    ),
+                    (_, false) => clipped(
+                        MAX_DETAIL,
+                        format_args!("{summary}: {total} problems; first at {loc}: {msg}"),
+                    ),
+                }
+            }
+        };
+        let kept = errors.len().min(MAX_LISTED);
+        let omitted = omitted + (errors.len() - kept);
+        errors.truncate(kept);
+        ApiError::Invalid {
+            detail,
             errors,
-        })
+            omitted,
+        }
     }
 
-    /// A 422 with one location.
+    /// [`ApiError::fields`] when there is a problem, else `Ok`.
+    pub fn check_fields_omitted(
+        summary: &str,
+        errors: Vec<FieldError>,
+        omitted: usize,
+    ) -> Result<(), ApiError> {
+        if errors.is_empty() && omitted == 0 {
+            return Ok(());
+        }
+        Err(Self::fields(summary, errors, omitted))
+    }
+
+    /// [`ApiError::check_fields_omitted`] with every problem kept.
+    pub fn check_fields(summary: &str, errors: Vec<FieldError>) -> Result<(), ApiError> {
+        Self::check_fields_omitted(summary, errors, 0)
+    }
+
+    /// A 422 with one location; its detail is `"{location}: {message}"`.
     pub fn invalid(location: &str, message: impl Into<String>) -> ApiError {
-        let message = message.into();
+        let mut message = message.into();
+        clip_in_place(&mut message, MAX_MESSAGE);
+        let mut location = location.to_string();
+        clip_in_place(&mut location, MAX_LOCATION);
         ApiError::Invalid {
             detail: format!("{location}: {message}"),
-            errors: vec![FieldError {
-                location: location.to_string(),
-                message,
-            }],
+            errors: vec![FieldError::new(location, message)],
+            omitted: 0,
         }
     }
 
@@ -115,7 +247,34 @@ struct Problem<'a> {
     status: u16,
     detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    errors: Option<&'a [FieldError]>,
+    errors: Option<Vec<FieldError>>,
+    #[serde(skip_serializing_if = "is_zero")]
+    errors_omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The errors a problem lists: each clipped, in order, while the running size stays within
+/// `budget` bytes and the count within [`MAX_LISTED`]; and how many were left off.
+fn listed(errors: Vec<FieldError>, budget: usize) -> (Vec<FieldError>, usize) {
+    let total = errors.len();
+    let mut out = Vec::with_capacity(total.min(MAX_LISTED));
+    let mut used = 0;
+    for mut e in errors.into_iter().take(MAX_LISTED) {
+        clip_in_place(&mut e.location, MAX_LOCATION);
+        clip_in_place(&mut e.message, MAX_MESSAGE);
+        // The serialised size (escapes can make it up to 6x the text).
+        let size = serde_json::to_vec(&e).map_or(usize::MAX, |v| v.len() + 1);
+        if used + size > budget {
+            break;
+        }
+        used += size;
+        out.push(e);
+    }
+    let left_off = total - out.len();
+    (out, left_off)
 }
 
 impl IntoResponse for ApiError {
@@ -124,16 +283,27 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal { op, source } = &self {
             tracing::error!(op, error = %source, "internal error");
         }
-        let errors = match &self {
-            ApiError::Invalid { errors, .. } => Some(errors.as_slice()),
-            _ => None,
+        let detail = clipped(MAX_DETAIL, &self);
+        let (errors, errors_omitted) = match self {
+            ApiError::Invalid {
+                errors, omitted, ..
+            } => {
+                // Room for everything but the list: the fixed fields and the detail as
+                // serialised (JSON escapes can make it up to 6x its text).
+                let detail_json = serde_json::to_vec(&detail).map_or(6 * MAX_DETAIL, |v| v.len());
+                let budget = MAX_PROBLEM_BYTES - 512 - detail_json;
+                let (kept, left_off) = listed(errors, budget);
+                (Some(kept), omitted + left_off)
+            }
+            _ => (None, 0),
         };
         let body = Problem {
             type_: "about:blank",
             title: status.canonical_reason().unwrap_or("Error"),
             status: status.as_u16(),
-            detail: self.to_string(),
+            detail,
             errors,
+            errors_omitted,
         };
         let mut resp = (status, axum::Json(body)).into_response();
         resp.headers_mut().insert(
@@ -150,33 +320,97 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON body whose rejections (bad JSON, wrong content type, too large) are problem+json.
-pub struct ApiJson<T>(pub T);
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
 
-impl<T, S> FromRequest<S> for ApiJson<T>
-where
-    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+    use super::*;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(r) => Err(match r.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::http::body_limit()),
-                StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-                    ApiError::UnsupportedMedia("expected Content-Type: application/json".into())
-                }
-                StatusCode::UNPROCESSABLE_ENTITY => ApiError::Invalid {
-                    detail: r.body_text(),
-                    errors: vec![FieldError {
-                        location: "".into(),
-                        message: r.body_text(),
-                    }],
-                },
-                _ => ApiError::BadRequest(r.body_text()),
-            }),
-        }
+    #[test]
+    fn quotes_are_short_prefixes() {
+        assert_eq!(quote("abc"), "\"abc\"");
+        assert_eq!(quote("a\0b"), "\"a\\0b\"");
+        let long = "x".repeat(10_000);
+        let q = quote(&long);
+        assert_eq!(q, format!("\"{}…\"", "x".repeat(QUOTE_BYTES)));
+        // A multi-byte character at the cut is not split.
+        let q = quote(&"é".repeat(100));
+        assert!(q.ends_with("…\"") && q.len() < QUOTE_BYTES + 8, "{q}");
+
+        assert_eq!(quote_value(&json!("eighty")), "\"eighty\"");
+        assert_eq!(quote_value(&json!(5)), "5");
+        let q = quote_value(&json!(long));
+        assert_eq!(q, format!("\"{}…\"", "x".repeat(QUOTE_BYTES)));
+        let q = quote_value(&json!((0..10_000).collect::<Vec<_>>()));
+        assert!(q.starts_with("[0,1,2") && q.ends_with('…'), "{q}");
+        assert!(q.len() <= QUOTE_BYTES + 3, "{q}");
+    }
+
+    #[test]
+    fn clipped_stops_formatting_at_the_cap() {
+        assert_eq!(clipped(5, "abc"), "abc");
+        assert_eq!(clipped(5, "abcdefgh"), "abcde…");
+        assert_eq!(clipped(3, format_args!("{}{}", "ab", "cd")), "abc…");
+    }
+
+    async fn body_of(e: ApiError) -> (StatusCode, Vec<u8>) {
+        let r = e.into_response();
+        let s = r.status();
+        let b = axum::body::to_bytes(r.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (s, b.to_vec())
+    }
+
+    #[tokio::test]
+    async fn a_problem_is_bounded_whatever_it_holds() {
+        let huge = "\u{1}".repeat(1 << 20);
+        let errors: Vec<FieldError> = (0..10_000)
+            .map(|i| FieldError::new(format!("/a/{i}/{huge}"), huge.clone()))
+            .collect();
+        let e = ApiError::check_fields(&huge, errors).unwrap_err();
+        let (s, body) = body_of(e).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        let listed = v["errors"].as_array().unwrap().len();
+        assert!((1..=MAX_LISTED).contains(&listed), "{listed}");
+        assert_eq!(
+            v["errors_omitted"].as_u64().unwrap() as usize + listed,
+            10_000
+        );
+        assert!(v["detail"].as_str().unwrap().contains("10000 problems"));
+
+        let (_, body) = body_of(ApiError::NotFound(huge.clone())).await;
+        assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
+        let (_, body) = body_of(ApiError::invalid(&huge, huge.clone())).await;
+        assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
+    }
+
+    #[tokio::test]
+    async fn one_problem_keeps_its_detail_and_many_are_summarised() {
+        let (_, body) = body_of(ApiError::invalid("/verb", "no operation \"x\"")).await;
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["detail"], "/verb: no operation \"x\"");
+        assert_eq!(v["errors"][0]["location"], "/verb");
+        assert!(v.get("errors_omitted").is_none(), "{v}");
+
+        let e = ApiError::check_fields_omitted(
+            "x does not satisfy kind \"k\"",
+            vec![
+                FieldError::new("/spec/a".into(), "bad a".into()),
+                FieldError::new("/spec/b".into(), "bad b".into()),
+            ],
+            3,
+        )
+        .unwrap_err();
+        let (_, body) = body_of(e).await;
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            v["detail"],
+            "x does not satisfy kind \"k\": 5 problems; first at /spec/a: bad a"
+        );
+        assert_eq!(v["errors"].as_array().unwrap().len(), 2);
+        assert_eq!(v["errors_omitted"], 3);
     }
 }

@@ -18,7 +18,7 @@
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
     http::StatusCode,
     response::IntoResponse,
 };
@@ -31,7 +31,8 @@ use serde_json::{Value, json};
 
 use super::{
     AppState,
-    problem::{ApiError, ApiJson},
+    input::{ApiJson, ApiPath},
+    problem::{ApiError, quote},
     query_pairs,
 };
 use crate::app::schemas::{FieldError, KindSchemas};
@@ -97,20 +98,23 @@ pub async fn put(
         return Err(ApiError::invalid(
             "/kind",
             format!(
-                "kind {:?} version {} is not registered (apply its manifest first)",
-                body.kind, body.kind_version
+                "kind {} version {} is not registered (apply its manifest first)",
+                quote(&body.kind),
+                body.kind_version
             ),
         ));
     };
     let mut errors = exec_override_errors(&s, &schemas, &body).await?;
     let kept_from = keep_stored_secrets(&s, &schemas, &mut body).await?;
-    errors.extend(schemas.validate_config(&body.spec, "/spec"));
-    ApiError::check_fields(
+    let violations = schemas.validate_config(&body.spec, "/spec");
+    errors.extend(violations.errors);
+    ApiError::check_fields_omitted(
         &format!(
             "spec does not satisfy the config_schema of {} version {}",
             body.kind, body.kind_version
         ),
         errors,
+        violations.omitted,
     )?;
     check_cel_graph(&schemas, &body.spec)?;
     let data = match &body.data {
@@ -204,13 +208,15 @@ async fn exec_override_errors(
     };
     Ok(fields
         .into_iter()
-        .map(|f| FieldError {
-            location: format!("/spec/{f}"),
-            message: format!(
-                "{} is an exec kind: {why} may set only settings; {f} is the default config's \
-                 to set",
-                body.kind
-            ),
+        .map(|f| {
+            FieldError::new(
+                format!("/spec/{f}"),
+                format!(
+                    "{} is an exec kind: {why} may set only settings; {f} is the default \
+                     config's to set",
+                    body.kind
+                ),
+            )
         })
         .collect())
 }
@@ -293,9 +299,11 @@ fn check_cel_graph(schemas: &KindSchemas, spec: &Value) -> Result<(), ApiError> 
     };
     let mut errors: Vec<FieldError> = problems
         .iter()
-        .map(|p| FieldError {
-            location: format!("/spec{}", p.path),
-            message: format!("{:?}: {}", p.kind, p.message),
+        .map(|p| {
+            FieldError::new(
+                format!("/spec{}", p.path),
+                format!("{:?}: {}", p.kind, p.message),
+            )
         })
         .collect();
     schemas.redact_config_errors(spec, "/spec", &mut errors);
@@ -307,7 +315,7 @@ fn check_cel_graph(schemas: &KindSchemas, spec: &Value) -> Result<(), ApiError> 
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (mut row, data) = db::providerconfigs::providerconfig_get(&s.pool, &name)
         .await
@@ -338,7 +346,7 @@ pub async fn list(
         ..Default::default()
     };
     for (k, v) in query_pairs(q.as_deref()) {
-        let bad = |what: &str| ApiError::BadRequest(format!("{k}={v:?}: {what}"));
+        let bad = |what: &str| ApiError::BadRequest(format!("{}={}: {what}", quote(&k), quote(&v)));
         match k.as_str() {
             "kind" => f.kind = Some(v),
             "name" => f.name = Some(v),
@@ -361,7 +369,8 @@ pub async fn list(
             }
             _ => {
                 return Err(ApiError::BadRequest(format!(
-                    "unknown query parameter {k:?}"
+                    "unknown query parameter {}",
+                    quote(&k)
                 )));
             }
         }
@@ -383,7 +392,7 @@ pub async fn list(
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     match db::providerconfigs::providerconfig_delete(&s.pool, &name)
         .await

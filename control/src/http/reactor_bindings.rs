@@ -4,7 +4,7 @@
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
     http::StatusCode,
     response::IntoResponse,
 };
@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::{
     AppState,
-    problem::{ApiError, ApiJson},
+    input::{ApiJson, ApiPath},
+    problem::{ApiError, quote},
     query_pairs,
 };
 use crate::{app::schemas::FieldError, db};
@@ -49,12 +50,8 @@ fn yes() -> bool {
 /// Every problem with a binding body, located.
 async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiError> {
     let mut errs = Vec::new();
-    let mut push = |location: &str, message: String| {
-        errs.push(FieldError {
-            location: location.into(),
-            message,
-        })
-    };
+    let mut push =
+        |location: &str, message: String| errs.push(FieldError::new(location.into(), message));
     if !is_valid_resource_name(&b.name) {
         push(
             "/name",
@@ -79,7 +76,7 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
     if !known {
         push(
             "/watch_kind",
-            format!("kind {:?} is not registered", b.watch_kind),
+            format!("kind {} is not registered", quote(&b.watch_kind)),
         );
     }
     if !s.schemas.is_reactor_kind(&b.reactor) {
@@ -91,8 +88,8 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
             push(
                 "/reactor",
                 format!(
-                    "{:?} is not a registered reactor kind (a manifest declaring only a reactor reaction)",
-                    b.reactor
+                    "{} is not a registered reactor kind (a manifest declaring only a reactor reaction)",
+                    quote(&b.reactor)
                 ),
             );
         }
@@ -143,7 +140,8 @@ pub async fn list(
             "reactor" => reactor = Some(v),
             _ => {
                 return Err(ApiError::BadRequest(format!(
-                    "unknown query parameter {k:?}"
+                    "unknown query parameter {}",
+                    quote(&k)
                 )));
             }
         }
@@ -158,7 +156,7 @@ pub async fn list(
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let b = db::reactor_bindings::binding_get(&s.pool, &name)
         .await
@@ -171,7 +169,7 @@ pub async fn get(
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     if db::reactor_bindings::binding_delete(&s.pool, &name)
         .await

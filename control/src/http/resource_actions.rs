@@ -1,16 +1,12 @@
 //! Operator actions on one resource: reconcile now, quarantine and unquarantine, delete.
 
-use axum::{
-    Extension, Json,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Extension, Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::{Value, json};
 
 use super::{
     AppState,
     auth::{Caller, actor},
+    input::ApiPath,
     problem::ApiError,
 };
 use crate::db::{self, resources::ReconcileNow};
@@ -26,7 +22,7 @@ fn not_found(kind: &str, name: &str) -> ApiError {
 pub async fn reconcile(
     State(s): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     let outcome =
         db::resources::resource_reconcile_now(&s.pool, actor(&caller).as_deref(), &kind, &name)
@@ -60,7 +56,7 @@ pub async fn reconcile(
 pub async fn quarantine(
     State(s): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     if !db::resources::resource_set_quarantine(
         &s.pool,
@@ -84,7 +80,7 @@ pub async fn quarantine(
 pub async fn unquarantine(
     State(s): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     if !db::resources::resource_set_quarantine(
         &s.pool,
@@ -113,7 +109,7 @@ pub async fn unquarantine(
 pub async fn delete(
     State(s): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
     let marked =
         db::resources::resource_request_deletion(&s.pool, actor(&caller).as_deref(), &kind, &name)

@@ -3,12 +3,12 @@
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
 };
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{AppState, problem::ApiError, query_pairs};
+use super::{AppState, input::ApiPath, problem::ApiError, query_pairs};
 use crate::db::{
     self,
     resource_deps::{GraphEdge, GraphNode},
@@ -37,7 +37,7 @@ async fn node(s: &AppState, kind: &str, name: &str) -> Result<GraphNode, ApiErro
 #[tracing::instrument(skip(s))]
 pub async fn dependencies(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let me = node(&s, &kind, &name).await?;
     let (up, down) = tokio::try_join!(
@@ -83,7 +83,7 @@ struct NodeOut {
 #[tracing::instrument(skip(s))]
 pub async fn graph(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let limit = parse_graph_limit(q.as_deref())?;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
     response::IntoResponse,
 };
 use converge_proto::manifest::PHASES;
@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     AppState,
+    input::ApiPath,
     problem::ApiError,
     query_pairs,
     resources::{page, parse_list_query, parse_ref, resolve_owners},
@@ -56,7 +57,7 @@ async fn one_owner(s: &AppState, kind: &str, name: &str) -> Result<ResourceKey, 
 /// the list's filters and keyset cursor (default limit 100).
 pub async fn children(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<impl IntoResponse, ApiError> {
     let mut lq = parse_list_query(q.as_deref(), 100, false)?;
@@ -131,7 +132,7 @@ pub async fn summary(
 /// kind.
 pub async fn owner_summary(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let owner = one_owner(&s, &kind, &name).await?;
     let counts = db::resources::resource_summary(&s.pool, &[owner.uid])

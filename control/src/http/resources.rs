@@ -3,7 +3,7 @@
 
 use axum::{
     Json,
-    extract::{Path, RawQuery, State},
+    extract::{RawQuery, State},
     http::{HeaderMap, HeaderValue, StatusCode},
     response::IntoResponse,
 };
@@ -16,7 +16,8 @@ use uuid::Uuid;
 
 use super::{
     AppState, auth,
-    problem::{ApiError, ApiJson},
+    input::{ApiJson, ApiPath},
+    problem::{ApiError, clipped, quote},
     query_pairs,
 };
 use crate::{app::schemas::FieldError, db};
@@ -55,29 +56,27 @@ const MAX_LABELS: usize = 64;
 fn check_labels(labels: &serde_json::Map<String, Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if labels.len() > MAX_LABELS {
-        errs.push(FieldError {
-            location: "/labels".into(),
-            message: format!("at most {MAX_LABELS} labels"),
-        });
+        errs.push(FieldError::new(
+            "/labels".into(),
+            format!("at most {MAX_LABELS} labels"),
+        ));
     }
-    for (k, v) in labels {
+    // Past the limit the count is the problem: the rest are not examined one by one.
+    for (k, v) in labels.iter().take(MAX_LABELS) {
         let loc = format!("/labels/{}", k.replace('~', "~0").replace('/', "~1"));
         if k.is_empty() || k.len() > 253 {
-            errs.push(FieldError {
-                location: loc.clone(),
-                message: "label keys must be 1-253 characters".into(),
-            });
+            errs.push(FieldError::new(
+                loc.clone(),
+                "label keys must be 1-253 characters".into(),
+            ));
         }
         match v.as_str() {
             Some(s) if s.len() <= 1024 => {}
-            Some(_) => errs.push(FieldError {
-                location: loc,
-                message: "label values must be at most 1024 characters".into(),
-            }),
-            None => errs.push(FieldError {
-                location: loc,
-                message: "label values must be strings".into(),
-            }),
+            Some(_) => errs.push(FieldError::new(
+                loc,
+                "label values must be at most 1024 characters".into(),
+            )),
+            None => errs.push(FieldError::new(loc, "label values must be strings".into())),
         }
     }
     errs
@@ -93,7 +92,7 @@ pub async fn apply(
     if let Some(t) = body.type_.as_deref().filter(|t| *t != "resource") {
         return Err(ApiError::invalid(
             "/type",
-            format!("expected \"resource\", got {t:?}"),
+            format!("expected \"resource\", got {}", quote(t)),
         ));
     }
     if !(1..=32767).contains(&body.kind_version) {
@@ -104,64 +103,71 @@ pub async fn apply(
     }
     let mut errors = Vec::new();
     if !is_valid_resource_name(&body.name) {
-        errors.push(FieldError {
-            location: "/name".into(),
-            message: "name must be 1-253 printable ASCII characters without '/' or spaces".into(),
-        });
+        errors.push(FieldError::new(
+            "/name".into(),
+            "name must be 1-253 printable ASCII characters without '/' or spaces".into(),
+        ));
     }
     if !body.spec.is_object() {
-        errors.push(FieldError {
-            location: "/spec".into(),
-            message: "spec must be a JSON object".into(),
-        });
+        errors.push(FieldError::new(
+            "/spec".into(),
+            "spec must be a JSON object".into(),
+        ));
     }
     errors.extend(check_labels(&body.labels));
     let Some(schemas) = s.kind_schemas(&body.kind, body.kind_version).await? else {
         return Err(ApiError::NotFound(format!(
-            "kind {:?} version {} is not registered (apply its manifest first)",
-            body.kind, body.kind_version
+            "kind {} version {} is not registered (apply its manifest first)",
+            quote(&body.kind),
+            body.kind_version
         )));
     };
     if schemas.manifest.is_reactor() {
         return Err(ApiError::invalid(
             "/kind",
             format!(
-                "{:?} is a reactor kind; it is bound, not created",
-                body.kind
+                "{} is a reactor kind; it is bound, not created",
+                quote(&body.kind)
             ),
         ));
     }
+    let mut omitted = 0;
     if body.spec.is_object() {
-        errors.extend(schemas.validate_spec(&body.spec, "/spec"));
+        let v = schemas.validate_spec(&body.spec, "/spec");
+        errors.extend(v.errors);
+        omitted = v.omitted;
     }
     if let Some(r) = &body.provider_config_ref {
         match db::providerconfigs::providerconfig_target(&s.pool, r)
             .await
             .map_err(ApiError::db("look up a provider config"))?
         {
-            None => errors.push(FieldError {
-                location: "/provider_config_ref".into(),
-                message: format!("provider config {r:?} does not exist"),
-            }),
+            None => errors.push(FieldError::new(
+                "/provider_config_ref".into(),
+                format!("provider config {} does not exist", quote(r)),
+            )),
             Some((k, v, _)) if k != body.kind || v != body.kind_version => {
-                errors.push(FieldError {
-                    location: "/provider_config_ref".into(),
-                    message: format!(
-                        "provider config {r:?} configures {k} version {v}, not {} version {}",
-                        body.kind, body.kind_version
+                errors.push(FieldError::new(
+                    "/provider_config_ref".into(),
+                    format!(
+                        "provider config {} configures {k} version {v}, not {} version {}",
+                        quote(r),
+                        body.kind,
+                        body.kind_version
                     ),
-                })
+                ))
             }
             // An exec kind's override may set only settings (the config may predate the
             // manifest's `provider: exec`, or be the default named as an override).
             Some((_, _, spec)) => {
                 let fields = schemas.manifest.exec_override_violations(&spec);
                 if !fields.is_empty() {
-                    errors.push(FieldError {
-                        location: "/provider_config_ref".into(),
-                        message: format!(
-                            "provider config {r:?} sets {}; {} is an exec kind, so a \
+                    errors.push(FieldError::new(
+                        "/provider_config_ref".into(),
+                        format!(
+                            "provider config {} sets {}; {} is an exec kind, so a \
                              resource's override may set only settings",
+                            quote(r),
                             fields
                                 .iter()
                                 .map(|f| format!("/spec/{f}"))
@@ -169,14 +175,19 @@ pub async fn apply(
                                 .join(", "),
                             body.kind
                         ),
-                    });
+                    ));
                 }
             }
         }
     }
-    ApiError::check_fields(
-        &format!("{} does not satisfy kind {:?}", body.name, body.kind),
+    ApiError::check_fields_omitted(
+        &format!(
+            "{} does not satisfy kind {}",
+            clipped(253, &body.name),
+            quote(&body.kind)
+        ),
         errors,
+        omitted,
     )?;
     let (retired, current) =
         db::kinds::apply_version_check(&s.pool, &body.kind, body.kind_version, &body.name)
@@ -227,7 +238,7 @@ pub async fn apply(
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim.
 pub async fn get(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let (row, conditions, work) = db::resources::resource_get(&s.pool, &kind, &name)
         .await
@@ -285,7 +296,7 @@ pub(crate) fn parse_ref(location: &str, v: &str) -> Result<(String, String), Api
         }
         _ => Err(ApiError::invalid(
             location,
-            format!("{v:?} is not a kind/name address"),
+            format!("{} is not a kind/name address", quote(v)),
         )),
     }
 }
@@ -296,7 +307,7 @@ fn parse_phase(v: String) -> Result<String, ApiError> {
     } else {
         Err(ApiError::invalid(
             "phase",
-            format!("{v:?} is not one of {}", PHASES.join(", ")),
+            format!("{} is not one of {}", quote(&v), PHASES.join(", ")),
         ))
     }
 }
@@ -339,7 +350,7 @@ pub(crate) fn parse_list_query(
                 let Some((key, value)) = v.split_once(':').filter(|(k, _)| !k.is_empty()) else {
                     return Err(ApiError::invalid(
                         "label",
-                        format!("{v:?} is not a key:value label selector"),
+                        format!("{} is not a key:value label selector", quote(&v)),
                     ));
                 };
                 match labels.get(key) {

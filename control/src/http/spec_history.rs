@@ -2,18 +2,14 @@
 //! raw spec of one generation at `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}`.
 //! Only roots keep history (a composed child's spec is derived from its root's).
 
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
-};
+use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
     AppState, auth,
-    problem::{ApiError, ApiJson},
+    input::{ApiJson, ApiPath},
+    problem::ApiError,
 };
 use crate::db;
 
@@ -37,7 +33,7 @@ async fn resource_id(s: &AppState, kind: &str, name: &str) -> Result<uuid::Uuid,
 #[tracing::instrument(skip(s))]
 pub async fn history(
     State(s): State<AppState>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let id = resource_id(&s, &kind, &name).await?;
     let items = db::spec_history::spec_history(&s.pool, id)
@@ -53,7 +49,7 @@ pub async fn history(
 pub async fn rollback(
     State(s): State<AppState>,
     caller: Option<axum::Extension<auth::Caller>>,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<RollbackBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = resource_id(&s, &kind, &name).await?;
@@ -84,7 +80,7 @@ pub async fn rollback(
 #[tracing::instrument(skip(s))]
 pub async fn raw_spec(
     State(s): State<AppState>,
-    Path((kind, name, generation)): Path<(String, String, i64)>,
+    ApiPath((kind, name, generation)): ApiPath<(String, String, i64)>,
 ) -> Result<Json<Value>, ApiError> {
     let id = resource_id(&s, &kind, &name).await?;
     db::spec_history::spec_at(&s.pool, id, generation)
