@@ -173,7 +173,9 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route(
             "/raw/resources/{kind}/{name}/spec/{generation}",
             get(spec_history::raw_spec),
-        );
+        )
+        // After routing (so it sees the named path parameters), before any handler.
+        .route_layer(middleware::from_fn(input::refuse_nul_params));
     Router::new()
         .nest("/api/v1", api)
         .merge(health::probes())
