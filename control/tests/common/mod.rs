@@ -113,6 +113,11 @@ impl Converge {
         }
     }
 
+    /// The converge process's id (to read its `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("converge is running")
+    }
+
     /// SIGKILLs this converge (a crash: no drain, no lease release).
     pub async fn crash(&mut self) {
         self.child.kill().await.unwrap();
