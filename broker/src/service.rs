@@ -36,8 +36,11 @@ fn pairs_from(kinds: &[String], versions: &[i32]) -> Result<Vec<KindPair>, Statu
     let mut out = Vec::with_capacity(kinds.len());
     for (i, k) in kinds.iter().enumerate() {
         if !is_valid_kind_name(k) {
+            // A short prefix only: the name is the client's and may be megabytes long.
+            let shown: String = k.chars().take(64).collect();
+            let cut = if shown.len() < k.len() { "…" } else { "" };
             return Err(Status::invalid_argument(format!(
-                "kinds[{i}]: {k:?} is not a valid kind name"
+                "kinds[{i}]: {shown:?}{cut} is not a valid kind name"
             )));
         }
         let v = versions.get(i).copied().unwrap_or(1);

@@ -1,14 +1,16 @@
 //! Hostile and malformed input against a real `converge` on real PostgreSQL: a problem
 //! response stays small whatever was sent (a 15 MiB value failing 50 schema rules costs a
 //! few KiB of answer and no memory blow-up), U+0000 is refused as a 4xx problem wherever it
-//! enters (JSON bodies, path and query parameters: PostgreSQL cannot store it), and a
-//! deterministic fuzz over the main routes never gets a 5xx.
+//! enters (JSON bodies, path and query parameters: PostgreSQL cannot store it), a gRPC status
+//! quotes a client's value short, and a deterministic fuzz over the main routes never gets a
+//! 5xx.
 
 mod common;
 
 use std::time::Duration;
 
 use common::Converge;
+use converge_proto::pb::{self, worker_service_client::WorkerServiceClient};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -300,6 +302,29 @@ async fn nul_characters_are_refused_where_they_enter() {
     let (s, list) = c.call(Method::GET, "resources", None).await;
     assert_eq!(s, 200, "{list}");
     assert_eq!(list["resources"].as_array().unwrap().len(), 1, "{list}");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpc_status_quotes_a_huge_kind_name_short() {
+    let c = Converge::start(&[]).await;
+    let mut client = WorkerServiceClient::connect(c.broker.clone())
+        .await
+        .unwrap();
+    let err = client
+        .get_provider_config(pb::GetProviderConfigRequest {
+            kinds: vec!["X".repeat(1 << 20)],
+            kind_versions: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    let message = err.message();
+    assert!(
+        message.starts_with(&format!("kinds[0]: \"{}\"…", "X".repeat(64))),
+        "{message:.200}"
+    );
+    assert!(message.len() < 200, "{} bytes", message.len());
     c.stop().await;
 }
 
