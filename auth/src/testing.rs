@@ -14,6 +14,21 @@ use rcgen::{
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 
+/// A fresh directory under the system temp dir for one test's files (certificates, keys,
+/// AUTH_FILE), named after `tag`; left for the OS to clean, so a failing test's files stay.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "converge-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
 /// A certificate and its private key, PEM.
 #[derive(Debug, Clone)]
 pub struct Pem {

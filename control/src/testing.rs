@@ -203,33 +203,67 @@ pub fn free_port() -> u16 {
 ///
 /// # Panics
 /// If the server is not ready within 30 s, or exits three times first.
-pub async fn spawn_ready<F>(what: &str, mut spawn: F) -> (tokio::process::Child, u16, u16)
+pub async fn spawn_ready<F>(what: &str, spawn: F) -> (tokio::process::Child, u16, u16)
 where
     F: FnMut(u16, u16) -> tokio::process::Child,
 {
     let client = reqwest::Client::new();
+    spawn_ready_probe(what, spawn, |hp| {
+        let (client, url) = (client.clone(), format!("http://127.0.0.1:{hp}/readyz"));
+        async move {
+            client
+                .get(&url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        }
+    })
+    .await
+}
+
+/// [`spawn_ready`] for a server on TLS (`TLS_CERT_FILE`): `/readyz` is polled over HTTPS,
+/// trusting `ca_pem`.
+pub async fn spawn_ready_tls<F>(
+    what: &str,
+    ca_pem: &str,
+    spawn: F,
+) -> (tokio::process::Child, u16, u16)
+where
+    F: FnMut(u16, u16) -> tokio::process::Child,
+{
+    spawn_ready_probe(what, spawn, |hp| async move {
+        converge_auth::testing::https(hp, ca_pem, "GET", "/readyz", None, None)
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await
+}
+
+async fn spawn_ready_probe<F, P, Fut>(
+    what: &str,
+    mut spawn: F,
+    ready: P,
+) -> (tokio::process::Child, u16, u16)
+where
+    F: FnMut(u16, u16) -> tokio::process::Child,
+    P: Fn(u16) -> Fut,
+    Fut: Future<Output = bool>,
+{
     for _ in 0..3 {
         let (hp, gp) = (free_port(), free_port());
         let mut child = spawn(hp, gp);
-        let url = format!("http://127.0.0.1:{hp}/readyz");
-        let ready = wait_for(Duration::from_secs(30), what, || {
-            let (client, url) = (client.clone(), url.clone());
+        let outcome = wait_for(Duration::from_secs(30), what, || {
             let exited = child.try_wait().ok().flatten();
+            let probe = ready(hp);
             async move {
                 if let Some(status) = exited {
                     return Some(Err(status));
                 }
-                client
-                    .get(&url)
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status() == 200)
-                    .map(|_| Ok(()))
+                probe.await.then_some(Ok(()))
             }
         })
         .await;
-        match ready {
+        match outcome {
             Ok(()) => return (child, hp, gp),
             Err(status) => eprintln!("{what}: the server exited ({status}); starting it again"),
         }

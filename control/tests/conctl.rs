@@ -9,10 +9,7 @@ mod common;
 use std::{process::Stdio, time::Duration};
 
 use common::{Converge, Worker, free_port};
-use converge_auth::{
-    testing::{TestCa, https},
-    token,
-};
+use converge_auth::{testing::TestCa, token};
 use converge_control::testing::wait_for;
 use serde_json::Value;
 use tokio::{io::AsyncWriteExt, process::Command};
@@ -218,28 +215,14 @@ async fn start_tls(
     u16,
 ) {
     let db = converge_control::testing::TestDb::new().await;
-    // A port taken between free_port() and converge's bind fails that start: try again.
-    for _ in 0..3 {
-        let (hp, gp) = (free_port(), free_port());
-        let mut child = common::serve_command(&db.url, hp, gp, env)
-            .spawn()
-            .expect("spawn converge");
-        let ready = wait_for(T, "converge over TLS", || {
-            let exited = child.try_wait().ok().flatten();
-            async move {
-                if let Some(s) = exited {
-                    return Some(Err(s));
-                }
-                let r = https(hp, ca_pem, "GET", "/readyz", None, None).await.ok()?;
-                (r.status == 200).then_some(Ok(()))
-            }
+    let (child, hp, _) =
+        converge_control::testing::spawn_ready_tls("converge over TLS", ca_pem, |hp, gp| {
+            common::serve_command(&db.url, hp, gp, env)
+                .spawn()
+                .expect("spawn converge")
         })
         .await;
-        if ready.is_ok() {
-            return (child, db, hp);
-        }
-    }
-    panic!("converge over TLS never became ready");
+    (child, db, hp)
 }
 
 const ADMIN: &str = "cvg_conctl-admin-token-0123456789";

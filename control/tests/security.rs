@@ -16,6 +16,7 @@ use converge_auth::{
     testing::{Pem, TestCa, https},
     token,
 };
+use converge_control::testing::spawn_ready_tls;
 use converge_proto::pb::{
     self, work_stream_client_msg::Body as Out, work_stream_server_msg::Body as In,
     worker_service_client::WorkerServiceClient,
@@ -31,9 +32,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new() -> Scratch {
-        let p = std::env::temp_dir().join(format!("converge-sec-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
+        Scratch(converge_auth::testing::scratch_dir("sec"))
     }
 }
 
@@ -482,25 +481,11 @@ async fn start_tls(
     u16,
 ) {
     let db = converge_control::testing::TestDb::new().await;
-    for _ in 0..3 {
-        let (hp, gp) = (free_port(), free_port());
-        let mut child = common::serve_command(&db.url, hp, gp, env).spawn().unwrap();
-        let ready = wait_for(Duration::from_secs(30), "converge over TLS", || {
-            let exited = child.try_wait().ok().flatten();
-            async move {
-                if let Some(s) = exited {
-                    return Some(Err(s));
-                }
-                let r = https(hp, ca_pem, "GET", "/readyz", None, None).await.ok()?;
-                (r.status == 200).then_some(Ok(()))
-            }
-        })
-        .await;
-        if ready.is_ok() {
-            return (child, db, hp, gp);
-        }
-    }
-    panic!("converge over TLS never became ready");
+    let (child, hp, gp) = spawn_ready_tls("converge over TLS", ca_pem, |hp, gp| {
+        common::serve_command(&db.url, hp, gp, env).spawn().unwrap()
+    })
+    .await;
+    (child, db, hp, gp)
 }
 
 async fn tls_channel(

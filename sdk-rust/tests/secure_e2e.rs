@@ -18,7 +18,7 @@ use std::{
 
 use common::{Probe, Scripted, Worker};
 use converge_auth::testing::{TestCa, https};
-use converge_control::testing::{TestDb, free_port, wait_for};
+use converge_control::testing::{TestDb, spawn_ready_tls, wait_for};
 use converge_sdk::{Registry, WorkerConfig, WorkerToken};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -43,17 +43,8 @@ fn converge_bin() -> PathBuf {
 }
 
 /// A fresh scratch directory under the system temp dir.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "sdk-secure-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(tag: &str) -> std::path::PathBuf {
+    converge_auth::testing::scratch_dir(&format!("sdk-secure-{tag}"))
 }
 
 /// Lowercase hex SHA-256 of the token's UTF-8 bytes: what AUTH_FILE stores (computed here,
@@ -94,11 +85,9 @@ impl SecureConverge {
         let auth_file = dir.join("auth.json");
         std::fs::write(&auth_file, principals.to_string()).unwrap();
         let db = TestDb::new().await;
-        // A probed port can be taken before converge binds it: then it exits, and is
-        // started again on new ports.
-        for _ in 0..3 {
-            let (hp, gp) = (free_port(), free_port());
-            let mut child = Command::new(converge_bin())
+        let ca_pem = ca.pem();
+        let (child, hp, gp) = spawn_ready_tls("converge /readyz over HTTPS", &ca_pem, |hp, gp| {
+            Command::new(converge_bin())
                 .arg("serve")
                 .env_clear()
                 .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -121,37 +110,17 @@ impl SecureConverge {
                 .stderr(Stdio::inherit())
                 .kill_on_drop(true)
                 .spawn()
-                .expect("spawn converge");
-            let ca_pem = ca.pem();
-            let ready = wait_for(T, "converge /readyz over HTTPS", || {
-                let exited = child.try_wait().ok().flatten();
-                let ca_pem = ca_pem.clone();
-                async move {
-                    if let Some(status) = exited {
-                        return Some(Err(status));
-                    }
-                    let r = https(hp, &ca_pem, "GET", "/readyz", None, None)
-                        .await
-                        .ok()?;
-                    (r.status == 200).then_some(Ok(()))
-                }
-            })
-            .await;
-            match ready {
-                Ok(()) => {
-                    return Self {
-                        _db: db,
-                        http_port: hp,
-                        broker: format!("https://127.0.0.1:{gp}"),
-                        ca_pem,
-                        admin: admin.to_string(),
-                        child,
-                    };
-                }
-                Err(status) => eprintln!("converge exited ({status}); starting it again"),
-            }
+                .expect("spawn converge")
+        })
+        .await;
+        Self {
+            _db: db,
+            http_port: hp,
+            broker: format!("https://127.0.0.1:{gp}"),
+            ca_pem,
+            admin: admin.to_string(),
+            child,
         }
-        panic!("converge exited three times before it was ready");
     }
 
     /// `method /api/v1/{path}` as the admin (or with `token`); returns (status, body).
