@@ -112,6 +112,22 @@ impl Config {
         out
     }
 
+    /// `converge dev`'s defaults: a listener whose variable `get` does not set binds
+    /// 127.0.0.1, so a laptop demo is never an open door to the network it sits on.
+    pub fn dev_loopback(&mut self, get: impl Fn(&str) -> Option<String>) {
+        let lo = std::net::Ipv4Addr::LOCALHOST.into();
+        let unset = |var: &str| get(var).is_none_or(|v| v.trim().is_empty());
+        for (var, addr) in [
+            ("LISTEN_ADDR", &mut self.listen_addr),
+            ("BROKER_LISTEN_ADDR", &mut self.broker_listen_addr),
+            ("HEALTH_ADDR", &mut self.health_addr),
+        ] {
+            if unset(var) {
+                addr.set_ip(lo);
+            }
+        }
+    }
+
     /// Refuses an open door that is reachable from another host: without AUTH_FILE, every
     /// guarded listener must be loopback unless AUTH=none says otherwise.
     pub fn check_exposure(&self) -> Result<(), ConfigError> {
@@ -372,6 +388,23 @@ mod tests {
                 .var,
             "AUTH"
         );
+    }
+
+    #[test]
+    fn dev_binds_loopback_unless_told_otherwise() {
+        let mut c = cfg(&[]).unwrap();
+        c.dev_loopback(|_| None);
+        assert_eq!(c.listen_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.broker_listen_addr.to_string(), "127.0.0.1:9090");
+        assert_eq!(c.health_addr.to_string(), "127.0.0.1:8081");
+        c.check_exposure().unwrap();
+        // An address the user named is kept, and then the exposure rule applies to it.
+        let set = [("LISTEN_ADDR", ":18080")];
+        let mut c = cfg(&set).unwrap();
+        c.dev_loopback(|v| (v == "LISTEN_ADDR").then(|| ":18080".to_string()));
+        assert_eq!(c.listen_addr.to_string(), "0.0.0.0:18080");
+        assert_eq!(c.broker_listen_addr.to_string(), "127.0.0.1:9090");
+        assert_eq!(c.check_exposure().unwrap_err().var, "AUTH_FILE");
     }
 
     #[test]

@@ -91,26 +91,6 @@ fn token_new(name: &str, role: converge_auth::Role, kinds: &[String]) -> anyhow:
     Ok(())
 }
 
-/// `converge dev` listens on loopback unless told otherwise: a laptop demo must not be an
-/// open door to the network it sits on.
-fn dev_loopback_defaults(cfg: &mut converge_control::config::Config) {
-    let unset = |var: &str| {
-        std::env::var(var)
-            .map(|v| v.trim().is_empty())
-            .unwrap_or(true)
-    };
-    let lo = std::net::Ipv4Addr::LOCALHOST.into();
-    if unset("LISTEN_ADDR") {
-        cfg.listen_addr.set_ip(lo);
-    }
-    if unset("BROKER_LISTEN_ADDR") {
-        cfg.broker_listen_addr.set_ip(lo);
-    }
-    if unset("HEALTH_ADDR") {
-        cfg.health_addr.set_ip(lo);
-    }
-}
-
 #[derive(Subcommand)]
 enum MigrateAction {
     /// Apply pending migrations (safe to run from many processes at once).
@@ -173,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Dev { data_dir, pg_port } => {
             let mut cfg = cfg;
-            dev_loopback_defaults(&mut cfg);
+            cfg.dev_loopback(|var| std::env::var(var).ok());
             let shutdown = shutdown_on_signal();
             if cfg.database_url.is_some() {
                 return server::run(cfg, shutdown).await;

@@ -173,7 +173,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     });
 
     let http_stop = CancellationToken::new();
-    if cfg.role.control() {
+    let app = if cfg.role.control() {
         // DRAINERS drainers over disjoint shard slices (a drain is one transaction at a time;
         // more drainers let several run at once when the database has cores to spare).
         let hub = Arc::new(tokio::sync::Notify::new());
@@ -248,31 +248,24 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
             auth: security.auth.clone(),
         };
-        let app = http::router(state, cfg.max_body_bytes);
-        tracing::info!(
-            addr = %http_listener.local_addr()?,
-            tls = security.http_tls.is_some(),
-            auth = security.auth.is_some(),
-            "HTTP API listening"
-        );
-        serve_http(
-            &mut tasks,
-            http_listener,
-            app,
-            security.http_tls.clone(),
-            http_stop.clone(),
-        )?;
+        http::router(state, cfg.max_body_bytes)
     } else {
-        tracing::info!(addr = %http_listener.local_addr()?, tls = security.http_tls.is_some(), "probes listening");
-        let app = http::health::probe_router(pool.clone());
-        serve_http(
-            &mut tasks,
-            http_listener,
-            app,
-            security.http_tls.clone(),
-            http_stop.clone(),
-        )?;
-    }
+        http::health::probe_router(pool.clone())
+    };
+    tracing::info!(
+        addr = %http_listener.local_addr()?,
+        tls = security.http_tls.is_some(),
+        auth = security.auth.is_some(),
+        "{}",
+        if cfg.role.control() { "HTTP API listening" } else { "probes listening" }
+    );
+    serve_http(
+        &mut tasks,
+        http_listener,
+        app,
+        security.http_tls.clone(),
+        http_stop.clone(),
+    )?;
 
     let grpc_stop = CancellationToken::new();
     let mut broker_task = None;
