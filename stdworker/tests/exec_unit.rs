@@ -701,16 +701,7 @@ async fn execute_honours_timeout_secs_and_cancellation() {
 
 /// A fresh scratch directory under the system temp dir.
 fn scratch(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "stdworker-unit-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    converge_auth::testing::scratch_dir(&format!("stdworker-unit-{tag}"))
 }
 
 /// An executable script at `dir/name` that creates `marker` and answers `{}`: if it ever

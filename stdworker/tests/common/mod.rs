@@ -419,17 +419,8 @@ pub fn fixture(name: &str) -> String {
 }
 
 /// A fresh scratch directory under the system temp dir.
-pub fn scratch_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "stdworker-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    converge_auth::testing::scratch_dir(&format!("stdworker-{tag}"))
 }
 
 /// Done with its current generation: Ready at it, or Failed (a failure leaves `synced_gen`
