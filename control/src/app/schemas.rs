@@ -585,15 +585,18 @@ mod tests {
 
     use super::*;
 
+    /// Kind `k` with `schema` as its manifest's `field` (config_schema, spec_schema).
+    fn kind_with(field: &str, schema: Value) -> KindSchemas {
+        let mut m = json!({
+            "kind": "k", "kind_version": 1,
+            "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}]
+        });
+        m[field] = schema;
+        KindSchemas::compile(serde_json::from_value(m).unwrap()).unwrap()
+    }
+
     fn kind(config_schema: Value) -> KindSchemas {
-        KindSchemas::compile(
-            serde_json::from_value(json!({
-                "kind": "k", "kind_version": 1, "config_schema": config_schema,
-                "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}]
-            }))
-            .unwrap(),
-        )
-        .unwrap()
+        kind_with("config_schema", config_schema)
     }
 
     fn secret() -> Value {
@@ -687,14 +690,7 @@ mod tests {
     }
 
     fn spec_kind(spec_schema: Value) -> KindSchemas {
-        KindSchemas::compile(
-            serde_json::from_value(json!({
-                "kind": "k", "kind_version": 1, "spec_schema": spec_schema,
-                "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}]
-            }))
-            .unwrap(),
-        )
-        .unwrap()
+        kind_with("spec_schema", spec_schema)
     }
 
     #[test]
