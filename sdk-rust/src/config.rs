@@ -1,9 +1,11 @@
 //! `WorkerConfig`: the worker's typed configuration, parsed once from the environment.
 //!
-//! A malformed value is an error naming the variable, never a silent default. The broker's
-//! credentials (token, CA, client certificate) are named here by value or file; the files are
-//! read when a connection is made (see `runtime::dial`), so a rotated token or certificate is
-//! picked up at the next reconnect without a restart.
+//! A malformed value is an error naming the variable, never a silent default. `BROKER_ADDR`
+//! may list several brokers; the runtime dials them in order and fails over (see
+//! `runtime::failover`). The broker's credentials (token, CA, client certificate) are named
+//! here by value or file; the files are read when a connection is made (see
+//! `runtime::dial`), so a rotated token or certificate is picked up at the next reconnect
+//! without a restart.
 
 use converge_proto::duration::parse_duration;
 use std::{fmt, path::PathBuf, time::Duration};
@@ -20,8 +22,12 @@ pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 pub const DEFAULT_READINESS_POLL: Duration = Duration::from_secs(2);
 /// Default first reconnect (and config-prime) backoff.
 pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_secs(1);
-/// Default reconnect (and config-prime) backoff ceiling.
-pub const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(30);
+/// The longest wait between reconnect (or config-prime) attempts, jitter included, and the
+/// most [`WorkerConfig::reconnect_max`] may be: a broker that comes back, or another broker
+/// of the list, is found within seconds rather than after a long sleep.
+pub const RECONNECT_CAP: Duration = Duration::from_secs(5);
+/// Default reconnect (and config-prime) backoff ceiling: [`RECONNECT_CAP`].
+pub const DEFAULT_RECONNECT_MAX: Duration = RECONNECT_CAP;
 
 /// Where the worker's bearer token comes from. Its `Debug` never shows a token.
 #[derive(Clone, PartialEq, Eq)]
@@ -87,9 +93,13 @@ impl WorkerToken {
 /// How a worker connects and how much work it takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// The broker's URL (`BROKER_ADDR`): `https://host:port` is TLS (server name = host),
-    /// `http://host:port` (or a bare `host:port`) plaintext h2c.
-    pub broker_addr: String,
+    /// The brokers (`BROKER_ADDR`, comma-separated), dialled in order: the worker moves on to
+    /// the next on a connect failure and whenever a stream ends, wrapping around. Each is
+    /// `https://host:port` (TLS, server name = that entry's host) or `http://host:port`
+    /// (plaintext h2c; `BROKER_ADDR` also takes a bare `host:port`); TLS and plaintext
+    /// entries cannot be mixed. A host name with several DNS records is tried record by
+    /// record at each connect (hyper's connector).
+    pub broker_addrs: Vec<String>,
     /// The bearer token sent as `authorization: Bearer <token>` on WorkStream and
     /// GetProviderConfig (`WORKER_TOKEN` or `WORKER_TOKEN_FILE`; default none).
     pub token: Option<WorkerToken>,
@@ -113,17 +123,24 @@ pub struct WorkerConfig {
     pub heartbeat_every: Duration,
     /// Interval of the `Provider::ready` poll (2 s).
     pub readiness_poll: Duration,
-    /// First reconnect backoff (1 s).
+    /// First reconnect backoff (1 s); it doubles after each failed round of the broker
+    /// list up to `reconnect_max`, and every wait is jittered ±25 %.
     pub reconnect_min: Duration,
-    /// Reconnect backoff ceiling (30 s).
+    /// Reconnect backoff ceiling (5 s); at most [`RECONNECT_CAP`], which no jittered wait
+    /// exceeds either.
     pub reconnect_max: Duration,
 }
 
 impl WorkerConfig {
-    /// A config with every default and the given broker address.
+    /// A config with every default and one broker address (push more onto
+    /// [`WorkerConfig::broker_addrs`] for failover).
     pub fn new(broker_addr: impl Into<String>) -> Self {
+        Self::with_defaults(vec![broker_addr.into()])
+    }
+
+    fn with_defaults(broker_addrs: Vec<String>) -> Self {
         Self {
-            broker_addr: broker_addr.into(),
+            broker_addrs,
             token: None,
             broker_ca_file: None,
             cert_file: None,
@@ -139,7 +156,8 @@ impl WorkerConfig {
         }
     }
 
-    /// Reads `BROKER_ADDR` (required), `WORKER_TOKEN` or `WORKER_TOKEN_FILE`,
+    /// Reads `BROKER_ADDR` (required: one broker or a comma-separated list of them, all TLS or
+    /// all plaintext), `WORKER_TOKEN` or `WORKER_TOKEN_FILE`,
     /// `BROKER_CA_FILE`, `WORKER_CERT_FILE` + `WORKER_KEY_FILE`, `WORKER_MAX_PARALLEL`,
     /// `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME` from the process environment.
     ///
@@ -168,15 +186,7 @@ impl WorkerConfig {
         let broker_addr = get("BROKER_ADDR")?.ok_or_else(|| ConfigError::Missing {
             var: "BROKER_ADDR".into(),
         })?;
-        // A bare `host:port` means plaintext h2c, as every SDK reads it.
-        let broker_addr = broker_addr.trim();
-        let broker_addr = if broker_addr.contains("://") {
-            broker_addr.to_string()
-        } else {
-            format!("http://{broker_addr}")
-        };
-        let mut cfg = Self::new(broker_addr);
-        validate_broker_addr("BROKER_ADDR", &cfg.broker_addr)?;
+        let mut cfg = Self::with_defaults(parse_broker_addrs("BROKER_ADDR", &broker_addr)?);
         cfg.token = match (get("WORKER_TOKEN")?, get("WORKER_TOKEN_FILE")?) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::Conflict {
@@ -229,9 +239,12 @@ impl WorkerConfig {
         Ok(cfg)
     }
 
-    /// Whether the broker is dialled over TLS.
+    /// Whether the brokers are dialled over TLS (the list is all `https://` or all
+    /// plaintext; `validate` refuses a mix).
     pub(crate) fn is_tls(&self) -> bool {
-        self.broker_addr.starts_with("https://")
+        self.broker_addrs
+            .first()
+            .is_some_and(|a| a.starts_with("https://"))
     }
 
     /// The certificate pair must be complete, and TLS files need an `https://` address
@@ -263,8 +276,8 @@ impl WorkerConfig {
                 return Err(ConfigError::Conflict {
                     var: (*var).into(),
                     message: format!(
-                        "{var} is set but {addr}={:?} is not an https:// address: TLS files need https://host:port",
-                        self.broker_addr
+                        "{var} is set but {addr}={:?} is plaintext: TLS files need https://host:port brokers",
+                        self.broker_addrs.join(",")
                     ),
                 });
             }
@@ -275,8 +288,21 @@ impl WorkerConfig {
     /// Checks the values `run_worker` relies on (positive intervals, a usable address,
     /// consistent TLS settings...).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        validate_broker_addr("broker_addr", &self.broker_addr)?;
-        self.check_tls_vars(("broker_addr", "broker_ca_file", "cert_file", "key_file"))?;
+        if self.broker_addrs.is_empty() {
+            return Err(ConfigError::invalid(
+                "broker_addrs",
+                "[]",
+                "needs at least one broker address",
+            ));
+        }
+        let shown = self.broker_addrs.join(",");
+        let n = self.broker_addrs.len();
+        for (i, addr) in self.broker_addrs.iter().enumerate() {
+            check_broker_addr(addr)
+                .map_err(|reason| entry_error("broker_addrs", &shown, (i, n, addr), reason))?;
+        }
+        check_one_scheme("broker_addrs", &shown, &self.broker_addrs)?;
+        self.check_tls_vars(("broker_addrs", "broker_ca_file", "cert_file", "key_file"))?;
         if self.max_parallel == 0 || self.max_parallel > MAX_PARALLEL_LIMIT {
             return Err(ConfigError::invalid(
                 "max_parallel",
@@ -304,6 +330,15 @@ impl WorkerConfig {
                 "must not be below reconnect_min",
             ));
         }
+        if self.reconnect_max > RECONNECT_CAP {
+            return Err(ConfigError::invalid(
+                "reconnect_max",
+                format!("{:?}", self.reconnect_max),
+                format!(
+                    "must not exceed {RECONNECT_CAP:?}, so an outage is noticed to be over within seconds"
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -326,22 +361,78 @@ fn parse_max_parallel(var: &str, v: &str) -> Result<usize, ConfigError> {
     Ok(n)
 }
 
-fn validate_broker_addr(var: &str, addr: &str) -> Result<(), ConfigError> {
+/// Parses a comma-separated broker list (`BROKER_ADDR`): a bare `host:port` becomes
+/// `http://host:port` (plaintext h2c, as every SDK reads it). An empty entry is an error
+/// rather than skipped (`a:1,,b:1` usually means a templated address came out empty), and
+/// TLS and plaintext entries cannot be mixed.
+fn parse_broker_addrs(var: &str, raw: &str) -> Result<Vec<String>, ConfigError> {
+    let raw = raw.trim();
+    let entries: Vec<&str> = raw.split(',').map(str::trim).collect();
+    let n = entries.len();
+    let mut addrs = Vec::with_capacity(n);
+    for (i, entry) in entries.into_iter().enumerate() {
+        if entry.is_empty() {
+            return Err(entry_error(
+                var,
+                raw,
+                (i, n, entry),
+                "is empty: separate broker addresses with single commas".into(),
+            ));
+        }
+        let addr = if entry.contains("://") {
+            entry.to_string()
+        } else {
+            format!("http://{entry}")
+        };
+        check_broker_addr(&addr).map_err(|reason| entry_error(var, raw, (i, n, entry), reason))?;
+        addrs.push(addr);
+    }
+    check_one_scheme(var, raw, &addrs)?;
+    Ok(addrs)
+}
+
+/// An invalid list entry `(index, list length, entry)`, numbered and quoted when the list
+/// has more than one.
+fn entry_error(var: &str, raw: &str, at: (usize, usize, &str), reason: String) -> ConfigError {
+    let (i, n, entry) = at;
+    let reason = match (n, entry.is_empty()) {
+        (1, _) => format!("the address {reason}"),
+        (_, true) => format!("entry {} of {n} {reason}", i + 1),
+        (_, false) => format!("entry {} of {n} ({entry:?}) {reason}", i + 1),
+    };
+    ConfigError::invalid(var, raw, reason)
+}
+
+/// One set of TLS files and one token policy serve the whole list, so a list mixing TLS and
+/// plaintext brokers is a mistake (it would also silently downgrade after a failover).
+fn check_one_scheme(var: &str, shown: &str, addrs: &[String]) -> Result<(), ConfigError> {
+    let tls = addrs.iter().filter(|a| a.starts_with("https://")).count();
+    if tls != 0 && tls != addrs.len() {
+        return Err(ConfigError::invalid(
+            var,
+            shown,
+            "mixes https:// (TLS) and plaintext (http:// or bare host:port) brokers: use one scheme for every entry",
+        ));
+    }
+    Ok(())
+}
+
+/// Why `addr` (with its scheme) cannot be dialled, if it cannot.
+fn check_broker_addr(addr: &str) -> Result<(), String> {
     let Some(rest) = addr
         .strip_prefix("http://")
         .or_else(|| addr.strip_prefix("https://"))
     else {
-        return Err(ConfigError::invalid(
-            var,
-            addr,
-            "expected host:port, an http:// URL (h2c) or an https:// URL (TLS), e.g. 127.0.0.1:9090",
-        ));
+        return Err(
+            "is not host:port, an http:// URL (h2c) or an https:// URL (TLS), e.g. 127.0.0.1:9090"
+                .into(),
+        );
     };
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(ConfigError::invalid(var, addr, "missing host"));
+        return Err("is missing its host".into());
     }
     tonic::transport::Endpoint::from_shared(addr.to_string())
-        .map_err(|e| ConfigError::invalid(var, addr, e.to_string()))?;
+        .map_err(|e| format!("is not a usable URL: {e}"))?;
     Ok(())
 }
 

@@ -5,7 +5,8 @@
 //! (explicit [`WorkerConfig`]). The runtime dials the broker's `WorkerService`, subscribes,
 //! runs tasks with bounded concurrency, keeps results until the broker acks them, heartbeats
 //! running tasks, reports readiness flips, applies provider-config pushes and reconnects with
-//! backoff; see DESIGN §4 for the stream rules it follows.
+//! backoff, failing over along a list of brokers; see DESIGN §4 for the stream rules it
+//! follows.
 //!
 //! # Environment
 //!
@@ -14,7 +15,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `BROKER_ADDR` | `https://host:port` (TLS, server name = host), `http://host:port` or `host:port` (h2c) | required |
+//! | `BROKER_ADDR` | one broker or a comma-separated list (`a:9090,b:9090`), dialled in order with failover; each `https://host:port` (TLS, server name = that entry's host), `http://host:port` or `host:port` (h2c); TLS and plaintext entries cannot be mixed, and an empty entry is an error | required |
 //! | `WORKER_TOKEN` | bearer token sent as `authorization: Bearer <token>` on WorkStream and GetProviderConfig; never logged, redacted in `Debug` | none |
 //! | `WORKER_TOKEN_FILE` | file holding the token (whitespace-trimmed), re-read at every (re)connect so a rotated token is picked up; exclusive with `WORKER_TOKEN` | none |
 //! | `BROKER_CA_FILE` | PEM roots to trust for an `https://` broker | the webpki (Mozilla) roots |
@@ -30,6 +31,22 @@
 //! variable) and again at every connection, so rotating any of them needs no restart; at a
 //! reconnect an unusable file is logged and retried like a broker outage. The token works
 //! over h2c too (a loopback broker accepts it); beyond loopback that is warned at start.
+//!
+//! # Brokers, failover and reconnects
+//!
+//! The worker dials the first broker of `BROKER_ADDR` and moves on to the next (wrapping
+//! around) when a connect fails, the broker refuses the stream, or an open stream ends
+//! (broker gone, drained, or a lost connection). Within a round of the list a failed address
+//! is followed by the next one at once; after every address failed in a row the worker
+//! waits, starting at [`WorkerConfig::reconnect_min`] (1 s) and doubling to
+//! [`WorkerConfig::reconnect_max`] (5 s, at most [`RECONNECT_CAP`]). Every wait is jittered
+//! ±25 % and never exceeds the ceiling; after a stream ends the worker waits one such
+//! jittered interval before the next broker. The backoff starts over once a stream opens
+//! after failures (a failover that connects) or after a stream that outlived it. A host name
+//! with several DNS records is tried record by record at each connect. HTTP/2 keepalive
+//! pings every 10 s (also with no call open) drop a connection whose broker has not answered
+//! within 10 s more, so a dead or black-holed broker is left within about 20 s instead of at
+//! the TCP timeout.
 //!
 //! ```no_run
 //! use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry};
@@ -71,7 +88,7 @@ mod types;
 pub use bytes::Bytes;
 pub use config::{
     DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEARTBEAT_EVERY, DEFAULT_MAX_PARALLEL, DEFAULT_READINESS_POLL,
-    DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, WorkerConfig, WorkerToken,
+    DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, RECONNECT_CAP, WorkerConfig, WorkerToken,
 };
 /// The generated wire types of `converge.worker.v1` (for `testing::execute_task` and tests).
 pub use converge_proto::pb;

@@ -1,9 +1,9 @@
-//! `WorkerConfig::from_lookup` / `from_env`: defaults, accepted spellings, the broker
-//! credentials (token, TLS files), and loud errors that name the variable at fault.
+//! `WorkerConfig::from_lookup` / `from_env`: defaults, accepted spellings, broker lists, the
+//! broker credentials (token, TLS files), and loud errors that name the variable at fault.
 
 use std::{collections::HashMap, path::PathBuf, time::Duration};
 
-use converge_sdk::{ConfigError, WorkerConfig, WorkerToken};
+use converge_sdk::{ConfigError, RECONNECT_CAP, Registry, WorkerConfig, WorkerError, WorkerToken};
 
 fn parse(vars: &[(&str, &str)]) -> Result<WorkerConfig, ConfigError> {
     let map: HashMap<String, String> = vars
@@ -16,10 +16,10 @@ fn parse(vars: &[(&str, &str)]) -> Result<WorkerConfig, ConfigError> {
 #[test]
 fn defaults_apply_when_only_the_broker_is_set() {
     let cfg = parse(&[("BROKER_ADDR", "http://127.0.0.1:9090")]).unwrap();
-    assert_eq!(cfg.broker_addr, "http://127.0.0.1:9090");
+    assert_eq!(cfg.broker_addrs, ["http://127.0.0.1:9090"]);
     // A bare host:port is plaintext h2c, as in every SDK.
     let bare = parse(&[("BROKER_ADDR", "127.0.0.1:9090")]).unwrap();
-    assert_eq!(bare.broker_addr, "http://127.0.0.1:9090");
+    assert_eq!(bare.broker_addrs, ["http://127.0.0.1:9090"]);
     assert_eq!(cfg.max_parallel, 16);
     assert_eq!(cfg.drain_timeout, Duration::from_secs(50));
     assert_eq!(cfg.kinds, None);
@@ -31,7 +31,97 @@ fn defaults_apply_when_only_the_broker_is_set() {
     assert_eq!(cfg.readiness_poll, Duration::from_secs(2));
     assert_eq!(
         (cfg.reconnect_min, cfg.reconnect_max),
-        (Duration::from_secs(1), Duration::from_secs(30))
+        (Duration::from_secs(1), Duration::from_secs(5))
+    );
+    assert_eq!(cfg.reconnect_max, RECONNECT_CAP);
+}
+
+#[test]
+fn broker_lists_keep_their_order_and_each_entry_its_scheme() {
+    let cases: &[(&str, &[&str])] = &[
+        ("a:9090,b:9090", &["http://a:9090", "http://b:9090"]),
+        // Spaces around entries are trimmed; http:// and bare entries are both h2c.
+        (
+            " http://10.0.0.1:9090 , broker-2.svc:9091 ,[::1]:9092 ",
+            &[
+                "http://10.0.0.1:9090",
+                "http://broker-2.svc:9091",
+                "http://[::1]:9092",
+            ],
+        ),
+        // TLS entries keep their own host (each one's server name).
+        (
+            "https://b1.example:9443,https://b2.example:9443",
+            &["https://b1.example:9443", "https://b2.example:9443"],
+        ),
+        // A duplicate is dialled twice, in its place.
+        ("a:1,b:2,a:1", &["http://a:1", "http://b:2", "http://a:1"]),
+    ];
+    for (raw, want) in cases {
+        let cfg = parse(&[("BROKER_ADDR", raw)]).unwrap_or_else(|e| panic!("{raw}: {e}"));
+        assert_eq!(cfg.broker_addrs, *want, "{raw}");
+    }
+}
+
+#[test]
+fn bad_broker_lists_are_errors_naming_broker_addr() {
+    let cases: &[(&str, &[&str])] = &[
+        ("a:1,,b:2", &["entry 2 of 3", "is empty"]),
+        ("a:1,b:2,", &["entry 3 of 3", "is empty"]),
+        (",a:1", &["entry 1 of 2", "is empty"]),
+        (" , ", &["entry 1 of 2", "is empty"]),
+        (
+            "a:1,ftp://b:2",
+            &["entry 2 of 2", "\"ftp://b:2\"", "https://"],
+        ),
+        ("a:1,https://", &["entry 2 of 2", "missing its host"]),
+        ("https://a:1,b:2", &["mixes https://", "plaintext"]),
+        ("http://a:1,https://b:2", &["mixes https://", "one scheme"]),
+    ];
+    for (raw, needles) in cases {
+        let err = parse(&[("BROKER_ADDR", raw)]).expect_err(raw);
+        assert_eq!(err.var(), "BROKER_ADDR", "{raw}: {err}");
+        let msg = err.to_string();
+        assert!(msg.starts_with("BROKER_ADDR="), "{raw}: {msg}");
+        for n in *needles {
+            assert!(msg.contains(n), "{raw}: {msg:?} lacks {n:?}");
+        }
+    }
+}
+
+#[test]
+fn every_entry_is_checked_when_the_worker_starts() {
+    // Built in code instead of parsed: run_worker validates the list the same way.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "at least one"),
+        (&["http://a:1", "https://b:2"], "mixes https://"),
+        (&["http://a:1", "b:2"], "entry 2 of 2"),
+    ];
+    for (addrs, needle) in cases {
+        let mut cfg = WorkerConfig::new("http://a:1");
+        cfg.broker_addrs = addrs.iter().map(|a| a.to_string()).collect();
+        let err = rt
+            .block_on(converge_sdk::run_worker(cfg, Registry::new(), async {}))
+            .expect_err("refused");
+        let WorkerError::Config(err) = err else {
+            panic!("{addrs:?}: {err:?}")
+        };
+        assert_eq!(err.var(), "broker_addrs", "{err}");
+        assert!(err.to_string().contains(needle), "{addrs:?}: {err}");
+    }
+    // The ceiling of the backoff is capped too.
+    let mut cfg = WorkerConfig::new("http://a:1");
+    cfg.reconnect_max = RECONNECT_CAP + Duration::from_millis(1);
+    let err = rt
+        .block_on(converge_sdk::run_worker(cfg, Registry::new(), async {}))
+        .expect_err("refused");
+    assert!(
+        matches!(&err, WorkerError::Config(e) if e.var() == "reconnect_max" && e.to_string().contains("5s")),
+        "{err:?}"
     );
 }
 
@@ -143,7 +233,7 @@ fn https_and_the_credential_variables_are_read() {
         ("WORKER_KEY_FILE", "/etc/converge/w.key"),
     ])
     .unwrap();
-    assert_eq!(cfg.broker_addr, "https://broker.example:9443");
+    assert_eq!(cfg.broker_addrs, ["https://broker.example:9443"]);
     assert_eq!(cfg.token, Some(WorkerToken::Value("tok-123".into())));
     assert_eq!(
         cfg.broker_ca_file,

@@ -6,13 +6,9 @@
 
 mod common;
 
-use std::{
-    io::Write,
-    path::PathBuf,
-    sync::{Arc, Mutex},
-};
+use std::{path::PathBuf, sync::Arc};
 
-use common::{Probe, Scripted, TestBroker, Worker, wait_for, within};
+use common::{Logs, Probe, Scripted, TestBroker, Worker, wait_for, within};
 use converge_auth::testing::TestCa;
 use converge_sdk::{Registry, WorkerConfig, WorkerError, WorkerToken};
 
@@ -23,67 +19,6 @@ fn scratch(tag: &str) -> std::path::PathBuf {
 
 fn registry(probe: &Arc<Probe>) -> Registry {
     Registry::new().with(Scripted::new("k", 1, probe))
-}
-
-/// Everything the runtime logs on this thread while the guard lives, as text. The tests run
-/// on tokio's current-thread runtime, so every task of the worker logs on the test's thread.
-///
-/// One global subscriber (DEBUG, installed once) writes to the calling thread's sink. A
-/// thread-local default subscriber per test would race: tracing caches each call site's
-/// interest process-wide, so a call site first hit by another test's thread (with no
-/// subscriber) could be cached as disabled and its line never reach this test.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-std::thread_local! {
-    static SINK: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Stops this thread's capture when dropped.
-struct Capture;
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        SINK.with(|s| s.borrow_mut().take());
-    }
-}
-
-/// The global subscriber's writer: the current thread's sink, or nowhere.
-struct ThreadSink;
-
-impl Write for ThreadSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        SINK.with(|s| {
-            if let Some(l) = s.borrow().as_ref() {
-                l.0.lock().unwrap().extend_from_slice(buf);
-            }
-        });
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture(&self) -> Capture {
-        static INIT: std::sync::Once = std::sync::Once::new();
-        INIT.call_once(|| {
-            let subscriber = tracing_subscriber::fmt()
-                .with_ansi(false)
-                .with_max_level(tracing::Level::DEBUG)
-                .with_writer(|| ThreadSink)
-                .finish();
-            tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
-        });
-        SINK.with(|s| *s.borrow_mut() = Some(self.clone()));
-        Capture
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }
 
 #[tokio::test]

@@ -8,15 +8,9 @@
 
 mod common;
 
-use std::{
-    io::Write,
-    path::PathBuf,
-    process::Stdio,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use common::{Probe, Scripted, Worker};
+use common::{Logs, Probe, Scripted, Worker, converge_bin};
 use converge_auth::testing::{TestCa, https};
 use converge_control::testing::{TestDb, spawn_ready_tls, wait_for};
 use converge_sdk::{Registry, WorkerConfig, WorkerToken};
@@ -26,21 +20,6 @@ use tokio::process::{Child, Command};
 
 const KIND: &str = "sdk-secure";
 const T: Duration = Duration::from_secs(30);
-
-/// The converge binary: `CONVERGE_BIN`, else `${CARGO_TARGET_DIR:-~/.cache/converge-target}
-/// /debug/converge` (`cargo build -p converge-control --bin converge` makes it).
-fn converge_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CONVERGE_BIN") {
-        return p.into();
-    }
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/converge-target")
-        })
-        .join("debug/converge")
-}
 
 /// A fresh scratch directory under the system temp dir.
 fn scratch(tag: &str) -> std::path::PathBuf {
@@ -181,38 +160,6 @@ impl SecureConverge {
                 .status();
         }
         let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
-    }
-}
-
-/// Everything the runtime logs while the guard lives, as text (current-thread runtime: the
-/// worker's tasks log on the test's thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Logs {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let sink = self.clone();
-        tracing::subscriber::set_default(
-            tracing_subscriber::fmt()
-                .with_ansi(false)
-                .with_writer(move || sink.clone())
-                .finish(),
-        )
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

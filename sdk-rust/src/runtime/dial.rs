@@ -1,6 +1,12 @@
-//! Dialling the broker: the endpoint (h2c or TLS with the configured roots and client
+//! Dialling a broker: the endpoint (h2c or TLS with the configured roots and client
 //! certificate) and the bearer token, both prepared afresh for every connection so a
 //! rotated token, CA or certificate file is picked up at the next reconnect.
+//!
+//! Each address of the list gets its own endpoint, so the TLS server name is that entry's
+//! host. The connector (hyper's) resolves a host name to all its records and tries them one
+//! by one within the connect timeout, so a name with several brokers behind it needs
+//! nothing more here. HTTP/2 keepalive pings notice a dead or black-holed broker within
+//! `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT` instead of at the kernel's TCP timeout.
 //!
 //! The files are also read once when the worker starts ([`check`]), so a typo in a path or
 //! a file that is not PEM fails `run_worker` at once, naming the variable, instead of
@@ -16,6 +22,13 @@ use tonic::{
 
 use crate::{config::WorkerConfig, error::ConfigError};
 
+/// Bound on one connect (TCP and TLS handshake), shared by every DNS record of the host.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often an HTTP/2 PING goes out, idle or not (the broker does not limit pings).
+pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a PING may wait for its answer before the connection is dropped.
+pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What one connection needs: where to dial and the `authorization` value to send.
 pub(crate) struct Dial {
     pub(crate) endpoint: Endpoint,
@@ -23,21 +36,22 @@ pub(crate) struct Dial {
 }
 
 impl Dial {
-    /// Reads the token and TLS files as they are now and builds the endpoint.
-    pub(crate) fn prepare(cfg: &WorkerConfig) -> Result<Self, ConfigError> {
-        let mut endpoint = Endpoint::from_shared(cfg.broker_addr.clone())
-            .map_err(|e| ConfigError::invalid("BROKER_ADDR", &cfg.broker_addr, e.to_string()))?
-            .connect_timeout(Duration::from_secs(5))
+    /// Reads the token and TLS files as they are now and builds the endpoint of `addr`
+    /// (one entry of `cfg.broker_addrs`).
+    pub(crate) fn prepare(cfg: &WorkerConfig, addr: &str) -> Result<Self, ConfigError> {
+        let mut endpoint = Endpoint::from_shared(addr.to_string())
+            .map_err(|e| ConfigError::invalid("BROKER_ADDR", addr, e.to_string()))?
+            .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(20))
-            .keep_alive_timeout(Duration::from_secs(20))
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
             .keep_alive_while_idle(true);
         if cfg.is_tls() {
             endpoint = endpoint.tls_config(tls_config(cfg)?).map_err(|e| {
                 // The files parsed; what is left is mostly the pair not fitting together.
                 let (var, value) = match &cfg.cert_file {
                     Some(p) => ("WORKER_CERT_FILE", p.display().to_string()),
-                    None => ("BROKER_ADDR", cfg.broker_addr.clone()),
+                    None => ("BROKER_ADDR", addr.to_string()),
                 };
                 ConfigError::invalid(
                     var,
@@ -72,9 +86,13 @@ impl Dial {
 }
 
 /// Everything `run_worker` must refuse before the first connection: unreadable or
-/// malformed token, CA, certificate or key files.
+/// malformed token, CA, certificate or key files, or an address no endpoint can be built
+/// for.
 pub(crate) fn check(cfg: &WorkerConfig) -> Result<(), ConfigError> {
-    Dial::prepare(cfg).map(drop)
+    for addr in &cfg.broker_addrs {
+        Dial::prepare(cfg, addr)?;
+    }
+    Ok(())
 }
 
 fn read_file(var: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {

@@ -3,6 +3,7 @@
 
 mod backoff;
 mod dial;
+mod failover;
 mod session;
 mod state;
 pub(crate) mod task;
@@ -30,8 +31,9 @@ pub async fn serve(
     run_worker(config, providers, shutdown).await
 }
 
-/// Runs a worker: loads provider configs, then keeps one WorkStream session open to the
-/// broker (reconnecting with backoff) and runs the tasks it receives.
+/// Runs a worker: loads provider configs, then keeps one WorkStream session open to a
+/// broker of [`WorkerConfig::broker_addrs`] (failing over along the list, with backoff) and
+/// runs the tasks it receives.
 ///
 /// When `shutdown` resolves the worker stops taking tasks (it tells the broker every kind is
 /// unready and refuses stragglers as transient failures), waits up to
@@ -50,7 +52,7 @@ pub async fn run_worker(
     let shared = Arc::new(Shared::new(config, registry));
     let mut shutdown = Box::pin(shutdown);
     info!(
-        broker = %shared.cfg.broker_addr,
+        brokers = ?shared.cfg.broker_addrs,
         worker = %shared.cfg.worker_name,
         kinds = ?shared.registry,
         max_parallel = shared.cfg.max_parallel,
@@ -58,21 +60,27 @@ pub async fn run_worker(
         token = shared.cfg.token.is_some(),
         "worker starting"
     );
-    if shared.cfg.token.is_some() && !shared.cfg.is_tls() && !is_loopback(&shared.cfg.broker_addr) {
-        warn!(broker = %shared.cfg.broker_addr, "the worker token is sent over plaintext h2c to a host beyond loopback; use an https:// BROKER_ADDR");
+    if shared.cfg.token.is_some() && !shared.cfg.is_tls() {
+        for addr in shared.cfg.broker_addrs.iter().filter(|a| !is_loopback(a)) {
+            warn!(broker = %addr, "the worker token is sent over plaintext h2c to a host beyond loopback; use an https:// BROKER_ADDR");
+        }
     }
 
-    tokio::select! {
+    let failover = tokio::select! {
         () = &mut shutdown => {
             info!("shutdown before the provider configs were loaded");
             return Ok(());
         }
-        () = session::prime(&shared) => {}
-    }
+        f = session::prime(&shared) => f,
+    };
 
     let stop = CancellationToken::new();
     let mut loops = JoinSet::new();
-    loops.spawn(session::connection_loop(Arc::clone(&shared), stop.clone()));
+    loops.spawn(session::connection_loop(
+        Arc::clone(&shared),
+        stop.clone(),
+        failover,
+    ));
     loops.spawn(heartbeat_loop(Arc::clone(&shared), stop.clone()));
     loops.spawn(readiness_loop(Arc::clone(&shared), stop.clone()));
 

@@ -1,4 +1,5 @@
-//! One WorkStream session and the reconnect loop around it.
+//! One WorkStream session and the reconnect loop around it, which walks the broker list
+//! (see `failover`).
 
 use std::{error::Error as StdError, fmt, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
@@ -12,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::{
-    backoff::Backoff,
     dial::Dial,
+    failover::Failover,
     state::{LeaseKey, Shared, provider_config},
     task,
 };
@@ -37,7 +38,18 @@ pub(crate) enum SessionError {
     /// The token or TLS files, re-read for this connection, are unusable now.
     Credentials(ConfigError),
     Connect(tonic::transport::Error),
-    Rpc(tonic::Status),
+    /// The broker answered the call (GetProviderConfig, or WorkStream before it opened)
+    /// with an error.
+    Refused(tonic::Status),
+    /// The stream had opened and then failed.
+    Lost(tonic::Status),
+}
+
+impl SessionError {
+    /// Whether a work stream had opened before the failure.
+    fn opened(&self) -> bool {
+        matches!(self, Self::Lost(_))
+    }
 }
 
 impl fmt::Display for SessionError {
@@ -45,8 +57,13 @@ impl fmt::Display for SessionError {
         match self {
             Self::Credentials(_) => f.write_str("cannot prepare the connection's credentials"),
             Self::Connect(_) => f.write_str("cannot connect to the broker"),
-            Self::Rpc(s) => {
-                write!(f, "stream failed: {}: {}", s.code(), s.message())?;
+            Self::Refused(s) | Self::Lost(s) => {
+                let what = if self.opened() {
+                    "stream failed"
+                } else {
+                    "refused"
+                };
+                write!(f, "{what}: {}: {}", s.code(), s.message())?;
                 // The two refusals an operator fixes on the worker's side, not by waiting.
                 match s.code() {
                     tonic::Code::Unauthenticated => f.write_str(
@@ -67,7 +84,7 @@ impl StdError for SessionError {
         match self {
             Self::Credentials(e) => Some(e),
             Self::Connect(e) => Some(e),
-            Self::Rpc(_) => None,
+            Self::Refused(_) | Self::Lost(_) => None,
         }
     }
 }
@@ -96,11 +113,11 @@ struct Connection {
     dial: Dial,
 }
 
-/// A fresh connection per session, so that after a drain a load balancer can route the
-/// next one to another broker; the token and TLS files are re-read for each, so rotating
-/// them needs no restart.
-async fn connect(shared: &Shared) -> Result<Connection, SessionError> {
-    let dial = Dial::prepare(&shared.cfg).map_err(SessionError::Credentials)?;
+/// A fresh connection per session to `addr`, so that after a drain a load balancer (or the
+/// next entry of the list) can give the next one another broker; the token and TLS files
+/// are re-read for each, so rotating them needs no restart.
+async fn connect(shared: &Shared, addr: &str) -> Result<Connection, SessionError> {
+    let dial = Dial::prepare(&shared.cfg, addr).map_err(SessionError::Credentials)?;
     let channel = dial
         .endpoint
         .connect()
@@ -125,29 +142,39 @@ async fn pull_configs(
     let resp = client(conn.channel.clone())
         .get_provider_config(request)
         .await
-        .map_err(SessionError::Rpc)?;
+        .map_err(SessionError::Refused)?;
     Ok(resp.into_inner().entries)
 }
 
-/// Loads every registered pair's default config, retrying with jittered backoff until the
-/// broker answers, and fires `on_config` for each before any task can arrive.
-pub(crate) async fn prime(shared: &Shared) {
-    let mut backoff = Backoff::new(shared.cfg.reconnect_min, shared.cfg.reconnect_max);
+/// Loads every registered pair's default config from the first broker of the list that
+/// answers (retrying along the list with jittered backoff until one does), and fires
+/// `on_config` for each before any task can arrive. Returns the failover position, on the
+/// broker that answered, for the connection loop to start from.
+pub(crate) async fn prime(shared: &Shared) -> Failover {
+    let addrs = &shared.cfg.broker_addrs;
+    let mut failover = Failover::new(
+        addrs.len(),
+        shared.cfg.reconnect_min,
+        shared.cfg.reconnect_max,
+    );
     loop {
+        let addr = &addrs[failover.current()];
         let res = async {
-            let conn = connect(shared).await?;
+            let conn = connect(shared, addr).await?;
             pull_configs(&conn, shared).await
         }
         .await;
         match res {
             Ok(entries) => {
-                info!(configs = entries.len(), "provider configs loaded");
+                info!(configs = entries.len(), broker = %addr, "provider configs loaded");
                 shared.apply_pulled(entries, true);
-                return;
+                failover.succeeded();
+                return failover;
             }
             Err(e) => {
-                let delay = backoff.next_delay();
-                warn!(error = %chain(&e), retry_in = ?delay, broker = %shared.cfg.broker_addr, "cannot load provider configs; retrying");
+                let delay = failover.failed();
+                let next = &addrs[failover.current()];
+                warn!(error = %chain(&e), broker = %addr, next = %next, retry_in = ?delay, "cannot load provider configs; retrying");
                 tokio::time::sleep(delay).await;
             }
         }
@@ -183,8 +210,12 @@ impl Drop for SessionGuard<'_> {
     }
 }
 
-async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, SessionError> {
-    let conn = connect(shared).await?;
+async fn session(
+    shared: &Arc<Shared>,
+    addr: &str,
+    reconnect: bool,
+) -> Result<SessionEnd, SessionError> {
+    let conn = connect(shared, addr).await?;
     if reconnect {
         // Pulled before the stream opens, so the broker's own push at subscribe time (newer)
         // is applied after it.
@@ -199,12 +230,14 @@ async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, Se
     let _guard = SessionGuard { shared, id };
     let mut request = tonic::Request::new(UnboundedReceiverStream::new(rx));
     conn.dial.authorize(request.metadata_mut());
+    // Answers (headers) come once the broker has taken the Subscribe: from here on the
+    // stream counts as opened.
     let mut inbound = client(conn.channel)
         .work_stream(request)
         .await
-        .map_err(SessionError::Rpc)?
+        .map_err(SessionError::Refused)?
         .into_inner();
-    info!(session = id, "work stream open");
+    info!(session = id, broker = %addr, "work stream open");
 
     let mut outstanding = shared.outstanding();
     let mut draining = false;
@@ -224,7 +257,7 @@ async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, Se
             }
             m = inbound.message() => m,
         };
-        let Some(msg) = msg.map_err(SessionError::Rpc)? else {
+        let Some(msg) = msg.map_err(SessionError::Lost)? else {
             return Ok(SessionEnd::Closed);
         };
         match msg.body {
@@ -271,32 +304,38 @@ async fn session(shared: &Arc<Shared>, reconnect: bool) -> Result<SessionEnd, Se
     }
 }
 
-/// Runs sessions until `stop`, reconnecting with exponential backoff (reset after a session
-/// that outlived the current backoff). Handlers keep running across reconnects.
-pub(crate) async fn connection_loop(shared: Arc<Shared>, stop: CancellationToken) {
-    let mut backoff = Backoff::new(shared.cfg.reconnect_min, shared.cfg.reconnect_max);
+/// Runs sessions until `stop`, starting on the broker `failover` points at and moving along
+/// the list on every failure or stream end (see `failover` for the waits and the backoff).
+/// Handlers keep running across reconnects.
+pub(crate) async fn connection_loop(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    mut failover: Failover,
+) {
     let mut reconnect = false;
     let mut n: u64 = 0;
     loop {
         n += 1;
+        let addr = &shared.cfg.broker_addrs[failover.current()];
         let started = Instant::now();
         let res = tokio::select! {
             () = stop.cancelled() => return,
-            r = session(&shared, reconnect).instrument(info_span!("session", attempt = n)) => r,
+            r = session(&shared, addr, reconnect).instrument(info_span!("session", attempt = n)) => r,
         };
         reconnect = true;
+        let opened = res.as_ref().map_or_else(SessionError::opened, |_| true);
         match res {
-            Ok(SessionEnd::Drained) => info!("session drained"),
-            Ok(SessionEnd::Closed) => warn!("broker closed the work stream"),
-            Err(e) => {
-                warn!(error = %chain(&e), broker = %shared.cfg.broker_addr, "work stream lost")
-            }
+            Ok(SessionEnd::Drained) => info!(broker = %addr, "session drained"),
+            Ok(SessionEnd::Closed) => warn!(broker = %addr, "broker closed the work stream"),
+            Err(e) if opened => warn!(error = %chain(&e), broker = %addr, "work stream lost"),
+            Err(e) => warn!(error = %chain(&e), broker = %addr, "no work stream"),
         }
-        if started.elapsed() > backoff.current() {
-            backoff.reset();
-        }
-        let delay = backoff.next_delay();
-        info!(retry_in = ?delay, "reconnecting");
+        let delay = if opened {
+            failover.ended(started.elapsed())
+        } else {
+            failover.failed()
+        };
+        info!(broker = %shared.cfg.broker_addrs[failover.current()], retry_in = ?delay, "reconnecting");
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(delay) => {}

@@ -1,6 +1,7 @@
 //! Test doubles for the runtime tests: an in-process broker (the protocol side of
 //! WorkerService only, over loopback TCP, plaintext or TLS, recording the `authorization`
-//! each call carried), a scriptable provider, and polling helpers.
+//! each call carried), a scriptable provider, polling helpers, log capture, and where the
+//! end-to-end tests find the real `converge`.
 
 #![allow(
     dead_code,
@@ -9,6 +10,8 @@
 
 use std::{
     future::Future,
+    io::Write,
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -301,6 +304,14 @@ impl TestBroker {
             .await
             .expect("broker stopped")
     }
+
+    /// The next WorkStream the worker opens within `limit` (for waits longer than [`WAIT`]).
+    pub async fn conn_within(&mut self, limit: Duration) -> Option<Conn> {
+        tokio::time::timeout(limit, self.conns.recv())
+            .await
+            .ok()
+            .flatten()
+    }
 }
 
 /// A worker running in the background.
@@ -525,4 +536,83 @@ pub fn work_task(token: &str, epoch: i64, kind: &str, spec: Value) -> pb::StageT
 /// Decodes JSON bytes from a StageComplete.
 pub fn json_of(b: &[u8]) -> Value {
     serde_json::from_slice(b).expect("valid JSON")
+}
+
+/// Everything the runtime logs on this thread while the guard lives, as text. The tests run
+/// on tokio's current-thread runtime, so every task of the worker logs on the test's thread.
+///
+/// One global subscriber (DEBUG, installed once) writes to the calling thread's sink. A
+/// thread-local default subscriber per test would race: tracing caches each call site's
+/// interest process-wide, so a call site first hit by another test's thread (with no
+/// subscriber) could be cached as disabled and its line never reach this test.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+std::thread_local! {
+    static SINK: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Stops this thread's capture when dropped.
+pub struct Capture;
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        SINK.with(|s| s.borrow_mut().take());
+    }
+}
+
+/// The global subscriber's writer: the current thread's sink, or nowhere.
+struct ThreadSink;
+
+impl Write for ThreadSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        SINK.with(|s| {
+            if let Some(l) = s.borrow().as_ref() {
+                l.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// Captures this thread's log lines into `self` until the returned guard drops.
+    pub fn capture(&self) -> Capture {
+        static INIT: std::sync::Once = std::sync::Once::new();
+        INIT.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::DEBUG)
+                .with_writer(|| ThreadSink)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+        });
+        SINK.with(|s| *s.borrow_mut() = Some(self.clone()));
+        Capture
+    }
+
+    /// Everything captured so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// The converge binary the end-to-end tests start: `CONVERGE_BIN`, else
+/// `${CARGO_TARGET_DIR:-~/.cache/converge-target}/debug/converge` (`cargo build -p
+/// converge-control --bin converge` makes it).
+pub fn converge_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CONVERGE_BIN") {
+        return p.into();
+    }
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/converge-target")
+        })
+        .join("debug/converge")
 }
