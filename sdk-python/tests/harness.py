@@ -113,9 +113,10 @@ class Converge:
         self.broker = f"{scheme}://127.0.0.1:{gp}"
         self.tls = None if tls_ca is None else ssl.create_default_context(cadata=tls_ca.decode())
         self.token = token
+        self.database_url = _with_database(admin_url, self.db)
         full_env = {
             "PATH": os.environ.get("PATH", ""),
-            "DATABASE_URL": _with_database(admin_url, self.db),
+            "DATABASE_URL": self.database_url,
             "LISTEN_ADDR": f"127.0.0.1:{hp}",
             "BROKER_LISTEN_ADDR": f"127.0.0.1:{gp}",
             "RETRY_BASE": "200ms",
@@ -193,3 +194,43 @@ class Converge:
             _psql(self.admin_url, f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
         except subprocess.CalledProcessError:
             pass
+
+
+class Broker:
+    """A broker-only `converge serve` (`ROLE=broker`) on the database of a running
+    `Converge`: a second broker pod. It serves WorkerService on `broker` and its probes on
+    its own HEALTH_ADDR."""
+
+    def __init__(self, converge: Converge, binary: Path) -> None:
+        hp, gp = free_port(), free_port()
+        self.health = f"http://127.0.0.1:{hp}"
+        self.broker = f"http://127.0.0.1:{gp}"
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "ROLE": "broker",
+            "DATABASE_URL": converge.database_url,
+            "HEALTH_ADDR": f"127.0.0.1:{hp}",
+            "BROKER_LISTEN_ADDR": f"127.0.0.1:{gp}",
+            "SHUTDOWN_DRAIN": "2s",
+            "DB_MAX_CONNECTIONS": "10",
+            "LOG_LEVEL": os.environ.get("TEST_LOG_LEVEL", "warn"),
+        }
+        self.proc = subprocess.Popen([str(binary), "serve"], env=env)
+
+    async def wait_ready(self) -> None:
+        async def probe() -> bool | None:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the broker exited with {self.proc.returncode}")
+            try:
+                status, _ = await asyncio.to_thread(http, "GET", f"{self.health}/readyz")
+            except OSError:
+                return None
+            return True if status == 200 else None
+
+        await wait_for(30, "broker /readyz", probe)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: no drain), then reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from converge_sdk import ConfigError, WorkerConfig, parse_duration
+from converge_sdk import RECONNECT_CAP, ConfigError, WorkerConfig, parse_duration
 
 
 def env(**kv: str) -> dict[str, str]:
@@ -15,7 +15,8 @@ def env(**kv: str) -> dict[str, str]:
 def test_defaults_and_values() -> None:
     c = WorkerConfig.from_env(env())
     assert (c.max_parallel, c.drain_timeout, c.kinds) == (16, 50.0, None)
-    assert c.target == "127.0.0.1:9090"
+    assert c.targets == ["127.0.0.1:9090"]
+    assert (c.reconnect_min, c.reconnect_max) == (1.0, 5.0) and c.reconnect_max == RECONNECT_CAP
     assert c.worker_name.endswith(f"-{__import__('os').getpid()}")
     c = WorkerConfig.from_env(env(WORKER_MAX_PARALLEL="3", WORKER_DRAIN_TIMEOUT="500ms",
                                   WORKER_KINDS=" a, b ,", WORKER_NAME=" w1 "))
@@ -23,7 +24,76 @@ def test_defaults_and_values() -> None:
 
 
 def test_bare_host_port_is_accepted() -> None:
-    assert WorkerConfig.from_env({"BROKER_ADDR": "localhost:9090"}).target == "localhost:9090"
+    c = WorkerConfig.from_env({"BROKER_ADDR": "localhost:9090"})
+    assert c.broker_addrs == ["http://localhost:9090"] and c.targets == ["localhost:9090"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "addrs"),
+    [
+        ("a:9090,b:9090", ["http://a:9090", "http://b:9090"]),
+        # Spaces around entries are trimmed; http:// and bare entries are both h2c.
+        (" http://10.0.0.1:9090 , broker-2.svc:9091 ,[::1]:9092 ",
+         ["http://10.0.0.1:9090", "http://broker-2.svc:9091", "http://[::1]:9092"]),
+        # TLS entries keep their own host (each one's server name).
+        ("https://b1.example:9443,https://b2.example:9443",
+         ["https://b1.example:9443", "https://b2.example:9443"]),
+        # A duplicate is dialled twice, in its place.
+        ("a:1,b:2,a:1", ["http://a:1", "http://b:2", "http://a:1"]),
+    ],
+)
+def test_broker_lists_keep_their_order(raw: str, addrs: list[str]) -> None:
+    c = WorkerConfig.from_env({"BROKER_ADDR": raw})
+    assert c.broker_addrs == addrs
+    assert c.targets == [a.split("://", 1)[1] for a in addrs]
+    assert c.tls == addrs[0].startswith("https://")
+
+
+@pytest.mark.parametrize(
+    ("raw", "needles"),
+    [
+        ("a:1,,b:2", ["entry 2 of 3", "is empty"]),
+        ("a:1,b:2,", ["entry 3 of 3", "is empty"]),
+        (",a:1", ["entry 1 of 2", "is empty"]),
+        (" , ", ["entry 1 of 2", "is empty"]),
+        ("a:1,ftp://b:2", ["entry 2 of 2", "'ftp://b:2'", "https://"]),
+        ("a:1,https://", ["entry 2 of 2"]),
+        ("a:1,b", ["entry 2 of 2", "missing port"]),
+        ("https://a:1,b:2", ["mixes https://", "plaintext"]),
+        ("http://a:1,https://b:2", ["mixes https://", "one scheme"]),
+    ],
+)
+def test_bad_broker_lists_name_broker_addr(raw: str, needles: list[str]) -> None:
+    with pytest.raises(ConfigError) as e:
+        WorkerConfig.from_env({"BROKER_ADDR": raw})
+    assert e.value.var == "BROKER_ADDR"
+    msg = str(e.value)
+    assert msg.startswith("BROKER_ADDR=")
+    for n in needles:
+        assert n in msg, msg
+
+
+@pytest.mark.parametrize(
+    ("addrs", "needle"),
+    [
+        ([], "non-empty list"),
+        ("http://a:1", "non-empty list"),
+        (["http://a:1", "https://b:2"], "mixes https://"),
+        (["http://a:1", "ftp://b:2"], "entry 2 of 2"),
+    ],
+)
+def test_validate_checks_every_broker(addrs: object, needle: str) -> None:
+    c = WorkerConfig(broker_addrs=addrs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=needle) as e:
+        c.validate()
+    assert e.value.var == "broker_addrs"
+
+
+def test_the_backoff_ceiling_is_capped() -> None:
+    WorkerConfig(broker_addrs=["h:1"], reconnect_max=RECONNECT_CAP).validate()
+    with pytest.raises(ConfigError, match="must not exceed 5s") as e:
+        WorkerConfig(broker_addrs=["h:1"], reconnect_max=RECONNECT_CAP + 0.001).validate()
+    assert e.value.var == "reconnect_max"
 
 
 def test_empty_counts_as_unset() -> None:
@@ -74,10 +144,10 @@ def test_durations() -> None:
 
 
 def test_validate_rejects_unusable_fields() -> None:
-    c = WorkerConfig(broker_addr="http://h:1", max_parallel=0)
+    c = WorkerConfig(broker_addrs=["http://h:1"], max_parallel=0)
     with pytest.raises(ConfigError, match="max_parallel"):
         c.validate()
-    c = WorkerConfig(broker_addr="http://h:1", reconnect_min=2, reconnect_max=1)
+    c = WorkerConfig(broker_addrs=["http://h:1"], reconnect_min=2, reconnect_max=1)
     with pytest.raises(ConfigError, match="reconnect_max"):
         c.validate()
 
@@ -94,7 +164,7 @@ def write(path: Path, text: str) -> str:
 
 def test_https_address_selects_tls_and_keeps_the_host_port_target() -> None:
     c = WorkerConfig.from_env({"BROKER_ADDR": "https://broker.example:9443/"})
-    assert c.tls and c.target == "broker.example:9443"
+    assert c.tls and c.targets == ["broker.example:9443"]
     assert not WorkerConfig.from_env(env()).tls
     assert not WorkerConfig.from_env({"BROKER_ADDR": "localhost:9090"}).tls
 
@@ -125,7 +195,7 @@ def test_token_and_token_file_together_is_an_error_naming_both(tmp_path: Path) -
     with pytest.raises(ConfigError) as e:
         WorkerConfig.from_env(env(WORKER_TOKEN="other", WORKER_TOKEN_FILE=f))
     assert "WORKER_TOKEN and WORKER_TOKEN_FILE" in str(e.value)
-    c = WorkerConfig(broker_addr="http://h:1", token="other", token_file=f)
+    c = WorkerConfig(broker_addrs=["http://h:1"], token="other", token_file=f)
     with pytest.raises(ConfigError, match="WORKER_TOKEN and WORKER_TOKEN_FILE"):
         c.validate()
 
@@ -149,7 +219,7 @@ def test_a_token_that_cannot_be_a_header_is_refused_without_showing_it(tmp_path:
         WorkerConfig.from_env(env(WORKER_TOKEN_FILE=write(tmp_path / "t", bad)))
     assert e.value.var == "WORKER_TOKEN_FILE" and SECRET not in str(e.value)
     with pytest.raises(ConfigError, match="WORKER_TOKEN is empty"):
-        WorkerConfig(broker_addr="http://h:1", token="").validate()
+        WorkerConfig(broker_addrs=["http://h:1"], token="").validate()
 
 
 def test_tls_files_are_read(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REPO, Converge, wait_for
+from harness import REPO, Broker, Converge, converge_bin, wait_for
 
 from converge_sdk import (
     Condition,
@@ -42,7 +43,7 @@ def _load_conformance_worker() -> Any:
 
 
 def fast_config(broker: str, name: str, **kw: Any) -> WorkerConfig:
-    cfg = WorkerConfig(broker_addr=broker, worker_name=name, reconnect_min=0.1, reconnect_max=0.5)
+    cfg = WorkerConfig(broker_addrs=[broker], worker_name=name, reconnect_min=0.1, reconnect_max=0.5)
     for k, v in kw.items():
         setattr(cfg, k, v)
     return cfg
@@ -242,3 +243,39 @@ async def test_provider_config_push_reaches_on_config(converge: Converge) -> Non
         await converge.apply("conf-config", "c1", {})
         r = await converge.wait_resource("conf-config", "c1", "Ready", lambda v: v["phase"] == "Ready")
         assert r["status"] == {"config": {"a": {"x": 1, "y": 2}}, "bundle_len": 0}
+
+
+async def test_a_worker_with_two_brokers_keeps_working_when_the_first_dies(
+    converge: Converge, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="converge_sdk")
+    first = Broker(converge, converge_bin())
+    try:
+        await first.wait_ready()
+        cfg = fast_config(first.broker, "e2e-failover")
+        cfg.broker_addrs.append(converge.broker)
+
+        def opened_on(addr: str) -> bool:
+            return any(
+                "work stream open" in r.getMessage() and f"broker {addr})" in r.getMessage()
+                for r in caplog.records
+            )
+
+        async with worker([Leaf("failover")], cfg):
+            for i in range(3):
+                await converge.apply("conf-leaf", f"before-{i}", {})
+            for i in range(3):
+                await converge.wait_resource("conf-leaf", f"before-{i}", "Ready",
+                                             lambda v: v["phase"] == "Ready")
+            assert opened_on(first.broker) and not opened_on(converge.broker)
+
+            first.kill()  # SIGKILL: the worker's stream just breaks
+            for i in range(3):
+                await converge.apply("conf-leaf", f"after-{i}", {})
+            for i in range(3):
+                r = await converge.wait_resource("conf-leaf", f"after-{i}", "Ready",
+                                                 lambda v: v["phase"] == "Ready")
+                assert r["status"]["by"] == "failover"
+            assert opened_on(converge.broker), "served through the second broker"
+    finally:
+        first.kill()

@@ -28,7 +28,7 @@ def complete(token: str, epoch: int = 1) -> Any:
 
 
 async def test_results_are_kept_until_acked_and_resent_on_reconnect() -> None:
-    shared = Shared(WorkerConfig(broker_addr="h:1"), Registry([Noop()]))
+    shared = Shared(WorkerConfig(broker_addrs=["h:1"]), Registry([Noop()]))
     q1: asyncio.Queue[Any] = asyncio.Queue()
     s1 = shared.open_session(q1, [(KindVersion("k", 1), True)])
     assert [f.WhichOneof("body") for f in drain(q1)] == ["subscribe"]
@@ -61,7 +61,7 @@ async def test_results_are_kept_until_acked_and_resent_on_reconnect() -> None:
 
 
 async def test_heartbeat_lists_running_tasks_only() -> None:
-    shared = Shared(WorkerConfig(broker_addr="h:1"), Registry([Noop()]))
+    shared = Shared(WorkerConfig(broker_addrs=["h:1"]), Registry([Noop()]))
     q: asyncio.Queue[Any] = asyncio.Queue()
     shared.open_session(q, [])
     drain(q)

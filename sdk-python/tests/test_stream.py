@@ -71,7 +71,7 @@ class Running:
     def __init__(self, broker: FakeBroker, provider: Provider, **cfg: Any) -> None:
         self.stop = asyncio.Event()
         cfg.setdefault("drain_timeout", 0.5)
-        config = WorkerConfig(broker_addr=broker.addr, worker_name="fake-test",
+        config = WorkerConfig(broker_addrs=[broker.addr], worker_name="fake-test",
                               reconnect_min=0.05, reconnect_max=0.2, **cfg)
         self.task = asyncio.create_task(serve([provider], config, shutdown=self.stop.wait()))
 

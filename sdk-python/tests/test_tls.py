@@ -55,7 +55,7 @@ async def _serve_until(cfg: WorkerConfig, done: asyncio.Future[object]) -> None:
 
 
 def _config(broker: FakeBroker, **kw: object) -> WorkerConfig:
-    cfg = WorkerConfig(broker_addr=broker.addr, worker_name="tls-test", reconnect_min=0.05,
+    cfg = WorkerConfig(broker_addrs=[broker.addr], worker_name="tls-test", reconnect_min=0.05,
                        reconnect_max=0.2, drain_timeout=0.5)
     for k, v in kw.items():
         setattr(cfg, k, v)

@@ -4,7 +4,8 @@ Subclass `Provider` for each (kind, kind_version) you serve and call `run_worker
 configuration from the environment, SIGTERM/SIGINT drain) or `await serve(...)`. The runtime
 dials the broker's WorkerService over grpc.aio, subscribes, runs tasks with bounded
 concurrency, keeps results until the broker acks them, heartbeats running tasks, reports
-readiness flips, applies provider-config pushes and reconnects with backoff and jitter.
+readiness flips, applies provider-config pushes and reconnects with backoff and jitter,
+failing over along a list of brokers (`BROKER_ADDR=a:9090,b:9090`).
 
     from converge_sdk import KindVersion, Outcome, Provider, ReactionRequest, run_worker
 
@@ -25,6 +26,7 @@ from .config import (
     DEFAULT_READINESS_POLL,
     DEFAULT_RECONNECT_MAX,
     DEFAULT_RECONNECT_MIN,
+    RECONNECT_CAP,
     WorkerConfig,
     parse_duration,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "DEFAULT_RECONNECT_MAX",
     "DEFAULT_RECONNECT_MIN",
     "JSON",
+    "RECONNECT_CAP",
     "SDK",
     "ChildSpec",
     "Condition",

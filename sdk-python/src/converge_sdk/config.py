@@ -1,6 +1,7 @@
 """`WorkerConfig`: the worker's typed configuration, parsed once from the environment.
 
-Reads the same variables as the Rust SDK: `BROKER_ADDR` (required), `WORKER_MAX_PARALLEL`,
+Reads the same variables as the Rust SDK: `BROKER_ADDR` (required: one broker or a
+comma-separated list, dialled in order with failover), `WORKER_MAX_PARALLEL`,
 `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME`, and the transport-security ones:
 `WORKER_TOKEN` or `WORKER_TOKEN_FILE` (a bearer token sent on every RPC), `BROKER_CA_FILE`
 (roots to trust for an `https://` broker) and `WORKER_CERT_FILE` + `WORKER_KEY_FILE` (a client
@@ -30,8 +31,12 @@ DEFAULT_READINESS_POLL = 2.0
 """Default seconds between readiness polls."""
 DEFAULT_RECONNECT_MIN = 1.0
 """Default first reconnect (and config-prime) backoff, seconds."""
-DEFAULT_RECONNECT_MAX = 30.0
-"""Default reconnect (and config-prime) backoff ceiling, seconds."""
+RECONNECT_CAP = 5.0
+"""The longest wait between reconnect (or config-prime) attempts, jitter included, and the
+most `reconnect_max` may be, seconds: a broker that comes back, or another broker of the
+list, is found within seconds rather than after a long sleep."""
+DEFAULT_RECONNECT_MAX = RECONNECT_CAP
+"""Default reconnect (and config-prime) backoff ceiling, seconds: `RECONNECT_CAP`."""
 
 MAX_PARALLEL_LIMIT = 1 << 20
 """Upper bound of `max_parallel` (it travels as a uint32)."""
@@ -68,26 +73,82 @@ _ADDR_FORMS = "expected https://host:port, http://host:port or host:port"
 
 def _broker_target(var: str, addr: str) -> str:
     """Checks a broker address and returns its gRPC target (`host:port`)."""
+    reason = _target_problem(addr)
+    if reason is not None:
+        raise ConfigError.invalid(var, addr, reason)
+    return addr.removeprefix("https://").removeprefix("http://").rstrip("/")
+
+
+def _target_problem(addr: str) -> str | None:
+    """Why `addr` is not a usable broker address, or None."""
     rest = addr.removeprefix("https://").removeprefix("http://")
     if "://" in rest:
-        raise ConfigError.invalid(var, addr, _ADDR_FORMS)
+        return _ADDR_FORMS
     rest = rest.rstrip("/")
     if not rest or rest.startswith("/") or "/" in rest:
-        raise ConfigError.invalid(var, addr, _ADDR_FORMS)
+        return _ADDR_FORMS
     host, sep, port = rest.rpartition(":")
     if not sep or not host:
-        raise ConfigError.invalid(var, addr, "missing port, e.g. http://127.0.0.1:9090")
+        return "missing port, e.g. http://127.0.0.1:9090"
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError.invalid(var, addr, f"port {port!r} is not a number in 1..65535")
-    return rest
+        return f"port {port!r} is not a number in 1..65535"
+    return None
+
+
+def parse_broker_addrs(var: str, raw: str) -> list[str]:
+    """Splits a comma-separated broker list (`BROKER_ADDR`) into its addresses, in order.
+
+    A bare `host:port` becomes `http://host:port` (plaintext h2c). An empty entry is an
+    error rather than skipped (`a:1,,b:1` usually means a templated address came out empty),
+    and TLS (`https://`) and plaintext entries cannot be mixed: one set of TLS files and one
+    token policy serve the whole list. Raises ConfigError naming `var`.
+    """
+    raw = raw.strip()
+    entries = [e.strip() for e in raw.split(",")]
+    addrs = []
+    for i, entry in enumerate(entries):
+        if not entry:
+            raise ConfigError.invalid(
+                var, raw, _entry_reason(i, len(entries), entry,
+                                        "is empty: separate broker addresses with single commas")
+            )
+        addr = entry if "://" in entry else f"http://{entry}"
+        reason = _target_problem(addr)
+        if reason is not None:
+            raise ConfigError.invalid(var, raw, _entry_reason(i, len(entries), entry, reason))
+        addrs.append(addr)
+    _check_one_scheme(var, raw, addrs)
+    return addrs
+
+
+def _entry_reason(i: int, n: int, entry: str, reason: str) -> str:
+    """A list entry's problem, numbered (and quoted) when the list has more than one."""
+    if n == 1:
+        return reason
+    where = f"entry {i + 1} of {n}" + (f" ({entry!r})" if entry else "")
+    return f"{where}: {reason}"
+
+
+def _check_one_scheme(var: str, shown: str, addrs: list[str]) -> None:
+    tls = sum(1 for a in addrs if a.startswith("https://"))
+    if 0 < tls < len(addrs):
+        raise ConfigError.invalid(
+            var, shown,
+            "mixes https:// (TLS) and plaintext (http:// or bare host:port) brokers: use one "
+            "scheme for every entry",
+        )
 
 
 @dataclass
 class WorkerConfig:
     """How a worker connects and how much work it takes (durations in seconds)."""
 
-    broker_addr: str
-    """The broker: `http://host:port` or `host:port` (`BROKER_ADDR`)."""
+    broker_addrs: list[str]
+    """The brokers (`BROKER_ADDR`, comma-separated), dialled in order: the worker moves on to
+    the next on a connect failure and whenever a stream ends, wrapping around. Each is
+    `https://host:port` (TLS, server name = that entry's host), `http://host:port` or
+    `host:port` (h2c); TLS and plaintext entries cannot be mixed. A host name with several
+    DNS records is tried record by record at each connect (gRPC's resolver and pick_first)."""
     max_parallel: int = DEFAULT_MAX_PARALLEL
     """Most tasks run at once (`WORKER_MAX_PARALLEL`)."""
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
@@ -97,9 +158,15 @@ class WorkerConfig:
     worker_name: str = field(default_factory=default_worker_name)
     """Advisory display name (`WORKER_NAME`, default `<hostname>-<pid>`)."""
     heartbeat_every: float = DEFAULT_HEARTBEAT_EVERY
+    """Seconds between coalesced heartbeats of running tasks."""
     readiness_poll: float = DEFAULT_READINESS_POLL
+    """Seconds between `Provider.ready` polls."""
     reconnect_min: float = DEFAULT_RECONNECT_MIN
+    """First reconnect backoff (1 s); it doubles after each failed round of the broker list
+    up to `reconnect_max`, and every wait is jittered ±25 %."""
     reconnect_max: float = DEFAULT_RECONNECT_MAX
+    """Reconnect backoff ceiling (5 s); at most `RECONNECT_CAP`, which no jittered wait
+    exceeds either."""
     token: str | None = field(default=None, repr=False)
     """Bearer token sent as `authorization` metadata on every RPC (`WORKER_TOKEN`); kept
     out of the repr."""
@@ -126,8 +193,7 @@ class WorkerConfig:
         addr = get("BROKER_ADDR")
         if addr is None:
             raise ConfigError.missing("BROKER_ADDR")
-        _broker_target("BROKER_ADDR", addr)
-        cfg = cls(broker_addr=addr)
+        cfg = cls(broker_addrs=parse_broker_addrs("BROKER_ADDR", addr))
         if (v := get("WORKER_MAX_PARALLEL")) is not None:
             cfg.max_parallel = _parse_max_parallel("WORKER_MAX_PARALLEL", v)
         if (v := get("WORKER_DRAIN_TIMEOUT")) is not None:
@@ -153,14 +219,15 @@ class WorkerConfig:
         return cfg
 
     @property
-    def target(self) -> str:
-        """The gRPC target (`host:port`) of the broker."""
-        return _broker_target("broker_addr", self.broker_addr.strip())
+    def targets(self) -> list[str]:
+        """The gRPC targets (`host:port`) of the brokers, in dialling order."""
+        return [_broker_target("broker_addrs", a.strip()) for a in self.broker_addrs]
 
     @property
     def tls(self) -> bool:
-        """Whether the broker is dialled over TLS (an `https://` address)."""
-        return self.broker_addr.strip().startswith("https://")
+        """Whether the brokers are dialled over TLS (`https://` addresses; `validate` refuses
+        a list mixing TLS and plaintext)."""
+        return bool(self.broker_addrs) and self.broker_addrs[0].strip().startswith("https://")
 
     def read_token(self) -> str | None:
         """The bearer token: `token`, or `token_file` read now (the runtime calls this at
@@ -224,8 +291,8 @@ class WorkerConfig:
                 if value is not None:
                     raise ConfigError(
                         var,
-                        f"{var} is set but BROKER_ADDR={self.broker_addr!r} is not an https:// "
-                        "address; TLS files need BROKER_ADDR=https://host:port",
+                        f"{var} is set but BROKER_ADDR={','.join(self.broker_addrs)!r} is "
+                        "plaintext; TLS files need BROKER_ADDR=https://host:port brokers",
                     )
         self.read_token()
         self.tls_material()
@@ -233,7 +300,19 @@ class WorkerConfig:
     def validate(self) -> None:
         """Checks the values the runtime relies on; raises ConfigError naming the field
         (or, for the token and TLS settings, the variable)."""
-        _ = self.target
+        if isinstance(self.broker_addrs, str) or not self.broker_addrs:
+            raise ConfigError.invalid(
+                "broker_addrs", self.broker_addrs,
+                "expected a non-empty list of broker addresses",
+            )
+        shown = ",".join(self.broker_addrs)
+        for i, addr in enumerate(self.broker_addrs):
+            reason = _target_problem(addr.strip())
+            if reason is not None:
+                raise ConfigError.invalid(
+                    "broker_addrs", shown, _entry_reason(i, len(self.broker_addrs), addr, reason)
+                )
+        _check_one_scheme("broker_addrs", shown, [a.strip() for a in self.broker_addrs])
         self._check_transport()
         if not 1 <= self.max_parallel <= MAX_PARALLEL_LIMIT:
             raise ConfigError.invalid(
@@ -247,6 +326,12 @@ class WorkerConfig:
         if self.reconnect_max < self.reconnect_min:
             raise ConfigError.invalid(
                 "reconnect_max", self.reconnect_max, "must not be below reconnect_min"
+            )
+        if self.reconnect_max > RECONNECT_CAP:
+            raise ConfigError.invalid(
+                "reconnect_max", self.reconnect_max,
+                f"must not exceed {RECONNECT_CAP:g}s, so an outage is noticed to be over "
+                "within seconds",
             )
 
 

@@ -1,4 +1,5 @@
-"""One WorkStream session, the reconnect loop around it, and the provider-config prime."""
+"""One WorkStream session, the reconnect loop around it (walking the broker list, see
+`failover`), and the provider-config prime."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .._proto import worker_pb2_grpc as pb_grpc
 from ..convert import wire_version
 from ..errors import ConfigError
 from ..types import KindVersion
-from .backoff import Backoff
+from .failover import Failover
 from .state import LeaseKey, Shared, poll_readiness, provider_config
 from .task import accept
 
@@ -27,13 +28,23 @@ CONFIG_PULL_TIMEOUT = 10.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest frame either side accepts (the broker uses the same bound)."""
 
+KEEPALIVE_TIME_MS = 10_000
+"""How often an HTTP/2 PING goes out (the broker does not limit pings)."""
+KEEPALIVE_TIMEOUT_MS = 10_000
+"""How long a PING may wait for its answer before the connection is dropped: a dead or
+black-holed broker is left within about 20 s instead of at the TCP timeout."""
+CONNECT_TIMEOUT_MS = 5_000
+"""Bound on one connect attempt (gRPC core's minimum connect timeout, 20 s by default), so a
+black-holed address fails over in seconds."""
+
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
     ("grpc.enable_retries", 0),
 ]
 
@@ -45,20 +56,24 @@ def _stub(channel: grpc.aio.Channel) -> Any:
 Metadata = tuple[tuple[str, str], ...]
 
 
-def open_channel(shared: Shared) -> tuple[grpc.aio.Channel, Metadata]:
-    """A fresh channel per session, so that after a drain a load balancer can route the next
-    session to another broker, and the metadata its calls carry. The token file and the TLS
-    files are read here, at every connect, so rotated ones are picked up without a restart;
-    an unreadable one raises ConfigError (retried like an unreachable broker)."""
+def open_channel(shared: Shared, index: int) -> tuple[grpc.aio.Channel, Metadata]:
+    """A fresh channel per session to broker `index` of the list, so that after a drain a
+    load balancer (or the next entry) can give the next session another broker, and the
+    metadata its calls carry. The TLS server name is that entry's host; a host name with
+    several DNS records is tried record by record by gRPC's resolver and pick_first. The
+    token file and the TLS files are read here, at every connect, so rotated ones are picked
+    up without a restart; an unreadable one raises ConfigError (retried like an unreachable
+    broker)."""
     cfg = shared.cfg
+    target = cfg.targets[index]
     metadata = cfg.call_metadata()
     if cfg.tls:
         roots, key, chain = cfg.tls_material()
         creds = grpc.ssl_channel_credentials(
             root_certificates=roots, private_key=key, certificate_chain=chain
         )
-        return grpc.aio.secure_channel(cfg.target, creds, options=CHANNEL_OPTIONS), metadata
-    return grpc.aio.insecure_channel(cfg.target, options=CHANNEL_OPTIONS), metadata
+        return grpc.aio.secure_channel(target, creds, options=CHANNEL_OPTIONS), metadata
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS), metadata
 
 
 async def pull_configs(channel: grpc.aio.Channel, metadata: Metadata, shared: Shared) -> list[Any]:
@@ -72,8 +87,8 @@ async def pull_configs(channel: grpc.aio.Channel, metadata: Metadata, shared: Sh
     return list(resp.entries)
 
 
-async def _pull_once(shared: Shared) -> list[Any]:
-    channel, metadata = open_channel(shared)
+async def _pull_once(shared: Shared, index: int) -> list[Any]:
+    channel, metadata = open_channel(shared, index)
     try:
         return await pull_configs(channel, metadata, shared)
     finally:
@@ -86,24 +101,29 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-async def prime(shared: Shared) -> None:
-    """Loads every registered pair's default config, retrying with jittered backoff until
-    the broker answers, and calls `on_config` for each before any task can arrive."""
-    backoff = Backoff(shared.cfg.reconnect_min, shared.cfg.reconnect_max)
+async def prime(shared: Shared) -> Failover:
+    """Loads every registered pair's default config from the first broker of the list that
+    answers (retrying along the list with jittered backoff until one does), and calls
+    `on_config` for each before any task can arrive. Returns the failover position, on the
+    broker that answered, for the connection loop to start from."""
+    addrs = shared.cfg.broker_addrs
+    failover = Failover(len(addrs), shared.cfg.reconnect_min, shared.cfg.reconnect_max)
     while True:
+        addr = addrs[failover.current]
         try:
-            entries = await _pull_once(shared)
+            entries = await _pull_once(shared, failover.current)
         except (grpc.aio.AioRpcError, OSError, ConfigError) as e:
-            delay = backoff.next_delay()
+            delay = failover.failed()
             log.warning(
-                "cannot load provider configs from %s (%s); retrying in %.1fs",
-                shared.cfg.broker_addr, _describe(e), delay,
+                "cannot load provider configs from %s (%s); trying %s in %.1fs",
+                addr, _describe(e), addrs[failover.current], delay,
             )
             await asyncio.sleep(delay)
             continue
-        log.info("provider configs loaded (%d)", len(entries))
+        log.info("provider configs loaded from %s (%d)", addr, len(entries))
         shared.apply_pulled(entries, True)
-        return
+        failover.succeeded()
+        return failover
 
 
 async def _frames(queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
@@ -151,9 +171,19 @@ def _dispatch(shared: Shared, msg: Any, draining: bool) -> bool:
     return draining
 
 
-async def run_session(shared: Shared, reconnect: bool) -> str:
-    """Runs one stream to its end; returns "drained" or "closed", raises on a stream error."""
-    channel, metadata = open_channel(shared)
+class Attempt:
+    """What one session got to, for the failover decision after it ends."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.opened = False
+        """Whether the broker took the Subscribe (answered the stream with headers)."""
+
+
+async def run_session(shared: Shared, attempt: Attempt, reconnect: bool) -> str:
+    """Runs one stream to its end on broker `attempt.index`; returns "drained" or "closed",
+    raises on a stream error (`attempt.opened` says whether the stream had opened)."""
+    channel, metadata = open_channel(shared, attempt.index)
     sid = None
     try:
         if reconnect:
@@ -166,7 +196,15 @@ async def run_session(shared: Shared, reconnect: bool) -> str:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         sid = shared.open_session(queue, poll_readiness(shared))
         call = _stub(channel).WorkStream(_frames(queue), metadata=metadata)
-        log.info("work stream open (session %d)", sid)
+        # Headers come once the broker has taken the Subscribe; a refusal (or no connection)
+        # ends the call instead, with no headers.
+        await call.initial_metadata()
+        attempt.opened = not call.done()
+        if attempt.opened:
+            log.info(
+                "work stream open (session %d, broker %s)",
+                sid, shared.cfg.broker_addrs[attempt.index],
+            )
         draining = False
         while True:
             msg = await call.read()
@@ -183,16 +221,19 @@ async def run_session(shared: Shared, reconnect: bool) -> str:
         await channel.close(grace=None)
 
 
-async def connection_loop(shared: Shared, stop: asyncio.Event) -> None:
-    """Runs sessions until `stop`, reconnecting with exponential backoff and jitter (reset
-    after a session that outlived the current backoff). Handlers survive reconnects."""
-    backoff = Backoff(shared.cfg.reconnect_min, shared.cfg.reconnect_max)
+async def connection_loop(shared: Shared, stop: asyncio.Event, failover: Failover) -> None:
+    """Runs sessions until `stop`, starting on the broker `failover` points at and moving
+    along the list on every failure or stream end (see `failover` for the waits and the
+    backoff). Handlers survive reconnects."""
+    addrs = shared.cfg.broker_addrs
     reconnect = False
     stopper = asyncio.ensure_future(stop.wait())
     try:
         while True:
             started = time.monotonic()
-            session = asyncio.ensure_future(run_session(shared, reconnect))
+            attempt = Attempt(failover.current)
+            addr = addrs[attempt.index]
+            session = asyncio.ensure_future(run_session(shared, attempt, reconnect))
             await asyncio.wait((session, stopper), return_when=asyncio.FIRST_COMPLETED)
             if stopper.done():
                 session.cancel()
@@ -202,15 +243,18 @@ async def connection_loop(shared: Shared, stop: asyncio.Event) -> None:
             exc = session.exception()
             if exc is None:
                 if session.result() == "drained":
-                    log.info("session drained")
+                    log.info("session with %s drained", addr)
                 else:
-                    log.warning("broker closed the work stream")
+                    log.warning("broker %s closed the work stream", addr)
+            elif attempt.opened:
+                log.warning("work stream to %s lost: %s", addr, _describe(exc))
             else:
-                log.warning("work stream to %s lost: %s", shared.cfg.broker_addr, _describe(exc))
-            if time.monotonic() - started > backoff.current:
-                backoff.reset()
-            delay = backoff.next_delay()
-            log.info("reconnecting in %.2fs", delay)
+                log.warning("no work stream from %s: %s", addr, _describe(exc))
+            if attempt.opened:
+                delay = failover.ended(time.monotonic() - started)
+            else:
+                delay = failover.failed()
+            log.info("reconnecting to %s in %.2fs", addrs[failover.current], delay)
             try:
                 await asyncio.wait_for(asyncio.shield(stopper), delay)
                 return

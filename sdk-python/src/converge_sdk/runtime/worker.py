@@ -1,5 +1,6 @@
-"""`serve` / `run_worker`: load provider configs, keep one WorkStream session open to the
-broker (reconnecting with backoff), heartbeat and poll readiness, and drain on shutdown."""
+"""`serve` / `run_worker`: load provider configs, keep one WorkStream session open to a
+broker of the list (failing over along it, with backoff), heartbeat and poll readiness, and
+drain on shutdown."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..config import WorkerConfig
 from ..provider import Provider, Registry, as_registry
+from .failover import Failover
 from .session import connection_loop, prime
 from .state import Shared, poll_readiness
 
@@ -73,23 +75,23 @@ async def serve(
         shutdown = event.wait()
     stopping = asyncio.ensure_future(shutdown)
     log.info(
-        "worker %s starting: broker %s, kinds %s, max_parallel %d",
-        cfg.worker_name, cfg.broker_addr, registry, cfg.max_parallel,
+        "worker %s starting: brokers %s, kinds %s, max_parallel %d",
+        cfg.worker_name, ",".join(cfg.broker_addrs), registry, cfg.max_parallel,
     )
     stop = asyncio.Event()
     loops: list[asyncio.Task[None]] = []
     try:
-        priming = asyncio.ensure_future(prime(shared))
+        priming: asyncio.Future[Failover] = asyncio.ensure_future(prime(shared))
         await asyncio.wait((priming, stopping), return_when=asyncio.FIRST_COMPLETED)
         if not priming.done():
             priming.cancel()
             await asyncio.gather(priming, return_exceptions=True)
             log.info("shutdown before the provider configs were loaded")
             return
-        priming.result()
+        failover = priming.result()
 
         loops = [
-            asyncio.create_task(connection_loop(shared, stop)),
+            asyncio.create_task(connection_loop(shared, stop, failover)),
             asyncio.create_task(_every(cfg.heartbeat_every, stop, shared.heartbeat)),
             asyncio.create_task(
                 _every(cfg.readiness_poll, stop, lambda: shared.update_readiness(poll_readiness(shared)))
