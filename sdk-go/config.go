@@ -16,17 +16,26 @@ const (
 	DefaultHeartbeatEvery = 5 * time.Second
 	DefaultReadinessPoll  = 2 * time.Second
 	DefaultReconnectMin   = 1 * time.Second
-	DefaultReconnectMax   = 30 * time.Second
+	DefaultReconnectMax   = ReconnectCap
 )
+
+// ReconnectCap is the longest wait between reconnect (or config-prime) attempts, jitter
+// included, and the most Config.ReconnectMax may be: a broker that comes back, or another
+// broker of the list, is found within seconds rather than after a long sleep.
+const ReconnectCap = 5 * time.Second
 
 // maxParallelLimit bounds MaxParallel: it travels as a uint32 and sizes a semaphore.
 const maxParallelLimit = 1 << 20
 
 // Config is how a worker connects and how much work it takes.
 type Config struct {
-	// BrokerAddr is the broker's address (BROKER_ADDR): https://host:port dials TLS with
-	// host as the server name; http://host:port or host:port dial h2c.
-	BrokerAddr string
+	// BrokerAddrs are the brokers (BROKER_ADDR, comma-separated), dialled in order: the
+	// worker moves on to the next on a connect failure and whenever a stream ends, wrapping
+	// around. Each is https://host:port (TLS, server name = that entry's host),
+	// http://host:port or host:port (h2c); TLS and plaintext entries cannot be mixed. A
+	// host name with several DNS records is tried record by record at each connect
+	// (grpc-go's dns resolver and pick_first).
+	BrokerAddrs []string
 	// MaxParallel is the most tasks run at once (WORKER_MAX_PARALLEL, default 16).
 	MaxParallel int
 	// DrainTimeout is how long shutdown waits for in-flight work (WORKER_DRAIN_TIMEOUT,
@@ -40,9 +49,12 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// ReadinessPoll is the interval of the Ready poll (2s).
 	ReadinessPoll time.Duration
-	// ReconnectMin is the first reconnect (and config-prime) backoff (1s).
+	// ReconnectMin is the first reconnect (and config-prime) backoff (1s); it doubles after
+	// each failed round of the broker list up to ReconnectMax, and every wait is jittered
+	// ±25 %.
 	ReconnectMin time.Duration
-	// ReconnectMax is the reconnect backoff ceiling (30s).
+	// ReconnectMax is the reconnect backoff ceiling (5s); at most ReconnectCap, which no
+	// jittered wait exceeds either.
 	ReconnectMax time.Duration
 	// Token is the bearer token sent as `authorization: Bearer <token>` metadata on
 	// WorkStream and GetProviderConfig (WORKER_TOKEN). It is never logged, and the
@@ -76,10 +88,11 @@ func (c Config) String() string {
 // GoString is String for %#v.
 func (c Config) GoString() string { return "converge.Config" + c.String() }
 
-// NewConfig is a Config with every default and the given broker address.
-func NewConfig(brokerAddr string) Config {
+// NewConfig is a Config with every default and the given broker addresses (one, or
+// several to fail over along).
+func NewConfig(brokerAddrs ...string) Config {
 	return Config{
-		BrokerAddr:     brokerAddr,
+		BrokerAddrs:    append([]string(nil), brokerAddrs...),
 		MaxParallel:    DefaultMaxParallel,
 		DrainTimeout:   DefaultDrainTimeout,
 		WorkerName:     defaultWorkerName(),
@@ -90,7 +103,8 @@ func NewConfig(brokerAddr string) Config {
 	}
 }
 
-// ConfigFromEnv reads BROKER_ADDR (required), WORKER_MAX_PARALLEL, WORKER_DRAIN_TIMEOUT,
+// ConfigFromEnv reads BROKER_ADDR (required: one broker or a comma-separated list, all TLS
+// or all plaintext), WORKER_MAX_PARALLEL, WORKER_DRAIN_TIMEOUT,
 // WORKER_KINDS, WORKER_NAME, WORKER_TOKEN or WORKER_TOKEN_FILE, BROKER_CA_FILE and
 // WORKER_CERT_FILE + WORKER_KEY_FILE from the process environment. A malformed value is a
 // *ConfigError naming the variable, never a silent default; the token and TLS files are
@@ -114,10 +128,11 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	if !ok {
 		return Config{}, &ConfigError{Var: "BROKER_ADDR"}
 	}
-	cfg := NewConfig(strings.TrimSpace(addr))
-	if _, err := dialTarget("BROKER_ADDR", cfg.BrokerAddr); err != nil {
+	addrs, err := parseBrokerAddrs("BROKER_ADDR", addr)
+	if err != nil {
 		return Config{}, err
 	}
+	cfg := NewConfig(addrs...)
 	if v, ok := get("WORKER_MAX_PARALLEL"); ok {
 		n, err := parseMaxParallel("WORKER_MAX_PARALLEL", v)
 		if err != nil {
@@ -167,7 +182,16 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 // validate checks the values the runtime relies on (positive intervals, a usable address,
 // readable token and TLS files).
 func (c Config) validate() error {
-	if _, err := dialTarget("BrokerAddr", c.BrokerAddr); err != nil {
+	if len(c.BrokerAddrs) == 0 {
+		return invalid("BrokerAddrs", "[]", "needs at least one broker address")
+	}
+	shown := strings.Join(c.BrokerAddrs, ",")
+	for i, a := range c.BrokerAddrs {
+		if reason := targetProblem(a); reason != "" {
+			return invalid("BrokerAddrs", shown, entryReason(i, len(c.BrokerAddrs), a, reason))
+		}
+	}
+	if err := checkOneScheme("BrokerAddrs", shown, c.BrokerAddrs); err != nil {
 		return err
 	}
 	if err := c.checkTransport(); err != nil {
@@ -186,6 +210,10 @@ func (c Config) validate() error {
 	}
 	if c.ReconnectMax < c.ReconnectMin {
 		return invalid("ReconnectMax", c.ReconnectMax.String(), "must not be below ReconnectMin")
+	}
+	if c.ReconnectMax > ReconnectCap {
+		return invalid("ReconnectMax", c.ReconnectMax.String(), fmt.Sprintf(
+			"must not exceed %s, so an outage is noticed to be over within seconds", ReconnectCap))
 	}
 	if c.DrainTimeout < 0 {
 		return invalid("DrainTimeout", c.DrainTimeout.String(), "must not be negative")
@@ -211,26 +239,104 @@ const addrForms = "expected https://host:port, http://host:port or host:port, e.
 // https://host:port (TLS), http://host:port (the Rust SDK's spelling of h2c) and a bare
 // host:port (the conformance contract's).
 func dialTarget(name, addr string) (string, error) {
+	if reason := targetProblem(addr); reason != "" {
+		return "", invalid(name, addr, reason)
+	}
+	return stripScheme(addr), nil
+}
+
+// stripScheme is addr without its http:// or https:// and a trailing slash.
+func stripScheme(addr string) string {
 	rest := strings.TrimSpace(addr)
 	switch {
 	case strings.HasPrefix(rest, "http://"):
 		rest = strings.TrimSuffix(strings.TrimPrefix(rest, "http://"), "/")
 	case strings.HasPrefix(rest, "https://"):
 		rest = strings.TrimSuffix(strings.TrimPrefix(rest, "https://"), "/")
-	case strings.Contains(rest, "://"):
-		return "", invalid(name, addr, addrForms)
+	}
+	return rest
+}
+
+// targetProblem says why addr is not a usable broker address ("" when it is).
+func targetProblem(addr string) string {
+	rest := stripScheme(addr)
+	if strings.Contains(rest, "://") {
+		return addrForms
 	}
 	host, port, err := net.SplitHostPort(rest)
 	if err != nil {
-		return "", invalid(name, addr, addrForms)
+		return addrForms
 	}
 	if host == "" {
-		return "", invalid(name, addr, "missing host")
+		return "missing host"
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return "", invalid(name, addr, "port must be a number between 1 and 65535")
+		return "port must be a number between 1 and 65535"
 	}
-	return rest, nil
+	return ""
+}
+
+// parseBrokerAddrs splits a comma-separated broker list (BROKER_ADDR) into its addresses,
+// in order; a bare host:port becomes http://host:port (plaintext h2c). An empty entry is an
+// error rather than skipped (a:1,,b:1 usually means a templated address came out empty),
+// and TLS and plaintext entries cannot be mixed: one set of TLS files and one token policy
+// serve the whole list.
+func parseBrokerAddrs(name, raw string) ([]string, error) {
+	raw = strings.TrimSpace(raw)
+	entries := strings.Split(raw, ",")
+	addrs := make([]string, 0, len(entries))
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, invalid(name, raw, entryReason(i, len(entries), e,
+				"is empty: separate broker addresses with single commas"))
+		}
+		if !strings.Contains(e, "://") {
+			e = "http://" + e
+		}
+		if reason := targetProblem(e); reason != "" {
+			return nil, invalid(name, raw, entryReason(i, len(entries), e, reason))
+		}
+		addrs = append(addrs, e)
+	}
+	if err := checkOneScheme(name, raw, addrs); err != nil {
+		return nil, err
+	}
+	return addrs, nil
+}
+
+// entryReason is a list entry's problem, numbered (and quoted) when the list has more than
+// one entry.
+func entryReason(i, n int, entry, reason string) string {
+	if n == 1 {
+		return reason
+	}
+	where := fmt.Sprintf("entry %d of %d", i+1, n)
+	if entry != "" {
+		where += fmt.Sprintf(" (%q)", entry)
+	}
+	return where + ": " + reason
+}
+
+// checkOneScheme refuses a list that mixes TLS and plaintext brokers (a failover would
+// silently change the connection's protection).
+func checkOneScheme(name, shown string, addrs []string) error {
+	tls := 0
+	for _, a := range addrs {
+		if isTLSAddr(a) {
+			tls++
+		}
+	}
+	if tls != 0 && tls != len(addrs) {
+		return invalid(name, shown,
+			"mixes https:// (TLS) and plaintext (http:// or bare host:port) brokers: use one scheme for every entry")
+	}
+	return nil
+}
+
+// isTLSAddr reports whether one broker address is dialled over TLS.
+func isTLSAddr(addr string) bool {
+	return strings.HasPrefix(strings.TrimSpace(addr), "https://")
 }
 
 // ParseDuration parses the duration spelling shared by converge's configuration: a

@@ -21,9 +21,9 @@ func TestConfigDefaultsWhenOnlyTheBrokerIsSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.BrokerAddr != "http://127.0.0.1:9090" || cfg.MaxParallel != 16 || cfg.DrainTimeout != 50*time.Second ||
+	if strings.Join(cfg.BrokerAddrs, "|") != "http://127.0.0.1:9090" || cfg.MaxParallel != 16 || cfg.DrainTimeout != 50*time.Second ||
 		cfg.Kinds != nil || cfg.HeartbeatEvery != 5*time.Second || cfg.ReadinessPoll != 2*time.Second ||
-		cfg.ReconnectMin != time.Second || cfg.ReconnectMax != 30*time.Second {
+		cfg.ReconnectMin != time.Second || cfg.ReconnectMax != 5*time.Second || ReconnectCap != 5*time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if !strings.HasSuffix(cfg.WorkerName, fmt.Sprintf("-%d", os.Getpid())) {
@@ -133,10 +133,10 @@ func TestHTTPSAddressSelectsTLSWithTheHostAsServerName(t *testing.T) {
 	if !cfg.useTLS() {
 		t.Fatal("https:// must dial TLS")
 	}
-	if target, err := dialTarget("BROKER_ADDR", cfg.BrokerAddr); err != nil || target != "broker.example:9443" {
+	if target, err := dialTarget("BROKER_ADDR", cfg.BrokerAddrs[0]); err != nil || target != "broker.example:9443" {
 		t.Fatalf("target %q %v", target, err)
 	}
-	tc, err := cfg.tlsConfig()
+	tc, err := cfg.tlsConfig(cfg.BrokerAddrs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestTheTokenNeverShows(t *testing.T) {
 			t.Fatalf("the token shows in %q", s)
 		}
 	}
-	if !strings.Contains(cfg.String(), "Token:***") || !strings.Contains(cfg.String(), "BrokerAddr:http://b:1") {
+	if !strings.Contains(cfg.String(), "Token:***") || !strings.Contains(cfg.String(), "BrokerAddrs:[http://b:1]") {
 		t.Fatalf("String must show the fields with the token hidden: %s", cfg)
 	}
 	bad := "two words-" + secret
@@ -217,7 +217,7 @@ func TestTLSFilesAreLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := cfg.tlsConfig()
+	tc, err := cfg.tlsConfig(cfg.BrokerAddrs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +247,8 @@ func TestBadTokenAndTLSSettingsNameTheVariable(t *testing.T) {
 		{map[string]string{"BROKER_ADDR": "http://b:1", "WORKER_TOKEN": "x", "WORKER_TOKEN_FILE": token}, "WORKER_TOKEN", "WORKER_TOKEN and WORKER_TOKEN_FILE are both set"},
 		{map[string]string{"BROKER_ADDR": "http://b:1", "WORKER_TOKEN_FILE": missing}, "WORKER_TOKEN_FILE", "cannot read the file"},
 		{map[string]string{"BROKER_ADDR": "http://b:1", "WORKER_TOKEN_FILE": testcerts.Write(t, dir, "empty", []byte(" \n"))}, "WORKER_TOKEN_FILE", "is empty"},
-		{map[string]string{"BROKER_ADDR": "http://b:1", "BROKER_CA_FILE": caF}, "BROKER_CA_FILE", "not an https:// address"},
-		{map[string]string{"BROKER_ADDR": "b:1", "WORKER_CERT_FILE": cert, "WORKER_KEY_FILE": key}, "WORKER_CERT_FILE", "not an https:// address"},
+		{map[string]string{"BROKER_ADDR": "http://b:1", "BROKER_CA_FILE": caF}, "BROKER_CA_FILE", "is plaintext; TLS files need BROKER_ADDR=https://"},
+		{map[string]string{"BROKER_ADDR": "b:1", "WORKER_CERT_FILE": cert, "WORKER_KEY_FILE": key}, "WORKER_CERT_FILE", "is plaintext; TLS files need BROKER_ADDR=https://"},
 		{map[string]string{"BROKER_ADDR": https, "WORKER_CERT_FILE": cert}, "WORKER_KEY_FILE", "WORKER_CERT_FILE is set but WORKER_KEY_FILE is not"},
 		{map[string]string{"BROKER_ADDR": https, "WORKER_KEY_FILE": key}, "WORKER_CERT_FILE", "WORKER_KEY_FILE is set but WORKER_CERT_FILE is not"},
 		{map[string]string{"BROKER_ADDR": https, "BROKER_CA_FILE": missing}, "BROKER_CA_FILE", "cannot read the file"},

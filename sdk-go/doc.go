@@ -7,7 +7,8 @@
 // every result until the broker acknowledges it and re-sends unacknowledged results after a
 // reconnect, sends one coalesced heartbeat of running tasks, reports readiness flips,
 // applies provider-config pushes, honours task deadlines and CancelTask, drains on request
-// and reconnects with jittered exponential backoff.
+// and reconnects with jittered exponential backoff (capped at 5 s), failing over along the
+// list of brokers in BROKER_ADDR (Config.BrokerAddrs).
 //
 // The vocabulary (ReactionRequest, Outcome, Condition, ChildSpec, DepEdge, ...) is the same
 // as in the Rust and Python SDKs. A handler returns an error made with [Terminal] to stop

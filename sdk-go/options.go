@@ -23,10 +23,10 @@ func WithConfig(cfg Config) Option {
 	return func(o *options) { c := cfg; o.config = &c }
 }
 
-// WithBrokerAddr overrides the broker address (https://host:port, http://host:port or
-// host:port).
-func WithBrokerAddr(addr string) Option {
-	return edit(func(c *Config) { c.BrokerAddr = addr })
+// WithBrokerAddr overrides the broker addresses (each https://host:port, http://host:port
+// or host:port), dialled in order with failover.
+func WithBrokerAddr(addrs ...string) Option {
+	return edit(func(c *Config) { c.BrokerAddrs = append([]string(nil), addrs...) })
 }
 
 // WithMaxParallel overrides the most tasks run at once.
@@ -55,7 +55,7 @@ func WithReadinessPoll(d time.Duration) Option {
 	return edit(func(c *Config) { c.ReadinessPoll = d })
 }
 
-// WithReconnectBackoff overrides the reconnect backoff bounds.
+// WithReconnectBackoff overrides the reconnect backoff bounds (max at most ReconnectCap).
 func WithReconnectBackoff(min, max time.Duration) Option {
 	return edit(func(c *Config) { c.ReconnectMin, c.ReconnectMax = min, max })
 }

@@ -13,15 +13,18 @@ import (
 // configPullTimeout bounds one GetProviderConfig call.
 const configPullTimeout = 10 * time.Second
 
-// dial opens a fresh connection per session, so that after a drain a load balancer can
-// route the next one to another broker. The token file and TLS files are read here, at
-// every connect; an unreadable one is an error retried like an unreachable broker.
-func (w *worker) dial() (*grpc.ClientConn, error) {
-	opts, err := w.cfg.transportOptions()
+// dial opens a fresh connection per session to broker i of the list, so that after a drain
+// a load balancer (or the next entry) can give the next one another broker. The TLS server
+// name is that entry's host; a host name with several DNS records is tried record by
+// record (grpc.NewClient's dns resolver and pick_first). The token file and TLS files are
+// read here, at every connect; an unreadable one is an error retried like an unreachable
+// broker.
+func (w *worker) dial(i int) (*grpc.ClientConn, error) {
+	opts, err := w.cfg.transportOptions(w.cfg.BrokerAddrs[i])
 	if err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(w.target, append(opts, w.dialOpts...)...)
+	return grpc.NewClient(w.targets[i], append(opts, w.dialOpts...)...)
 }
 
 // pullConfigs makes one GetProviderConfig call for every registered pair.
@@ -56,28 +59,36 @@ func (w *worker) applyPulled(entries []*pb.ProviderConfigEntry, always bool) {
 	}
 }
 
-// prime loads every registered pair's default config, retrying with jittered backoff
-// until the broker answers, and fires OnConfig for each before any task can arrive. It
-// returns false if ctx ends first.
-func (w *worker) prime(ctx context.Context) bool {
-	bo := newBackoff(w.cfg.ReconnectMin, w.cfg.ReconnectMax)
+// prime loads every registered pair's default config from the first broker of the list
+// that answers (retrying along the list with jittered backoff until one does), and fires
+// OnConfig for each before any task can arrive. It returns the failover position, on the
+// broker that answered, for the connection loop to start from; nil if ctx ends first.
+func (w *worker) prime(ctx context.Context) *failover {
+	addrs := w.cfg.BrokerAddrs
+	fo := newFailover(len(addrs), w.cfg.ReconnectMin, w.cfg.ReconnectMax)
 	for {
-		entries, err := w.pullOnce(ctx)
+		addr := addrs[fo.current]
+		entries, err := w.pullOnce(ctx, fo.current)
 		if err == nil {
-			w.log.Info("provider configs loaded", "configs", len(entries))
+			w.log.Info("provider configs loaded", "configs", len(entries), "broker", addr)
 			w.applyPulled(entries, true)
-			return true
+			fo.succeeded()
+			return fo
 		}
-		d := bo.next()
-		w.log.Warn("cannot load provider configs; retrying", "error", err, "retry_in", d, "broker", w.cfg.BrokerAddr)
+		if ctx.Err() != nil {
+			return nil
+		}
+		d := fo.failed()
+		w.log.Warn("cannot load provider configs; retrying", "error", err, "broker", addr,
+			"next", addrs[fo.current], "retry_in", d)
 		if !sleepCtx(ctx, d) {
-			return false
+			return nil
 		}
 	}
 }
 
-func (w *worker) pullOnce(ctx context.Context) ([]*pb.ProviderConfigEntry, error) {
-	conn, err := w.dial()
+func (w *worker) pullOnce(ctx context.Context, i int) ([]*pb.ProviderConfigEntry, error) {
+	conn, err := w.dial(i)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +97,9 @@ func (w *worker) pullOnce(ctx context.Context) ([]*pb.ProviderConfigEntry, error
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -96,44 +110,51 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// connectionLoop runs sessions until ctx ends, reconnecting with exponential backoff
-// (reset after a session that outlived the current backoff). Handlers keep running across
-// reconnects.
-func (w *worker) connectionLoop(ctx context.Context) {
-	bo := newBackoff(w.cfg.ReconnectMin, w.cfg.ReconnectMax)
+// connectionLoop runs sessions until ctx ends, starting on the broker fo points at and
+// moving along the list on every failure or stream end (see failover.go for the waits and
+// the backoff). Handlers keep running across reconnects.
+func (w *worker) connectionLoop(ctx context.Context, fo *failover) {
+	addrs := w.cfg.BrokerAddrs
 	reconnect := false
 	for {
+		i := fo.current
 		started := time.Now()
-		drained, err := w.session(ctx, reconnect)
+		opened, drained, err := w.session(ctx, i, reconnect)
 		if ctx.Err() != nil {
 			return
 		}
 		reconnect = true
 		switch {
+		case err != nil && opened:
+			w.log.Warn("work stream lost", "error", err, "broker", addrs[i])
 		case err != nil:
-			w.log.Warn("work stream lost", "error", err, "broker", w.cfg.BrokerAddr)
+			w.log.Warn("no work stream", "error", err, "broker", addrs[i])
 		case drained:
-			w.log.Info("session drained")
+			w.log.Info("session drained", "broker", addrs[i])
 		default:
-			w.log.Warn("broker closed the work stream")
+			w.log.Warn("broker closed the work stream", "broker", addrs[i])
 		}
-		if time.Since(started) > bo.current {
-			bo.reset()
+		var d time.Duration
+		if opened {
+			d = fo.ended(time.Since(started))
+		} else {
+			d = fo.failed()
 		}
-		d := bo.next()
-		w.log.Info("reconnecting", "retry_in", d)
+		w.log.Info("reconnecting", "broker", addrs[fo.current], "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return
 		}
 	}
 }
 
-// session runs one WorkStream: it reports drained=true when the broker asked to drain and
-// everything in flight was delivered, and (false, nil) when the broker closed the stream.
-func (w *worker) session(ctx context.Context, reconnect bool) (drained bool, err error) {
-	conn, err := w.dial()
+// session runs one WorkStream on broker i. opened reports whether the broker took the
+// Subscribe (answered with headers); drained=true when the broker asked to drain and
+// everything in flight was delivered, and (opened, false, nil) when the broker closed the
+// stream.
+func (w *worker) session(ctx context.Context, i int, reconnect bool) (opened, drained bool, err error) {
+	conn, err := w.dial(i)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer conn.Close()
 	client := pb.NewWorkerServiceClient(conn)
@@ -155,15 +176,20 @@ func (w *worker) session(ctx context.Context, reconnect bool) (drained bool, err
 	defer cancel()
 	stream, err := client.WorkStream(streamCtx)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	w.log.Info("work stream open", "session", ob.id)
 
 	sendErr := make(chan error, 1)
 	go sendLoop(streamCtx, stream, ob, sendErr)
+	// Closed once the broker answers the stream with headers, which it does after taking
+	// the Subscribe; a refusal ends the stream without any (Header returns nil).
+	headers := make(chan struct{})
 	inbound := make(chan *pb.WorkStreamServerMsg)
 	recvErr := make(chan error, 1)
 	go func() {
+		if md, _ := stream.Header(); md != nil {
+			close(headers)
+		}
 		for {
 			m, err := stream.Recv()
 			if err != nil {
@@ -177,22 +203,34 @@ func (w *worker) session(ctx context.Context, reconnect bool) (drained bool, err
 			}
 		}
 	}()
+	isOpen := func() bool {
+		select {
+		case <-headers:
+			return true
+		default:
+			return false
+		}
+	}
+	announce := headers // set to nil once "work stream open" is logged
 
 	var delivered chan struct{} // non-nil once draining: closed when nothing is outstanding
 	for {
 		select {
 		case <-ctx.Done():
-			return false, nil
+			return isOpen(), false, nil
+		case <-announce:
+			w.log.Info("work stream open", "session", ob.id, "broker", w.cfg.BrokerAddrs[i])
+			announce = nil
 		case <-delivered:
 			w.log.Info("drained: in-flight work delivered; closing the stream", "session", ob.id)
-			return true, nil
+			return true, true, nil
 		case err := <-sendErr:
-			return false, err
+			return isOpen(), false, err
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
-				return false, nil
+				return isOpen(), false, nil
 			}
-			return false, err
+			return isOpen(), false, err
 		case m := <-inbound:
 			if d := w.handle(m, ob.id, delivered != nil); d && delivered == nil {
 				delivered = make(chan struct{})

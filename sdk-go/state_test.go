@@ -214,26 +214,3 @@ func TestWaitOutstandingZero(t *testing.T) {
 		t.Fatal("did not see the count reach zero")
 	}
 }
-
-func TestBackoffDoublesToTheCeilingWithJitter(t *testing.T) {
-	b := newBackoff(time.Second, 30*time.Second)
-	var raws []time.Duration
-	for i := 0; i < 7; i++ {
-		raw := b.current
-		raws = append(raws, raw)
-		d := b.next()
-		if d < raw*3/4 || d > raw*5/4 {
-			t.Fatalf("jitter out of ±25%%: %v for %v", d, raw)
-		}
-	}
-	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
-	for i := range want {
-		if raws[i] != want[i]*time.Second {
-			t.Fatalf("raw delays %v", raws)
-		}
-	}
-	b.reset()
-	if b.current != time.Second {
-		t.Fatal("reset")
-	}
-}

@@ -20,9 +20,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// useTLS reports whether the broker is dialled over TLS (an https:// address).
+// useTLS reports whether the brokers are dialled over TLS (https:// addresses; validate
+// refuses a list mixing TLS and plaintext).
 func (c Config) useTLS() bool {
-	return strings.HasPrefix(strings.TrimSpace(c.BrokerAddr), "https://")
+	return len(c.BrokerAddrs) > 0 && isTLSAddr(c.BrokerAddrs[0])
 }
 
 // checkTransport checks the token and TLS settings and reads their files once. Its errors
@@ -44,8 +45,8 @@ func (c Config) checkTransport() error {
 		} {
 			if f.value != "" {
 				return &ConfigError{Var: f.name, msg: fmt.Sprintf(
-					"%s is set but BROKER_ADDR=%q is not an https:// address; TLS files need BROKER_ADDR=https://host:port",
-					f.name, c.BrokerAddr)}
+					"%s is set but BROKER_ADDR=%q is plaintext; TLS files need BROKER_ADDR=https://host:port brokers",
+					f.name, strings.Join(c.BrokerAddrs, ","))}
 			}
 		}
 	}
@@ -53,8 +54,10 @@ func (c Config) checkTransport() error {
 		return err
 	}
 	if c.useTLS() {
-		if _, err := c.tlsConfig(); err != nil {
-			return err
+		for _, a := range c.BrokerAddrs {
+			if _, err := c.tlsConfig(a); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -91,11 +94,11 @@ func checkToken(name, where, token string) error {
 	return nil
 }
 
-// tlsConfig builds the client TLS configuration from the files read now: the server name
-// is the address's host, the roots BROKER_CA_FILE's (else the system's), and the client
-// certificate WORKER_CERT_FILE + WORKER_KEY_FILE's when set.
-func (c Config) tlsConfig() (*tls.Config, error) {
-	target, err := dialTarget("BROKER_ADDR", c.BrokerAddr)
+// tlsConfig builds the client TLS configuration of one broker address from the files read
+// now: the server name is that address's host, the roots BROKER_CA_FILE's (else the
+// system's), and the client certificate WORKER_CERT_FILE + WORKER_KEY_FILE's when set.
+func (c Config) tlsConfig(addr string) (*tls.Config, error) {
+	target, err := dialTarget("BROKER_ADDR", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -155,12 +158,12 @@ func readPEM(name, path, marker, label string) ([]byte, error) {
 	return b, nil
 }
 
-// transportOptions are the dial options of one connect: TLS or h2c transport credentials
-// and, with a token, the bearer per-RPC credentials (files read now).
-func (c Config) transportOptions() ([]grpc.DialOption, error) {
+// transportOptions are the dial options of one connect to addr: TLS or h2c transport
+// credentials and, with a token, the bearer per-RPC credentials (files read now).
+func (c Config) transportOptions(addr string) ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
-	if c.useTLS() {
-		tc, err := c.tlsConfig()
+	if isTLSAddr(addr) {
+		tc, err := c.tlsConfig(addr)
 		if err != nil {
 			return nil, err
 		}

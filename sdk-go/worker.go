@@ -10,11 +10,23 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
 )
 
 // maxMessageBytes matches the broker's message size limit.
 const maxMessageBytes = 64 << 20
+
+// Connection liveness: an HTTP/2 PING every keepaliveTime (also with no call open; the
+// broker does not limit pings) and the connection dropped when one is not answered within
+// keepaliveTimeout, so a dead or black-holed broker is left within about 20 s instead of at
+// the TCP timeout. connectTimeout bounds one connect attempt (grpc-go's default is 20 s)
+// so a black-holed address fails over in seconds.
+const (
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 10 * time.Second
+	connectTimeout   = 5 * time.Second
+)
 
 // shutdownCancelGrace is how long cancelled handlers get to return at the end of shutdown.
 const shutdownCancelGrace = time.Second
@@ -24,11 +36,12 @@ var osLookupEnv = os.LookupEnv
 // worker is one running worker: its configuration, providers, shared state and the
 // lifetime of its handlers (which outlives any one stream).
 type worker struct {
-	cfg      Config
-	reg      *registry
-	st       *state
-	log      *slog.Logger
-	target   string
+	cfg Config
+	reg *registry
+	st  *state
+	log *slog.Logger
+	// targets are the gRPC targets (host:port) of cfg.BrokerAddrs, in the same order.
+	targets  []string
 	dialOpts []grpc.DialOption
 	// sem bounds concurrently running handlers to MaxParallel.
 	sem chan struct{}
@@ -60,15 +73,17 @@ func Serve(ctx context.Context, providers []Provider, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	target, err := dialTarget("BrokerAddr", cfg.BrokerAddr)
-	if err != nil {
-		return err
+	targets := make([]string, len(cfg.BrokerAddrs))
+	for i, a := range cfg.BrokerAddrs {
+		if targets[i], err = dialTarget("BrokerAddrs", a); err != nil {
+			return err
+		}
 	}
 	log := o.logger
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &worker{cfg: cfg, reg: reg, log: log, target: target, sem: make(chan struct{}, cfg.MaxParallel)}
+	w := &worker{cfg: cfg, reg: reg, log: log, targets: targets, sem: make(chan struct{}, cfg.MaxParallel)}
 	w.st = newState(reg, log)
 	w.workCtx, w.workCancel = context.WithCancel(context.Background())
 	defer w.workCancel()
@@ -76,7 +91,13 @@ func Serve(ctx context.Context, providers []Provider, opts ...Option) error {
 	// before these, so that WithDialOptions can still override them.
 	w.dialOpts = append([]grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 20 * time.Second, PermitWithoutStream: true}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		// One attempt per session (the worker's own failover retries): a short connect
+		// deadline, and the channel's backoff capped like the worker's.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectCap},
+			MinConnectTimeout: connectTimeout,
+		}),
 	}, o.dialOpts...)
 	return w.run(ctx)
 }
@@ -98,16 +119,18 @@ func (w *worker) run(ctx context.Context) error {
 	for _, e := range w.reg.entries {
 		kinds = append(kinds, e.kv.String())
 	}
-	w.log.Info("worker starting", "broker", w.cfg.BrokerAddr, "worker", w.cfg.WorkerName,
+	w.log.Info("worker starting", "brokers", w.cfg.BrokerAddrs, "worker", w.cfg.WorkerName,
 		"kinds", kinds, "max_parallel", w.cfg.MaxParallel)
-	if !w.prime(ctx) {
+	fo := w.prime(ctx)
+	if fo == nil {
 		w.log.Info("shutdown before the provider configs were loaded")
 		return nil
 	}
 
 	stopCtx, stop := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
-	for _, loop := range []func(context.Context){w.connectionLoop, w.heartbeatLoop, w.readinessLoop} {
+	connect := func(ctx context.Context) { w.connectionLoop(ctx, fo) }
+	for _, loop := range []func(context.Context){connect, w.heartbeatLoop, w.readinessLoop} {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()

@@ -65,6 +65,7 @@ type server struct {
 	t      *testing.T
 	HTTP   string
 	Broker string
+	dbURL  string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	client *http.Client
@@ -178,6 +179,7 @@ func startServerWith(t *testing.T, o serverOptions) *server {
 		t:      t,
 		HTTP:   fmt.Sprintf("%s://127.0.0.1:%d", scheme, hp),
 		Broker: fmt.Sprintf("%s://127.0.0.1:%d", scheme, gp),
+		dbURL:  dbURL,
 		cmd:    cmd,
 		exited: make(chan struct{}),
 		client: client,
@@ -400,4 +402,69 @@ func testLogger(t *testing.T) *slog.Logger {
 		_ = level.UnmarshalText([]byte(v))
 	}
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
+}
+
+// brokerProcess is a broker-only `converge serve` (ROLE=broker) on a server's database: a
+// second broker pod, with its probes on its own HEALTH_ADDR.
+type brokerProcess struct {
+	Broker string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startBroker starts a broker-only converge on s's database and waits for its /readyz.
+func startBroker(t *testing.T, s *server) *brokerProcess {
+	t.Helper()
+	hp, gp := freePort(t), freePort(t)
+	cmd := exec.Command(convergeBin(t), "serve")
+	logLevel := os.Getenv("TEST_LOG_LEVEL")
+	if logLevel == "" {
+		logLevel = "warn"
+	}
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"ROLE=broker",
+		"DATABASE_URL=" + s.dbURL,
+		fmt.Sprintf("HEALTH_ADDR=127.0.0.1:%d", hp),
+		fmt.Sprintf("BROKER_LISTEN_ADDR=127.0.0.1:%d", gp),
+		"SHUTDOWN_DRAIN=2s",
+		"DB_MAX_CONNECTIONS=10",
+		"LOG_LEVEL=" + logLevel,
+	}
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the broker: %v", err)
+	}
+	b := &brokerProcess{Broker: fmt.Sprintf("http://127.0.0.1:%d", gp), cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(b.exited)
+	}()
+	t.Cleanup(func() {
+		b.kill()
+		if t.Failed() {
+			t.Logf("broker output:\n%s", logs.String())
+		}
+	})
+	poll(t, waitFor, "broker /readyz", func() (bool, string) {
+		select {
+		case <-b.exited:
+			t.Fatalf("the broker exited during start-up:\n%s", logs.String())
+		default:
+		}
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", hp))
+		if err != nil {
+			return false, err.Error()
+		}
+		r.Body.Close()
+		return r.StatusCode == 200, r.Status
+	})
+	return b
+}
+
+// kill SIGKILLs the broker (a crash: no drain) and reaps it.
+func (b *brokerProcess) kill() {
+	_ = b.cmd.Process.Kill()
+	<-b.exited
 }
