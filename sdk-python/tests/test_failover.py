@@ -1,7 +1,7 @@
 """Reconnect backoff and failover along the broker list: the backoff's cap and jitter, the
 order addresses are dialled in, and (against in-process fake brokers) a dead first broker
-skipped without a wait, a refusing one left for the next, and streams moving along the list
-with kept results following the worker."""
+skipped without a wait, a refusing one left for the next, streams moving along the list with
+kept results following the worker, and a silent (black-holed) connection left by keepalive."""
 
 from __future__ import annotations
 
@@ -236,5 +236,64 @@ async def test_streams_move_along_the_list_and_kept_results_follow() -> None:
         assert list(sub.resumed) == [], "acked results are forgotten"
     finally:
         await w.close()
+        await a.stop()
+        await b.stop()
+
+
+class FrozenRelay:
+    """Forwards TCP connections to `target` until `frozen`; from then on it keeps both sides
+    open but forwards nothing, as a network partition or a stopped (SIGSTOP) broker looks to
+    the worker."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target.removeprefix("http://")
+        self.frozen = False
+        self.addr = ""
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.addr = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _relay(self, r_in: asyncio.StreamReader, w_in: asyncio.StreamWriter) -> None:
+        host, port = self.target.rsplit(":", 1)
+        r_out, w_out = await asyncio.open_connection(host, int(port))
+        self._writers += [w_in, w_out]
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(16 * 1024):
+                if not self.frozen:
+                    dst.write(data)
+                    await dst.drain()
+
+        await asyncio.gather(pump(r_in, w_out), pump(r_out, w_in), return_exceptions=True)
+
+    async def stop(self) -> None:
+        for w in self._writers:
+            w.close()
+        if self._server is not None:
+            self._server.close()
+
+
+async def test_a_silent_connection_is_dropped_by_keepalive_and_the_next_broker_taken() -> None:
+    a, b = await started(FakeBroker(), FakeBroker())
+    relay = FrozenRelay(a.addr)
+    await relay.start()
+    w = Running([relay.addr, b.addr])
+    try:
+        await (await a.next_stream()).next("subscribe")
+        relay.frozen = True
+        t0 = time.monotonic()
+        # Keepalive: a PING every 10 s, the connection dropped 10 s later without an answer.
+        s = await b.next_stream(timeout=35)
+        took = time.monotonic() - t0
+        assert took >= 9, f"left after {took:.1f}s: before any keepalive could have failed"
+        await s.next("subscribe")
+        s.push(task=work_task("after"))
+        assert (await s.next("complete")).lease_token == "after"
+    finally:
+        await w.close()
+        await relay.stop()
         await a.stop()
         await b.stop()
