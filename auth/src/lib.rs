@@ -4,8 +4,11 @@
 //! - [`store`]: the live principal index, re-read when the file changes (no restart);
 //! - [`token`]: minting bearer tokens and hashing them (only hashes are ever stored);
 //! - [`tls`]: TLS listeners whose certificates reload when their files change, and the
-//!   SPIFFE identity of an mTLS peer.
+//!   SPIFFE identity of an mTLS peer;
+//! - [`listen`]: the accept loop of every port, with the connection budget, timeouts and
+//!   accept backoff that keep a flood of idle peers from taking a process down.
 
+pub mod listen;
 pub mod principals;
 pub mod store;
 pub mod tls;

@@ -5,9 +5,9 @@
 //! content changes, so a renewed certificate is served to new connections without a
 //! restart (connections already open keep the one they negotiated).
 //!
-//! [`accept_tls`] runs the accept loop. Each handshake runs in a task of its own with a
-//! deadline, so a peer that connects and sends nothing holds one socket for at most that
-//! long and never delays anyone else's connection. Finished connections come out as
+//! [`accept_tls`] handshakes the connections a [`GuardedListener`] admits. Each handshake
+//! runs in a task of its own with a deadline, so a peer that connects and sends nothing holds
+//! one socket for at most that long and never delays anyone else's connection. Finished connections come out as
 //! [`TlsConn`]s, usable by axum (through [`TlsListener`]) and by tonic (through
 //! [`TlsListener::into_stream`]), each carrying its peer's [`PeerInfo`].
 
@@ -26,11 +26,13 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use sha2::{Digest, Sha256};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     sync::mpsc,
 };
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use crate::listen::{Guarded, GuardedListener};
 
 /// The PEM files a TLS listener is built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,7 +252,7 @@ pub fn spiffe_ids(cert: &[u8]) -> Vec<String> {
 
 /// One accepted, handshaken TLS connection.
 pub struct TlsConn {
-    io: tokio_rustls::server::TlsStream<TcpStream>,
+    io: tokio_rustls::server::TlsStream<Guarded<TcpStream>>,
     peer: PeerInfo,
 }
 
@@ -345,35 +347,18 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Accepts on `listener` until `stop`, handshaking each connection in its own task (with
 /// [`HANDSHAKE_TIMEOUT`]) under the newest configuration of `tls`.
 pub fn accept_tls(
-    listener: TcpListener,
+    mut listener: GuardedListener,
     tls: Arc<ServerTls>,
     stop: CancellationToken,
 ) -> io::Result<TlsListener> {
     let local = listener.local_addr()?;
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(5);
         loop {
-            let accepted = tokio::select! {
+            let (tcp, remote_addr) = tokio::select! {
                 _ = stop.cancelled() => return,
                 a = listener.accept() => a,
             };
-            let (tcp, remote_addr) = match accepted {
-                Ok(a) => {
-                    backoff = Duration::from_millis(5);
-                    a
-                }
-                Err(e) => {
-                    // EMFILE and friends: retrying at once spins a core; pause and grow.
-                    tracing::warn!(error = %e, "accept failed; pausing");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                    continue;
-                }
-            };
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
             let (acceptor, tx) = (tls.acceptor(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {

@@ -129,20 +129,15 @@ impl Broker {
     }
 
     /// Rule 2: pushes the default config of each of the stream's pairs before the stream can
-    /// receive any task, then makes it claimable.
+    /// receive any task, then makes it claimable. Frames are queued without waiting (a
+    /// stream that does not read them is closed by its queue's stall limit), so the config
+    /// lock is only ever held across one database read.
     pub(crate) async fn prime_stream(&self, stream: StreamId, pairs: &[KindPair]) -> Result<()> {
         let inner = &self.inner;
         let _guard = inner.config_lock.lock().await;
         let defaults = db::kinds::providerconfig_defaults(&inner.pool, pairs).await?;
-        if let Some(tx) = inner.registry.sender(stream) {
-            for (pair, c) in &defaults {
-                let frame = pb::WorkStreamServerMsg {
-                    body: Some(update_frame(pair, c)),
-                };
-                if tx.send(Ok(frame)).await.is_err() {
-                    break;
-                }
-            }
+        for (pair, c) in &defaults {
+            inner.registry.push(stream, update_frame(pair, c));
         }
         {
             let mut cache = inner
@@ -188,12 +183,7 @@ impl Broker {
         }
         for (pair, c) in changed {
             tracing::info!(%pair, "pushing changed default provider config");
-            for tx in inner.registry.senders_for(&pair) {
-                let frame = pb::WorkStreamServerMsg {
-                    body: Some(update_frame(&pair, &c)),
-                };
-                let _ = tx.send(Ok(frame)).await;
-            }
+            inner.registry.push_to_pair(&pair, &update_frame(&pair, &c));
         }
         Ok(())
     }

@@ -231,14 +231,5 @@ pub(crate) fn ack(
         claim_epoch: epoch.0,
         accepted,
     });
-    if !b.inner.registry.send(stream, body.clone()) {
-        // The stream's queue is full (a slow reader) or gone; don't stall the writer.
-        if let Some(tx) = b.inner.registry.sender(stream) {
-            tokio::spawn(async move {
-                let _ = tx
-                    .send(Ok(pb::WorkStreamServerMsg { body: Some(body) }))
-                    .await;
-            });
-        }
-    }
+    b.inner.registry.push(stream, body);
 }

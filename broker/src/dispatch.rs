@@ -307,7 +307,7 @@ impl Broker {
             return;
         };
         tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
-        self.inner.registry.send(
+        self.inner.registry.push(
             f.stream,
             pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {
                 lease_token: token.to_string(),

@@ -17,6 +17,7 @@ mod complete;
 mod compose;
 mod convert;
 mod dispatch;
+pub mod liveness;
 mod pipeline;
 mod registry;
 mod service;
@@ -58,7 +59,11 @@ pub struct BrokerConfig {
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
-            broker_id: format!("broker-{}", std::process::id()),
+            broker_id: format!(
+                "broker-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
             shards: ShardRange::ALL,
             claim_batch: 256,
             failsafe_poll: Duration::from_secs(1),
@@ -170,12 +175,15 @@ impl Broker {
         let completer = tokio::spawn(complete::run(self.clone(), rx));
         let dispatcher = tokio::spawn(dispatch::run(self.clone(), loops.clone()));
         let listener = tokio::spawn(caches::listen(self.clone(), loops.clone()));
+        let alive = tokio::spawn(liveness::run(self.clone(), loops.clone()));
 
         shutdown.cancelled().await;
         self.drain().await;
         loops.cancel();
         let _ = dispatcher.await;
         let _ = listener.await;
+        let _ = alive.await;
+        liveness::leave(&self).await;
         completer.abort();
         Ok(())
     }
@@ -221,6 +229,18 @@ pub fn grpc_service(broker: &Broker) -> pb::worker_service_server::WorkerService
         .max_encoding_message_size(converge_proto::MAX_MESSAGE_BYTES)
 }
 
+/// How often the broker pings each connection (HTTP/2 PING), and how long it waits for the
+/// answer before it drops the connection. A worker that stops answering (SIGSTOP, a frozen
+/// VM, a black-holed network) therefore loses its streams, and they their leases, within
+/// [`KEEPALIVE_INTERVAL`] + [`KEEPALIVE_TIMEOUT`] instead of the lease staleness window.
+/// Every SDK answers pings from its transport (not its handlers), so a busy worker is safe.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Concurrent HTTP/2 streams one connection may open (a worker needs one WorkStream plus a
+/// few unary calls); a peer cannot make the broker hold unbounded stream state.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
+
 /// A gRPC server router with the WorkerService, server reflection and `grpc.health.v1`.
 pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
     let reflection = tonic_reflection::server::Builder::configure()
@@ -234,7 +254,9 @@ pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
             .await;
     });
     tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .add_service(health)
         .add_service(reflection)
         .add_service(grpc_service(broker))

@@ -2,10 +2,28 @@
 //!
 //! One mutex guards both maps so a task's slot, its stream and its lease always agree; no
 //! await happens under it (frames are queued with `try_send`).
+//!
+//! No stream can block another: a frame that finds a stream's queue full is handed to a task
+//! of its own that waits at most [`STALL_LIMIT`]; a stream that leaves it unread that long is
+//! closed (its session ends and releases its leases), so a client that subscribes and stops
+//! reading costs one bounded queue, never a stalled config push or dispatch.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    pin::Pin,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
-use tokio::{sync::mpsc, task::AbortHandle};
+use futures::Stream;
+use tokio::{
+    sync::mpsc::{
+        self,
+        error::{SendTimeoutError, TrySendError},
+    },
+    task::AbortHandle,
+};
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use uuid::Uuid;
 
@@ -18,13 +36,129 @@ use crate::{
 };
 
 /// Outbound frames of one stream.
-pub(crate) type StreamTx = mpsc::Sender<Result<pb::WorkStreamServerMsg, Status>>;
+type StreamTx = mpsc::Sender<Result<pb::WorkStreamServerMsg, Status>>;
 
 /// Identifies a stream within this broker.
 pub(crate) type StreamId = u64;
 
+/// Longest a frame may wait for room in a stream's queue before the stream is closed as
+/// stalled. Long enough for a busy worker's GC pause or a slow link, short enough that a
+/// stalled peer's leases come back within seconds.
+pub(crate) const STALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// The response stream tonic sends to one worker.
+pub(crate) type Outbound =
+    Pin<Box<dyn Stream<Item = Result<pb::WorkStreamServerMsg, Status>> + Send + 'static>>;
+
+/// Ends one stream from the broker's side with a status (stalled, revoked, protocol error).
+#[derive(Clone, Default)]
+pub(crate) struct Closer {
+    token: CancellationToken,
+    status: Arc<OnceLock<Status>>,
+}
+
+impl Closer {
+    /// Closes the stream with `status` (the first reason given wins).
+    pub fn close(&self, status: Status) {
+        let _ = self.status.set(status);
+        self.token.cancel();
+    }
+
+    /// Resolves once the stream was closed.
+    pub async fn closed(&self) {
+        self.token.cancelled().await
+    }
+
+    /// Why the stream was closed.
+    pub fn reason(&self) -> String {
+        self.status
+            .get()
+            .map(|s| s.message().to_string())
+            .unwrap_or_default()
+    }
+
+    fn status(&self) -> Status {
+        self.status
+            .get()
+            .cloned()
+            .unwrap_or_else(|| Status::unavailable("the broker closed the stream"))
+    }
+}
+
+/// The sending half of one stream: frames go in without ever awaiting under a lock.
+#[derive(Clone)]
+pub(crate) struct StreamOut {
+    tx: StreamTx,
+    closer: Closer,
+}
+
+impl StreamOut {
+    /// A stream's queue of `capacity` frames, and the response stream that drains it (it ends
+    /// with the close status as soon as the stream is closed; queued frames are dropped).
+    pub fn new(capacity: usize) -> (StreamOut, Outbound) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let closer = Closer::default();
+        let out = StreamOut {
+            tx,
+            closer: closer.clone(),
+        };
+        let stream = futures::stream::unfold(Some((rx, closer)), |state| async move {
+            let (mut rx, closer) = state?;
+            tokio::select! {
+                biased;
+                _ = closer.closed() => Some((Err(closer.status()), None)),
+                m = rx.recv() => m.map(|m| (m, Some((rx, closer)))),
+            }
+        });
+        (out, Box::pin(stream))
+    }
+
+    /// The stream's closer.
+    pub fn closer(&self) -> &Closer {
+        &self.closer
+    }
+
+    /// Queues a frame now if there is room; hands it back if the queue is full (a frame for
+    /// a closed stream is dropped).
+    fn try_push(&self, body: Body) -> Option<Body> {
+        let frame = Ok(pb::WorkStreamServerMsg { body: Some(body) });
+        match self.tx.try_send(frame) {
+            Ok(()) | Err(TrySendError::Closed(_)) | Err(TrySendError::Full(Err(_))) => None,
+            Err(TrySendError::Full(Ok(f))) => f.body,
+        }
+    }
+
+    /// Queues a frame that must not be dropped: at once if there is room, else from a task
+    /// of its own that closes the stream if the frame still finds no room after
+    /// [`STALL_LIMIT`].
+    pub fn push(&self, body: Body) {
+        if self.closer.token.is_cancelled() {
+            return;
+        }
+        let Some(body) = self.try_push(body) else {
+            return;
+        };
+        let (tx, closer) = (self.tx.clone(), self.closer.clone());
+        tokio::spawn(async move {
+            let frame = Ok(pb::WorkStreamServerMsg { body: Some(body) });
+            tokio::select! {
+                _ = closer.closed() => {}
+                r = tx.send_timeout(frame, STALL_LIMIT) => {
+                    if let Err(SendTimeoutError::Timeout(_)) = r {
+                        closer.close(Status::resource_exhausted(format!(
+                            "the worker left its stream unread for {} s; the broker closed it \
+                             and released its tasks",
+                            STALL_LIMIT.as_secs()
+                        )));
+                    }
+                }
+            }
+        });
+    }
+}
+
 pub(crate) struct StreamEntry {
-    pub tx: StreamTx,
+    pub out: StreamOut,
     pub pairs: HashSet<KindPair>,
     pub unready: HashSet<KindPair>,
     pub max_inflight: usize,
@@ -170,10 +304,9 @@ impl Registry {
                 continue;
             };
             let entry = s.streams.get_mut(&sid).expect("stream chosen above exists");
-            let frame = pb::WorkStreamServerMsg {
-                body: Some(Body::Task(t.msg)),
-            };
-            if entry.tx.try_send(Ok(frame)).is_err() {
+            // A task that finds no room goes back to the queue (a stall is caught by the
+            // frames that must not be dropped).
+            if entry.out.try_push(Body::Task(t.msg)).is_some() {
                 unplaced.push(t.key);
                 continue;
             }
@@ -258,21 +391,12 @@ impl Registry {
         }
     }
 
-    /// Queues a frame on one stream; false if the stream is gone or its queue is full.
-    pub fn send(&self, stream: StreamId, body: Body) -> bool {
-        let s = self.lock();
-        match s.streams.get(&stream) {
-            Some(e) => {
-                e.tx.try_send(Ok(pb::WorkStreamServerMsg { body: Some(body) }))
-                    .is_ok()
-            }
-            None => false,
+    /// Queues a frame that must not be dropped on one stream (see [`StreamOut::push`]);
+    /// nothing happens if the stream is gone.
+    pub fn push(&self, stream: StreamId, body: Body) {
+        if let Some(e) = self.lock().streams.get(&stream) {
+            e.out.push(body);
         }
-    }
-
-    /// The sender of one stream (for frames that must not be dropped when the queue is full).
-    pub fn sender(&self, stream: StreamId) -> Option<StreamTx> {
-        self.lock().streams.get(&stream).map(|e| e.tx.clone())
     }
 
     /// Sends a frame to every stream and marks them draining (no more tasks).
@@ -280,20 +404,17 @@ impl Registry {
         let mut s = self.lock();
         for e in s.streams.values_mut() {
             e.draining = true;
-            let _ = e.tx.try_send(Ok(pb::WorkStreamServerMsg {
-                body: Some(body.clone()),
-            }));
+            e.out.push(body.clone());
         }
     }
 
-    /// Senders of the streams serving `pair`.
-    pub fn senders_for(&self, pair: &KindPair) -> Vec<StreamTx> {
-        self.lock()
-            .streams
-            .values()
-            .filter(|e| e.pairs.contains(pair))
-            .map(|e| e.tx.clone())
-            .collect()
+    /// Queues a frame on every stream serving `pair`.
+    pub fn push_to_pair(&self, pair: &KindPair, body: &Body) {
+        for e in self.lock().streams.values() {
+            if e.pairs.contains(pair) {
+                e.out.push(body.clone());
+            }
+        }
     }
 
     /// Every pair any stream serves.

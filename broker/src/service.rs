@@ -3,8 +3,6 @@
 
 use std::collections::HashSet;
 
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use converge_proto::{
@@ -17,7 +15,7 @@ use crate::{
     complete::Job,
     convert, db,
     ids::{ClaimEpoch, KindPair, LeaseToken},
-    registry::{StreamEntry, StreamId},
+    registry::{Closer, Outbound, StreamEntry, StreamId, StreamOut},
 };
 
 /// Most tasks one stream may ask for at once.
@@ -63,7 +61,7 @@ fn parse_token(s: &str) -> Option<LeaseToken> {
 
 #[tonic::async_trait]
 impl pb::worker_service_server::WorkerService for Broker {
-    type WorkStreamStream = ReceiverStream<Result<pb::WorkStreamServerMsg, Status>>;
+    type WorkStreamStream = Outbound;
 
     #[tracing::instrument(skip_all, fields(peer = ?req.remote_addr()))]
     async fn work_stream(
@@ -94,9 +92,10 @@ impl pb::worker_service_server::WorkerService for Broker {
             n => n.min(MAX_STREAM_INFLIGHT),
         } as usize;
         let name: String = sub.worker_name.chars().take(128).collect();
-        let (tx, rx) = mpsc::channel(max_inflight * 2 + 64);
+        let (out, outbound) = StreamOut::new(max_inflight * 2 + 64);
+        let closer = out.closer().clone();
         let sid = self.inner.registry.add_stream(StreamEntry {
-            tx,
+            out,
             pairs: pairs.iter().cloned().collect(),
             unready: HashSet::new(),
             max_inflight,
@@ -113,13 +112,12 @@ impl pb::worker_service_server::WorkerService for Broker {
             .collect();
         tokio::spawn(session(
             self.clone(),
-            sid,
+            Subscribed { sid, closer, pairs },
             inbound,
-            pairs,
             resumed,
             principal,
         ));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(outbound))
     }
 
     #[tracing::instrument(skip_all)]
@@ -150,19 +148,27 @@ impl pb::worker_service_server::WorkerService for Broker {
 /// How often a stream re-checks that its principal is still listed after AUTH_FILE changed.
 const PRINCIPAL_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// One subscribed stream as its session sees it.
+struct Subscribed {
+    sid: StreamId,
+    /// Ends the stream from the broker's side (stalled queue, revoked principal, bad frame).
+    closer: Closer,
+    pairs: Vec<KindPair>,
+}
+
 /// One stream's life after Subscribe: adopt resumed leases, prime configs, then serve frames
-/// until the stream ends (or its principal leaves AUTH_FILE), and finally release every
-/// lease still held (rule 8).
+/// until the stream ends (or its principal leaves AUTH_FILE, or it stalls), and finally
+/// release every lease still held (rule 8).
 async fn session(
     b: Broker,
-    sid: StreamId,
+    stream: Subscribed,
     mut inbound: Streaming<pb::WorkStreamClientMsg>,
-    pairs: Vec<KindPair>,
     resumed: Vec<(LeaseToken, ClaimEpoch)>,
     principal: Option<std::sync::Arc<converge_auth::Principal>>,
 ) {
+    let Subscribed { sid, closer, pairs } = stream;
     if !resumed.is_empty() {
-        match db::queue::lease_lookup(&b.inner.pool, &resumed).await {
+        match db::queue::lease_adopt(&b.inner.pool, &resumed, &b.inner.cfg.broker_id).await {
             Ok(keys) => {
                 tracing::info!(
                     stream = sid,
@@ -187,17 +193,15 @@ async fn session(
     let end = loop {
         let next = tokio::select! {
             m = inbound.message() => m,
+            _ = closer.closed() => break closer.reason(),
             _ = recheck.tick(), if auth.is_some() => {
                 let (a, p) = auth.as_ref().expect("guarded by the select condition");
                 if a.generation() != seen_generation {
                     seen_generation = a.generation();
                     if !a.still_valid(p) {
-                        let status = Status::unauthenticated(format!(
+                        closer.close(Status::unauthenticated(format!(
                             "principal {:?} was removed or changed in AUTH_FILE", p.name
-                        ));
-                        if let Some(tx) = b.inner.registry.sender(sid) {
-                            let _ = tx.try_send(Err(status));
-                        }
+                        )));
                         break "principal revoked".to_string();
                     }
                 }
@@ -207,10 +211,9 @@ async fn session(
         match next {
             Ok(Some(msg)) => {
                 if let Err(status) = handle(&b, sid, &pairs, msg).await {
-                    if let Some(tx) = b.inner.registry.sender(sid) {
-                        let _ = tx.send(Err(status.clone())).await;
-                    }
-                    break format!("protocol error: {}", status.message());
+                    let end = format!("protocol error: {}", status.message());
+                    closer.close(status);
+                    break end;
                 }
             }
             Ok(None) => break "closed by worker".to_string(),

@@ -81,6 +81,14 @@ pub struct Config {
     pub claim_batch: usize,
     /// MAX_BODY_BYTES: largest accepted request body.
     pub max_body_bytes: usize,
+    /// MAX_CONNECTIONS: connections open at once over every listener (default: the
+    /// descriptor limit less a reserve, see `converge_auth::listen::Limits::from_nofile`).
+    pub max_connections: Option<usize>,
+    /// MAX_CONNECTIONS_PER_PEER: connections open at once from one IP (default: half the
+    /// budget).
+    pub max_connections_per_peer: Option<usize>,
+    /// IDLE_TIMEOUT: a connection with no byte either way for this long is closed.
+    pub idle_timeout: Duration,
     /// How callers are authenticated (AUTH_FILE / AUTH).
     pub auth: AuthMode,
     /// TLS_CERT_FILE + TLS_KEY_FILE (+ TLS_CLIENT_CA_FILE): serve TLS on every listener.
@@ -99,6 +107,22 @@ pub enum AuthMode {
 }
 
 impl Config {
+    /// The connection limits for a process whose descriptor limit is `nofile`: the defaults
+    /// of `converge_auth::listen::Limits::from_nofile`, with MAX_CONNECTIONS,
+    /// MAX_CONNECTIONS_PER_PEER and IDLE_TIMEOUT applied.
+    pub fn connection_limits(&self, nofile: u64) -> converge_auth::listen::Limits {
+        let mut l = converge_auth::listen::Limits::from_nofile(nofile);
+        if let Some(max) = self.max_connections {
+            l.max = max;
+            l.max_per_peer = (max / 2).max(8);
+        }
+        if let Some(p) = self.max_connections_per_peer {
+            l.max_per_peer = p;
+        }
+        l.idle_timeout = self.idle_timeout;
+        l
+    }
+
     /// The listeners that carry the API or the WorkerService (probes and metrics are open
     /// by design and do not count).
     pub fn guarded_listeners(&self) -> Vec<(&'static str, SocketAddr)> {
@@ -287,6 +311,11 @@ impl Config {
             drainers: read(&get, "DRAINERS", 2, num)?,
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
+            max_connections: read(&get, "MAX_CONNECTIONS", None, |v| num(v).map(Some))?,
+            max_connections_per_peer: read(&get, "MAX_CONNECTIONS_PER_PEER", None, |v| {
+                num(v).map(Some)
+            })?,
+            idle_timeout: read(&get, "IDLE_TIMEOUT", Duration::from_secs(60), dur)?,
             auth,
             tls,
         };
@@ -312,6 +341,25 @@ impl Config {
             return Err(ConfigError {
                 var: "CLAIM_BATCH",
                 reason: "must be 1..=10000".into(),
+            });
+        }
+        if cfg.max_connections.is_some_and(|n| n < 16) {
+            return Err(ConfigError {
+                var: "MAX_CONNECTIONS",
+                reason: "must be at least 16".into(),
+            });
+        }
+        if cfg.max_connections_per_peer == Some(0) {
+            return Err(ConfigError {
+                var: "MAX_CONNECTIONS_PER_PEER",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if cfg.idle_timeout < Duration::from_secs(10) {
+            // The broker pings every 5 s; a live gRPC connection must never look idle.
+            return Err(ConfigError {
+                var: "IDLE_TIMEOUT",
+                reason: "must be at least 10s".into(),
             });
         }
         if cfg.lease_stale_after < Duration::from_secs(11) {

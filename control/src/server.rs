@@ -5,13 +5,13 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use converge_broker::{Broker, BrokerConfig, ids::ShardRange};
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use converge_auth::{
     Authenticator,
+    listen::{self, Budget, GuardedListener},
     tls::{self, ServerTls, TlsFiles},
 };
 
@@ -84,7 +84,7 @@ impl Security {
 /// Serves `app` on `listener` (over TLS when `tls` is set) until `stop`.
 fn serve_http(
     tasks: &mut JoinSet<()>,
-    listener: TcpListener,
+    listener: GuardedListener,
     app: axum::Router,
     tls: Option<Arc<ServerTls>>,
     stop: CancellationToken,
@@ -94,10 +94,7 @@ fn serve_http(
             let listener = tls::accept_tls(listener, tls, stop.clone())?;
             spawn_serve(tasks, listener, app, stop);
         }
-        None => {
-            let listener = listener.tap_io(|s: &mut tokio::net::TcpStream| no_delay(s));
-            spawn_serve(tasks, listener, app, stop);
-        }
+        None => spawn_serve(tasks, listener, app, stop),
     }
     Ok(())
 }
@@ -157,11 +154,29 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
+    let nofile = listen::raise_nofile();
+    let budget = Budget::new(cfg.connection_limits(nofile), loops.clone());
+    tracing::info!(
+        nofile,
+        max_connections = budget.limits().max,
+        per_peer = budget.limits().max_per_peer,
+        idle_timeout = ?budget.limits().idle_timeout,
+        "connection budget"
+    );
+    let http_listener = GuardedListener::new(http_listener, budget.clone());
+    let broker_listener = broker_listener.map(|l| GuardedListener::new(l, budget.clone()));
     let broker = cfg.role.broker().then(|| {
         Broker::new(
             pool.clone(),
             BrokerConfig {
-                broker_id: format!("{}-{}", hostname(), std::process::id()),
+                // Unique per process start: a restarted container keeps its hostname and pid
+                // (often 1), and liveness must not mistake the new broker for the dead one.
+                broker_id: format!(
+                    "{}-{}-{}",
+                    hostname(),
+                    std::process::id(),
+                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+                ),
                 shards: ShardRange::ALL,
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.broker_failsafe,
@@ -291,17 +306,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             });
         } else {
             tasks.spawn(async move {
-                // Small request/response frames: without TCP_NODELAY, Nagle plus delayed ACKs
-                // add ~40 ms to every round trip.
-                let incoming = tokio_stream::StreamExt::map(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    |s| {
-                        if let Ok(s) = &s {
-                            no_delay(s);
-                        }
-                        s
-                    },
-                );
+                let incoming = listener.into_stream();
                 if let Err(e) = router
                     .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
                     .await
@@ -346,12 +351,6 @@ fn split_shards(all: ShardRange, n: usize) -> Vec<ShardRange> {
             }
         })
         .collect()
-}
-
-fn no_delay(s: &tokio::net::TcpStream) {
-    if let Err(e) = s.set_nodelay(true) {
-        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-    }
 }
 
 fn hostname() -> String {

@@ -6,6 +6,7 @@
 
 pub mod compose;
 pub mod kinds;
+pub mod liveness;
 pub mod queue;
 
 use std::{str::FromStr, time::Duration};
@@ -21,6 +22,15 @@ use sqlx::{
 /// succeeds. The one place that classification lives.
 pub fn is_conflict(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
+/// A duration as a PostgreSQL `interval` parameter (saturating at the far future).
+pub fn interval(d: Duration) -> sqlx::postgres::types::PgInterval {
+    sqlx::postgres::types::PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+    }
 }
 
 /// The forward-only migrations in `migrations/`, embedded once.

@@ -337,32 +337,11 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
         .collect())
 }
 
-/// Finds the queue rows still leased under the given (token, epoch) pairs. Used for results
-/// and resumed tasks this broker did not hand out itself (after a broker restart or a
-/// reconnect to another broker); rare, so a scan of the queue is acceptable.
-pub async fn lease_lookup(
-    pool: &PgPool,
-    leases: &[(LeaseToken, ClaimEpoch)],
-) -> Result<Vec<(LeaseKey, KindPair)>> {
-    if leases.is_empty() {
-        return Ok(Vec::new());
-    }
-    let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
-    let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
-    let rows: Vec<(Uuid, i16, String, Uuid, i64, String, i32)> = sqlx::query_as(
-        "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
-                w.kind, w.kind_version
-         FROM work_queue w
-         JOIN unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
-           ON w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch",
-    )
-    .bind(&tokens)
-    .bind(&epochs)
-    .fetch_all(pool)
-    .await
-    .map_err(Error::db("look up leases"))?;
-    Ok(rows
-        .into_iter()
+/// One leased queue row: the key its lease is fenced on and the kind it belongs to.
+type LeaseRow = (Uuid, i16, String, Uuid, i64, String, i32);
+
+fn lease_rows(rows: Vec<LeaseRow>) -> Vec<(LeaseKey, KindPair)> {
+    rows.into_iter()
         .map(|(id, shard, tt, tok, ep, kind, kv)| {
             (
                 LeaseKey {
@@ -375,7 +354,64 @@ pub async fn lease_lookup(
                 KindPair::new(kind, kv),
             )
         })
-        .collect())
+        .collect()
+}
+
+/// Finds the queue rows still leased under the given (token, epoch) pairs. Used for results
+/// this broker did not hand out itself (after a broker restart or a reconnect to another
+/// broker); rare, so a scan of the queue is acceptable.
+pub async fn lease_lookup(
+    pool: &PgPool,
+    leases: &[(LeaseToken, ClaimEpoch)],
+) -> Result<Vec<(LeaseKey, KindPair)>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
+    let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
+    let rows: Vec<LeaseRow> = sqlx::query_as(
+        "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
+                w.kind, w.kind_version
+         FROM work_queue w
+         JOIN unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
+           ON w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch",
+    )
+    .bind(&tokens)
+    .bind(&epochs)
+    .fetch_all(pool)
+    .await
+    .map_err(Error::db("look up leases"))?;
+    Ok(lease_rows(rows))
+}
+
+/// Takes over the queue rows still leased under the given (token, epoch) pairs for
+/// `broker_id` (a worker resumed them on this broker after its old one went away), so the
+/// old broker's death no longer concerns them (see `liveness`). Epochs are unchanged: the
+/// worker's result stays valid.
+pub async fn lease_adopt(
+    pool: &PgPool,
+    leases: &[(LeaseToken, ClaimEpoch)],
+    broker_id: &str,
+) -> Result<Vec<(LeaseKey, KindPair)>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
+    let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
+    let rows: Vec<LeaseRow> = sqlx::query_as(
+        "UPDATE work_queue w SET broker_id = $3
+         FROM unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
+         WHERE w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch
+         RETURNING w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
+                   w.kind, w.kind_version",
+    )
+    .bind(&tokens)
+    .bind(&epochs)
+    .bind(broker_id)
+    .fetch_all(pool)
+    .await
+    .map_err(Error::db("adopt leases"))?;
+    Ok(lease_rows(rows))
 }
 
 /// Calls one of the engine's batch lease functions (`work_heartbeat`, `work_release`) with the

@@ -28,6 +28,12 @@ pub struct ReaperConfig {
     pub events_retention: Duration,
 }
 
+/// How often the reaper looks for a PostgreSQL restart between ticks.
+const RESTART_PROBE: Duration = Duration::from_secs(1);
+
+/// Most resources one catch-up statement re-enqueues.
+const CATCH_UP_BATCH: i32 = 5000;
+
 /// The reaper loop.
 pub struct Reaper {
     cfg: ReaperConfig,
@@ -67,9 +73,13 @@ impl Reaper {
     ) -> Result<TickReport, sqlx::Error> {
         let s = self.cfg.shards;
         let reaped = db::sweeps::lease_reap_stale(&self.pool, s, self.cfg.stale_after).await?;
-        let requeued =
-            db::sweeps::resource_requeue_lagging(&self.pool, requeue, self.cfg.requeue_after, 5000)
-                .await?;
+        let requeued = db::sweeps::resource_requeue_lagging(
+            &self.pool,
+            requeue,
+            self.cfg.requeue_after,
+            CATCH_UP_BATCH,
+        )
+        .await?;
         let dropped = if with_gc {
             db::sweeps::work_delete_unclaimed(&self.pool, s, self.cfg.unclaimed_delete_after)
                 .await?
@@ -129,26 +139,66 @@ impl Reaper {
         }
     }
 
-    /// Runs until `shutdown`.
+    /// After a PostgreSQL restart the UNLOGGED queue and outbox may be empty, so a resource
+    /// behind its spec lost its task whatever its age: re-enqueue them all now, in batches,
+    /// without the quiet window that otherwise spares rows a live task may still be serving
+    /// (issue 24: young rows waited 87 s for the windowed sweep).
+    async fn after_restart(&self) {
+        let mut total = 0;
+        loop {
+            match db::sweeps::resource_requeue_lagging(
+                &self.pool,
+                self.cfg.shards,
+                Duration::ZERO,
+                CATCH_UP_BATCH,
+            )
+            .await
+            {
+                Ok(n) => {
+                    total += n;
+                    if n < CATCH_UP_BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "catch-up after the restart failed; the windowed sweep will finish it");
+                    break;
+                }
+            }
+        }
+        tracing::info!(requeued = total, "caught up after the PostgreSQL restart");
+    }
+
+    /// Runs until `shutdown`. A tick every `every`; in between, PostgreSQL's start time is
+    /// read once a second (a trivial query), so the catch-up after a restart starts within
+    /// a second of the server being back rather than at the next tick.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut n: u64 = 0;
         let mut server_started = None;
+        let mut last_tick = tokio::time::Instant::now();
+        // The GC's window is hours long; once a minute is plenty.
+        let gc_every = (60 / self.cfg.every.as_secs().max(1)).max(1);
+        let probe = self.cfg.every.min(RESTART_PROBE);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(self.cfg.every) => {}
+                _ = tokio::time::sleep(probe) => {}
             }
-            // The GC's window is hours long; once a minute is plenty.
-            let gc_every = (60 / self.cfg.every.as_secs().max(1)).max(1);
-            let started = db::sweeps::server_started_at(&self.pool).await.ok();
-            let full = started.is_some() && started != server_started;
-            if full && server_started.is_some() {
+            let Ok(started) = db::sweeps::server_started_at(&self.pool).await else {
+                continue;
+            };
+            let restarted = server_started.is_some_and(|s| s != started);
+            let first = server_started.is_none();
+            server_started = Some(started);
+            if restarted {
                 tracing::warn!("PostgreSQL restarted; re-enqueueing everything behind its spec");
+                self.after_restart().await;
+            } else if !first && last_tick.elapsed() < self.cfg.every {
+                continue;
             }
-            if started.is_some() {
-                server_started = started;
-            }
-            let window = self.requeue_window(n, full);
+            last_tick = tokio::time::Instant::now();
+            // At start-up and after a restart the catch-up scans every shard.
+            let window = self.requeue_window(n, first || restarted);
             match self.tick(window, n.is_multiple_of(gc_every)).await {
                 Ok(r) if r != TickReport::default() => {
                     tracing::info!(

@@ -3,16 +3,9 @@
 
 use std::time::Duration;
 
+use converge_broker::db::interval;
 use converge_broker::ids::ShardRange;
-use sqlx::{PgPool, postgres::types::PgInterval};
-
-fn interval(d: Duration) -> PgInterval {
-    PgInterval {
-        months: 0,
-        days: 0,
-        microseconds: i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
-    }
-}
+use sqlx::PgPool;
 
 /// Applies up to `max` outbox rows (with `express`, only rows marked express); returns how
 /// many were popped.

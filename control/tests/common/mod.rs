@@ -7,6 +7,8 @@
     reason = "each test binary uses a different subset of the harness"
 )]
 
+pub mod raw_worker;
+
 use std::{
     path::PathBuf,
     process::Stdio,
