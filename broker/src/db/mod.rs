@@ -87,3 +87,58 @@ pub async fn connect(
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATOR;
+
+    /// `migrations/CHECKSUMS`: one `<version> <description> <sha384>` line per landed
+    /// migration, the checksum sqlx records in `_sqlx_migrations` and compares at every boot.
+    const CHECKSUMS: &str = include_str!("../../../migrations/CHECKSUMS");
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn landed_migrations_never_change() {
+        let committed: Vec<(i64, String, String)> = CHECKSUMS
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let mut f = l.split_whitespace();
+                let v = f.next().and_then(|v| v.parse().ok()).expect("a version");
+                let d = f.next().expect("a description").to_owned();
+                let c = f.next().expect("a checksum").to_owned();
+                (v, d, c)
+            })
+            .collect();
+        let mut problems = Vec::new();
+        for m in MIGRATOR.iter() {
+            let (desc, sum) = (m.description.replace(' ', "_"), hex(&m.checksum));
+            match committed.iter().find(|(v, _, _)| *v == m.version) {
+                None => problems.push(format!(
+                    "migration {:04}_{desc} is new: append this line to migrations/CHECKSUMS \
+                     once it lands (from then on it never changes):\n{:04} {desc} {sum}",
+                    m.version, m.version
+                )),
+                Some((_, _, c)) if *c != sum => problems.push(format!(
+                    "migrations/{:04}_{desc}.sql changed after it landed. A database that \
+                     applied it refuses to boot (sqlx compares this checksum): restore the file \
+                     and put the change in a new migration instead",
+                    m.version
+                )),
+                Some(_) => {}
+            }
+        }
+        for (v, d, _) in &committed {
+            if !MIGRATOR.iter().any(|m| m.version == *v) {
+                problems.push(format!(
+                    "migrations/{v:04}_{d}.sql is listed in CHECKSUMS but gone: a landed \
+                     migration is never deleted"
+                ));
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    }
+}
