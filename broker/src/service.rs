@@ -183,9 +183,13 @@ async fn session(
             Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
         }
     }
+    // Rule 2 holds or the stream ends: without its configs a worker would run tasks blind,
+    // so a failed prime closes the stream and the worker reconnects (with backoff).
     if let Err(e) = b.prime_stream(sid, &pairs).await {
-        tracing::warn!(error = %e, stream = sid, "could not prime provider configs");
-        b.inner.registry.set_claimable(sid);
+        tracing::warn!(error = %e, stream = sid, "could not prime provider configs; closing the stream");
+        closer.close(Status::unavailable(
+            "the broker could not load this stream's provider configs; reconnect",
+        ));
     }
     let auth = b.inner.cfg.auth.clone().zip(principal);
     let mut seen_generation = auth.as_ref().map(|(a, _)| a.generation()).unwrap_or(0);

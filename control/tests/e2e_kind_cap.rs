@@ -37,15 +37,6 @@ async fn the_cap_bounds_concurrency_across_workers_and_is_live_editable() {
     let mut m = Converge::hello_manifest(30);
     m["max_inflight"] = 5.into();
     c.apply_manifest(&m).await;
-    let _workers: Vec<Worker> = (0..4)
-        .map(|i| {
-            Worker::hello(
-                &c.broker,
-                &format!("w{i}"),
-                &[("WORKER_MAX_PARALLEL", "16")],
-            )
-        })
-        .collect();
     // Sample live leases until the cap is raised.
     let max_seen = Arc::new(AtomicI64::new(0));
     let raised = Arc::new(AtomicBool::new(false));
@@ -72,10 +63,21 @@ async fn the_cap_bounds_concurrency_across_workers_and_is_live_editable() {
             }
         })
     };
+    // The whole backlog exists before any worker does: on a loaded machine applies can be
+    // slower than the capped workers, and then no cap would ever be reached.
     for i in 0..200 {
         c.apply(&json!({"kind": "hello", "kind_version": 1, "name": format!("r{i}"), "spec": {"sleep_ms": 100}}))
             .await;
     }
+    let _workers: Vec<Worker> = (0..4)
+        .map(|i| {
+            Worker::hello(
+                &c.broker,
+                &format!("w{i}"),
+                &[("WORKER_MAX_PARALLEL", "16")],
+            )
+        })
+        .collect();
     converge_control::testing::wait_for(
         Duration::from_secs(60),
         "60 resources Ready under cap 5",

@@ -132,11 +132,20 @@ async fn deadline_cancels_the_task_and_fails_it_transiently() {
         r["failure_message"].as_str().unwrap().contains("deadline"),
         "{r}"
     );
-    // The late result is refused.
+    // The late result is refused. The retry (transient, RETRY_BASE 200 ms) may already be on
+    // its way, so its task and the refusal's ack can arrive in either order.
     w.send(done(&t, t.claim_epoch, json!({"late": true}))).await;
-    assert!(!w.ack().await.accepted);
-    // The retry arrives (transient) and succeeds.
-    let t2 = w.task().await;
+    let (mut refused, mut retry) = (None, None);
+    while refused.is_none() || retry.is_none() {
+        match w.next(Duration::from_secs(10)).await {
+            In::Ack(a) => refused = Some(a),
+            In::Task(t2) => retry = Some(t2),
+            other => panic!("expected the ack and the retry, got {other:?}"),
+        }
+    }
+    assert!(!refused.unwrap().accepted);
+    // The retry succeeds.
+    let t2 = retry.unwrap();
     assert_eq!(t2.attempt, 2);
     assert_ne!(t2.lease_token, t.lease_token);
     w.send(done(&t2, t2.claim_epoch, json!({"second": true})))

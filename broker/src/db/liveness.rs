@@ -23,8 +23,8 @@ pub async fn beat(pool: &PgPool, broker_id: &str) -> Result<bool> {
 }
 
 /// Deletes the rows of brokers other than `me` silent for `dead_after` and, in the same
-/// transaction, releases every lease they held (epochs bumped, so a late result from them is
-/// refused). Returns the dead brokers and the number of leases released. A broker never
+/// transaction, releases every lease and reactor delivery they held (epochs bumped, so a
+/// late result from them is refused). Returns the dead brokers and the number released. A broker never
 /// judges itself: a failed stamp of its own must not release its live leases.
 pub async fn release_dead(
     pool: &PgPool,
@@ -45,7 +45,7 @@ pub async fn release_dead(
         tx.rollback().await.map_err(Error::db("rollback"))?;
         return Ok((dead, 0));
     }
-    let freed = sqlx::query(
+    let queue = sqlx::query(
         "UPDATE work_queue w
          SET lease_token = NULL, claim_epoch = w.claim_epoch + 1, broker_id = NULL,
              worker_id = NULL, claimed_at = NULL, heartbeat_at = NULL
@@ -56,12 +56,28 @@ pub async fn release_dead(
     .await
     .map_err(Error::db("release a dead broker's leases"))?
     .rows_affected();
-    if freed > 0 {
-        sqlx::query("SELECT pg_notify('work_ready', '')")
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::db("notify work_ready"))?;
+    // Its reactor deliveries too (otherwise they wait 2 x LEASE_STALE_AFTER for the reaper).
+    let deliveries = sqlx::query(
+        "UPDATE lifecycle_outbox l
+         SET claim_token = NULL, claim_epoch = l.claim_epoch + 1, broker_id = NULL,
+             claimed_at = NULL, heartbeat_at = NULL
+         WHERE l.broker_id = ANY($1) AND l.claim_token IS NOT NULL",
+    )
+    .bind(&dead)
+    .execute(&mut *tx)
+    .await
+    .map_err(Error::db("release a dead broker's reactor deliveries"))?
+    .rows_affected();
+    for (n, channel) in [(queue, "work_ready"), (deliveries, "lifecycle_ready")] {
+        if n > 0 {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(channel)
+                .execute(&mut *tx)
+                .await
+                .map_err(Error::db("notify"))?;
+        }
     }
+    let freed = queue + deliveries;
     tx.commit().await.map_err(Error::db("commit"))?;
     Ok((dead, freed))
 }
