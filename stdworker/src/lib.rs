@@ -6,7 +6,8 @@
 //! composite's children), [`providers::cel`] (a kro-style CEL resource graph) and
 //! [`providers::wasm`] (a sandboxed WASM component per task). Each has its own
 //! `STDWORKER_<NAME>_KINDS` variable feeding [`build_registry`]; the sandboxed ones can be
-//! journaled ([`journal`], `STDWORKER_TASK_JOURNAL`).
+//! journaled ([`journal`], `STDWORKER_TASK_JOURNAL`). Starlark and CEL evaluate in a pool
+//! of sandbox child processes ([`sandbox`]): `stdworker __sandbox` is the child.
 //!
 //! This crate is its own Cargo workspace: `converge-starlark` turns on
 //! `serde_json/arbitrary_precision`, which must never reach the control plane's build.
@@ -14,12 +15,16 @@
 pub mod journal;
 pub mod kinds;
 pub mod providers;
+pub mod sandbox;
 
 use std::sync::Arc;
 
 use converge_sdk::{ConfigError, KindVersion, Registry};
 
-use crate::providers::exec::ExecAllow;
+use crate::{
+    providers::exec::ExecAllow,
+    sandbox::{SandboxConfig, SandboxPool},
+};
 
 /// Which kinds each provider serves, as read from the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,12 +39,14 @@ pub struct StdworkerConfig {
     pub wasm_kinds: Vec<KindVersion>,
     /// The programs exec kinds may start (`STDWORKER_EXEC_ALLOW`); `None` = any.
     pub exec_allow: Option<ExecAllow>,
+    /// The composers' sandbox pool (`STDWORKER_SANDBOX_*`).
+    pub sandbox: SandboxConfig,
 }
 
 impl StdworkerConfig {
-    /// Reads every provider's kind list and the exec allowlist from the process
-    /// environment. Serving nothing is an error (a worker with no kinds cannot subscribe),
-    /// and so is one (kind, version) given to two providers.
+    /// Reads every provider's kind list, the exec allowlist and the sandbox settings from
+    /// the process environment. Serving nothing is an error (a worker with no kinds cannot
+    /// subscribe), and so is one (kind, version) given to two providers.
     pub fn from_env() -> Result<Self, ConfigError> {
         let read = |var| kinds::kinds_from_env(var).map(Option::unwrap_or_default);
         let cfg = Self {
@@ -48,6 +55,7 @@ impl StdworkerConfig {
             cel_kinds: read(kinds::CEL_KINDS_VAR)?,
             wasm_kinds: read(kinds::WASM_KINDS_VAR)?,
             exec_allow: ExecAllow::from_env()?,
+            sandbox: SandboxConfig::from_env()?,
         };
         if cfg.is_empty() {
             return Err(ConfigError::Missing {
@@ -113,17 +121,15 @@ pub fn build_registry(cfg: &StdworkerConfig) -> anyhow::Result<Registry> {
         let p = providers::exec::ExecProvider::new(kv.clone()).with_allow(exec_allow.clone());
         registry.register(p);
     }
+    // One pool for both composers: a child serves whichever engine asks next.
+    let pool = SandboxPool::new(cfg.sandbox.clone());
     for kv in &cfg.starlark_kinds {
-        let p = providers::starlark::StarlarkProvider::new(kv.clone());
+        let p = providers::starlark::StarlarkProvider::new(kv.clone(), pool.clone());
         add(&mut registry, &journal, "starlark", p);
     }
     for kv in &cfg.cel_kinds {
-        add(
-            &mut registry,
-            &journal,
-            "cel",
-            providers::cel::CelProvider::new(kv.clone()),
-        );
+        let p = providers::cel::CelProvider::new(kv.clone(), pool.clone());
+        add(&mut registry, &journal, "cel", p);
     }
     if !cfg.wasm_kinds.is_empty() {
         let host = providers::wasm::host_from_env()

@@ -10,15 +10,37 @@
 //! `WORKER_TOKEN_FILE`, `BROKER_CA_FILE`, `WORKER_CERT_FILE` + `WORKER_KEY_FILE`,
 //! `WORKER_MAX_PARALLEL`, `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS`, `WORKER_NAME`, `LOG_LEVEL`,
 //! `LOG_FORMAT`). A malformed value stops the boot with a message naming the variable and
-//! exit code 2.
+//! exit code 2. `STDWORKER_SANDBOX_PROCS`, `STDWORKER_SANDBOX_MEMORY_MIB` and
+//! `STDWORKER_SANDBOX_TIMEOUT` bound the composers' sandbox.
+//!
+//! `stdworker __sandbox <memory-bytes>` (hidden, started by stdworker itself) is a sandbox
+//! child: it evaluates starlark and CEL requests from stdin under its own resource limits
+//! and never starts a runtime.
 
 use std::process::ExitCode;
 
 use converge_sdk::WorkerConfig;
-use converge_stdworker::{StdworkerConfig, build_registry};
+use converge_stdworker::{StdworkerConfig, build_registry, sandbox};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == sandbox::CHILD_ARG) {
+        return sandbox::child::main(args);
+    }
+    // Only the worker gets a runtime: the child is single-threaded and synchronous.
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(serve()),
+        Err(e) => {
+            eprintln!("stdworker: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> ExitCode {
     if let Err(e) = converge_sdk::init_logging() {
         eprintln!("stdworker: {e}");
         return ExitCode::from(2);
@@ -37,6 +59,7 @@ async fn main() -> ExitCode {
         starlark_kinds = ?std_cfg.starlark_kinds,
         cel_kinds = ?std_cfg.cel_kinds,
         wasm_kinds = ?std_cfg.wasm_kinds,
+        sandbox = ?std_cfg.sandbox,
         "stdworker starting"
     );
     match &std_cfg.exec_allow {

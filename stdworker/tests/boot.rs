@@ -1,4 +1,5 @@
-//! The stdworker binary refuses to boot on a malformed environment, naming the variable.
+//! The stdworker binary refuses to boot on a malformed environment, naming the variable;
+//! its hidden sandbox-child mode refuses to run unbounded.
 
 use std::process::Command;
 
@@ -83,4 +84,33 @@ fn malformed_exec_allowlist_is_a_boot_error() {
         assert_eq!(code, Some(2), "{bad:?}: {err}");
         assert!(err.contains("STDWORKER_EXEC_ALLOW"), "{bad:?}: {err}");
     }
+}
+
+#[test]
+fn malformed_sandbox_bounds_are_a_boot_error() {
+    for (var, bad) in [
+        ("STDWORKER_SANDBOX_PROCS", "0"),
+        ("STDWORKER_SANDBOX_MEMORY_MIB", "512MiB"),
+        ("STDWORKER_SANDBOX_TIMEOUT", "forever"),
+    ] {
+        let (code, err) = boot(&[
+            ("BROKER_ADDR", "http://127.0.0.1:1"),
+            ("STDWORKER_CEL_KINDS", "net"),
+            (var, bad),
+        ]);
+        assert_eq!(code, Some(2), "{var}={bad}: {err}");
+        assert!(err.contains(var), "{var}={bad}: {err}");
+    }
+}
+
+#[test]
+fn the_sandbox_child_refuses_to_run_without_its_bound() {
+    // `stdworker __sandbox` without a memory bound must not evaluate anything.
+    let out = Command::new(env!("CARGO_BIN_EXE_stdworker"))
+        .arg("__sandbox")
+        .env_clear()
+        .output()
+        .expect("run stdworker __sandbox");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage"));
 }

@@ -1,6 +1,7 @@
-//! The starlark and cel providers without a broker: config parsing and limit clamping, the
-//! compile-once cache and its replacement on a config push, stage dispatch, the rollup
-//! status, and the terminal/transient choice of every failure.
+//! The starlark and cel providers without a broker (their evaluations run in a real
+//! sandbox child, the `stdworker` built with these tests): config parsing and limit
+//! clamping, the compile-once cache and its replacement on a config push, stage dispatch,
+//! the rollup status, and the terminal/transient choice of every failure.
 
 use std::sync::Arc;
 
@@ -8,10 +9,13 @@ use converge_sdk::{
     Provider, ProviderConfig, Resource, Stage,
     testing::{request, run},
 };
-use converge_stdworker::providers::{
-    cel::CelProvider,
-    shared::{CACHE_ENTRIES, CompileCache, content_hash, rollup_status},
-    starlark::{LimitsConfig, StarlarkConfig, StarlarkProvider, max_limits},
+use converge_stdworker::{
+    providers::{
+        cel::CelProvider,
+        shared::{CACHE_ENTRIES, CompileCache, content_hash, rollup_status},
+        starlark::{LimitsConfig, StarlarkConfig, StarlarkProvider, max_limits},
+    },
+    sandbox::{SandboxConfig, SandboxPool},
 };
 use serde_json::{Value, json};
 
@@ -29,6 +33,14 @@ def compose(spec, config):
 
 fn kv(kind: &str) -> converge_sdk::KindVersion {
     converge_sdk::KindVersion::new(kind, 1)
+}
+
+/// One sandbox child, so "loaded once" counts are exact.
+fn pool() -> SandboxPool {
+    SandboxPool::new(SandboxConfig {
+        procs: 1,
+        ..SandboxConfig::with_program(env!("CARGO_BIN_EXE_stdworker"))
+    })
 }
 
 fn bundle(src: &str) -> Vec<u8> {
@@ -143,7 +155,7 @@ fn the_cache_compiles_once_and_a_new_default_replaces_the_old() {
 
 #[tokio::test]
 async fn starlark_composes_once_per_bundle_and_maps_every_part() {
-    let p = StarlarkProvider::new(kv("net"));
+    let p = StarlarkProvider::new(kv("net"), pool());
     assert!(!p.ready());
     p.on_config(ProviderConfig {
         spec: Some(json!({"region": "eu"})),
@@ -173,10 +185,11 @@ async fn starlark_composes_once_per_bundle_and_maps_every_part() {
         run(&p, req()).await.unwrap();
     }
     assert_eq!(
-        p.loads(),
+        p.pool().stats().programs_sent,
         1,
         "one load for one bundle content (prewarm included)"
     );
+    assert_eq!(p.pool().stats().spawned, 1, "one child served every task");
 
     // A new bundle (a push) loads once more.
     let v2 = bundle(&GOOD.replace("\"n\": 2", "\"n\": 3"));
@@ -191,7 +204,7 @@ async fn starlark_composes_once_per_bundle_and_maps_every_part() {
     .await
     .unwrap();
     assert_eq!(out.status.unwrap()["n"], 3);
-    assert_eq!(p.loads(), 2);
+    assert_eq!(p.pool().stats().programs_sent, 2);
 
     // No default bundle: unready.
     p.on_config(ProviderConfig {
@@ -203,7 +216,7 @@ async fn starlark_composes_once_per_bundle_and_maps_every_part() {
 
 #[tokio::test]
 async fn starlark_errors_are_terminal_and_never_an_empty_compose() {
-    let p = StarlarkProvider::new(kv("net"));
+    let p = StarlarkProvider::new(kv("net"), pool());
     let cases = [
         ("def compose(spec, config):\n    fail(\"nope\")\n", "nope"),
         (
@@ -252,6 +265,10 @@ async fn starlark_errors_are_terminal_and_never_an_empty_compose() {
     .await
     .unwrap_err();
     assert!(e.is_terminal() && e.message().contains("tick"), "{e:?}");
+    assert!(
+        e.message().starts_with("cost: "),
+        "an engine budget is the cost class: {e:?}"
+    );
     // No bundle at all is a config problem: transient.
     let e = run(&p, compose_request("net", json!({}), None, vec![]))
         .await
@@ -261,7 +278,7 @@ async fn starlark_errors_are_terminal_and_never_an_empty_compose() {
 
 #[tokio::test]
 async fn other_stages_work_rollup_and_operate() {
-    let p = StarlarkProvider::new(kv("net"));
+    let p = StarlarkProvider::new(kv("net"), pool());
     let mut req = compose_request("net", json!({}), None, bundle(GOOD));
     req.stage = Stage::Work;
     assert_eq!(
@@ -306,7 +323,7 @@ fn graph() -> Value {
 
 #[tokio::test]
 async fn cel_compiles_once_and_composes_with_flows() {
-    let p = CelProvider::new(kv("celnet"));
+    let p = CelProvider::new(kv("celnet"), pool());
     assert!(!p.ready());
     p.on_config(ProviderConfig {
         spec: Some(graph()),
@@ -337,7 +354,11 @@ async fn cel_compiles_once_and_composes_with_flows() {
         assert_eq!(out.edges[0].to.name, "root-vpc");
         assert_eq!(out.edges[0].values[0].dependent_field, "/vpc_id");
     }
-    assert_eq!(p.compiles(), 1);
+    assert_eq!(
+        p.pool().stats().programs_sent,
+        1,
+        "one compile for one graph"
+    );
 
     // Compile and compose errors are terminal.
     let bad =

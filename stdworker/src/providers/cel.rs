@@ -4,8 +4,12 @@
 //!
 //! - The spec is the graph, nothing else (the engine rejects unknown top-level keys); the
 //!   engine's default limits apply.
-//! - A graph is compiled **once per content** (SHA-256 of its JSON); a config push replaces
-//!   the cached default, tasks in flight keep the old `Arc`.
+//! - Graphs compile and compose in a sandbox child process ([`crate::sandbox`]), never on
+//!   the async runtime: CEL has no cost model, so a graph that runs away (nested
+//!   comprehensions) is stopped by the sandbox's wall-clock and memory bounds and fails its
+//!   task terminally with its class (`deadline`, `memory`, `cost`).
+//! - A graph is compiled **once per content and child** (SHA-256 of its JSON); a child is
+//!   sent a graph only when it has not compiled it.
 //! - STAGE_COMPOSE renders the graph for the root (`root.name`, `spec`); STAGE_ROLLUP counts
 //!   descendants into the status; WORK, DELETE and REACT are empty successes; OPERATE is
 //!   terminal.
@@ -14,18 +18,20 @@
 //!   normally never reaches a worker.
 //! - Ready iff the kind's default config spec has a `resources` array.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, Ordering},
-};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use converge_cel::{CompileError, Graph, Limits};
+use converge_cel::CompileError;
 use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest};
 use serde_json::Value;
 use tracing::{info, warn};
 
 use super::shared::{
-    CompileCache, ContentHash, StageAction, content_hash, rollup_status, stage_action,
+    ContentHash, LastWarmed, StageAction, compose_output, content_hash, rollup_status, spec_text,
+    stage_action,
+};
+use crate::sandbox::{
+    SandboxPool,
+    wire::{CelInput, Job, Program},
 };
 
 /// The cache key of a graph config.
@@ -53,31 +59,29 @@ pub fn describe_compile_errors(errors: &[CompileError]) -> String {
 pub struct CelProvider {
     kv: KindVersion,
     ready: AtomicBool,
-    cache: Arc<CompileCache<Graph, Vec<CompileError>>>,
+    pool: SandboxPool,
+    warmed: LastWarmed,
 }
 
 impl CelProvider {
-    /// A provider for `kv`; unready until a default config holding a graph arrives.
-    pub fn new(kv: KindVersion) -> Self {
+    /// A provider for `kv` evaluating in `pool`; unready until a default config holding a
+    /// graph arrives.
+    pub fn new(kv: KindVersion, pool: SandboxPool) -> Self {
         Self {
             kv,
             ready: AtomicBool::new(false),
-            cache: Arc::default(),
+            pool,
+            warmed: LastWarmed::default(),
         }
     }
 
-    /// Graph compiles so far (each distinct config is compiled once).
-    pub fn compiles(&self) -> u64 {
-        self.cache.compiles()
-    }
-
-    fn graph(&self, spec: &Value) -> Result<Arc<Graph>, Vec<CompileError>> {
-        self.cache
-            .get_or_compile(graph_key(spec), || Graph::compile(spec, Limits::default()))
+    /// The sandbox pool this provider evaluates in.
+    pub fn pool(&self) -> &SandboxPool {
+        &self.pool
     }
 
     /// Renders the graph for one COMPOSE task.
-    pub fn compose(&self, req: &ReactionRequest) -> Result<Outcome, HandlerError> {
+    pub async fn compose(&self, req: &ReactionRequest) -> Result<Outcome, HandlerError> {
         let spec = req.effective_config();
         if spec.is_null() {
             // A config problem, fixed by pushing one: retry rather than stop.
@@ -86,12 +90,24 @@ impl CelProvider {
                 req.kind, req.kind_version
             )));
         }
-        let graph = self
-            .graph(&spec)
-            .map_err(|e| HandlerError::terminal(describe_compile_errors(&e)))?;
-        let out = graph
-            .compose(&req.resource.name, &req.resource.spec)
-            .map_err(|e| HandlerError::terminal(format!("cel compose failed: {e}")))?;
+        let job = Job::Cel {
+            compose: Some(CelInput {
+                root_name: req.resource.name.clone(),
+                spec: spec_text(&req.resource.spec)?,
+            }),
+        };
+        let eval = self
+            .pool
+            .evaluate(graph_key(&spec), job, || Program::Cel(spec), req.deadline);
+        // Dropping the evaluation kills its child at once instead of letting it run to
+        // its deadline.
+        let out = tokio::select! {
+            out = eval => out?,
+            () = req.cancel.cancelled() => {
+                return Err(HandlerError::transient("cancelled during the cel evaluation"));
+            }
+        };
+        let out: converge_cel::ComposeOutput = compose_output("cel", out)?;
         Ok(crate::into_outcome!(out))
     }
 }
@@ -103,7 +119,7 @@ impl Provider for CelProvider {
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
         match stage_action(req.stage) {
-            StageAction::Compose => self.compose(&req),
+            StageAction::Compose => self.compose(&req).await,
             StageAction::Rollup => Ok(Outcome::status(rollup_status(
                 req.status.as_ref(),
                 &req.descendants,
@@ -118,15 +134,20 @@ impl Provider for CelProvider {
 
     fn on_config(&self, cfg: ProviderConfig) {
         let ready = cfg.spec.as_ref().is_some_and(is_graph);
-        match cfg.spec.as_ref().filter(|s| is_graph(s)) {
-            Some(spec) => {
-                self.cache.set_default(Some(graph_key(spec)));
-                // Compiling is cheap; doing it now logs a bad graph at push time.
-                if let Err(e) = self.graph(spec) {
-                    warn!(kind = %self.kv, error = %describe_compile_errors(&e), "the default cel graph does not compile; its composes will fail");
+        // Compiling now (in a child, like every evaluation) logs a bad graph at push time
+        // and warms one child.
+        if let Some(spec) = cfg.spec.filter(is_graph)
+            && self.warmed.is_new(graph_key(&spec))
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let (pool, kind) = (self.pool.clone(), self.kv.clone());
+            rt.spawn(async move {
+                let job = Job::Cel { compose: None };
+                let key = graph_key(&spec);
+                if let Err(e) = pool.evaluate(key, job, || Program::Cel(spec), None).await {
+                    warn!(%kind, error = %e, "the default cel graph does not compile; its composes will fail");
                 }
-            }
-            None => self.cache.set_default(None),
+            });
         }
         let was = self.ready.swap(ready, Ordering::Relaxed);
         if was != ready {

@@ -1,5 +1,6 @@
 //! Pieces shared by the data-driven composers (starlark, cel): a content-addressed cache of
-//! compiled programs, the stage dispatch rules and the descendant-counting rollup.
+//! compiled programs (each sandbox child keeps one), the stage dispatch rules, the
+//! descendant-counting rollup, and the conversions to and from sandbox requests.
 //!
 //! Both engines return their own `ComposeOutput`, whose structs have exactly the fields of the
 //! SDK's types; [`into_outcome!`](crate::into_outcome) converts either one field by field.
@@ -13,8 +14,9 @@ use std::{
     },
 };
 
-use converge_sdk::{Resource, Stage};
-use serde_json::{Map, Value, json};
+use converge_sdk::{HandlerError, Json, Resource, Stage};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json, value::RawValue};
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 digest naming one compiled input.
@@ -173,6 +175,41 @@ impl<T, E> CacheInner<T, E> {
             self.entries.remove(&old);
         }
     }
+}
+
+/// Remembers the last default program a provider warmed, so a config push that repeats it
+/// (the SDK re-announces every default at each reconnect) does not load it again, and a
+/// default that runs away costs one sandbox child, not one per reconnect.
+#[derive(Debug, Default)]
+pub struct LastWarmed(Mutex<Option<ContentHash>>);
+
+impl LastWarmed {
+    /// Records `key`; whether it differs from the one recorded before.
+    pub fn is_new(&self, key: ContentHash) -> bool {
+        self.0.lock().expect("warm lock").replace(key) != Some(key)
+    }
+}
+
+/// A resource's spec as JSON text for a sandbox request: the text the broker sent, never
+/// decoded here.
+pub fn spec_text(spec: &Json) -> Result<Box<RawValue>, HandlerError> {
+    RawValue::from_string(spec.to_string())
+        .map_err(|e| HandlerError::terminal(format!("the resource's spec is not JSON: {e}")))
+}
+
+/// An engine's compose output from a sandbox reply, parsed once into its `ComposeOutput`.
+pub fn compose_output<T: DeserializeOwned>(
+    engine: &str,
+    out: Option<Box<RawValue>>,
+) -> Result<T, HandlerError> {
+    let raw = out.ok_or_else(|| {
+        HandlerError::terminal(format!("the {engine} sandbox returned no compose output"))
+    })?;
+    serde_json::from_str(raw.get()).map_err(|e| {
+        HandlerError::terminal(format!(
+            "the {engine} sandbox returned a malformed compose output: {e}"
+        ))
+    })
 }
 
 /// What a composer does for a stage.

@@ -5,9 +5,12 @@
 //! - The effective config **spec** (kind default deep-merged with the resource's override)
 //!   may carry `"limits": {...}` (see [`LimitsConfig`], clamped to [`max_limits`]); everything
 //!   else in the spec is handed to `compose(spec, config)` as `config`.
-//! - A bundle is loaded (parsed, evaluated, frozen) **once per content**: the cache key is a
-//!   SHA-256 of the bytes and the limits. A config push with a new default bundle replaces
-//!   the cached default; tasks in flight keep the `Arc` of the old one.
+//! - Bundles load and compose in a sandbox child process ([`crate::sandbox`]), never on
+//!   the async runtime: a bundle that runs away fails its task terminally with its class
+//!   (`cost`, `memory`, `deadline`) and nothing else on the worker notices.
+//! - A bundle is loaded (parsed, evaluated, frozen) **once per content and child**: the
+//!   cache key is a SHA-256 of the bytes and the limits, and a child is sent a bundle only
+//!   when it has not loaded it. A config push warms one child with the new default.
 //! - STAGE_COMPOSE runs the engine (a `compose(spec, config, root)` also gets the root's
 //!   `name`, `kind`, `kind_version` and `labels`); STAGE_ROLLUP counts descendants into the status
 //!   ([`rollup_status`]); WORK, DELETE and REACT are empty successes; OPERATE is terminal.
@@ -16,21 +19,24 @@
 //! - Ready iff the kind's default config carries a bundle.
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
 
+use base64::Engine;
 use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest};
-use converge_starlark::{Bundle, Error, Limits};
-use serde::Deserialize;
+use converge_starlark::Limits;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::shared::{
-    CompileCache, ContentHash, StageAction, content_hash, rollup_status, short_hex, stage_action,
+    ContentHash, LastWarmed, StageAction, compose_output, content_hash, rollup_status, short_hex,
+    spec_text, stage_action,
+};
+use crate::sandbox::{
+    SandboxPool,
+    wire::{Job, Program, StarlarkInput},
 };
 
 /// The config spec key holding limit overrides.
@@ -38,7 +44,7 @@ pub const LIMITS_KEY: &str = "limits";
 
 /// Per-kind limit overrides, from the effective config spec's `limits`. Absent fields keep
 /// the engine's defaults; values above [`max_limits`] are clamped to it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Tick budget per evaluation (calls plus loop back-edges).
@@ -86,6 +92,25 @@ pub fn max_limits() -> Limits {
 }
 
 impl LimitsConfig {
+    /// Every field set to `limits` (how resolved limits travel to a sandbox child, where
+    /// [`resolve`](Self::resolve) gives them back unchanged).
+    pub fn from_limits(limits: &Limits) -> Self {
+        Self {
+            max_ticks: Some(limits.max_ticks),
+            max_heap_bytes: Some(limits.max_heap_bytes),
+            max_call_stack: Some(limits.max_call_stack),
+            deadline_ms: Some(u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX)),
+            max_input_bytes: Some(limits.max_input_bytes),
+            max_output_bytes: Some(limits.max_output_bytes),
+            max_children: Some(limits.max_children),
+            max_edges: Some(limits.max_edges),
+            max_configs: Some(limits.max_configs),
+            max_bundle_bytes: Some(limits.max_bundle_bytes),
+            max_file_bytes: Some(limits.max_file_bytes),
+            max_bundle_entries: Some(limits.max_bundle_entries),
+        }
+    }
+
     /// The engine limits: defaults, overridden by the set fields, clamped to [`max_limits`].
     pub fn resolve(&self) -> Limits {
         let d = Limits::default();
@@ -179,22 +204,30 @@ pub fn bundle_key(bytes: &[u8], limits: &Limits) -> ContentHash {
 pub struct StarlarkProvider {
     kv: KindVersion,
     ready: AtomicBool,
-    cache: Arc<CompileCache<Bundle, Error>>,
+    pool: SandboxPool,
+    warmed: LastWarmed,
+}
+
+/// A bundle as a sandbox child receives it.
+fn bundle_program(bytes: &[u8]) -> Program {
+    Program::Starlark(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
 impl StarlarkProvider {
-    /// A provider for `kv`; unready until a default config with a bundle arrives.
-    pub fn new(kv: KindVersion) -> Self {
+    /// A provider for `kv` evaluating in `pool`; unready until a default config with a
+    /// bundle arrives.
+    pub fn new(kv: KindVersion, pool: SandboxPool) -> Self {
         Self {
             kv,
             ready: AtomicBool::new(false),
-            cache: Arc::default(),
+            pool,
+            warmed: LastWarmed::default(),
         }
     }
 
-    /// Bundle loads so far (each distinct content is loaded once).
-    pub fn loads(&self) -> u64 {
-        self.cache.compiles()
+    /// The sandbox pool this provider evaluates in.
+    pub fn pool(&self) -> &SandboxPool {
+        &self.pool
     }
 
     /// Runs the engine for one COMPOSE task.
@@ -210,8 +243,6 @@ impl StarlarkProvider {
             )));
         }
         let key = bundle_key(bytes, &cfg.limits);
-        let bytes = bytes.to_vec();
-        let spec = req.resource.spec.clone();
         // Handed to a `compose(spec, config, root)` that asks for it (children named after
         // their root, for one).
         let root = serde_json::json!({
@@ -220,21 +251,27 @@ impl StarlarkProvider {
             "kind_version": req.resource.kind_version,
             "labels": req.resource.labels,
         });
-        let cache = self.cache.clone();
-        let kind = self.kv.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            let bundle = cache.get_or_compile(key, || {
-                debug!(%kind, bundle = short_hex(&key), "loading starlark bundle");
-                Bundle::from_zip(&bytes, &cfg.limits)
-            })?;
-            bundle.compose_root(&root, &spec, &cfg.compose_config, &cfg.limits)
-        })
-        .await
-        .map_err(|e| HandlerError::transient(format!("starlark compose task failed: {e}")))?;
-        match out {
-            Ok(out) => Ok(crate::into_outcome!(out)),
-            Err(e) => Err(HandlerError::terminal(e)),
-        }
+        let job = Job::Starlark {
+            limits: Box::new(LimitsConfig::from_limits(&cfg.limits)),
+            compose: Some(StarlarkInput {
+                root,
+                spec: spec_text(&req.resource.spec)?,
+                config: cfg.compose_config,
+            }),
+        };
+        let eval = self
+            .pool
+            .evaluate(key, job, || bundle_program(bytes), req.deadline);
+        // Dropping the evaluation kills its child at once instead of letting it run to
+        // its own deadline.
+        let out = tokio::select! {
+            out = eval => out?,
+            () = req.cancel.cancelled() => {
+                return Err(HandlerError::transient("cancelled during the starlark evaluation"));
+            }
+        };
+        let out: converge_starlark::ComposeOutput = compose_output("starlark", out)?;
+        Ok(crate::into_outcome!(out))
     }
 }
 
@@ -264,28 +301,29 @@ impl Provider for StarlarkProvider {
             let parsed = StarlarkConfig::from_value(cfg.spec.as_ref().unwrap_or(&Value::Null));
             match parsed {
                 Ok(sc) => {
+                    // Load it in a child now: the first task would otherwise pay for the
+                    // load, and a bundle that does not load is logged at push time.
                     let key = bundle_key(&cfg.bundle, &sc.limits);
-                    self.cache.set_default(Some(key));
-                    // Warm the cache off the runtime's threads; the first task would
-                    // otherwise pay for the load.
-                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                        let (cache, kind) = (self.cache.clone(), self.kv.clone());
-                        rt.spawn_blocking(move || {
-                            let r = cache
-                                .get_or_compile(key, || Bundle::from_zip(&cfg.bundle, &sc.limits));
-                            if let Err(e) = r {
-                                warn!(%kind, error = %e, "the default starlark bundle does not load; its composes will fail");
+                    if self.warmed.is_new(key)
+                        && let Ok(rt) = tokio::runtime::Handle::try_current()
+                    {
+                        let (pool, kind) = (self.pool.clone(), self.kv.clone());
+                        let job = Job::Starlark {
+                            limits: Box::new(LimitsConfig::from_limits(&sc.limits)),
+                            compose: None,
+                        };
+                        rt.spawn(async move {
+                            let program = || bundle_program(&cfg.bundle);
+                            if let Err(e) = pool.evaluate(key, job, program, None).await {
+                                warn!(%kind, bundle = short_hex(&key), error = %e, "the default starlark bundle does not load; its composes will fail");
                             }
                         });
                     }
                 }
                 Err(e) => {
-                    self.cache.set_default(None);
                     warn!(kind = %self.kv, error = %e, "default starlark config is malformed; its composes will fail");
                 }
             }
-        } else {
-            self.cache.set_default(None);
         }
         let was = self.ready.swap(ready, Ordering::Relaxed);
         if was != ready {

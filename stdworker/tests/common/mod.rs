@@ -7,6 +7,8 @@
     reason = "each test binary uses a different subset of the harness"
 )]
 
+pub mod hostile;
+
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use converge_control::testing::TestDb;
