@@ -247,16 +247,12 @@ async fn a_result_held_across_a_broker_crash_is_accepted_by_another_broker() {
         "a valid lease's result is accepted by any broker"
     );
     let client = reqwest::Client::new();
-    converge_control::testing::wait_for(Duration::from_secs(15), "Ready via broker B", || async {
-        let v: serde_json::Value = client
-            .get(format!("{}/api/v1/resources/hello/survivor", peer.http))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        (v["phase"] == "Ready").then_some(v)
-    })
+    common::wait_ready_at(
+        &client,
+        &peer.http,
+        "hello",
+        "survivor",
+        Duration::from_secs(15),
+    )
     .await;
 }

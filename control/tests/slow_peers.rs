@@ -6,7 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Converge, Worker, raw_worker::RawWorker, serve_command, spawn_ready, wait_for};
+use common::{
+    Converge, Worker, raw_worker::RawWorker, serve_command, spawn_ready, wait_for, wait_ready_at,
+};
 use converge_control::testing::TestDb;
 use converge_proto::pb::{self, work_stream_client_msg::Body as Out};
 use serde_json::{Value, json};
@@ -220,20 +222,12 @@ async fn a_killed_brokers_leases_come_back_within_seconds() {
     drop(w);
     let _b = Worker::hello(&peer.broker, "survivor", &[]);
     let client = reqwest::Client::new();
-    wait_for(
+    wait_ready_at(
+        &client,
+        &peer.http,
+        "hello",
+        "orphan",
         Duration::from_secs(60),
-        "orphan Ready via broker B",
-        || async {
-            let v: Value = client
-                .get(format!("{}/api/v1/resources/hello/orphan", peer.http))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            (v["phase"] == "Ready").then_some(v)
-        },
     )
     .await;
     let took = crashed.elapsed();
@@ -343,22 +337,7 @@ async fn an_idle_connection_flood_leaves_probes_and_workers_working() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    wait_for(
-        Duration::from_secs(60),
-        "a task done under the flood",
-        || async {
-            let v: Value = client
-                .get(format!("{api}/api/v1/resources/hello/flooded"))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            (v["phase"] == "Ready").then_some(v)
-        },
-    )
-    .await;
+    wait_ready_at(&client, &api, "hello", "flooded", Duration::from_secs(60)).await;
 
     // A fresh flood while the process is otherwise idle: no accept loop spins on EMFILE.
     flood.extend(idle_flood(&http, FLOOD).await);

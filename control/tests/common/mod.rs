@@ -230,6 +230,27 @@ impl Converge {
     }
 }
 
+/// Waits until `kind/name` is Ready on the API at `http` (any process, not only a
+/// [`Converge`]'s own), returning it; an unreachable API counts as not yet.
+pub async fn wait_ready_at(
+    client: &reqwest::Client,
+    http: &str,
+    kind: &str,
+    name: &str,
+    within: Duration,
+) -> Value {
+    let url = format!("{http}/api/v1/resources/{kind}/{name}");
+    wait_for(
+        within,
+        &format!("{kind}/{name} Ready at {http}"),
+        || async {
+            let v: Value = client.get(&url).send().await.ok()?.json().await.ok()?;
+            (v["phase"] == "Ready").then_some(v)
+        },
+    )
+    .await
+}
+
 /// Another converge process on the same database.
 pub struct Peer {
     pub child: Child,
