@@ -13,6 +13,10 @@ use converge_control::testing::TestDb;
 use converge_proto::pb::{self, work_stream_client_msg::Body as Out};
 use serde_json::{Value, json};
 
+/// One test at a time: each starts its own converge and workers and measures recovery
+/// bounds, and a flood or a SIGSTOP beside another's measurement only adds noise.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn hello(name: &str, spec: Value) -> Value {
     json!({"kind": "hello", "kind_version": 1, "name": name, "spec": spec})
 }
@@ -46,6 +50,7 @@ fn starts(log: &std::path::Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_subscriber_blocks_no_config_push_and_no_other_worker() {
+    let _serial = SERIAL.lock().await;
     let c = Converge::start(&[]).await;
     c.apply_manifest(&Converge::hello_manifest(0)).await;
     // The stalled peer subscribes, receives one task, and never reads again.
@@ -114,7 +119,7 @@ async fn a_stalled_subscriber_blocks_no_config_push_and_no_other_worker() {
     // What the stalled client finally reads ends with the broker's reason.
     let mut rx = stalled.rx;
     let status = loop {
-        match tokio::time::timeout(Duration::from_secs(30), rx.message())
+        match tokio::time::timeout(Duration::from_secs(60), rx.message())
             .await
             .expect("the stalled stream must end")
         {
@@ -130,6 +135,7 @@ async fn a_stalled_subscriber_blocks_no_config_push_and_no_other_worker() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hung_worker_loses_its_tasks_to_another_and_gets_none_back() {
+    let _serial = SERIAL.lock().await;
     const N: usize = 50;
     let c = Converge::start(&[]).await;
     c.apply_manifest(&Converge::hello_manifest(120)).await;
@@ -209,6 +215,7 @@ async fn a_hung_worker_loses_its_tasks_to_another_and_gets_none_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_brokers_leases_come_back_within_seconds() {
+    let _serial = SERIAL.lock().await;
     let mut c = Converge::start(&[]).await;
     c.apply_manifest(&Converge::hello_manifest(0)).await;
     let peer = c.spawn_peer(&[]).await;
@@ -276,6 +283,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_connection_flood_leaves_probes_and_workers_working() {
+    let _serial = SERIAL.lock().await;
     const FLOOD: usize = 1500;
     let db = TestDb::new().await;
     let (child, hp, gp) = spawn_ready("converge /readyz", |hp, gp| {
