@@ -56,14 +56,23 @@ pub struct BrokerConfig {
     pub auth: Option<Arc<converge_auth::Authenticator>>,
 }
 
+impl BrokerConfig {
+    /// A broker id unique per process start: `<host>-<pid>-<8 random hex>`. A restarted
+    /// container keeps its hostname and pid (often 1), and broker liveness must never
+    /// mistake the new broker for the dead one.
+    pub fn unique_id(host: &str) -> String {
+        format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        )
+    }
+}
+
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
-            broker_id: format!(
-                "broker-{}-{}",
-                std::process::id(),
-                &uuid::Uuid::new_v4().simple().to_string()[..8]
-            ),
+            broker_id: BrokerConfig::unique_id("broker"),
             shards: ShardRange::ALL,
             claim_batch: 256,
             failsafe_poll: Duration::from_secs(1),

@@ -169,14 +169,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         Broker::new(
             pool.clone(),
             BrokerConfig {
-                // Unique per process start: a restarted container keeps its hostname and pid
-                // (often 1), and liveness must not mistake the new broker for the dead one.
-                broker_id: format!(
-                    "{}-{}-{}",
-                    hostname(),
-                    std::process::id(),
-                    &uuid::Uuid::new_v4().simple().to_string()[..8]
-                ),
+                broker_id: BrokerConfig::unique_id(&hostname()),
                 shards: ShardRange::ALL,
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.broker_failsafe,

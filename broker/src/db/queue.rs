@@ -340,6 +340,11 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
 /// One leased queue row: the key its lease is fenced on and the kind it belongs to.
 type LeaseRow = (Uuid, i16, String, Uuid, i64, String, i32);
 
+/// (token, epoch) pairs as the two parallel arrays the lease statements unnest.
+fn lease_arrays(leases: &[(LeaseToken, ClaimEpoch)]) -> (Vec<Uuid>, Vec<i64>) {
+    leases.iter().map(|(t, e)| (t.0, e.0)).unzip()
+}
+
 fn lease_rows(rows: Vec<LeaseRow>) -> Vec<(LeaseKey, KindPair)> {
     rows.into_iter()
         .map(|(id, shard, tt, tok, ep, kind, kv)| {
@@ -367,8 +372,7 @@ pub async fn lease_lookup(
     if leases.is_empty() {
         return Ok(Vec::new());
     }
-    let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
-    let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
+    let (tokens, epochs) = lease_arrays(leases);
     let rows: Vec<LeaseRow> = sqlx::query_as(
         "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
                 w.kind, w.kind_version
@@ -396,8 +400,7 @@ pub async fn lease_adopt(
     if leases.is_empty() {
         return Ok(Vec::new());
     }
-    let tokens: Vec<Uuid> = leases.iter().map(|l| l.0.0).collect();
-    let epochs: Vec<i64> = leases.iter().map(|l| l.1.0).collect();
+    let (tokens, epochs) = lease_arrays(leases);
     let rows: Vec<LeaseRow> = sqlx::query_as(
         "UPDATE work_queue w SET broker_id = $3
          FROM unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
