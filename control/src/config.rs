@@ -412,6 +412,29 @@ mod tests {
     }
 
     #[test]
+    fn connection_limits_follow_the_descriptor_limit_unless_set() {
+        let l = cfg(&[]).unwrap().connection_limits(1024);
+        assert_eq!((l.max, l.max_per_peer), (768, 384));
+        assert_eq!(l.idle_timeout, Duration::from_secs(60));
+        let l = cfg(&[("MAX_CONNECTIONS", "100"), ("IDLE_TIMEOUT", "2m")])
+            .unwrap()
+            .connection_limits(1024);
+        assert_eq!((l.max, l.max_per_peer), (100, 50));
+        assert_eq!(l.idle_timeout, Duration::from_secs(120));
+        let l = cfg(&[("MAX_CONNECTIONS_PER_PEER", "7")])
+            .unwrap()
+            .connection_limits(1024);
+        assert_eq!(l.max_per_peer, 7);
+        for (k, v) in [
+            ("MAX_CONNECTIONS", "15"),
+            ("MAX_CONNECTIONS_PER_PEER", "0"),
+            ("IDLE_TIMEOUT", "5s"),
+        ] {
+            assert_eq!(cfg(&[(k, v)]).unwrap_err().var, k);
+        }
+    }
+
+    #[test]
     fn an_open_door_beyond_loopback_is_refused() {
         let e = cfg(&[]).unwrap().check_exposure().unwrap_err().to_string();
         assert!(e.contains("AUTH_FILE") && e.contains("AUTH=none"), "{e}");
