@@ -48,21 +48,16 @@ func runRequest(ctx context.Context, log *slog.Logger, p Provider, req *Reaction
 	defer cancel()
 	done := make(chan *pb.StageComplete, 1)
 	go func() { done <- callHandler(hctx, log, p, req, echo) }()
-	// A handler that fails because its context hit the deadline reports the deadline, not
-	// its own wording of it, so the outcome does not depend on which side noticed first.
-	deadlineHit := func() bool {
-		return ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded)
-	}
 	select {
 	case c := <-done:
-		if c.GetErrorMessage() != "" && deadlineHit() {
+		if deadlineHit(c, ctx, hctx) {
 			return failComplete(echo, "deadline exceeded", false)
 		}
 		return c
 	case <-hctx.Done():
 		select {
 		case c := <-done:
-			if c.GetErrorMessage() == "" || !deadlineHit() {
+			if !deadlineHit(c, ctx, hctx) {
 				return c
 			}
 		default:
@@ -72,4 +67,11 @@ func runRequest(ctx context.Context, log *slog.Logger, p Provider, req *Reaction
 		}
 		return failComplete(echo, "deadline exceeded", false)
 	}
+}
+
+// deadlineHit reports whether c is an error result of a handler whose context (handler) hit
+// its deadline while outer is still live. Such a result reports the deadline, not the
+// handler's own wording of it, so the outcome does not depend on which side noticed first.
+func deadlineHit(c *pb.StageComplete, outer, handler context.Context) bool {
+	return c.GetErrorMessage() != "" && outer.Err() == nil && errors.Is(handler.Err(), context.DeadlineExceeded)
 }

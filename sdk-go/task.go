@@ -2,7 +2,6 @@ package converge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -77,21 +76,16 @@ func (w *worker) runTask(taskCtx context.Context, k leaseKey, echo taskEcho, t *
 		done <- callHandler(handlerCtx, w.log, reg.p, req, echo)
 	}()
 
-	// A handler that fails because its context hit the deadline reports the deadline, not
-	// its own wording of it, so the outcome does not depend on which side noticed first.
-	deadlineHit := func(c *pb.StageComplete) bool {
-		return c.GetErrorMessage() != "" && taskCtx.Err() == nil && errors.Is(handlerCtx.Err(), context.DeadlineExceeded)
-	}
 	select {
 	case c := <-done:
-		if deadlineHit(c) {
+		if deadlineHit(c, taskCtx, handlerCtx) {
 			c = failComplete(echo, "deadline exceeded", false)
 		}
 		w.st.finish(k, c)
 	case <-handlerCtx.Done():
 		select {
 		case c := <-done: // it returned just in time: its own result wins
-			if !deadlineHit(c) {
+			if !deadlineHit(c, taskCtx, handlerCtx) {
 				w.st.finish(k, c)
 				return
 			}
