@@ -56,7 +56,7 @@ CONVERGE_BIN="${CONVERGE_BIN:-$TARGET/debug/converge}"
 if [[ ! -x "$CONVERGE_BIN" ]]; then
     [[ $build == 1 ]] || { log "converge not found at $CONVERGE_BIN"; exit 1; }
     log "building converge"
-    cargo build -p converge-control --bin converge
+    cargo build -p converge --bin converge
 fi
 if [[ $build == 1 ]]; then
     log "building the Rust form and the probe"

@@ -26,7 +26,7 @@ else
     echo "==> npm not found: converge will serve a page saying how to build the UI" >&2
 fi
 echo "==> building converge and the hello worker (release)"
-cargo build --release --quiet -p converge-control -p hello-worker
+cargo build --release --quiet -p converge -p hello-worker
 BIN="$CARGO_TARGET_DIR/release"
 mkdir -p "$DATA_DIR"
 

@@ -22,7 +22,7 @@ use converge_proto::{
 use crate::{
     Broker,
     db::{self, kinds::DefaultConfig},
-    error::Result,
+    error::{Error, Result},
     ids::KindPair,
     registry::StreamId,
 };
@@ -57,7 +57,9 @@ pub(crate) struct Manifests {
 
 impl Manifests {
     pub async fn reload(&self, pool: &PgPool) -> Result<()> {
-        let rows = db::kinds::manifest_list(pool).await?;
+        let rows = db::kinds::manifest_list(pool)
+            .await
+            .map_err(Error::db("load kind manifests"))?;
         let mut map = HashMap::with_capacity(rows.len());
         for r in rows {
             match serde_json::from_value::<KindManifest>(r.manifest) {
@@ -135,7 +137,9 @@ impl Broker {
     pub(crate) async fn prime_stream(&self, stream: StreamId, pairs: &[KindPair]) -> Result<()> {
         let inner = &self.inner;
         let _guard = inner.config_lock.lock().await;
-        let defaults = db::kinds::providerconfig_defaults(&inner.pool, pairs).await?;
+        let defaults = db::kinds::providerconfig_defaults(&inner.pool, pairs)
+            .await
+            .map_err(Error::db("load default provider configs"))?;
         for (pair, c) in &defaults {
             inner.registry.push(stream, update_frame(pair, c));
         }
@@ -162,7 +166,8 @@ impl Broker {
         let pairs = inner.registry.served_pairs();
         let fresh: HashMap<KindPair, DefaultConfig> =
             db::kinds::providerconfig_defaults(&inner.pool, &pairs)
-                .await?
+                .await
+                .map_err(Error::db("load default provider configs"))?
                 .into_iter()
                 .collect();
         let mut changed = Vec::new();
@@ -193,7 +198,9 @@ impl Broker {
         &self,
         pairs: &[KindPair],
     ) -> Result<Vec<(KindPair, DefaultConfig)>> {
-        db::kinds::providerconfig_defaults(&self.inner.pool, pairs).await
+        db::kinds::providerconfig_defaults(&self.inner.pool, pairs)
+            .await
+            .map_err(Error::db("load default provider configs"))
     }
 }
 

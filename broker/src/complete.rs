@@ -165,13 +165,10 @@ async fn append_with_fallback(
     for attempt in 0..6 {
         match db::queue::outbox_append(pool, batch).await {
             Ok(acc) => return Some(acc),
-            Err(crate::Error::Db { source, .. }) if db::is_conflict(&source) => {
-                tracing::warn!(error = %source, attempt, "result batch crossed another transaction; writing it again");
+            Err(e) if db::is_conflict(&e) => {
+                tracing::warn!(error = %e, attempt, "result batch crossed another transaction; writing it again");
             }
-            Err(crate::Error::Db {
-                source: sqlx::Error::Database(e),
-                ..
-            }) => {
+            Err(sqlx::Error::Database(e)) => {
                 tracing::warn!(error = %e, "result batch refused; writing results one by one");
                 let mut acc = Vec::new();
                 for c in batch {
@@ -179,7 +176,7 @@ async fn append_with_fallback(
                         Ok(a) => acc.extend(a),
                         // Not this result's fault: left unacked, so the worker resends it
                         // (or the lease lapses and the task re-runs).
-                        Err(crate::Error::Db { source, .. }) if db::is_conflict(&source) => {}
+                        Err(e) if db::is_conflict(&e) => {}
                         Err(e) => {
                             let f = convert::failure(
                                 c.key.clone(),

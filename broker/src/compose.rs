@@ -10,19 +10,10 @@ use converge_proto::{
 };
 use serde_json::{Value, json};
 
+pub use converge_engine::db::compose::ComposePayload;
+
 /// Most children one compose may emit.
 pub const MAX_CHILDREN: usize = 200_000;
-
-/// A validated compose result, as JSON arrays for the database.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ComposePayload {
-    /// `[{kind, kind_version, name, spec, labels}]`.
-    pub children: Value,
-    /// `[{from: {kind, name}, to: {kind, name}, values: [{dependent_field, source_field}]}]`.
-    pub edges: Value,
-    /// `[{name, kind, kind_version, is_default, spec}]`.
-    pub configs: Value,
-}
 
 fn spec_json(what: &str, b: &[u8]) -> Result<Value, String> {
     if b.is_empty() {

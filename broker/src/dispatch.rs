@@ -14,7 +14,7 @@ use crate::{
     complete::Job,
     convert,
     db::{self, queue::ClaimedTask},
-    error::Result,
+    error::{Error, Result},
     ids::{KindPair, LeaseToken},
     pipeline::{self, Pipeline},
     registry::Outgoing,
@@ -75,7 +75,8 @@ async fn pass(b: &Broker) -> Result<bool> {
             i32::try_from(n).unwrap_or(i32::MAX),
             &inner.cfg.broker_id,
         )
-        .await?;
+        .await
+        .map_err(Error::db("claim work"))?;
         if rows.is_empty() {
             continue;
         }
@@ -164,7 +165,9 @@ async fn pass(b: &Broker) -> Result<bool> {
         if !unplaced.is_empty() {
             // A stream went away or turned unready between the capacity check and now: the
             // task goes back to the queue, never fails.
-            db::queue::lease_release(&inner.pool, &unplaced).await?;
+            db::queue::lease_release(&inner.pool, &unplaced)
+                .await
+                .map_err(Error::db("release unplaced leases"))?;
         }
         for (token, secs) in deadlines {
             if placed.contains(&token) {
@@ -192,7 +195,8 @@ async fn dispatch_deliveries(
         i32::try_from(n).unwrap_or(i32::MAX),
         &inner.cfg.broker_id,
     )
-    .await?;
+    .await
+    .map_err(Error::db("claim reactor deliveries"))?;
     let full = rows.len() == n;
     let out: Vec<Outgoing> = rows
         .iter()
@@ -206,7 +210,9 @@ async fn dispatch_deliveries(
         .collect();
     let (unplaced, _) = inner.registry.assign(out);
     if !unplaced.is_empty() {
-        db::queue::lease_release(&inner.pool, &unplaced).await?;
+        db::queue::lease_release(&inner.pool, &unplaced)
+            .await
+            .map_err(Error::db("release unplaced leases"))?;
     }
     Ok(full)
 }

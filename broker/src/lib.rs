@@ -6,10 +6,7 @@
 //! (dispatcher, completion writer, LISTEN, cache refresh) until shutdown; [`grpc_service`]
 //! returns the tonic service for a server (or an in-memory transport in tests).
 
-pub mod db;
 pub mod error;
-pub mod ids;
-pub mod wake;
 
 mod authz;
 mod caches;
@@ -28,6 +25,8 @@ use sqlx::PgPool;
 use tokio::sync::{Mutex as AsyncMutex, Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+/// The engine's data layer, ids and wake-ups, under the names the broker's modules use.
+pub use converge_engine::{db, ids, wake};
 use converge_proto::pb;
 pub use error::{Error, Result};
 use ids::ShardRange;

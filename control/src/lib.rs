@@ -1,14 +1,14 @@
-//! The converge control plane: HTTP API, sweepers (drainer, reaper), configuration, the
-//! embedded development database, and the wiring that runs control and broker duties in one
-//! process (`converge`).
+//! The converge control plane: the HTTP API, the schema cache, configuration and the embedded
+//! development database. Its SQL and the drainer and reaper loops are in `converge_engine`;
+//! the `converge` binary (package `converge`) wires it with the broker.
 
 pub mod app;
 pub mod config;
-pub mod db;
+/// The engine's data layer, under the name the API's modules use.
+pub use converge_engine::db;
 pub mod devdb;
 pub mod http;
 pub mod logging;
-pub mod server;
 
 #[cfg(feature = "test-util")]
 pub mod testing;

@@ -43,7 +43,7 @@ if [ -z "${CONVERGE_URL:-}" ]; then
     # Rebuild so converge embeds the dist just built (control/build.rs), then test the UI
     # as users get it: served by converge itself.
     step "embedding the UI: cargo build converge and classic-worker"
-    (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build -p converge-control --bin converge -p classic-worker --bin classic-worker)
+    (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build -p converge --bin converge -p classic-worker --bin classic-worker)
     if [ -z "${UI_BASE_URL:-}" ]; then
         export UI_FROM_CONVERGE="${UI_FROM_CONVERGE:-1}"
     fi

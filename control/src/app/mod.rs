@@ -1,7 +1,6 @@
-//! Control-plane rules and loops: the drainer, the reaper and the schema cache. Each loop is
-//! a `Service` with a typed config, a `run(self, shutdown)` that owns its loop, and a cheap
-//! `Handle` as the only way in.
+//! Control-plane loops that need more than PostgreSQL: the schema cache (compiled JSON
+//! Schemas and CEL graphs for the API). It follows the loop shape of the engine's drainer and
+//! reaper (`converge_engine::{drainer, reaper}`): a typed config, a `run(self, shutdown)` that
+//! owns its loop, and a cheap `Handle` as the only way in.
 
-pub mod drainer;
-pub mod reaper;
 pub mod schemas;

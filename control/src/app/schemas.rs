@@ -559,7 +559,7 @@ impl Schemas {
         shutdown: CancellationToken,
     ) {
         let notify = Arc::new(Notify::new());
-        let listener = converge_broker::wake::spawn_listen_notify(
+        let listener = converge_engine::wake::spawn_listen_notify(
             pool.clone(),
             &["kind_manifest_changed"],
             notify.clone(),

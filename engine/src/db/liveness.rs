@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use super::interval;
-use crate::error::{Error, Result};
+use sqlx::Result;
 
 /// Stamps `broker_id`'s row; true if the row had to be created (first beat, or a peer
 /// presumed this broker dead and released its leases meanwhile).
@@ -19,7 +19,6 @@ pub async fn beat(pool: &PgPool, broker_id: &str) -> Result<bool> {
     .bind(broker_id)
     .fetch_one(pool)
     .await
-    .map_err(Error::db("stamp broker liveness"))
 }
 
 /// Deletes the rows of brokers other than `me` silent for `dead_after` and, in the same
@@ -31,7 +30,7 @@ pub async fn release_dead(
     me: &str,
     dead_after: Duration,
 ) -> Result<(Vec<String>, u64)> {
-    let mut tx = pool.begin().await.map_err(Error::db("begin"))?;
+    let mut tx = pool.begin().await?;
     let dead: Vec<String> = sqlx::query_scalar(
         "DELETE FROM broker_liveness WHERE heartbeat_at < now() - $1 AND broker_id <> $2
          RETURNING broker_id",
@@ -39,10 +38,9 @@ pub async fn release_dead(
     .bind(interval(dead_after))
     .bind(me)
     .fetch_all(&mut *tx)
-    .await
-    .map_err(Error::db("find dead brokers"))?;
+    .await?;
     if dead.is_empty() {
-        tx.rollback().await.map_err(Error::db("rollback"))?;
+        tx.rollback().await?;
         return Ok((dead, 0));
     }
     let queue = sqlx::query(
@@ -53,8 +51,7 @@ pub async fn release_dead(
     )
     .bind(&dead)
     .execute(&mut *tx)
-    .await
-    .map_err(Error::db("release a dead broker's leases"))?
+    .await?
     .rows_affected();
     // Its reactor deliveries too (otherwise they wait 2 x LEASE_STALE_AFTER for the reaper).
     let deliveries = sqlx::query(
@@ -65,20 +62,18 @@ pub async fn release_dead(
     )
     .bind(&dead)
     .execute(&mut *tx)
-    .await
-    .map_err(Error::db("release a dead broker's reactor deliveries"))?
+    .await?
     .rows_affected();
     for (n, channel) in [(queue, "work_ready"), (deliveries, "lifecycle_ready")] {
         if n > 0 {
             sqlx::query("SELECT pg_notify($1, '')")
                 .bind(channel)
                 .execute(&mut *tx)
-                .await
-                .map_err(Error::db("notify"))?;
+                .await?;
         }
     }
     let freed = queue + deliveries;
-    tx.commit().await.map_err(Error::db("commit"))?;
+    tx.commit().await?;
     Ok((dead, freed))
 }
 
@@ -87,7 +82,6 @@ pub async fn leave(pool: &PgPool, broker_id: &str) -> Result<()> {
     sqlx::query("DELETE FROM broker_liveness WHERE broker_id = $1")
         .bind(broker_id)
         .execute(pool)
-        .await
-        .map_err(Error::db("remove broker liveness"))?;
+        .await?;
     Ok(())
 }

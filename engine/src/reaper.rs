@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use converge_broker::ids::ShardRange;
+use crate::ids::ShardRange;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 

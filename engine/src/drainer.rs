@@ -7,7 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use converge_broker::{ids::ShardRange, wake::WakeLoop};
+use crate::{ids::ShardRange, wake::WakeLoop};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +76,7 @@ impl Drainer {
 
     /// Runs until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
-        let listener = converge_broker::wake::spawn_listen_notify(
+        let listener = crate::wake::spawn_listen_notify(
             self.pool.clone(),
             &["outbox_ready"],
             self.notify.clone(),

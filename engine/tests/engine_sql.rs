@@ -6,11 +6,11 @@
 
 use std::collections::HashSet;
 
-use converge_broker::{
+use converge_engine::testing::TestDb;
+use converge_engine::{
     db::queue::{Completion, LeaseKey},
     ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId},
 };
-use converge_control::testing::TestDb;
 use serde_json::json;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
@@ -601,7 +601,7 @@ async fn a_result_batch_locks_queue_rows_in_id_order() {
         result_of(lo, lo_token, lo_epoch),
     ];
     let append =
-        tokio::spawn(async move { converge_broker::db::queue::outbox_append(&pool, &batch).await });
+        tokio::spawn(async move { converge_engine::db::queue::outbox_append(&pool, &batch).await });
     // Wait until the batch blocks on the lower row ...
     for _ in 0.. {
         let waiting: i64 = sqlx::query_scalar(
@@ -646,10 +646,10 @@ async fn related_resources_come_in_kind_and_name_byte_order() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let names = |rows: Vec<converge_broker::db::compose::RelatedRow>| {
+    let names = |rows: Vec<converge_engine::db::compose::RelatedRow>| {
         rows.into_iter().map(|r| r.name).collect::<Vec<_>>()
     };
-    let related = converge_broker::db::compose::related;
+    let related = converge_engine::db::compose::related;
     // A rollup's live subtree (by root_id), then a compose's children (by owner_id, all).
     assert_eq!(
         names(related(&db.pool, root, None, true).await.unwrap()),
@@ -681,7 +681,7 @@ async fn related_rows_decode_every_column_into_its_field() {
     .execute(&db.pool)
     .await
     .unwrap();
-    let rows = converge_broker::db::compose::related(&db.pool, root, None, true)
+    let rows = converge_engine::db::compose::related(&db.pool, root, None, true)
         .await
         .unwrap();
     assert_eq!(rows.len(), 1);
@@ -863,7 +863,7 @@ async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it()
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    let subtree = converge_broker::db::compose::related(&db.pool, root, None, true)
+    let subtree = converge_engine::db::compose::related(&db.pool, root, None, true)
         .await
         .unwrap();
     assert_eq!(subtree.len(), 1);
@@ -1091,7 +1091,7 @@ async fn composites_results_take_the_express_lane_and_only_it() {
         .iter()
         .map(|&(id, token, epoch)| result_of(id, token, epoch))
         .collect();
-    let accepted = converge_broker::db::queue::outbox_append(&db.pool, &batch)
+    let accepted = converge_engine::db::queue::outbox_append(&db.pool, &batch)
         .await
         .unwrap();
     assert_eq!(accepted.len(), 3);

@@ -1,6 +1,6 @@
 //! The per-test database helper: every `TestDb` is a fresh, fully migrated database of its own.
 
-use converge_control::testing::TestDb;
+use converge_engine::testing::TestDb;
 
 async fn has_resources_table(db: &TestDb) -> bool {
     sqlx::query_scalar("SELECT to_regclass('public.resources') IS NOT NULL")

@@ -3,7 +3,7 @@
 //! teardowns only for unblocked rows and removes finalizer-less ones, fenced teardown
 //! results, and the abandoned-work GC whose dropped rows the catch-up re-enqueues.
 
-use converge_control::testing::TestDb;
+use converge_engine::testing::TestDb;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;

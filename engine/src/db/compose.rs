@@ -5,11 +5,22 @@
 use sqlx::{FromRow, PgPool, Row, postgres::PgRow};
 use uuid::Uuid;
 
-use crate::{
-    compose::ComposePayload,
-    db::queue::LeaseKey,
-    error::{Error, Result},
-};
+use serde_json::Value;
+use sqlx::Result;
+
+use crate::db::queue::LeaseKey;
+
+/// A validated compose result, as the JSON arrays the `apply_compose_result` SQL function
+/// takes (the broker's `compose::validate` builds it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComposePayload {
+    /// `[{kind, kind_version, name, spec, labels}]`.
+    pub children: Value,
+    /// `[{from: {kind, name}, to: {kind, name}, values: [{dependent_field, source_field}]}]`.
+    pub edges: Value,
+    /// `[{name, kind, kind_version, is_default, spec}]`.
+    pub configs: Value,
+}
 
 /// How applying a compose result went.
 #[derive(Debug)]
@@ -51,10 +62,7 @@ pub async fn compose_apply(
         Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some("P0001") => {
             Ok(ComposeApplied::Refused(d.message().to_string()))
         }
-        Err(e) => Err(Error::Db {
-            op: "apply a compose result",
-            source: e,
-        }),
+        Err(e) => Err(e),
     }
 }
 
@@ -65,7 +73,6 @@ pub async fn rollup_pending(pool: &PgPool, id: Uuid, root_id: Option<Uuid>) -> R
         .bind(root_id)
         .fetch_one(pool)
         .await
-        .map_err(Error::db("check a rollup gate"))
 }
 
 /// A related resource carried in a compose or rollup request.
@@ -167,17 +174,14 @@ pub async fn related(
             .bind(limit)
             .fetch_all(pool)
     };
-    let mut rows = read("", MAX_RELATED + 1)
-        .await
-        .map_err(Error::db("read related resources"))?;
+    let mut rows = read("", MAX_RELATED + 1).await?;
     if i64::try_from(rows.len()).unwrap_or(i64::MAX) > MAX_RELATED {
         // Too many to carry: which ones is decided by the order, so the database sorts.
         rows = read(
             "ORDER BY kind COLLATE \"C\", name COLLATE \"C\"",
             MAX_RELATED,
         )
-        .await
-        .map_err(Error::db("read related resources"))?;
+        .await?;
     }
     rows.sort_unstable_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
     Ok(rows)

@@ -15,14 +15,15 @@ use converge_auth::{
     tls::{self, ServerTls, TlsFiles},
 };
 
-use crate::{
-    app::{
-        drainer::{Drainer, DrainerConfig},
-        reaper::{Reaper, ReaperConfig},
-        schemas::Schemas,
-    },
+use converge_control::{
+    app::schemas::Schemas,
     config::{AuthMode, Config},
-    db, http,
+    http,
+};
+use converge_engine::{
+    db,
+    drainer::{Drainer, DrainerConfig},
+    reaper::{Reaper, ReaperConfig},
 };
 
 /// How often AUTH_FILE and the TLS files are checked for changes.

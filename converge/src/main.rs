@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use converge_control::{config::Config, db, devdb, logging, server};
+use converge_control::{config::Config, devdb, logging};
+use converge_engine::db;
+
+mod server;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]

@@ -1,10 +1,15 @@
-//! kind_manifest and kind_config SQL.
+//! kind_manifest, kind_config and default provider config SQL: what the API writes and what
+//! the broker's and control's manifest caches read.
 
 use sqlx::{PgPool, Row};
+
+use crate::ids::KindPair;
 
 /// A stored manifest.
 #[derive(Debug, Clone)]
 pub struct StoredManifest {
+    /// The (kind, version) it describes.
+    pub pair: KindPair,
     /// The manifest document.
     pub manifest: serde_json::Value,
     /// Its content hash.
@@ -74,7 +79,7 @@ pub async fn manifest_get(
     version: Option<i32>,
 ) -> Result<Option<StoredManifest>, sqlx::Error> {
     let row = sqlx::query(
-        "SELECT manifest, manifest_version FROM kind_manifest
+        "SELECT kind, kind_version, manifest, manifest_version FROM kind_manifest
          WHERE kind = $1 AND ($2::int IS NULL OR kind_version = $2)
          ORDER BY kind_version DESC LIMIT 1",
     )
@@ -82,30 +87,27 @@ pub async fn manifest_get(
     .bind(version)
     .fetch_optional(pool)
     .await?;
-    row.map(|r| {
-        Ok(StoredManifest {
-            manifest: r.try_get(0)?,
-            manifest_version: r.try_get(1)?,
-        })
-    })
-    .transpose()
+    row.as_ref().map(stored_manifest).transpose()
 }
 
 /// Every stored manifest, ordered by kind and version.
 pub async fn manifest_list(pool: &PgPool) -> Result<Vec<StoredManifest>, sqlx::Error> {
     let rows = sqlx::query(
-        "SELECT manifest, manifest_version FROM kind_manifest ORDER BY kind, kind_version",
+        "SELECT kind, kind_version, manifest, manifest_version FROM kind_manifest
+         ORDER BY kind, kind_version",
     )
     .fetch_all(pool)
     .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(StoredManifest {
-                manifest: r.try_get(0)?,
-                manifest_version: r.try_get(1)?,
-            })
-        })
-        .collect()
+    rows.iter().map(stored_manifest).collect()
+}
+
+/// Decodes a `kind, kind_version, manifest, manifest_version` row.
+fn stored_manifest(r: &sqlx::postgres::PgRow) -> Result<StoredManifest, sqlx::Error> {
+    Ok(StoredManifest {
+        pair: KindPair::new(r.try_get::<String, _>(0)?, r.try_get(1)?),
+        manifest: r.try_get(2)?,
+        manifest_version: r.try_get(3)?,
+    })
 }
 
 /// A kind's live operational config.
@@ -240,4 +242,46 @@ pub async fn apply_version_check(
     .bind(name)
     .fetch_one(pool)
     .await
+}
+
+/// A kind's default provider config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DefaultConfig {
+    /// The config spec JSON (empty when absent).
+    pub spec: Vec<u8>,
+    /// The bundle (empty when absent).
+    pub bundle: Vec<u8>,
+}
+
+/// Loads the default provider config of each pair that has one.
+pub async fn providerconfig_defaults(
+    pool: &PgPool,
+    pairs: &[KindPair],
+) -> Result<Vec<(KindPair, DefaultConfig)>, sqlx::Error> {
+    let kinds: Vec<&str> = pairs.iter().map(|p| p.kind.as_str()).collect();
+    let versions: Vec<i32> = pairs.iter().map(|p| p.version).collect();
+    let rows = sqlx::query(
+        "SELECT pc.kind, pc.kind_version, pc.spec::text, pc.data
+         FROM providerconfigs pc
+         JOIN unnest($1::text[], $2::int[]) AS x(kind, kind_version)
+           ON pc.kind = x.kind AND pc.kind_version = x.kind_version
+         WHERE pc.is_default",
+    )
+    .bind(&kinds)
+    .bind(&versions)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let spec: Option<String> = r.try_get(2)?;
+            let data: Option<Vec<u8>> = r.try_get(3)?;
+            Ok((
+                KindPair::new(r.try_get::<String, _>(0)?, r.try_get(1)?),
+                DefaultConfig {
+                    spec: spec.map(String::into_bytes).unwrap_or_default(),
+                    bundle: data.unwrap_or_default(),
+                },
+            ))
+        })
+        .collect()
 }

@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
-use crate::{
-    error::{Error, Result},
-    ids::{ClaimEpoch, KindPair, LeaseToken, ResourceId, ShardId, ShardRange},
-};
+use sqlx::Result;
+
+use crate::ids::{ClaimEpoch, KindPair, LeaseToken, ResourceId, ShardId, ShardRange};
 
 /// The key of one queue row plus the epoch it was claimed at: enough to fence any write.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -113,7 +112,6 @@ pub async fn lease_claim(
         .bind(broker_id)
         .fetch_all(pool)
         .await
-        .map_err(Error::db("claim work"))
 }
 
 /// One task result to record.
@@ -219,8 +217,7 @@ async fn teardown_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Lea
             .bind(&a.oks)
             .bind(&a.errs)
             .fetch_all(pool)
-            .await
-            .map_err(Error::db("record teardown results"))?;
+            .await?;
     Ok(accepted_keys(batch, rows))
 }
 
@@ -243,8 +240,7 @@ async fn operation_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
             .bind(&a.errs)
             .bind(&outputs)
             .fetch_all(pool)
-            .await
-            .map_err(Error::db("record operation results"))?;
+            .await?;
     Ok(accepted_keys(batch, rows))
 }
 
@@ -270,7 +266,6 @@ pub async fn operation_start(pool: &PgPool, resource_id: Uuid) -> Result<Option<
         .bind(resource_id)
         .fetch_optional(pool)
         .await
-        .map_err(Error::db("start an operation"))
 }
 
 /// Reconcile results: appended to the outbox for the drainer.
@@ -321,8 +316,7 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     .bind(&health)
     .bind(&advance)
     .fetch_all(pool)
-    .await
-    .map_err(Error::db("append results to outbox"))?;
+    .await?;
     let accepted: HashMap<(Uuid, String), i64> = rows
         .into_iter()
         .map(|(id, tt, ep)| ((id, tt), ep))
@@ -383,8 +377,7 @@ pub async fn lease_lookup(
     .bind(&tokens)
     .bind(&epochs)
     .fetch_all(pool)
-    .await
-    .map_err(Error::db("look up leases"))?;
+    .await?;
     Ok(lease_rows(rows))
 }
 
@@ -412,19 +405,13 @@ pub async fn lease_adopt(
     .bind(&epochs)
     .bind(broker_id)
     .fetch_all(pool)
-    .await
-    .map_err(Error::db("adopt leases"))?;
+    .await?;
     Ok(lease_rows(rows))
 }
 
 /// Calls one of the engine's batch lease functions (`work_heartbeat`, `work_release`) with the
 /// keys as parallel arrays; returns the rows it touched.
-async fn lease_batch_call(
-    pool: &PgPool,
-    sql: &'static str,
-    keys: &[LeaseKey],
-    op: &'static str,
-) -> Result<u64> {
+async fn lease_batch_call(pool: &PgPool, sql: &'static str, keys: &[LeaseKey]) -> Result<u64> {
     if keys.is_empty() {
         return Ok(0);
     }
@@ -438,19 +425,13 @@ async fn lease_batch_call(
         .bind(&types)
         .bind(&epochs)
         .fetch_one(pool)
-        .await
-        .map_err(Error::db(op))?;
+        .await?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Calls a lifecycle claim function (`lifecycle_heartbeat`, `lifecycle_release`) with the
 /// react keys' tokens and epochs.
-async fn lifecycle_batch_call(
-    pool: &PgPool,
-    sql: &'static str,
-    keys: &[&LeaseKey],
-    op: &'static str,
-) -> Result<u64> {
+async fn lifecycle_batch_call(pool: &PgPool, sql: &'static str, keys: &[&LeaseKey]) -> Result<u64> {
     if keys.is_empty() {
         return Ok(0);
     }
@@ -460,8 +441,7 @@ async fn lifecycle_batch_call(
         .bind(&tokens)
         .bind(&epochs)
         .fetch_one(pool)
-        .await
-        .map_err(Error::db(op))?;
+        .await?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -475,40 +455,16 @@ fn split_react(keys: &[LeaseKey]) -> (Vec<LeaseKey>, Vec<&LeaseKey>) {
 /// Refreshes the heartbeat of attested leases, one statement per table for the whole frame.
 pub async fn lease_heartbeat(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
     let (queue, react) = split_react(keys);
-    let n = lease_batch_call(
-        pool,
-        "SELECT work_heartbeat($1, $2, $3, $4)",
-        &queue,
-        "refresh heartbeats",
-    )
-    .await?;
-    let m = lifecycle_batch_call(
-        pool,
-        "SELECT lifecycle_heartbeat($1, $2)",
-        &react,
-        "refresh reactor claims",
-    )
-    .await?;
+    let n = lease_batch_call(pool, "SELECT work_heartbeat($1, $2, $3, $4)", &queue).await?;
+    let m = lifecycle_batch_call(pool, "SELECT lifecycle_heartbeat($1, $2)", &react).await?;
     Ok(n + m)
 }
 
 /// Releases leases at once so another worker can claim the rows (epoch bumped).
 pub async fn lease_release(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
     let (queue, react) = split_react(keys);
-    let n = lease_batch_call(
-        pool,
-        "SELECT work_release($1, $2, $3, $4)",
-        &queue,
-        "release leases",
-    )
-    .await?;
-    let m = lifecycle_batch_call(
-        pool,
-        "SELECT lifecycle_release($1, $2)",
-        &react,
-        "release reactor claims",
-    )
-    .await?;
+    let n = lease_batch_call(pool, "SELECT work_release($1, $2, $3, $4)", &queue).await?;
+    let m = lifecycle_batch_call(pool, "SELECT lifecycle_release($1, $2)", &react).await?;
     Ok(n + m)
 }
 
@@ -578,7 +534,6 @@ pub async fn lifecycle_claim(
         .bind(broker_id)
         .fetch_all(pool)
         .await
-        .map_err(Error::db("claim reactor deliveries"))
 }
 
 /// Reactor results: a success acks the delivery, a failure re-arms it with backoff.
@@ -593,8 +548,7 @@ async fn lifecycle_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
         .bind(&a.oks)
         .bind(&a.errs)
         .fetch_all(pool)
-        .await
-        .map_err(Error::db("record reactor results"))?;
+        .await?;
     let accepted: std::collections::HashSet<(Uuid, i64)> = rows.into_iter().collect();
     Ok(batch
         .iter()

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use converge_broker::db::interval;
-use converge_broker::ids::ShardRange;
+use super::interval;
+use crate::ids::ShardRange;
 use sqlx::PgPool;
 
 /// Applies up to `max` outbox rows (with `express`, only rows marked express); returns how
