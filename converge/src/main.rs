@@ -96,9 +96,11 @@ fn token_new(name: &str, role: converge_auth::Role, kinds: &[String]) -> anyhow:
 
 #[derive(Subcommand)]
 enum MigrateAction {
-    /// Apply pending migrations (safe to run from many processes at once).
+    /// Apply pending migrations and changed engine files (safe to run from many processes at
+    /// once).
     Up,
-    /// List migrations and whether each is applied.
+    /// List migrations and whether each is applied, and each engine file (applied, changed
+    /// or new).
     Status,
 }
 
@@ -143,12 +145,21 @@ async fn main() -> anyhow::Result<()> {
             match action {
                 MigrateAction::Up => {
                     db::migrate(&pool).await?;
-                    println!("migrations applied");
+                    println!("migrations and engine files applied");
                 }
                 MigrateAction::Status => {
                     for m in db::migration_status(&pool).await? {
                         let state = if m.applied { "applied" } else { "pending" };
                         println!("{:>4}  {:<8}  {}", m.version, state, m.description);
+                    }
+                    for f in db::engine_sql::engine_file_status(&pool).await? {
+                        let state = match f.state {
+                            db::engine_sql::EngineFileState::Applied => "applied",
+                            db::engine_sql::EngineFileState::Changed => "changed",
+                            db::engine_sql::EngineFileState::New => "new",
+                        };
+                        let at = f.applied_at.map(|t| t.to_rfc3339()).unwrap_or_default();
+                        println!("engine/sql/{:<16}  {:<8}  {at}", f.file, state);
                     }
                 }
             }

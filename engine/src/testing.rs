@@ -4,13 +4,13 @@
 //!
 //! [`TestDb::new`] needs `CONVERGE_TEST_DATABASE_URL`, an admin URL (database `postgres`, a role
 //! that may create databases) of a running server; `./scripts/test.sh` starts a private one and
-//! sets it. Each migration set is applied once, to a template database
-//! `converge_tmpl_<hash of the migrations' checksums>`; every test then gets
+//! sets it. Each set of migrations and engine files is applied once, to a template database
+//! `converge_tmpl_<hash of the migrations' checksums and the engine files>`; every test gets
 //! `CREATE DATABASE test_<uuid> TEMPLATE ...`, which is a file copy and takes milliseconds.
 
 use std::{future::Future, str::FromStr, sync::mpsc, time::Duration};
 
-use crate::db::{EngineSettings, MIGRATOR};
+use crate::db::{EngineSettings, MIGRATOR, engine_sql::ENGINE_FILES};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, postgres::PgConnectOptions};
 use tokio::sync::OnceCell;
 
@@ -50,21 +50,30 @@ impl TestDb {
     /// If `CONVERGE_TEST_DATABASE_URL` is unset or the server cannot be used: test setup
     /// failures should fail the test loudly.
     pub async fn new() -> TestDb {
-        let admin_url = std::env::var(TEST_DATABASE_URL_ENV).unwrap_or_else(|_| {
-            panic!(
-                "{TEST_DATABASE_URL_ENV} is not set: database tests need a running PostgreSQL. \
-                 Run them with ./scripts/test.sh, or start a throwaway server with \
-                 `eval \"$(scripts/pg-test-cluster.sh start /tmp/converge-pg)\"`"
-            )
-        });
+        let admin_url = admin_url();
         let template = TEMPLATE
             .get_or_init(|| ensure_template(&admin_url))
             .await
             .clone();
+        TestDb::create(admin_url, Some(&template)).await
+    }
 
+    /// Creates an empty database: nothing migrated, for tests of the migrate step itself
+    /// (a fresh boot, an old database restored from a dump).
+    ///
+    /// # Panics
+    /// As [`TestDb::new`].
+    pub async fn empty() -> TestDb {
+        TestDb::create(admin_url(), None).await
+    }
+
+    async fn create(admin_url: String, template: Option<&str>) -> TestDb {
         let name = format!("test_{}", uuid::Uuid::new_v4().simple());
         let mut admin = admin_connect(&admin_url).await;
-        let sql = format!("CREATE DATABASE {name} TEMPLATE {template}");
+        let sql = match template {
+            Some(template) => format!("CREATE DATABASE {name} TEMPLATE {template}"),
+            None => format!("CREATE DATABASE {name}"),
+        };
         let deadline = tokio::time::Instant::now() + CLONE_TIMEOUT;
         loop {
             match sqlx::query(AssertSqlSafe(sql.clone()))
@@ -80,7 +89,7 @@ impl TestDb {
                 {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                Err(e) => panic!("failed to create test database {name} from {template}: {e}"),
+                Err(e) => panic!("failed to create test database {name} ({sql}): {e}"),
             }
         }
         let _ = admin.close().await;
@@ -187,6 +196,17 @@ where
     }
 }
 
+/// The admin URL of the test server, from `CONVERGE_TEST_DATABASE_URL`.
+fn admin_url() -> String {
+    std::env::var(TEST_DATABASE_URL_ENV).unwrap_or_else(|_| {
+        panic!(
+            "{TEST_DATABASE_URL_ENV} is not set: database tests need a running PostgreSQL. \
+             Run them with ./scripts/test.sh, or start a throwaway server with \
+             `eval \"$(scripts/pg-test-cluster.sh start /tmp/converge-pg)\"`"
+        )
+    })
+}
+
 /// Makes sure the template for the embedded migrations exists and returns its name.
 ///
 /// Runs under a session advisory lock, so concurrent test processes build it once; the others
@@ -243,16 +263,24 @@ async fn ensure_template(admin_url: &str) -> String {
     name
 }
 
-/// `converge_tmpl_<hash>`: a stable FNV-1a hash of every migration's version and checksum, so a
-/// new or changed migration gets a new template.
+/// `converge_tmpl_<hash>`: a stable FNV-1a hash of every migration's version and checksum and
+/// of every engine file's name and content, so a new or changed migration or engine file gets
+/// a new template.
 fn template_name() -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for migration in MIGRATOR.iter() {
-        let version = migration.version.to_le_bytes();
-        for byte in version.iter().chain(migration.checksum.iter()) {
+    let mut feed = |bytes: &[u8]| {
+        for byte in bytes {
             hash ^= u64::from(*byte);
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
+    };
+    for migration in MIGRATOR.iter() {
+        feed(&migration.version.to_le_bytes());
+        feed(&migration.checksum);
+    }
+    for file in ENGINE_FILES {
+        feed(file.name.as_bytes());
+        feed(file.sql.as_bytes());
     }
     format!("converge_tmpl_{hash:016x}")
 }

@@ -8,6 +8,7 @@
 //! the broker, `ApiError::db(op)` in the API).
 
 pub mod compose;
+pub mod engine_sql;
 pub mod events;
 pub mod kinds;
 pub mod liveness;
@@ -181,11 +182,9 @@ pub async fn connect(
         .await
 }
 
-/// Applies pending migrations. Safe to call from many processes at once: the migrator holds
-/// a session advisory lock, so exactly one applies and the others wait, then find nothing to do.
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
-}
+/// Applies pending migrations, then every engine file (`engine/sql/`) whose content changed.
+/// Safe to call from many processes at once: see [`engine_sql::migrate`].
+pub use engine_sql::{MigrateError, migrate};
 
 #[cfg(test)]
 mod tests {

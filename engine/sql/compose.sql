@@ -1,7 +1,16 @@
--- Composition at scale: the compose apply keys its working set and skips flow substitution
--- for upstreams that have no status yet, so a compose of thousands of children with as many
--- edges stays linear. Forward-only.
+-- Composition: a composer's result (children, edges, provider configs) applied to the
+-- database in one transaction, fenced on the root's lease.
+--
+-- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
+-- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
 
+-- Applies a compose result in one transaction, fenced on the composing task's lease:
+-- upserts new and changed children (owner/root stamped, value flows pre-substituted so an
+-- identical recompose writes nothing), re-adopts orphaned ones, orphans (grace) vanished ones
+-- and prunes them through the ordered teardown, replaces the root's edges (resolved through
+-- the (kind, name) key) and configs, stamps composed_gen and schedules the children that
+-- changed. Returns 'ok', or 'stale' when the lease is gone. Raises (SQLSTATE P0001) on a
+-- result that cannot be applied; the broker turns that into a terminal failure.
 CREATE OR REPLACE FUNCTION apply_compose_result(p_root uuid, p_lease uuid, p_epoch bigint, p_generation bigint,
                                      p_children jsonb, p_edges jsonb, p_configs jsonb,
                                      p_apply_edges boolean, p_apply_configs boolean)
@@ -15,6 +24,8 @@ DECLARE
     v_bad record;
     v_changed uuid[];
     v_edge jsonb;
+    v_gone uuid;
+    v_marked uuid[] := '{}';
 BEGIN
     PERFORM 1 FROM work_queue
     WHERE resource_id = p_root AND task_type = 'reconcile' AND shard_id = shard_of(p_root)
@@ -95,43 +106,28 @@ BEGIN
     )
     SELECT array_agg(id) INTO v_changed FROM up;
 
-    -- Vanished children: orphan for the kind's grace window, or remove now. Quarantined
-    -- children are left alone (a human set them aside).
-    UPDATE resources r SET frozen_until = now() + make_interval(secs => kc.orphan_grace_secs),
-                           updated_at = now()
-    FROM kind_config kc
-    WHERE r.owner_id = p_root AND r.frozen_until IS NULL
-      AND kc.kind = r.kind AND kc.kind_version = r.kind_version AND kc.orphan_grace_secs > 0
-      AND NOT EXISTS (SELECT 1 FROM compose_children d WHERE d.kind = r.kind AND d.name = r.name);
-    DELETE FROM work_queue q USING resources r
-    WHERE r.owner_id = p_root AND q.resource_id = r.id AND q.shard_id = r.shard_id
-      AND r.frozen_until IS NULL
-      AND NOT EXISTS (SELECT 1 FROM compose_children d WHERE d.kind = r.kind AND d.name = r.name);
-    DELETE FROM resources r
-    WHERE r.owner_id = p_root AND r.frozen_until IS NULL
-      AND NOT EXISTS (SELECT 1 FROM compose_children d WHERE d.kind = r.kind AND d.name = r.name);
-
     IF p_apply_edges THEN
-        CREATE TEMP TABLE IF NOT EXISTS compose_edges (
-            dependent_id uuid, dependency_id uuid, value_flows jsonb
+        CREATE TEMP TABLE IF NOT EXISTS compose_edge_ids (
+            dependent_id uuid, dependency_id uuid, value_flows jsonb,
+            PRIMARY KEY (dependent_id, dependency_id)
         ) ON COMMIT DELETE ROWS;
-        TRUNCATE compose_edges;
-        INSERT INTO compose_edges
+        TRUNCATE compose_edge_ids;
+        INSERT INTO compose_edge_ids
         SELECT DISTINCT ON (a.id, b.id) a.id, b.id,
                coalesce((SELECT jsonb_agg(jsonb_build_object('dep_field', v->>'dependent_field',
                                                              'src_field', v->>'source_field'))
                          FROM jsonb_array_elements(coalesce(e.value->'values', '[]')) v), '[]')
         FROM jsonb_array_elements(coalesce(p_edges, '[]')) e
         JOIN resources a ON a.kind = e.value->'from'->>'kind' AND a.name = e.value->'from'->>'name'
-                        AND a.owner_id = p_root
         JOIN resources b ON b.kind = e.value->'to'->>'kind' AND b.name = e.value->'to'->>'name'
-                        AND b.owner_id = p_root;
+        -- Not `=`: see the top of this file.
+        WHERE a.owner_id IS NOT DISTINCT FROM p_root AND b.owner_id IS NOT DISTINCT FROM p_root;
         DELETE FROM resource_deps d
         WHERE d.owner_id = p_root
-          AND NOT EXISTS (SELECT 1 FROM compose_edges c
+          AND NOT EXISTS (SELECT 1 FROM compose_edge_ids c
                           WHERE c.dependent_id = d.dependent_id AND c.dependency_id = d.dependency_id);
         INSERT INTO resource_deps AS d (dependent_id, dependency_id, owner_id, value_flows)
-        SELECT dependent_id, dependency_id, p_root, value_flows FROM compose_edges
+        SELECT dependent_id, dependency_id, p_root, value_flows FROM compose_edge_ids
         ORDER BY dependent_id, dependency_id
         ON CONFLICT (dependent_id, dependency_id) DO UPDATE
             SET value_flows = EXCLUDED.value_flows, owner_id = EXCLUDED.owner_id
@@ -159,6 +155,29 @@ BEGIN
                   IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.kind_version, EXCLUDED.is_default, EXCLUDED.spec);
     END IF;
 
+    -- Vanished children: orphan for the kind's grace window, or tear down now through the
+    -- ordered soft delete (finalizer kinds run their teardown; the rest go as soon as nothing
+    -- hangs below them). Runs after the edges are replaced, so a desired sibling that no
+    -- longer depends on a dropped child is not swept into its teardown tree. Quarantined
+    -- children are left alone (a human set them aside); deleting ones are already going.
+    UPDATE resources r SET frozen_until = now() + make_interval(secs => kc.orphan_grace_secs),
+                           updated_at = now()
+    FROM kind_config kc
+    WHERE r.owner_id = p_root AND r.frozen_until IS NULL AND r.deletion_requested_at IS NULL
+      AND kc.kind = r.kind AND kc.kind_version = r.kind_version AND kc.orphan_grace_secs > 0
+      AND NOT EXISTS (SELECT 1 FROM compose_children d WHERE d.kind = r.kind AND d.name = r.name);
+    FOR v_gone IN SELECT r.id FROM resources r
+                  WHERE r.owner_id = p_root AND r.frozen_until IS NULL
+                    AND r.deletion_requested_at IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM compose_children d
+                                    WHERE d.kind = r.kind AND d.name = r.name)
+                  ORDER BY r.id LOOP
+        v_marked := v_marked || teardown_mark(v_gone);
+    END LOOP;
+    IF cardinality(v_marked) > 0 THEN
+        PERFORM teardown_advance(v_marked);
+    END IF;
+
     UPDATE resources SET composed_gen = greatest(composed_gen, p_generation) WHERE id = p_root;
     IF v_changed IS NOT NULL THEN
         PERFORM schedule_eligible(v_changed);
@@ -166,4 +185,3 @@ BEGIN
     RETURN 'ok';
 END
 $$;
-

@@ -1,79 +1,14 @@
--- converge: composites' results are drained ahead of the bulk. Forward-only.
+-- The drain: results popped from the outbox (bulk and express lanes) are applied to resources
+-- in batches, then the cascade runs; and the straddle rechecks of rollups are closed out.
 --
--- A drain batch applies up to DRAIN_BATCH (1,000) results in one transaction, 70-250 ms
--- under load on 2 cores. A root's rollup result queued behind one or two such batches: in a
--- 20-root, 20,000-child run the rollups themselves finished 15-50 ms after the last child,
--- yet the roots turned Ready 80-200 ms after it (results written at 0.019-0.053 s, drained
--- at 0.080 s and 0.204 s). Results of composites (kinds with a rollup reaction) are few, one
--- per composite reconcile, and each is what a user waits on, so they go to an express lane:
--- work_complete marks them, and a dedicated express drainer applies only those rows, in
--- their own small transactions, while the bulk drainers go on.
---
--- The lane is the kind's, decided here for every result whichever broker path produced it,
--- and a bulk pass never takes an express row: a resource's results are then applied by one
--- drainer at a time, in outbox order, as before (a lane shared by two drainers could apply an
--- older result after a newer one and put back its status).
---
--- outbox_pop and drain_outbox_batch take the lane (default: the bulk); all keep 0017's
--- settings.
+-- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
+-- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
 
-ALTER TABLE work_outbox ADD COLUMN express boolean NOT NULL DEFAULT false;
-CREATE INDEX idx_work_outbox_express ON work_outbox (id) WHERE express;
-
-DROP FUNCTION drain_outbox_batch(int, smallint, smallint);
-DROP FUNCTION outbox_pop(int, smallint, smallint);
-
--- As in 0011, with the lane of each result.
-CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
-                              p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[],
-                              p_terminal boolean[], p_errors text[], p_statuses jsonb[],
-                              p_conditions jsonb[], p_health boolean[], p_advance boolean[])
-RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
-LANGUAGE plpgsql
--- Every join here is a batch of keys against work_queue's primary key (see 0011).
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
-AS $$
-DECLARE
-    n int;
-BEGIN
-    RETURN QUERY
-    WITH input AS (
-        SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
-                             p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
-                             p_conditions, p_health, p_advance)
-            AS x(resource_id, shard_id, task_type, lease_token, claim_epoch, ok, terminal,
-                 error_message, status, conditions, health_ok, advance)
-    ), done AS (
-        DELETE FROM work_queue w
-        USING input i
-        WHERE w.resource_id = i.resource_id AND w.task_type = i.task_type
-          AND w.shard_id = i.shard_id AND w.claim_epoch = i.claim_epoch
-          -- Not `=`: that implies `lease_token IS NOT NULL`, which lets the planner pick
-          -- the leased partial index (see above).
-          AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
-        RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
-                  i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, w.kind
-    ), ins AS (
-        INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
-                                 error_message, status, conditions, health_ok, advance, express)
-        SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
-               d.error_message, d.status, d.conditions, d.health_ok, d.advance,
-               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
-        FROM done d
-        RETURNING 1
-    )
-    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM notify_gated('outbox_ready');
-    END IF;
-END
-$$;
-
--- As in 0016, with the express lane.
-CREATE FUNCTION outbox_pop(p_max int, p_lo smallint, p_hi smallint, p_express boolean)
+-- Pops up to p_max outbox rows of one lane (bulk or express) in a shard range, oldest
+-- first, as one array per column (the latest result per resource): picking first, then
+-- deleting by key. A bulk pass never takes an express row, so a resource's results are
+-- applied by one drainer at a time, in outbox order.
+CREATE OR REPLACE FUNCTION outbox_pop(p_max int, p_lo smallint, p_hi smallint, p_express boolean)
 RETURNS TABLE (popped int, ids uuid[], gens bigint[], oks boolean[], terminals boolean[],
                errs text[], statuses jsonb[], conds jsonb[], health boolean[], advances boolean[])
 LANGUAGE plpgsql
@@ -132,8 +67,13 @@ BEGIN
 END
 $$;
 
--- As in 0012, popping from the lane asked for.
-CREATE FUNCTION drain_outbox_batch(p_max int, p_lo smallint, p_hi smallint,
+-- The drainer's workhorse. Pops up to p_max outbox rows of one lane in a shard range
+-- (outbox_pop), coalesced per resource (latest wins), and applies them in one UPDATE with a
+-- no-op gate: status, synced_gen (unless a composite waits for its children: `advance`),
+-- health_ok, failure_gen/attempts/terminal. Conditions are written only on transition. Then
+-- the batch's phase changes are recorded and the cascade runs. Joins are primary-key probes
+-- (hash and merge joins off) whatever the tables' size.
+CREATE OR REPLACE FUNCTION drain_outbox_batch(p_max int, p_lo smallint, p_hi smallint,
                                    p_express boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -255,5 +195,42 @@ BEGIN
     PERFORM cascade_on_ready_change(v_ids);
 
     RETURN v_popped;
+END
+$$;
+
+-- Straddle close-out, run by the drainer after its own commit: re-evaluates the armed roots
+-- in a fresh snapshot that sees every sibling settled, so the last concurrent drain always
+-- pends the root within milliseconds. A recheck is kept while its root's run is leased,
+-- found by a probe of the queue's key (the settings keep the planner from hashing the whole
+-- leased queue instead).
+CREATE OR REPLACE FUNCTION drain_rollup_rechecks(p_max int, p_lo smallint, p_hi smallint) RETURNS int
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_material = off
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_roots uuid[];
+    n int;
+BEGIN
+    SELECT array_agg(p.id), array_agg(DISTINCT p.root_id) INTO v_ids, v_roots
+    FROM (SELECT q.id, q.root_id FROM rollup_recheck q
+          WHERE q.shard_id BETWEEN p_lo AND p_hi
+          ORDER BY q.id LIMIT p_max FOR UPDATE SKIP LOCKED) p;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    n := schedule_eligible(v_roots) + schedule_rollup(v_roots);
+    -- Done with, unless the root's run is in flight (see above).
+    DELETE FROM rollup_recheck q
+    WHERE q.id = ANY (v_ids)
+      AND NOT EXISTS (SELECT 1 FROM work_queue w
+                      WHERE w.resource_id = q.root_id AND w.shard_id = q.shard_id
+                        AND w.task_type = 'reconcile' AND w.lease_token IS NOT NULL);
+    RETURN n;
 END
 $$;

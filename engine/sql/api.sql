@@ -1,0 +1,277 @@
+-- The resource API: apply, reconcile now, quarantine, hard delete, descendants, rollback, and
+-- the row triggers that bump a resource's generation and keep its roots' spec history.
+--
+-- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
+-- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
+
+-- A spec change bumps the generation and clears the failure bookkeeping of the old spec.
+CREATE OR REPLACE FUNCTION resources_bump_generation() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.generation := OLD.generation + 1;
+    NEW.failure_attempts := 0;
+    NEW.failure_terminal := false;
+    NEW.updated_at := now();
+    RETURN NEW;
+END $$;
+
+DROP TRIGGER IF EXISTS resources_bump_generation ON resources;
+CREATE TRIGGER resources_bump_generation BEFORE UPDATE OF spec ON resources
+    FOR EACH ROW WHEN (OLD.spec IS DISTINCT FROM NEW.spec)
+    EXECUTE FUNCTION resources_bump_generation();
+
+DROP TRIGGER IF EXISTS resources_bump_generation_on_version ON resources;
+CREATE TRIGGER resources_bump_generation_on_version BEFORE UPDATE OF kind_version ON resources
+    FOR EACH ROW WHEN (OLD.kind_version IS DISTINCT FROM NEW.kind_version)
+    EXECUTE FUNCTION resources_bump_generation();
+
+-- Keeps a root's spec history: the new generation's spec, trimmed to the last
+-- converge.spec_history_keep generations (session setting, default 50).
+CREATE OR REPLACE FUNCTION spec_versions_record() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_keep int := coalesce(nullif(current_setting('converge.spec_history_keep', true), '')::int, 50);
+BEGIN
+    INSERT INTO spec_versions (resource_id, generation, spec)
+    VALUES (NEW.id, NEW.generation, NEW.spec)
+    ON CONFLICT (resource_id, generation) DO UPDATE SET spec = EXCLUDED.spec, created_at = now();
+    IF TG_OP = 'UPDATE' AND NEW.generation > v_keep THEN
+        DELETE FROM spec_versions
+        WHERE resource_id = NEW.id AND generation <= NEW.generation - v_keep;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS spec_versions_on_insert ON resources;
+CREATE TRIGGER spec_versions_on_insert AFTER INSERT ON resources
+    FOR EACH ROW WHEN (NEW.owner_id IS NULL)
+    EXECUTE FUNCTION spec_versions_record();
+
+DROP TRIGGER IF EXISTS spec_versions_on_update ON resources;
+CREATE TRIGGER spec_versions_on_update AFTER UPDATE OF spec ON resources
+    FOR EACH ROW WHEN (NEW.owner_id IS NULL AND OLD.spec IS DISTINCT FROM NEW.spec)
+    EXECUTE FUNCTION spec_versions_record();
+
+-- Creates or updates a resource by (kind, name) and schedules it, in one round trip.
+-- Returns the id, 'created' | 'configured' | 'unchanged', and the generation.
+CREATE OR REPLACE FUNCTION resource_apply(p_kind text, p_kind_version int, p_name text, p_spec jsonb,
+                               p_labels jsonb, p_provider_config_ref text)
+RETURNS TABLE (id uuid, result text, generation bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_new uuid := gen_random_uuid();
+    v_id uuid;
+    v_inserted boolean;
+    v_gen bigint;
+BEGIN
+    INSERT INTO resources AS r (id, kind, kind_version, name, shard_id, spec, labels, provider_config_ref)
+    VALUES (v_new, p_kind, p_kind_version, p_name, shard_of(v_new), p_spec, p_labels, p_provider_config_ref)
+    ON CONFLICT (kind, name) DO UPDATE
+        SET spec = EXCLUDED.spec,
+            labels = EXCLUDED.labels,
+            kind_version = EXCLUDED.kind_version,
+            provider_config_ref = EXCLUDED.provider_config_ref,
+            updated_at = now()
+        WHERE r.spec IS DISTINCT FROM EXCLUDED.spec
+           OR r.labels IS DISTINCT FROM EXCLUDED.labels
+           OR r.kind_version IS DISTINCT FROM EXCLUDED.kind_version
+           OR r.provider_config_ref IS DISTINCT FROM EXCLUDED.provider_config_ref
+    RETURNING r.id, r.id = v_new, r.generation INTO v_id, v_inserted, v_gen;
+
+    IF v_id IS NULL THEN
+        SELECT r.id, r.generation INTO v_id, v_gen
+        FROM resources r WHERE r.kind = p_kind AND r.name = p_name;
+        RETURN QUERY SELECT v_id, 'unchanged'::text, v_gen;
+        RETURN;
+    END IF;
+    PERFORM schedule_eligible(ARRAY[v_id]);
+    RETURN QUERY SELECT v_id, CASE WHEN v_inserted THEN 'created' ELSE 'configured' END, v_gen;
+END
+$$;
+
+-- "Reconcile now": queues a reconcile task for the live generation even when the resource is
+-- synced (trigger 'manual', no backoff), unless a reconcile task is already queued; a queued
+-- one still waiting out a retry backoff is made due now instead. The gates of
+-- schedule_eligible that an operator must lift explicitly still apply: a deleting or frozen
+-- (orphaned or quarantined) resource is refused. A terminally failed resource is retried once.
+-- Returns 'queued', 'already_queued', 'deleting', 'frozen', or NULL for an unknown id.
+CREATE OR REPLACE FUNCTION resource_reconcile_now(p_id uuid) RETURNS text
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    r resources%ROWTYPE;
+    n int;
+BEGIN
+    -- The row lock orders this against a drainer finishing the same resource.
+    SELECT * INTO r FROM resources WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF r.deletion_requested_at IS NOT NULL THEN
+        RETURN 'deleting';
+    END IF;
+    IF r.frozen_until IS NOT NULL THEN
+        RETURN 'frozen';
+    END IF;
+    INSERT INTO work_queue AS w (resource_id, shard_id, task_type, kind, kind_version,
+                                 generation, trigger, attempt, not_before, provider_config,
+                                 provider_bundle)
+    SELECT r.id, r.shard_id, 'reconcile', r.kind, r.kind_version, r.generation, 'manual',
+           r.failure_attempts + 1, '-infinity'::timestamptz, pc.spec, pc.data
+    FROM (SELECT 1) one
+    LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref
+    ON CONFLICT (resource_id, task_type, shard_id) DO NOTHING;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 THEN
+        -- Already queued. An unleased row waiting out a backoff becomes due now; making a
+        -- row claimable earlier needs no epoch bump (no lease exists to fence).
+        UPDATE work_queue w SET not_before = '-infinity'
+        WHERE w.resource_id = r.id AND w.shard_id = r.shard_id AND w.task_type = 'reconcile'
+          AND w.lease_token IS NULL AND w.not_before > now();
+        GET DIAGNOSTICS n = ROW_COUNT;
+        IF n = 0 THEN
+            RETURN 'already_queued';
+        END IF;
+    END IF;
+    PERFORM pg_notify('work_ready', '');
+    RETURN 'queued';
+END
+$$;
+
+-- Quarantine (operator set-aside): frozen_until = 'infinity' freezes the row from every
+-- scheduler (they all gate on frozen_until IS NULL) and drops its pending, unclaimed
+-- reconcile task. A claimed task finishes; its result is applied but re-pends nothing.
+-- Delete tasks are left alone: quarantine must not interfere with teardown. Its owners'
+-- rollups are re-evaluated at once. Returns false for an unknown id.
+CREATE OR REPLACE FUNCTION resource_quarantine(p_id uuid) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_shard smallint;
+BEGIN
+    UPDATE resources SET frozen_until = 'infinity', updated_at = now()
+    WHERE id = p_id
+    RETURNING shard_id INTO v_shard;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM work_queue w
+    WHERE w.resource_id = p_id AND w.shard_id = v_shard AND w.task_type = 'reconcile'
+      AND w.lease_token IS NULL;
+    PERFORM cascade_to_owners(p_id);
+    RETURN true;
+END
+$$;
+
+-- Lifts a quarantine (and only a quarantine: a finite frozen_until is an orphan-grace
+-- deadline owned by the composer), re-arms the row through the normal gate and re-evaluates
+-- its owners. Returns false for an unknown id.
+CREATE OR REPLACE FUNCTION resource_unquarantine(p_id uuid) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM 1 FROM resources WHERE id = p_id;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE resources SET frozen_until = NULL, updated_at = now()
+    WHERE id = p_id AND frozen_until = 'infinity';
+    IF FOUND THEN
+        PERFORM schedule_eligible(ARRAY[p_id]);
+        PERFORM cascade_to_owners(p_id);
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Hard delete of a resource and its composed subtree, for now: issue 4 replaces this with
+-- ordered soft deletion (deletion_requested_at, finalizers, reverse-dependency order).
+--
+-- Queue and outbox rows are removed first so nothing can write back afterwards: a completion
+-- needs its queue row (work_complete is fenced on it), and an undrained result for a vanished
+-- resource would make the drainer write conditions for a row that no longer exists. The
+-- outbox is cleared on both sides of the queue delete: a completion that committed in between
+-- (it held the queue row, so the queue delete waited for it) is caught by the second pass.
+-- The row itself goes last; children, conditions and owned providerconfigs follow through
+-- ON DELETE CASCADE. Returns false for an unknown id.
+CREATE OR REPLACE FUNCTION resource_delete_now(p_id uuid) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_ids uuid[];
+BEGIN
+    PERFORM 1 FROM resources WHERE id = p_id;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Both the root_id set and the owner chain, so no queue row can outlive its resource
+    -- even if a row's root_id were stale.
+    WITH RECURSIVE sub(id) AS (
+        SELECT p_id
+        UNION
+        SELECT r.id FROM resources r JOIN sub s ON r.owner_id = s.id
+    )
+    SELECT array_agg(d.id ORDER BY d.id) INTO v_ids
+    FROM (SELECT sub.id FROM sub
+          UNION
+          SELECT r.id FROM resources r WHERE r.root_id = p_id) d;
+
+    DELETE FROM work_outbox o WHERE o.resource_id = ANY (v_ids);
+    DELETE FROM work_queue w WHERE w.resource_id = ANY (v_ids);
+    DELETE FROM work_outbox o WHERE o.resource_id = ANY (v_ids);
+    DELETE FROM resources WHERE id = p_id;
+    RETURN FOUND;
+END
+$$;
+
+-- Every row below p_id (not p_id itself). A root's descendants all carry its id in root_id,
+-- so one index scan finds them; a mid-level composite's share the top root's root_id, so they
+-- are found by walking the owner chain.
+CREATE OR REPLACE FUNCTION resource_descendant_ids(p_id uuid) RETURNS TABLE (id uuid)
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM resources r WHERE r.id = p_id AND r.owner_id IS NULL) THEN
+        RETURN QUERY SELECT r.id FROM resources r WHERE r.root_id = p_id AND r.id <> p_id;
+    ELSE
+        RETURN QUERY
+        WITH RECURSIVE sub(id) AS (
+            SELECT r.id FROM resources r WHERE r.owner_id = p_id
+            UNION
+            SELECT r.id FROM resources r JOIN sub s ON r.owner_id = s.id
+        )
+        SELECT sub.id FROM sub;
+    END IF;
+END
+$$;
+
+-- Re-applies the spec recorded for p_generation as a new generation (a rollback is a spec
+-- change like any other: it bumps the generation and reconciles). Returns the resulting
+-- generation and whether the spec changed; no row when that generation is not recorded.
+CREATE OR REPLACE FUNCTION resource_rollback(p_id uuid, p_generation bigint)
+RETURNS TABLE (generation bigint, changed boolean)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_spec jsonb;
+    v_gen bigint;
+BEGIN
+    SELECT s.spec INTO v_spec FROM spec_versions s
+    WHERE s.resource_id = p_id AND s.generation = p_generation;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE resources r SET spec = v_spec, updated_at = now()
+    WHERE r.id = p_id AND r.spec IS DISTINCT FROM v_spec AND r.deletion_requested_at IS NULL
+    RETURNING r.generation INTO v_gen;
+    IF v_gen IS NOT NULL THEN
+        PERFORM schedule_eligible(ARRAY[p_id]);
+        RETURN QUERY SELECT v_gen, true;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT r.generation, false FROM resources r WHERE r.id = p_id;
+END
+$$;

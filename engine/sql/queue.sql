@@ -1,0 +1,233 @@
+-- The work queue: the wake gate, the retry backoff, and a broker's claim, heartbeat,
+-- release and completion of tasks (fenced on lease token and claim epoch; results go to the
+-- outbox for the drainer).
+--
+-- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
+-- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
+
+-- The wake gate: at most one pg_notify per channel per 50 ms window across all backends.
+-- Layer 1 is an unlocked read (almost every caller stops there); layer 2 a non-blocking
+-- advisory lock picks one winner; layer 3 the winner stamps the window and notifies.
+-- Listeners poll once more one window after each wake, so a suppressed notify is covered.
+CREATE OR REPLACE FUNCTION notify_gated(p_channel text) RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_last timestamptz;
+BEGIN
+    SELECT last_at INTO v_last FROM wake_state WHERE channel = p_channel;
+    IF v_last IS NOT NULL AND v_last > clock_timestamp() - interval '50 milliseconds' THEN
+        RETURN;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('converge.notify_gated'), hashtext(p_channel)) THEN
+        RETURN;
+    END IF;
+    UPDATE wake_state SET last_at = clock_timestamp() WHERE channel = p_channel;
+    PERFORM pg_notify(p_channel, '');
+END
+$$;
+
+-- Retry backoff for a transient failure: base * 2^(attempts-1), capped. The base and cap come
+-- from the session settings converge.retry_base_ms / converge.retry_max_ms (set by the
+-- converge process on every connection), defaulting to 2 s and 5 min.
+CREATE OR REPLACE FUNCTION retry_backoff(p_attempts int) RETURNS interval
+LANGUAGE sql STABLE
+AS $$
+    SELECT make_interval(secs => least(
+        coalesce(nullif(current_setting('converge.retry_base_ms', true), '')::bigint, 2000)
+            * power(2, greatest(least(p_attempts, 30) - 1, 0)),
+        coalesce(nullif(current_setting('converge.retry_max_ms', true), '')::bigint, 300000)
+    ) / 1000.0)
+$$;
+
+-- Claims up to p_limit unleased tasks of one (kind, version) in a shard range, oldest due
+-- first, stamping a fresh lease and bumping claim_epoch, and returns everything the broker
+-- needs to build the StageTasks (resource row, deadline from the live kind_config) in one
+-- round trip. A capped kind (kind_config.max_inflight) takes a transaction-scoped advisory
+-- lock on the kind, counts its live leases and claims at most the remaining budget.
+CREATE OR REPLACE FUNCTION work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version int,
+                                      p_limit int, p_broker text)
+RETURNS TABLE (resource_id uuid, shard_id smallint, task_type text, generation bigint,
+               trigger text, attempt int, lease_token uuid, claim_epoch bigint,
+               provider_config jsonb, provider_bundle bytea, task_deadline_secs int,
+               name text, owner_id uuid, root_id uuid, spec jsonb, status jsonb,
+               r_generation bigint, synced_gen bigint, is_ready boolean, finalizers text[],
+               deletion_requested_at_ms bigint, frozen_until_ms bigint, labels jsonb,
+               phase text, composed_gen bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_material = off SET jit = off
+AS $$
+DECLARE
+    v_cap int;
+    v_used int;
+    v_limit int := p_limit;
+    v_ids uuid[];
+    v_types text[];
+    v_shards smallint[];
+BEGIN
+    SELECT kc.max_inflight INTO v_cap FROM kind_config kc
+    WHERE kc.kind = p_kind AND kc.kind_version = p_kind_version;
+    IF coalesce(v_cap, 0) > 0 THEN
+        -- Serialises capped claims of this kind across brokers until this claim commits.
+        PERFORM pg_advisory_xact_lock(hashtext('converge.kind_cap'), hashtext(p_kind || '/' || p_kind_version));
+        SELECT count(*) INTO v_used FROM work_queue q
+        WHERE q.kind = p_kind AND q.kind_version = p_kind_version AND q.lease_token IS NOT NULL;
+        v_limit := least(p_limit, v_cap - v_used);
+        IF v_limit <= 0 THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Pick and lock first, then update by key (see 0015); oldest due first.
+    SELECT array_agg(q.resource_id), array_agg(q.task_type), array_agg(q.shard_id)
+    INTO v_ids, v_types, v_shards
+    FROM (SELECT q.resource_id, q.task_type, q.shard_id
+          FROM work_queue q
+          WHERE q.shard_id BETWEEN p_lo AND p_hi
+            AND q.kind = p_kind AND q.kind_version = p_kind_version
+            AND q.lease_token IS NULL
+            AND q.not_before <= now()
+          ORDER BY q.not_before
+          LIMIT v_limit
+          FOR UPDATE SKIP LOCKED) q;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH u AS (
+        UPDATE work_queue w
+        SET lease_token = gen_random_uuid(),
+            claim_epoch = w.claim_epoch + 1,
+            claimed_at = now(),
+            heartbeat_at = now(),
+            broker_id = p_broker
+        FROM unnest(v_ids, v_types, v_shards) AS k(id, task_type, shard_id)
+        WHERE w.resource_id = k.id AND w.task_type = k.task_type AND w.shard_id = k.shard_id
+        RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.trigger, w.attempt,
+                  w.lease_token, w.claim_epoch, w.provider_config, w.provider_bundle,
+                  w.kind, w.kind_version
+    )
+    SELECT u.resource_id, u.shard_id, u.task_type, u.generation, u.trigger, u.attempt,
+           u.lease_token, u.claim_epoch, u.provider_config, u.provider_bundle,
+           coalesce(kc.task_deadline_secs, 0),
+           r.name, r.owner_id, r.root_id, r.spec, r.status, r.generation, r.synced_gen,
+           r.is_ready, r.finalizers,
+           coalesce((extract(epoch FROM r.deletion_requested_at) * 1000)::bigint, 0),
+           CASE WHEN r.frozen_until IS NULL THEN 0
+                WHEN r.frozen_until = 'infinity' THEN 9223372036854775807
+                ELSE (extract(epoch FROM r.frozen_until) * 1000)::bigint END,
+           r.labels, r.phase, r.composed_gen
+    FROM u
+    JOIN resources r ON r.id = u.resource_id
+    LEFT JOIN kind_config kc ON kc.kind = u.kind AND kc.kind_version = u.kind_version;
+END
+$$;
+
+-- Refreshes the heartbeat of the attested leases only (one statement per heartbeat frame).
+CREATE OR REPLACE FUNCTION work_heartbeat(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
+                               p_claim_epochs bigint[])
+RETURNS int
+LANGUAGE sql
+AS $$
+    WITH input AS (
+        SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_claim_epochs)
+            AS x(resource_id, shard_id, task_type, claim_epoch)
+    ), upd AS (
+        UPDATE work_queue w SET heartbeat_at = now()
+        FROM input i
+        WHERE w.resource_id = i.resource_id AND w.task_type = i.task_type
+          AND w.shard_id = i.shard_id AND w.claim_epoch = i.claim_epoch
+          AND w.lease_token IS NOT NULL
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM upd
+$$;
+
+-- Releases leases at once (a stream ended, a broker is stopping): the rows become claimable
+-- with a bumped epoch, so whatever the old holder sends later is refused.
+CREATE OR REPLACE FUNCTION work_release(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
+                             p_claim_epochs bigint[])
+RETURNS int
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    n int;
+BEGIN
+    WITH input AS (
+        SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_claim_epochs)
+            AS x(resource_id, shard_id, task_type, claim_epoch)
+    )
+    UPDATE work_queue w
+    SET lease_token = NULL, claim_epoch = w.claim_epoch + 1, broker_id = NULL,
+        worker_id = NULL, claimed_at = NULL, heartbeat_at = NULL
+    FROM input i
+    WHERE w.resource_id = i.resource_id AND w.task_type = i.task_type
+      AND w.shard_id = i.shard_id AND w.claim_epoch = i.claim_epoch
+      AND w.lease_token IS NOT NULL;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        -- Direct, not gated: rare, and another broker should see the work within ms.
+        PERFORM pg_notify('work_ready', '');
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- Records a batch of task results, fenced: a result lands in work_outbox (and its queue row
+-- is removed) only if the queue row still carries that lease and claim_epoch. Returns the
+-- accepted results; anything missing from the output was stale and changed nothing. The
+-- finished rows are found by primary key, one nested-loop probe each, and a result of a kind
+-- with a rollup goes to the express lane.
+CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
+                              p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[],
+                              p_terminal boolean[], p_errors text[], p_statuses jsonb[],
+                              p_conditions jsonb[], p_health boolean[], p_advance boolean[])
+RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
+LANGUAGE plpgsql
+-- Every join here is a batch of keys against work_queue's primary key (see 0011).
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
+AS $$
+DECLARE
+    n int;
+BEGIN
+    RETURN QUERY
+    WITH input AS (
+        SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
+                             p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
+                             p_conditions, p_health, p_advance)
+            AS x(resource_id, shard_id, task_type, lease_token, claim_epoch, ok, terminal,
+                 error_message, status, conditions, health_ok, advance)
+    ), done AS (
+        DELETE FROM work_queue w
+        USING input i
+        WHERE w.resource_id = i.resource_id AND w.task_type = i.task_type
+          AND w.shard_id = i.shard_id AND w.claim_epoch = i.claim_epoch
+          -- Not `=`: that implies `lease_token IS NOT NULL`, which lets the planner pick
+          -- the leased partial index (see above).
+          AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
+        RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
+                  i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
+                  i.advance, w.kind
+    ), ins AS (
+        INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
+                                 error_message, status, conditions, health_ok, advance, express)
+        SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
+               d.error_message, d.status, d.conditions, d.health_ok, d.advance,
+               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
+        FROM done d
+        RETURNING 1
+    )
+    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM notify_gated('outbox_ready');
+    END IF;
+END
+$$;
