@@ -41,6 +41,7 @@ mod common;
 
 use converge_cel::Graph;
 use converge_starlark::Bundle;
+use converge_stdworker::providers::shared::into_outcome;
 use converge_wasm_host::{HostConfig, LoadedComponent, WasmHost, wit};
 use proptest::{prelude::*, test_runner::Config as ProptestConfig};
 use serde_json::{Value, json};
@@ -450,7 +451,7 @@ fn wasm_request(spec: &Value) -> wit::Request {
 }
 
 /// Every engine's output is first converted the way its stdworker provider converts it (the
-/// starlark and cel structs through `into_outcome!`, the wasm outcome through
+/// starlark and cel output through `providers::shared::into_outcome`, the wasm outcome through
 /// `providers::wasm::convert`), so the comparison covers those conversions too.
 fn canon(out: converge_sdk::Outcome) -> Canon {
     Canon::new(
@@ -492,14 +493,14 @@ fn canon(out: converge_sdk::Outcome) -> Canon {
 fn compose_starlark(e: &Engines, spec: &Value) -> Result<Canon, String> {
     e.starlark
         .compose(spec, &json!({}), &converge_starlark::Limits::default())
-        .map(|out| canon(converge_stdworker::into_outcome!(out)))
+        .map(|out| canon(into_outcome(out)))
         .map_err(|err| format!("starlark: {err}"))
 }
 
 fn compose_cel(e: &Engines, spec: &Value) -> Result<Canon, String> {
     e.cel
         .compose(ROOT, spec)
-        .map(|out| canon(converge_stdworker::into_outcome!(out)))
+        .map(|out| canon(into_outcome(out)))
         .map_err(|err| format!("cel: {err}"))
 }
 

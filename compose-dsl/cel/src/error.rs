@@ -98,3 +98,9 @@ pub enum Error {
     #[error("invalid compose output: {0}")]
     InvalidOutput(String),
 }
+
+impl From<converge_compose_output::InvalidOutput> for Error {
+    fn from(e: converge_compose_output::InvalidOutput) -> Self {
+        Self::InvalidOutput(e.into_message())
+    }
+}

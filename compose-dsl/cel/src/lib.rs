@@ -53,14 +53,15 @@ mod compose;
 mod error;
 mod graph;
 mod limits;
-mod output;
 mod path;
 mod refs;
 mod template;
 mod value;
 
+pub use converge_compose_output::{
+    ChildSpec, ComposeOutput, DepEdge, ProviderConfigSpec, ResourceRef, ValueFlow,
+};
 pub use error::{CompileError, CompileErrorKind, Error, LimitKind};
 pub use graph::Graph;
 pub use limits::Limits;
-pub use output::{ChildSpec, ComposeOutput, DepEdge, ProviderConfigSpec, ResourceRef, ValueFlow};
 pub use value::{cel_to_json, json_to_cel};

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use starlark::{environment::Module, eval::Evaluator};
 
-use crate::{Bundle, ComposeOutput, Error, LimitKind, Limits, json, sandbox};
+use crate::{Bundle, ComposeOutput, Error, LimitKind, Limits, json, output, sandbox};
 
 impl Bundle {
     /// Calls `compose(spec, config)` and validates what it returns.
@@ -56,6 +56,6 @@ impl Bundle {
             json::to_json(result)
                 .map_err(|e| Error::output(format!("result is not JSON-representable: {e}")))
         })?;
-        ComposeOutput::from_json(json, limits)
+        output::from_json(json, limits)
     }
 }

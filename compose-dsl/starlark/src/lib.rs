@@ -48,6 +48,8 @@ mod sandbox;
 
 pub use archive::pack;
 pub use bundle::{Bundle, BundleStats, ENTRY};
+pub use converge_compose_output::{
+    ChildSpec, ComposeOutput, DepEdge, ProviderConfigSpec, ResourceRef, ValueFlow,
+};
 pub use error::{Error, LimitKind};
 pub use limits::{Limits, MAX_CALL_STACK};
-pub use output::{ChildSpec, ComposeOutput, DepEdge, ProviderConfigSpec, ResourceRef, ValueFlow};

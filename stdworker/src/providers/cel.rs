@@ -26,8 +26,8 @@ use serde_json::Value;
 use tracing::{info, warn};
 
 use super::shared::{
-    ContentHash, LastWarmed, StageAction, compose_output, content_hash, rollup_status, spec_text,
-    stage_action,
+    ContentHash, LastWarmed, StageAction, compose_output, content_hash, into_outcome,
+    rollup_status, spec_text, stage_action,
 };
 use crate::sandbox::{
     SandboxPool,
@@ -107,8 +107,7 @@ impl CelProvider {
                 return Err(HandlerError::transient("cancelled during the cel evaluation"));
             }
         };
-        let out: converge_cel::ComposeOutput = compose_output("cel", out)?;
-        Ok(crate::into_outcome!(out))
+        Ok(into_outcome(compose_output("cel", out)?))
     }
 }
 

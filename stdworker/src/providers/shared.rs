@@ -2,8 +2,9 @@
 //! compiled programs (each sandbox child keeps one), the stage dispatch rules, the
 //! descendant-counting rollup, and the conversions to and from sandbox requests.
 //!
-//! Both engines return their own `ComposeOutput`, whose structs have exactly the fields of the
-//! SDK's types; [`into_outcome!`](crate::into_outcome) converts either one field by field.
+//! Both engines return the same `ComposeOutput` (from `converge-compose-output`), whose
+//! structs have exactly the fields of the SDK's types; [`into_outcome`] converts it field by
+//! field.
 
 use std::{
     collections::HashMap,
@@ -14,8 +15,11 @@ use std::{
     },
 };
 
-use converge_sdk::{HandlerError, Json, Resource, Stage};
-use serde::de::DeserializeOwned;
+use converge_compose_output::ComposeOutput;
+use converge_sdk::{
+    ChildSpec, DepEdge, HandlerError, Json, Outcome, ProviderConfigSpec, Resource, ResourceRef,
+    Stage, ValueFlow,
+};
 use serde_json::{Map, Value, json, value::RawValue};
 use sha2::{Digest, Sha256};
 
@@ -197,11 +201,11 @@ pub fn spec_text(spec: &Json) -> Result<Box<RawValue>, HandlerError> {
         .map_err(|e| HandlerError::terminal(format!("the resource's spec is not JSON: {e}")))
 }
 
-/// An engine's compose output from a sandbox reply, parsed once into its `ComposeOutput`.
-pub fn compose_output<T: DeserializeOwned>(
+/// An engine's compose output from a sandbox reply, parsed once into a `ComposeOutput`.
+pub fn compose_output(
     engine: &str,
     out: Option<Box<RawValue>>,
-) -> Result<T, HandlerError> {
+) -> Result<ComposeOutput, HandlerError> {
     let raw = out.ok_or_else(|| {
         HandlerError::terminal(format!("the {engine} sandbox returned no compose output"))
     })?;
@@ -256,50 +260,47 @@ pub fn rollup_status(status: Option<&Value>, descendants: &[Resource]) -> Value 
     Value::Object(out)
 }
 
-/// Converts an engine's `ComposeOutput` into a `converge_sdk::Outcome`, field by field
-/// (both engines' structs mirror the SDK types exactly).
-#[macro_export]
-macro_rules! into_outcome {
-    ($out:expr) => {{
-        let out = $out;
-        converge_sdk::Outcome {
-            status: out.status,
-            children: out
-                .children
-                .into_iter()
-                .map(|c| converge_sdk::ChildSpec {
-                    kind: c.kind,
-                    kind_version: c.kind_version,
-                    name: c.name,
-                    spec: c.spec,
-                    labels: c.labels,
-                })
-                .collect(),
-            edges: out
-                .edges
-                .into_iter()
-                .map(|e| converge_sdk::DepEdge {
-                    from: converge_sdk::ResourceRef::new(e.from.kind, e.from.name),
-                    to: converge_sdk::ResourceRef::new(e.to.kind, e.to.name),
-                    values: e
-                        .values
-                        .into_iter()
-                        .map(|v| converge_sdk::ValueFlow::new(v.dependent_field, v.source_field))
-                        .collect(),
-                })
-                .collect(),
-            configs: out
-                .configs
-                .into_iter()
-                .map(|c| converge_sdk::ProviderConfigSpec {
-                    name: c.name,
-                    kind: c.kind,
-                    kind_version: c.kind_version,
-                    is_default: c.is_default,
-                    spec: c.spec,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }};
+/// Converts a compose result (either engine's: both re-export
+/// [`converge_compose_output::ComposeOutput`]) into an [`Outcome`], field by field: its
+/// structs mirror the SDK types exactly.
+pub fn into_outcome(out: ComposeOutput) -> Outcome {
+    Outcome {
+        status: out.status,
+        children: out
+            .children
+            .into_iter()
+            .map(|c| ChildSpec {
+                kind: c.kind,
+                kind_version: c.kind_version,
+                name: c.name,
+                spec: c.spec,
+                labels: c.labels,
+            })
+            .collect(),
+        edges: out
+            .edges
+            .into_iter()
+            .map(|e| DepEdge {
+                from: ResourceRef::new(e.from.kind, e.from.name),
+                to: ResourceRef::new(e.to.kind, e.to.name),
+                values: e
+                    .values
+                    .into_iter()
+                    .map(|v| ValueFlow::new(v.dependent_field, v.source_field))
+                    .collect(),
+            })
+            .collect(),
+        configs: out
+            .configs
+            .into_iter()
+            .map(|c| ProviderConfigSpec {
+                name: c.name,
+                kind: c.kind,
+                kind_version: c.kind_version,
+                is_default: c.is_default,
+                spec: c.spec,
+            })
+            .collect(),
+        ..Default::default()
+    }
 }

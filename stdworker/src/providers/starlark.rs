@@ -31,8 +31,8 @@ use serde_json::{Map, Value};
 use tracing::{info, warn};
 
 use super::shared::{
-    ContentHash, LastWarmed, StageAction, compose_output, content_hash, rollup_status, short_hex,
-    spec_text, stage_action,
+    ContentHash, LastWarmed, StageAction, compose_output, content_hash, into_outcome,
+    rollup_status, short_hex, spec_text, stage_action,
 };
 use crate::sandbox::{
     SandboxPool,
@@ -270,8 +270,7 @@ impl StarlarkProvider {
                 return Err(HandlerError::transient("cancelled during the starlark evaluation"));
             }
         };
-        let out: converge_starlark::ComposeOutput = compose_output("starlark", out)?;
-        Ok(crate::into_outcome!(out))
+        Ok(into_outcome(compose_output("starlark", out)?))
     }
 }
 
