@@ -14,9 +14,17 @@
 #
 # The PostgreSQL bin dir is PG_BIN_DIR if set, else `pg_config --bindir`, else the newest
 # /usr/lib/postgresql/*/bin, else wherever `initdb` is on PATH.
+#
+# The cluster itself (superuser, initdb flags, settings, users, timeouts) is defined once in
+# pg-cluster-defs.sh, shared with `converge dev`'s embedded database.
 set -euo pipefail
 
 readonly MARKER=".pg-test-cluster"
+# This cluster only: many test binaries run at once, each with its own pool.
+readonly TEST_SETTINGS="max_connections=500"
+
+# shellcheck source=pg-cluster-defs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pg-cluster-defs.sh"
 
 die() {
     echo "pg-test-cluster: error: $*" >&2
@@ -36,10 +44,10 @@ find_bindir() {
     if command -v pg_config >/dev/null 2>&1; then
         candidates+=("$(pg_config --bindir 2>/dev/null || true)")
     fi
-    if compgen -G "/usr/lib/postgresql/*/bin" >/dev/null; then
+    if compgen -G "$PG_VERSIONS_DIR/*/bin" >/dev/null; then
         while IFS= read -r d; do
             candidates+=("$d")
-        done < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -rV)
+        done < <(printf '%s\n' "$PG_VERSIONS_DIR"/*/bin | sort -rV)
     fi
     if command -v initdb >/dev/null 2>&1; then
         candidates+=("$(dirname "$(command -v initdb)")")
@@ -59,13 +67,13 @@ pick_user() {
         return 0
     fi
     local u
-    for u in ${PG_TEST_USER:-} postgres nobody; do
+    for u in ${PG_TEST_USER:-} $PG_RUN_AS_USERS; do
         if id -u "$u" >/dev/null 2>&1 && [[ "$(id -u "$u")" != 0 ]]; then
             echo "$u"
             return 0
         fi
     done
-    die "running as root and found no unprivileged user (postgres, nobody) to run PostgreSQL as; set PG_TEST_USER"
+    die "running as root and found no unprivileged user (${PG_RUN_AS_USERS// /, }) to run PostgreSQL as; set PG_TEST_USER"
 }
 
 # run_as USER CMD...: runs CMD as USER (or as ourselves when USER is empty).
@@ -98,9 +106,20 @@ free_port() {
     die "could not find a free loopback port"
 }
 
+# conf_lines NAME=VALUE...: the settings as postgresql.conf lines.
+conf_lines() {
+    local s
+    for s in "$@"; do
+        printf "%s = '%s'\n" "${s%%=*}" "${s#*=}"
+    done
+}
+
 cmd_start() {
     local dir="${1:?usage: pg-test-cluster.sh start DIR}"
-    local bindir user port attempt
+    local bindir user port attempt initdb_args fast_settings test_settings
+    read -ra initdb_args <<<"$PG_INITDB_ARGS"
+    read -ra fast_settings <<<"$PG_FAST_SETTINGS"
+    read -ra test_settings <<<"$TEST_SETTINGS"
     bindir="$(find_bindir)" || die "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; install PostgreSQL (e.g. apt-get install postgresql) or set PG_BIN_DIR"
     user="$(pick_user)"
 
@@ -117,28 +136,24 @@ cmd_start() {
     fi
 
     log "initdb in $dir/pgdata (bin dir $bindir${user:+, as user $user})"
-    if ! run_as "$user" "$bindir/initdb" -D "$dir/pgdata" -U converge --auth=trust \
-        --encoding=UTF8 --locale=C --no-sync >"$dir/initdb.log" 2>&1; then
+    if ! run_as "$user" "$bindir/initdb" -D "$dir/pgdata" -U "$PG_SUPERUSER" \
+        "${initdb_args[@]}" >"$dir/initdb.log" 2>&1; then
         cat "$dir/initdb.log" >&2
         die "initdb failed"
     fi
-    cat >>"$dir/pgdata/postgresql.conf" <<EOF
+    {
+        printf '\n# pg-test-cluster.sh: throwaway test cluster, speed over durability\n'
+        conf_lines "listen_addresses=$PG_LISTEN_ADDRESS" "unix_socket_directories=$dir" \
+            "${test_settings[@]}" "${fast_settings[@]}"
+    } >>"$dir/pgdata/postgresql.conf"
 
-# pg-test-cluster.sh: throwaway test cluster, speed over durability
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$dir'
-max_connections = 500
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-EOF
-
-    for attempt in 1 2 3 4 5; do
+    for attempt in $(seq 1 "$PG_START_ATTEMPTS"); do
         port="$(free_port)"
-        if run_as "$user" "$bindir/pg_ctl" -D "$dir/pgdata" -l "$dir/postgres.log" -w -t 60 \
-            -o "-p $port" start >&2; then
-            log "PostgreSQL listening on 127.0.0.1:$port"
-            printf "export CONVERGE_TEST_DATABASE_URL='postgres://converge@127.0.0.1:%s/postgres'\n" "$port"
+        if run_as "$user" "$bindir/pg_ctl" -D "$dir/pgdata" -l "$dir/postgres.log" -w \
+            -t "$PG_READY_TIMEOUT_SECS" -o "-p $port" start >&2; then
+            log "PostgreSQL listening on $PG_LISTEN_ADDRESS:$port"
+            printf "export CONVERGE_TEST_DATABASE_URL='postgres://%s@%s:%s/postgres'\n" \
+                "$PG_SUPERUSER" "$PG_LISTEN_ADDRESS" "$port"
             printf "export CONVERGE_TEST_PG_DIR='%s'\n" "$dir"
             return 0
         fi
@@ -159,8 +174,8 @@ cmd_stop() {
     local bindir user
     if [[ -f "$dir/pgdata/postmaster.pid" ]] && bindir="$(find_bindir)"; then
         user="$(pick_user)"
-        run_as "$user" "$bindir/pg_ctl" -D "$dir/pgdata" -m fast -w -t 30 stop >&2 ||
-            run_as "$user" "$bindir/pg_ctl" -D "$dir/pgdata" -m immediate -w -t 30 stop >&2 ||
+        run_as "$user" "$bindir/pg_ctl" -D "$dir/pgdata" -m fast -w -t "$PG_STOP_TIMEOUT_SECS" stop >&2 ||
+            run_as "$user" "$bindir/pg_ctl" -D "$dir/pgdata" -m immediate -w -t "$PG_STOP_TIMEOUT_SECS" stop >&2 ||
             log "could not stop the server in $dir"
     fi
     rm -rf "$dir"

@@ -12,12 +12,17 @@
 //! terminal reaches `converge` first and `converge` decides when the database stops. initdb and
 //! postgres refuse to run as root, so as root both run as `postgres` (or else `nobody`) and the
 //! data directory is handed to that user.
+//!
+//! The cluster's definition (superuser, initdb flags, listen address, fast settings, users,
+//! timeouts) is `scripts/pg-cluster-defs.sh`, embedded here and sourced by the test cluster's
+//! `scripts/pg-test-cluster.sh`, so a setting is defined once.
 
 use std::{
     fmt, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     process::{ExitStatus, Stdio},
+    sync::LazyLock,
     time::Duration,
 };
 
@@ -25,16 +30,99 @@ use sqlx::{Connection, PgConnection};
 use tokio::process::{Child, Command};
 use tracing::{info, warn};
 
-/// How long the server gets to accept connections after it was started.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a fast shutdown may take before the server is shut down immediately.
-const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-/// Attempts at starting on a fresh free port when the chosen one was taken meanwhile.
-const PORT_ATTEMPTS: usize = 5;
 /// Longest unix socket path the kernel accepts (`sun_path` minus its NUL).
 const MAX_SOCKET_PATH: usize = 107;
-/// Users tried, in order, to run PostgreSQL as when we are root.
-const UNPRIVILEGED_USERS: [&str; 2] = ["postgres", "nobody"];
+
+/// The cluster definition shared with `scripts/pg-test-cluster.sh`, which sources the same file.
+const CLUSTER_DEFS_FILE: &str = include_str!("../../scripts/pg-cluster-defs.sh");
+
+/// [`CLUSTER_DEFS_FILE`], parsed on first use (a unit test proves it parses).
+static DEFS: LazyLock<ClusterDefs> = LazyLock::new(|| {
+    ClusterDefs::parse(CLUSTER_DEFS_FILE)
+        .unwrap_or_else(|e| panic!("scripts/pg-cluster-defs.sh: {e}"))
+});
+
+/// What `scripts/pg-cluster-defs.sh` defines (its comments say what each value is for).
+#[derive(Debug)]
+struct ClusterDefs {
+    /// `PG_SUPERUSER`: the user every connection uses.
+    superuser: &'static str,
+    /// `PG_INITDB_ARGS`: initdb flags besides `-D` and `-U`.
+    initdb_args: Vec<&'static str>,
+    /// `PG_LISTEN_ADDRESS`: the only TCP address the server listens on.
+    listen_address: &'static str,
+    /// `PG_FAST_SETTINGS`: `name=value` settings turned on by `DEVDB_FAST`.
+    fast_settings: Vec<&'static str>,
+    /// `PG_START_ATTEMPTS`: starts tried on fresh free ports.
+    start_attempts: usize,
+    /// `PG_READY_TIMEOUT_SECS`: how long the server gets to accept connections.
+    ready_timeout: Duration,
+    /// `PG_STOP_TIMEOUT_SECS`: how long a fast shutdown may take.
+    stop_timeout: Duration,
+    /// `PG_RUN_AS_USERS`: users tried, in order, to run PostgreSQL as when we are root.
+    run_as_users: Vec<&'static str>,
+    /// `PG_VERSIONS_DIR`: holds one `<major>/bin` per installed version.
+    versions_dir: &'static str,
+}
+
+impl ClusterDefs {
+    /// Parses the `KEY=value` / `KEY="value"` lines of the defs file. Values the shell would
+    /// expand or unquote differently (`$`, quotes, backslashes, backquotes) are refused, so
+    /// bash and this parser always read the same thing.
+    fn parse(text: &'static str) -> Result<ClusterDefs, String> {
+        let mut values = std::collections::HashMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, raw) = line
+                .split_once('=')
+                .ok_or_else(|| format!("line {}: expected KEY=value", n + 1))?;
+            let value = raw
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(raw);
+            if key.is_empty() || !key.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                return Err(format!("line {}: bad key {key:?}", n + 1));
+            }
+            if value.contains(['$', '`', '\\', '\'', '"']) || value.contains('#') {
+                return Err(format!(
+                    "line {}: {key} has shell syntax in its value",
+                    n + 1
+                ));
+            }
+            if (value.contains(' ') || value.is_empty()) && !raw.starts_with('"') {
+                return Err(format!("line {}: {key} needs double quotes", n + 1));
+            }
+            values.insert(key, value);
+        }
+        let get = |key: &str| {
+            values
+                .get(key)
+                .copied()
+                .ok_or_else(|| format!("{key} is not defined"))
+        };
+        let list = |key: &str| get(key).map(|v| v.split_whitespace().collect::<Vec<_>>());
+        let number = |key: &str| {
+            get(key)?
+                .parse::<u64>()
+                .map_err(|e| format!("{key} is not a number: {e}"))
+        };
+        Ok(ClusterDefs {
+            superuser: get("PG_SUPERUSER")?,
+            initdb_args: list("PG_INITDB_ARGS")?,
+            listen_address: get("PG_LISTEN_ADDRESS")?,
+            fast_settings: list("PG_FAST_SETTINGS")?,
+            start_attempts: usize::try_from(number("PG_START_ATTEMPTS")?)
+                .map_err(|e| e.to_string())?,
+            ready_timeout: Duration::from_secs(number("PG_READY_TIMEOUT_SECS")?),
+            stop_timeout: Duration::from_secs(number("PG_STOP_TIMEOUT_SECS")?),
+            run_as_users: list("PG_RUN_AS_USERS")?,
+            versions_dir: get("PG_VERSIONS_DIR")?,
+        })
+    }
+}
 
 /// Where and how to run the development database.
 #[derive(Debug, Clone)]
@@ -71,10 +159,11 @@ pub enum DevDbError {
         searched: String,
     },
     /// Running as root, and no unprivileged user exists to run PostgreSQL as.
-    #[error(
-        "running as root, but no unprivileged user (postgres, nobody) exists to run PostgreSQL as"
-    )]
-    NoUnprivilegedUser,
+    #[error("running as root, but no unprivileged user ({tried}) exists to run PostgreSQL as")]
+    NoUnprivilegedUser {
+        /// The users looked for, comma-separated.
+        tried: String,
+    },
     /// The unprivileged user PostgreSQL runs as cannot use the data directory.
     #[error(
         "user {user} cannot write {path}; its parent directories must be traversable by that \
@@ -251,7 +340,11 @@ impl DevDb {
         ensure_cluster(&bin_dir, &data_dir, &pgdata, run_as.as_ref(), &expected).await?;
         clear_stale_pid(&pgdata).await?;
 
-        let mut attempts = if cfg.port.is_some() { 1 } else { PORT_ATTEMPTS };
+        let mut attempts = if cfg.port.is_some() {
+            1
+        } else {
+            DEFS.start_attempts
+        };
         loop {
             attempts -= 1;
             let port = match cfg.port {
@@ -278,15 +371,11 @@ impl DevDb {
                 .arg("-p")
                 .arg(port.to_string())
                 .arg("-c")
-                .arg("listen_addresses=127.0.0.1")
+                .arg(format!("listen_addresses={}", DEFS.listen_address))
                 .arg("-c")
                 .arg(format!("unix_socket_directories={socket_dir}"));
             if fast {
-                for setting in [
-                    "fsync=off",
-                    "synchronous_commit=off",
-                    "full_page_writes=off",
-                ] {
+                for setting in &DEFS.fast_settings {
                     cmd.arg("-c").arg(setting);
                 }
             }
@@ -331,19 +420,35 @@ impl DevDb {
                 Err(e) => return Err(e),
             }
             db.create_database().await?;
-            info!(port, data_dir = %data_dir.display(), "PostgreSQL listening on 127.0.0.1:{port}");
+            info!(port, data_dir = %data_dir.display(), "PostgreSQL listening on {}:{port}", DEFS.listen_address);
             return Ok(db);
         }
     }
 
     /// The URL of the `converge` database.
     pub fn url(&self) -> String {
-        format!("postgres://converge@127.0.0.1:{}/converge", self.port)
+        let ClusterDefs {
+            superuser,
+            listen_address,
+            ..
+        } = *DEFS;
+        format!(
+            "postgres://{superuser}@{listen_address}:{}/converge",
+            self.port
+        )
     }
 
     /// The URL of the `postgres` maintenance database (for creating and dropping databases).
     pub fn admin_url(&self) -> String {
-        format!("postgres://converge@127.0.0.1:{}/postgres", self.port)
+        let ClusterDefs {
+            superuser,
+            listen_address,
+            ..
+        } = *DEFS;
+        format!(
+            "postgres://{superuser}@{listen_address}:{}/postgres",
+            self.port
+        )
     }
 
     /// The loopback port the server listens on.
@@ -352,7 +457,7 @@ impl DevDb {
     }
 
     /// Stops the server with a fast shutdown (open sessions are disconnected, the cluster is
-    /// checkpointed) and waits for it to exit; after [`STOP_TIMEOUT`] it is shut down
+    /// checkpointed) and waits for it to exit; after `PG_STOP_TIMEOUT_SECS` it is shut down
     /// immediately instead (recovery then runs at the next start).
     pub async fn stop(mut self) -> Result<(), DevDbError> {
         let Some(mut child) = self.child.take() else {
@@ -368,7 +473,7 @@ impl DevDb {
         if let Some(pid) = child.id() {
             signal(pid, "INT").await;
         }
-        match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
+        match tokio::time::timeout(DEFS.stop_timeout, child.wait()).await {
             Ok(status) => {
                 status.map_err(io_err("wait for PostgreSQL to exit"))?;
                 Ok(())
@@ -382,7 +487,7 @@ impl DevDb {
                     let _ = child.kill().await;
                 }
                 Err(DevDbError::StopTimeout {
-                    secs: STOP_TIMEOUT.as_secs(),
+                    secs: DEFS.stop_timeout.as_secs(),
                 })
             }
         }
@@ -398,7 +503,7 @@ impl DevDb {
         if let Some(pid) = child.id() {
             signal(pid, "QUIT").await;
         }
-        if tokio::time::timeout(STOP_TIMEOUT, child.wait())
+        if tokio::time::timeout(DEFS.stop_timeout, child.wait())
             .await
             .is_err()
         {
@@ -407,9 +512,9 @@ impl DevDb {
         Ok(())
     }
 
-    /// Polls until the server accepts connections, it exits, or [`READY_TIMEOUT`] passes.
+    /// Polls until the server accepts connections, it exits, or `PG_READY_TIMEOUT_SECS` pass.
     async fn wait_ready(&mut self) -> Result<(), DevDbError> {
-        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+        let deadline = tokio::time::Instant::now() + DEFS.ready_timeout;
         let mut last_error = None;
         loop {
             if let Some(child) = self.child.as_mut()
@@ -436,7 +541,7 @@ impl DevDb {
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(DevDbError::NotReady {
-                    secs: READY_TIMEOUT.as_secs(),
+                    secs: DEFS.ready_timeout.as_secs(),
                     log_tail: self.log_tail().await,
                     last_error,
                 });
@@ -561,7 +666,7 @@ async fn find_bin_dir() -> Result<PathBuf, DevDbError> {
     {
         candidates.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
     }
-    if let Ok(entries) = std::fs::read_dir("/usr/lib/postgresql") {
+    if let Ok(entries) = std::fs::read_dir(DEFS.versions_dir) {
         let mut versions: Vec<(u32, PathBuf)> = entries
             .filter_map(Result::ok)
             .filter_map(|e| {
@@ -581,7 +686,10 @@ async fn find_bin_dir() -> Result<PathBuf, DevDbError> {
         .into_iter()
         .find(|dir| has_server_binaries(dir))
         .ok_or_else(|| DevDbError::BinariesNotFound {
-            searched: "PG_BIN_DIR, pg_config --bindir, /usr/lib/postgresql/*/bin, PATH".into(),
+            searched: format!(
+                "PG_BIN_DIR, pg_config --bindir, {}/*/bin, PATH",
+                DEFS.versions_dir
+            ),
         })
 }
 
@@ -636,13 +744,15 @@ async fn current_uid() -> Result<u32, DevDbError> {
         })
 }
 
-/// The first of [`UNPRIVILEGED_USERS`] that exists in `/etc/passwd` with a non-zero uid.
+/// The first of `PG_RUN_AS_USERS` that exists in `/etc/passwd` with a non-zero uid.
 fn unprivileged_user() -> Result<RunAs, DevDbError> {
     let passwd = std::fs::read_to_string("/etc/passwd").map_err(io_err("read /etc/passwd"))?;
-    UNPRIVILEGED_USERS
+    DEFS.run_as_users
         .iter()
         .find_map(|name| passwd_entry(&passwd, name).filter(|u| u.uid != 0))
-        .ok_or(DevDbError::NoUnprivilegedUser)
+        .ok_or_else(|| DevDbError::NoUnprivilegedUser {
+            tried: DEFS.run_as_users.join(", "),
+        })
 }
 
 /// Looks `name` up in the text of an `/etc/passwd` file.
@@ -750,14 +860,9 @@ async fn ensure_cluster(
     let mut cmd = Command::new(bin_dir.join("initdb"));
     cmd.arg("-D")
         .arg(&staging)
-        .args([
-            "-U",
-            "converge",
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--locale=C",
-            "--no-sync",
-        ])
+        .arg("-U")
+        .arg(DEFS.superuser)
+        .args(&DEFS.initdb_args)
         .current_dir(data_dir)
         .stdin(Stdio::null());
     if let Some(user) = run_as {
@@ -871,6 +976,68 @@ fn tail_lines(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cluster_defs_parse_to_the_known_definition() {
+        let defs = &*DEFS;
+        assert_eq!(defs.superuser, "converge");
+        assert_eq!(
+            defs.initdb_args,
+            ["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"]
+        );
+        assert_eq!(defs.listen_address, "127.0.0.1");
+        assert_eq!(
+            defs.fast_settings,
+            [
+                "fsync=off",
+                "synchronous_commit=off",
+                "full_page_writes=off"
+            ]
+        );
+        assert_eq!(defs.start_attempts, 5);
+        assert_eq!(defs.ready_timeout, Duration::from_secs(60));
+        assert_eq!(defs.stop_timeout, Duration::from_secs(30));
+        assert_eq!(defs.run_as_users, ["postgres", "nobody"]);
+        assert_eq!(defs.versions_dir, "/usr/lib/postgresql");
+    }
+
+    /// The script sources the same file: bash must read every value exactly as we do.
+    #[test]
+    fn bash_reads_the_cluster_defs_as_we_do() {
+        let defs = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pg-cluster-defs.sh");
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                r#"set -eu; . "$1"; for v in "${!PG_@}"; do printf '%s=%s\n' "$v" "${!v}"; done"#,
+                "bash",
+                defs,
+            ])
+            .env_clear()
+            .output()
+            .expect("run bash");
+        assert!(out.status.success(), "{out:?}");
+        let mut from_bash: Vec<String> = String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        from_bash.sort();
+        let mut from_us: Vec<String> = CLUSTER_DEFS_FILE
+            .lines()
+            .filter(|l| l.starts_with("PG_"))
+            .map(|l| l.replace('"', ""))
+            .collect();
+        from_us.sort();
+        assert_eq!(from_bash, from_us);
+    }
+
+    #[test]
+    fn cluster_defs_refuse_shell_syntax() {
+        assert!(ClusterDefs::parse("PG_SUPERUSER=$USER").is_err());
+        assert!(ClusterDefs::parse("PG_SUPERUSER=a b").is_err());
+        assert!(ClusterDefs::parse("pg_superuser=converge").is_err());
+        assert!(ClusterDefs::parse("PG_SUPERUSER=converge").is_err_and(|e| e.contains("PG_")));
+    }
 
     #[test]
     fn start_can_run_on_a_multi_threaded_runtime() {
