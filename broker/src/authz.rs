@@ -10,7 +10,7 @@ use std::sync::Arc;
 use converge_auth::{Authenticator, Principal, Role, tls::PeerInfo, token};
 use tonic::{Request, Status};
 
-use crate::ids::KindPair;
+use converge_engine::ids::KindPair;
 
 /// The authenticated caller of `req`, or `None` when authentication is off.
 pub(crate) fn caller<T>(

@@ -4,19 +4,38 @@
 //! Batching is natural: while one statement runs, results queue up and the next statement
 //! takes them all (up to [`MAX_BATCH`]), so throughput grows with load and an idle system
 //! pays one round trip per result.
+//!
+//! Shape: [`Completer::new`] returns the writer and its [`CompletionHandle`], the only way in
+//! (sessions, the dispatcher and pipelines submit through it); [`Completer::run`] owns the
+//! loop. It is given the pool, the registry (to ack on streams) and the manifest cache (to
+//! judge a resent result), and names no part above it.
 
-use std::{collections::HashSet, sync::atomic::Ordering, time::Duration};
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
-use tokio::sync::mpsc;
+use sqlx::PgPool;
+use tokio::sync::{Notify, mpsc};
 use uuid::Uuid;
 
-use converge_proto::pb::{self, work_stream_server_msg::Body};
+use converge_engine::{
+    db::{
+        self,
+        queue::{Completion, LeaseKey},
+    },
+    ids::{ClaimEpoch, KindPair, LeaseToken},
+};
+use converge_proto::pb;
 
 use crate::{
-    Broker, convert,
-    db::{self, queue::Completion},
-    ids::{ClaimEpoch, LeaseToken},
-    registry::StreamId,
+    convert,
+    manifests::Manifests,
+    registry::{Registry, StreamId},
 };
 
 /// Most results written by one statement.
@@ -26,207 +45,252 @@ pub(crate) const MAX_BATCH: usize = 1024;
 pub(crate) enum Job {
     /// A result for a lease this broker holds (or a failure the broker decided itself).
     Known {
+        /// What to record.
         completion: Completion,
+        /// The stream to ack once written (`None`: the broker decided it, nobody waits).
         reply: Option<StreamId>,
     },
     /// A result for a lease this broker did not hand out (resent after a reconnect).
     Unknown {
+        /// The lease the worker named.
         token: LeaseToken,
+        /// Its epoch.
         epoch: ClaimEpoch,
+        /// The result as sent.
         msg: pb::StageComplete,
+        /// The stream to ack.
         reply: StreamId,
     },
 }
 
-impl Broker {
+/// Who is woken after results land (an in-process drainer with ROLE=all). Set once, after
+/// the broker was built, by whoever runs the drainers.
+#[derive(Default)]
+struct Hooks {
+    /// Any result written.
+    outbox: OnceLock<Arc<Notify>>,
+    /// A composite's result written (the express drainer).
+    express: OnceLock<Arc<Notify>>,
+}
+
+/// The way in to the completion writer; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct CompletionHandle {
+    tx: mpsc::UnboundedSender<Job>,
+    /// Results queued but not yet written (the drain waits for it to reach zero).
+    pending: Arc<AtomicUsize>,
+    hooks: Arc<Hooks>,
+}
+
+impl CompletionHandle {
     /// Queues a result for the writer.
-    pub(crate) fn submit(&self, job: Job) {
-        self.inner
-            .pending_completions
-            .fetch_add(1, Ordering::SeqCst);
-        if self.inner.completions.send(job).is_err() {
-            self.inner
-                .pending_completions
-                .fetch_sub(1, Ordering::SeqCst);
+    pub fn submit(&self, job: Job) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.tx.send(job).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
             // Only after shutdown: the lease lapses and the task re-runs elsewhere.
             tracing::info!("broker stopped; late result dropped (the task will be retried)");
         }
     }
 
     /// Results queued but not yet written.
-    pub(crate) fn pending_completions(&self) -> usize {
-        self.inner.pending_completions.load(Ordering::SeqCst)
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Wakes `notify` whenever results land in the outbox. Only the first call counts.
+    pub fn set_outbox_hook(&self, notify: Arc<Notify>) {
+        let _ = self.hooks.outbox.set(notify);
+    }
+
+    /// Wakes `notify` whenever a composite's result lands in the outbox. Only the first call
+    /// counts.
+    pub fn set_express_hook(&self, notify: Arc<Notify>) {
+        let _ = self.hooks.express.set(notify);
     }
 }
 
-/// Runs until the job channel closes.
-pub(crate) async fn run(b: Broker, mut rx: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
-            }
-        }
-        let n = jobs.len();
-        process(&b, jobs).await;
-        b.inner.pending_completions.fetch_sub(n, Ordering::SeqCst);
-    }
+/// The completion writer's loop and what it owns.
+pub(crate) struct Completer {
+    pool: PgPool,
+    registry: Arc<Registry>,
+    manifests: Arc<Manifests>,
+    rx: mpsc::UnboundedReceiver<Job>,
+    pending: Arc<AtomicUsize>,
+    hooks: Arc<Hooks>,
 }
 
-async fn process(b: &Broker, jobs: Vec<Job>) {
-    let pool = &b.inner.pool;
-    let mut items: Vec<(Completion, Option<StreamId>)> = Vec::with_capacity(jobs.len());
-    let mut unknown = Vec::new();
-    for j in jobs {
-        match j {
-            Job::Known { completion, reply } => items.push((completion, reply)),
-            Job::Unknown {
-                token,
-                epoch,
-                msg,
-                reply,
-            } => unknown.push((token, epoch, msg, reply)),
-        }
-    }
-    if !unknown.is_empty() {
-        let leases: Vec<_> = unknown.iter().map(|u| (u.0, u.1)).collect();
-        let found = match db::queue::lease_lookup(pool, &leases).await {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::warn!(error = %e, "lease lookup failed; unacked results will be resent");
-                Vec::new()
-            }
+impl Completer {
+    /// Builds the writer and its handle. Nothing is written until [`Completer::run`].
+    pub fn new(
+        pool: PgPool,
+        registry: Arc<Registry>,
+        manifests: Arc<Manifests>,
+    ) -> (Completer, CompletionHandle) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let hooks = Arc::new(Hooks::default());
+        let handle = CompletionHandle {
+            tx,
+            pending: pending.clone(),
+            hooks: hooks.clone(),
         };
-        for (token, epoch, msg, reply) in unknown {
-            let found = found
-                .iter()
-                .find(|(k, _)| k.lease_token == token && k.claim_epoch == epoch);
-            match found {
-                // Only a single-stage result is final on its own (a plain leaf's WORK, a
-                // teardown, an operation); a composite's stage result cannot be adopted
-                // without its pipeline (compose not applied, rollup not run), so it is
-                // refused and the task re-runs.
-                Some((key, pair)) if is_single_stage_result(b, key, pair, msg.stage) => {
-                    items.push((convert::completion(key.clone(), 0, &msg), Some(reply)));
-                }
-                _ => ack(b, reply, token, epoch, false),
-            }
-        }
+        let completer = Completer {
+            pool,
+            registry,
+            manifests,
+            rx,
+            pending,
+            hooks,
+        };
+        (completer, handle)
     }
-    if items.is_empty() {
-        return;
-    }
-    let completions: Vec<Completion> = items.iter().map(|(c, _)| c.clone()).collect();
-    let accepted = append_with_fallback(b, &completions).await;
-    let Some(accepted) = accepted else {
-        // The database is unreachable: no ack, so workers keep their results; the leases
-        // lapse and the reaper re-runs the tasks (at-least-once, epoch-fenced).
-        return;
-    };
-    let set: HashSet<Uuid> = accepted.iter().map(|k| k.lease_token.0).collect();
-    if items
-        .iter()
-        .any(|(c, _)| c.composite && set.contains(&c.key.lease_token.0))
-        && let Some(n) = b.inner.express_hook.get()
-    {
-        n.notify_one();
-    }
-    for (c, reply) in items {
-        if let Some(s) = reply {
-            ack(
-                b,
-                s,
-                c.key.lease_token,
-                c.key.claim_epoch,
-                set.contains(&c.key.lease_token.0),
-            );
-        }
-    }
-    if !accepted.is_empty()
-        && let Some(n) = b.inner.outbox_hook.get()
-    {
-        n.notify_one();
-    }
-}
 
-/// Writes the batch; if one row poisons it (a data error), writes rows one by one and turns
-/// each unstorable result into a terminal failure of its task. A deadlock or serialization
-/// failure is no data error: the whole batch is written again at once (a task must never
-/// fail terminally because another transaction crossed it). Returns the accepted keys, or
-/// `None` when the database could not be reached after retries.
-async fn append_with_fallback(
-    b: &Broker,
-    batch: &[Completion],
-) -> Option<Vec<db::queue::LeaseKey>> {
-    let pool = &b.inner.pool;
-    let mut delay = Duration::from_millis(100);
-    for attempt in 0..6 {
-        match db::queue::outbox_append(pool, batch).await {
-            Ok(acc) => return Some(acc),
-            Err(e) if db::is_conflict(&e) => {
-                tracing::warn!(error = %e, attempt, "result batch crossed another transaction; writing it again");
+    /// Runs until every handle is gone (in practice: until the broker aborts it after the
+    /// drain).
+    pub async fn run(mut self) {
+        while let Some(first) = self.rx.recv().await {
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_BATCH {
+                match self.rx.try_recv() {
+                    Ok(j) => jobs.push(j),
+                    Err(_) => break,
+                }
             }
-            Err(sqlx::Error::Database(e)) => {
-                tracing::warn!(error = %e, "result batch refused; writing results one by one");
-                let mut acc = Vec::new();
-                for c in batch {
-                    match db::queue::outbox_append(pool, std::slice::from_ref(c)).await {
-                        Ok(a) => acc.extend(a),
-                        // Not this result's fault: left unacked, so the worker resends it
-                        // (or the lease lapses and the task re-runs).
-                        Err(e) if db::is_conflict(&e) => {}
-                        Err(e) => {
-                            let f = convert::failure(
-                                c.key.clone(),
-                                format!("the task's result could not be stored: {e}"),
-                                true,
-                            );
-                            if let Ok(a) = db::queue::outbox_append(pool, &[f]).await {
-                                acc.extend(a);
+            let n = jobs.len();
+            self.process(jobs).await;
+            self.pending.fetch_sub(n, Ordering::SeqCst);
+        }
+    }
+
+    async fn process(&self, jobs: Vec<Job>) {
+        let mut items: Vec<(Completion, Option<StreamId>)> = Vec::with_capacity(jobs.len());
+        let mut unknown = Vec::new();
+        for j in jobs {
+            match j {
+                Job::Known { completion, reply } => items.push((completion, reply)),
+                Job::Unknown {
+                    token,
+                    epoch,
+                    msg,
+                    reply,
+                } => unknown.push((token, epoch, msg, reply)),
+            }
+        }
+        if !unknown.is_empty() {
+            let leases: Vec<_> = unknown.iter().map(|u| (u.0, u.1)).collect();
+            let found = match db::queue::lease_lookup(&self.pool, &leases).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(error = %e, "lease lookup failed; unacked results will be resent");
+                    Vec::new()
+                }
+            };
+            for (token, epoch, msg, reply) in unknown {
+                let found = found
+                    .iter()
+                    .find(|(k, _)| k.lease_token == token && k.claim_epoch == epoch);
+                match found {
+                    // Only a single-stage result is final on its own (a plain leaf's WORK, a
+                    // teardown, an operation); a composite's stage result cannot be adopted
+                    // without its pipeline (compose not applied, rollup not run), so it is
+                    // refused and the task re-runs.
+                    Some((key, pair)) if self.is_single_stage_result(key, pair, msg.stage) => {
+                        items.push((convert::completion(key.clone(), 0, &msg), Some(reply)));
+                    }
+                    _ => self.registry.ack(reply, token, epoch, false),
+                }
+            }
+        }
+        if items.is_empty() {
+            return;
+        }
+        let completions: Vec<Completion> = items.iter().map(|(c, _)| c.clone()).collect();
+        let accepted = self.append_with_fallback(&completions).await;
+        let Some(accepted) = accepted else {
+            // The database is unreachable: no ack, so workers keep their results; the leases
+            // lapse and the reaper re-runs the tasks (at-least-once, epoch-fenced).
+            return;
+        };
+        let set: HashSet<Uuid> = accepted.iter().map(|k| k.lease_token.0).collect();
+        if items
+            .iter()
+            .any(|(c, _)| c.composite && set.contains(&c.key.lease_token.0))
+            && let Some(n) = self.hooks.express.get()
+        {
+            n.notify_one();
+        }
+        for (c, reply) in items {
+            if let Some(s) = reply {
+                self.registry.ack(
+                    s,
+                    c.key.lease_token,
+                    c.key.claim_epoch,
+                    set.contains(&c.key.lease_token.0),
+                );
+            }
+        }
+        if !accepted.is_empty()
+            && let Some(n) = self.hooks.outbox.get()
+        {
+            n.notify_one();
+        }
+    }
+
+    /// Writes the batch; if one row poisons it (a data error), writes rows one by one and
+    /// turns each unstorable result into a terminal failure of its task. A deadlock or
+    /// serialization failure is no data error: the whole batch is written again at once (a
+    /// task must never fail terminally because another transaction crossed it). Returns the
+    /// accepted keys, or `None` when the database could not be reached after retries.
+    async fn append_with_fallback(&self, batch: &[Completion]) -> Option<Vec<LeaseKey>> {
+        let pool = &self.pool;
+        let mut delay = Duration::from_millis(100);
+        for attempt in 0..6 {
+            match db::queue::outbox_append(pool, batch).await {
+                Ok(acc) => return Some(acc),
+                Err(e) if db::is_conflict(&e) => {
+                    tracing::warn!(error = %e, attempt, "result batch crossed another transaction; writing it again");
+                }
+                Err(sqlx::Error::Database(e)) => {
+                    tracing::warn!(error = %e, "result batch refused; writing results one by one");
+                    let mut acc = Vec::new();
+                    for c in batch {
+                        match db::queue::outbox_append(pool, std::slice::from_ref(c)).await {
+                            Ok(a) => acc.extend(a),
+                            // Not this result's fault: left unacked, so the worker resends it
+                            // (or the lease lapses and the task re-runs).
+                            Err(e) if db::is_conflict(&e) => {}
+                            Err(e) => {
+                                let f = convert::failure(
+                                    c.key.clone(),
+                                    format!("the task's result could not be stored: {e}"),
+                                    true,
+                                );
+                                if let Ok(a) = db::queue::outbox_append(pool, &[f]).await {
+                                    acc.extend(a);
+                                }
                             }
                         }
                     }
+                    return Some(acc);
                 }
-                return Some(acc);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, attempt, "writing results failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                Err(e) => {
+                    tracing::warn!(error = %e, attempt, "writing results failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
             }
         }
+        None
     }
-    None
-}
 
-/// Whether a result re-sent for a lease this broker did not hand out answers a whole task.
-fn is_single_stage_result(
-    b: &Broker,
-    key: &db::queue::LeaseKey,
-    pair: &crate::ids::KindPair,
-    stage: i32,
-) -> bool {
-    match key.task_type.as_str() {
-        "delete" => stage == pb::Stage::Delete as i32,
-        "operate" => stage == pb::Stage::Operate as i32,
-        db::queue::REACT => false,
-        _ => stage == pb::Stage::Work as i32 && b.is_plain_leaf(pair),
+    /// Whether a result re-sent for a lease this broker did not hand out answers a whole task.
+    fn is_single_stage_result(&self, key: &LeaseKey, pair: &KindPair, stage: i32) -> bool {
+        match key.task_type.as_str() {
+            "delete" => stage == pb::Stage::Delete as i32,
+            "operate" => stage == pb::Stage::Operate as i32,
+            db::queue::REACT => false,
+            _ => stage == pb::Stage::Work as i32 && self.manifests.is_plain_leaf(pair),
+        }
     }
-}
-
-pub(crate) fn ack(
-    b: &Broker,
-    stream: StreamId,
-    token: LeaseToken,
-    epoch: ClaimEpoch,
-    accepted: bool,
-) {
-    let body = Body::Ack(pb::CompleteAck {
-        lease_token: token.to_string(),
-        claim_epoch: epoch.0,
-        accepted,
-    });
-    b.inner.registry.push(stream, body);
 }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use converge_proto::pb;
 
-use crate::{
+use converge_engine::{
     db::{
         compose::RelatedRow,
         queue::{ClaimedTask, Completion, LeaseKey},
@@ -147,7 +147,7 @@ pub fn transition(name: &str) -> pb::Transition {
 
 /// A STAGE_REACT task delivering `d` to reactor `pair`'s `reaction`.
 pub fn react_task(
-    d: &crate::db::queue::ClaimedDelivery,
+    d: &converge_engine::db::queue::ClaimedDelivery,
     pair: &KindPair,
     reaction: &str,
     manifest_version: i64,
@@ -246,7 +246,7 @@ pub fn stage_request(
 pub fn operate_request(
     t: &ClaimedTask,
     pair: &KindPair,
-    op: &crate::db::queue::StartedOperation,
+    op: &converge_engine::db::queue::StartedOperation,
 ) -> pb::stage_task::Request {
     pb::stage_task::Request::OperateReq(pb::OperateRequest {
         resource: Some(resource(t, &pair.kind, pair.version)),
@@ -411,7 +411,7 @@ pub fn completion(key: LeaseKey, expected_stage: i32, msg: &pb::StageComplete) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId};
+    use converge_engine::ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId};
 
     fn key() -> LeaseKey {
         LeaseKey {

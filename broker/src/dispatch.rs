@@ -1,220 +1,294 @@
 //! The dispatcher: one loop per broker that claims tasks for every (kind, version) with a
 //! ready subscriber and free slots, and hands them to streams. Woken by `work_ready`, by
 //! in-process hints (a slot freed, a stream subscribed) and by a failsafe poll.
+//!
+//! Shape (as the drainer): [`DispatchOptions`] → [`Dispatcher::new`] → [`Dispatcher::run`],
+//! with [`DispatchHandle`] the only way in (a wake-up). It is given the pool, the registry
+//! (capacity), the manifest cache, the completion writer's handle and the handout; what a
+//! claim needs next (a stage task, a pipeline, an operation) is decided here and performed
+//! by the handout.
 
 use std::{sync::Arc, time::Duration};
 
+use sqlx::PgPool;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use converge_engine::{
+    db::{self, queue::ClaimedTask},
+    ids::{KindPair, ShardRange},
+    wake::WakeLoop,
+};
 use converge_proto::pb;
 
 use crate::{
-    Broker,
-    caches::KindInfo,
-    complete::Job,
+    complete::{CompletionHandle, Job},
     convert,
-    db::{self, queue::ClaimedTask},
     error::{Error, Result},
-    ids::{KindPair, LeaseToken},
+    handout::Handout,
+    manifests::{KindInfo, Manifests},
     pipeline::{self, Pipeline},
-    registry::Outgoing,
-    wake::WakeLoop,
+    registry::{Outgoing, Registry},
 };
 
-/// Runs until `stop` or until the broker starts draining.
-pub(crate) async fn run(b: Broker, stop: CancellationToken) {
-    let mut wake = WakeLoop::new(b.inner.dispatch_wake.clone(), b.inner.cfg.failsafe_poll);
-    loop {
-        if b.inner.draining.is_cancelled() {
-            break;
-        }
-        let more = match pass(&b).await {
-            Ok(more) => more,
-            Err(e) => {
-                tracing::warn!(error = %e, cause = ?std::error::Error::source(&e), "claim pass failed");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                false
-            }
-        };
-        if more {
-            tokio::task::yield_now().await;
-            continue;
-        }
-        if !wake.wait(&stop).await {
-            break;
-        }
+/// Dispatcher settings (from `BrokerConfig`).
+#[derive(Debug, Clone)]
+pub(crate) struct DispatchOptions {
+    /// This broker's identity (advisory, stamped on claims).
+    pub broker_id: String,
+    /// The shard range this broker claims from.
+    pub shards: ShardRange,
+    /// Most rows one claim statement takes.
+    pub claim_batch: usize,
+    /// Failsafe poll behind the `work_ready` LISTEN.
+    pub failsafe_poll: Duration,
+}
+
+/// The only way in to the dispatcher: wake it.
+#[derive(Clone)]
+pub(crate) struct DispatchHandle {
+    notify: Arc<Notify>,
+}
+
+impl DispatchHandle {
+    /// Asks for a claim pass soon (a slot freed, a stream subscribed, work was scheduled).
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
+    /// The underlying notify (for in-process wakers such as the drainers).
+    pub fn notify(&self) -> Arc<Notify> {
+        self.notify.clone()
     }
 }
 
-/// One claim pass over every pair with capacity. Returns true when a claim came back full
-/// (more work is likely waiting).
-async fn pass(b: &Broker) -> Result<bool> {
-    let inner = &b.inner;
-    let mut more = false;
-    for (pair, _) in inner.registry.capacity() {
-        if inner.draining.is_cancelled() {
-            break;
-        }
-        // Re-read: an earlier pair in this pass may have used slots of a shared stream.
-        let free = inner.registry.free_for(&pair);
-        if free == 0 {
-            continue;
-        }
-        let Some(info) = inner.manifests.get(&pair) else {
-            continue;
+/// The parts a dispatcher claims for and hands out through.
+pub(crate) struct Parts {
+    /// Streams and their free slots.
+    pub registry: Arc<Registry>,
+    /// Which reactions each kind declares.
+    pub manifests: Arc<Manifests>,
+    /// Where results the dispatcher decides itself go.
+    pub completions: CompletionHandle,
+    /// Placement, deadlines and pipelines.
+    pub handout: Handout,
+}
+
+/// The claim loop.
+pub(crate) struct Dispatcher {
+    opts: DispatchOptions,
+    pool: PgPool,
+    parts: Parts,
+    notify: Arc<Notify>,
+    /// Cancelled once the broker drains: no more claims.
+    draining: CancellationToken,
+}
+
+impl Dispatcher {
+    /// Builds the dispatcher and its handle. `notify` is its wake-up, shared with the lower
+    /// parts that wake it (handout, cache refresh, liveness), which cannot name this one.
+    pub fn new(
+        opts: DispatchOptions,
+        pool: PgPool,
+        parts: Parts,
+        notify: Arc<Notify>,
+        draining: CancellationToken,
+    ) -> (Dispatcher, DispatchHandle) {
+        let handle = DispatchHandle {
+            notify: notify.clone(),
         };
-        let n = free.min(inner.cfg.claim_batch);
-        if let Some(reaction) = info.reactor_reaction.as_deref() {
-            more |= dispatch_deliveries(b, &pair, &info, reaction, n).await?;
-            continue;
-        }
-        let rows = db::queue::lease_claim(
-            &inner.pool,
-            inner.cfg.shards,
-            &pair,
-            i32::try_from(n).unwrap_or(i32::MAX),
-            &inner.cfg.broker_id,
-        )
-        .await
-        .map_err(Error::db("claim work"))?;
-        if rows.is_empty() {
-            continue;
-        }
-        more |= rows.len() == n;
-        let mut out = Vec::with_capacity(rows.len());
-        let mut deadlines = Vec::new();
-        for t in rows {
-            let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
-            match t.task_type.as_str() {
-                "delete" => match info.delete_reaction.as_deref() {
-                    Some(reaction) => {
-                        if secs > 0 {
-                            deadlines.push((LeaseToken(t.lease_token), secs));
-                        }
-                        let request =
-                            convert::stage_request(&t, &pair, pb::Stage::Delete, None, Vec::new());
-                        out.push(single_stage(
-                            &t,
-                            &pair,
-                            &info,
-                            pb::Stage::Delete,
-                            reaction,
-                            request,
-                        ));
-                    }
-                    // A finalizer with no teardown reaction: nothing to run, strip it.
-                    None => b.submit(Job::Known {
-                        completion: convert::success(t.key(), None, Vec::new(), true),
-                        reply: None,
-                    }),
-                },
-                "operate" => {
-                    let (b2, pair, info) = (b.clone(), pair.clone(), info.clone());
-                    tokio::spawn(async move { b2.operate(t, pair, info).await });
+        let d = Dispatcher {
+            opts,
+            pool,
+            parts,
+            notify,
+            draining,
+        };
+        (d, handle)
+    }
+
+    /// Runs until `stop` or until the broker starts draining.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut wake = WakeLoop::new(self.notify.clone(), self.opts.failsafe_poll);
+        loop {
+            if self.draining.is_cancelled() {
+                break;
+            }
+            let more = match self.pass().await {
+                Ok(more) => more,
+                Err(e) => {
+                    tracing::warn!(error = %e, cause = ?std::error::Error::source(&e), "claim pass failed");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    false
                 }
-                _ => {
-                    let mut stages = pipeline::plan(&t, &info);
-                    match (stages.len(), stages.front()) {
-                        // The hot path: a plain leaf runs one WORK stage, no pipeline state.
-                        (1, Some(pb::Stage::Work)) => {
-                            if secs > 0 {
-                                deadlines.push((LeaseToken(t.lease_token), secs));
-                            }
+            };
+            if more {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            if !wake.wait(&stop).await {
+                break;
+            }
+        }
+    }
+
+    /// One claim pass over every pair with capacity. Returns true when a claim came back
+    /// full (more work is likely waiting).
+    async fn pass(&self) -> Result<bool> {
+        let Parts {
+            registry,
+            manifests,
+            completions,
+            handout,
+        } = &self.parts;
+        let mut more = false;
+        for (pair, _) in registry.capacity() {
+            if self.draining.is_cancelled() {
+                break;
+            }
+            // Re-read: an earlier pair in this pass may have used slots of a shared stream.
+            let free = registry.free_for(&pair);
+            if free == 0 {
+                continue;
+            }
+            let Some(info) = manifests.get(&pair) else {
+                continue;
+            };
+            let n = free.min(self.opts.claim_batch);
+            if let Some(reaction) = info.reactor_reaction.as_deref() {
+                more |= self.dispatch_deliveries(&pair, &info, reaction, n).await?;
+                continue;
+            }
+            let rows = db::queue::lease_claim(
+                &self.pool,
+                self.opts.shards,
+                &pair,
+                i32::try_from(n).unwrap_or(i32::MAX),
+                &self.opts.broker_id,
+            )
+            .await
+            .map_err(Error::db("claim work"))?;
+            if rows.is_empty() {
+                continue;
+            }
+            more |= rows.len() == n;
+            let mut out = Vec::with_capacity(rows.len());
+            for t in rows {
+                match t.task_type.as_str() {
+                    "delete" => match info.delete_reaction.as_deref() {
+                        Some(reaction) => {
                             let request = convert::stage_request(
                                 &t,
                                 &pair,
-                                pb::Stage::Work,
+                                pb::Stage::Delete,
                                 None,
                                 Vec::new(),
                             );
-                            let reaction = info.work_reaction.as_deref().unwrap_or_default();
                             out.push(single_stage(
                                 &t,
                                 &pair,
                                 &info,
-                                pb::Stage::Work,
+                                pb::Stage::Delete,
                                 reaction,
                                 request,
                             ));
                         }
-                        // Nothing declared for this trigger: done at once.
-                        (0, _) => b.submit(Job::Known {
+                        // A finalizer with no teardown reaction: nothing to run, strip it.
+                        None => completions.submit(Job::Known {
                             completion: convert::success(t.key(), None, Vec::new(), true),
                             reply: None,
                         }),
-                        _ => {
-                            stages.make_contiguous();
-                            let key = t.key();
-                            let p = Pipeline {
-                                task: t,
-                                pair: pair.clone(),
-                                info: info.clone(),
-                                stages,
-                                index: 0,
-                                status: None,
-                                conditions: Vec::new(),
-                            };
-                            let b2 = b.clone();
-                            tokio::spawn(async move { b2.pipeline_advance(key, p, None).await });
+                    },
+                    "operate" => {
+                        let (pool, c, h) =
+                            (self.pool.clone(), completions.clone(), handout.clone());
+                        let (pair, info) = (pair.clone(), info.clone());
+                        tokio::spawn(async move { operate(&pool, &c, &h, t, pair, info).await });
+                    }
+                    _ => {
+                        let stages = pipeline::plan(&t, &info);
+                        match (stages.len(), stages.front()) {
+                            // The hot path: a plain leaf runs one WORK stage, no pipeline
+                            // state.
+                            (1, Some(pb::Stage::Work)) => {
+                                let request = convert::stage_request(
+                                    &t,
+                                    &pair,
+                                    pb::Stage::Work,
+                                    None,
+                                    Vec::new(),
+                                );
+                                let reaction = info.work_reaction.as_deref().unwrap_or_default();
+                                out.push(single_stage(
+                                    &t,
+                                    &pair,
+                                    &info,
+                                    pb::Stage::Work,
+                                    reaction,
+                                    request,
+                                ));
+                            }
+                            // Nothing declared for this trigger: done at once.
+                            (0, _) => completions.submit(Job::Known {
+                                completion: convert::success(t.key(), None, Vec::new(), true),
+                                reply: None,
+                            }),
+                            _ => {
+                                let p = Pipeline::new(t, pair.clone(), info.clone(), stages);
+                                let h = handout.clone();
+                                tokio::spawn(async move { h.drive(p.start(), None).await });
+                            }
                         }
                     }
                 }
             }
-        }
-        let (unplaced, placed) = inner.registry.assign(out);
-        if !unplaced.is_empty() {
-            // A stream went away or turned unready between the capacity check and now: the
-            // task goes back to the queue, never fails.
-            db::queue::lease_release(&inner.pool, &unplaced)
+            handout
+                .place(out)
                 .await
                 .map_err(Error::db("release unplaced leases"))?;
         }
-        for (token, secs) in deadlines {
-            if placed.contains(&token) {
-                b.arm_deadline(token, Duration::from_secs(secs));
-            }
-        }
+        Ok(more)
     }
-    Ok(more)
-}
 
-/// Claims up to `n` lifecycle deliveries for reactor `pair` and hands them to its streams as
-/// STAGE_REACT tasks. Returns true when the claim came back full.
-async fn dispatch_deliveries(
-    b: &Broker,
-    pair: &KindPair,
-    info: &KindInfo,
-    reaction: &str,
-    n: usize,
-) -> Result<bool> {
-    let inner = &b.inner;
-    let rows = db::queue::lifecycle_claim(
-        &inner.pool,
-        inner.cfg.shards,
-        &pair.kind,
-        i32::try_from(n).unwrap_or(i32::MAX),
-        &inner.cfg.broker_id,
-    )
-    .await
-    .map_err(Error::db("claim reactor deliveries"))?;
-    let full = rows.len() == n;
-    let out: Vec<Outgoing> = rows
-        .iter()
-        .map(|d| Outgoing {
-            key: d.key(),
-            pair: pair.clone(),
-            stage: pb::Stage::React as i32,
-            msg: convert::react_task(d, pair, reaction, info.manifest_version),
-            pipeline: None,
-        })
-        .collect();
-    let (unplaced, _) = inner.registry.assign(out);
-    if !unplaced.is_empty() {
-        db::queue::lease_release(&inner.pool, &unplaced)
+    /// Claims up to `n` lifecycle deliveries for reactor `pair` and hands them to its streams
+    /// as STAGE_REACT tasks. Returns true when the claim came back full.
+    async fn dispatch_deliveries(
+        &self,
+        pair: &KindPair,
+        info: &KindInfo,
+        reaction: &str,
+        n: usize,
+    ) -> Result<bool> {
+        let rows = db::queue::lifecycle_claim(
+            &self.pool,
+            self.opts.shards,
+            &pair.kind,
+            i32::try_from(n).unwrap_or(i32::MAX),
+            &self.opts.broker_id,
+        )
+        .await
+        .map_err(Error::db("claim reactor deliveries"))?;
+        let full = rows.len() == n;
+        let out: Vec<Outgoing> = rows
+            .iter()
+            .map(|d| Outgoing {
+                key: d.key(),
+                pair: pair.clone(),
+                stage: pb::Stage::React as i32,
+                msg: convert::react_task(d, pair, reaction, info.manifest_version),
+                // A delivery's staleness is the reaper's (lifecycle leases); the broker arms
+                // no timer for it.
+                deadline: None,
+                pipeline: None,
+            })
+            .collect();
+        self.parts
+            .handout
+            .place(out)
             .await
             .map_err(Error::db("release unplaced leases"))?;
+        Ok(full)
     }
-    Ok(full)
 }
 
 /// A task that is one stage with no pipeline state (a plain leaf's WORK, a teardown, an
@@ -242,96 +316,53 @@ fn single_stage(
             deadline_ms,
             request,
         ),
+        deadline: (secs > 0).then(|| Duration::from_secs(secs)),
         pipeline: None,
     }
 }
 
-impl Broker {
-    /// Runs an operate claim: picks the resource's oldest open operation and sends it to the
-    /// verb's reaction. No open operation left: the claim completes (and the queue row goes).
-    async fn operate(&self, t: ClaimedTask, pair: KindPair, info: Arc<KindInfo>) {
-        let pool = &self.inner.pool;
-        let op = match db::queue::operation_start(pool, t.resource_id).await {
-            Ok(op) => op,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not start an operation; releasing the claim");
-                if let Err(e) = db::queue::lease_release(pool, &[t.key()]).await {
-                    tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
-                }
-                return;
-            }
-        };
-        let Some(op) = op else {
-            return self.submit(Job::Known {
-                completion: convert::success(t.key(), None, Vec::new(), true),
-                reply: None,
-            });
-        };
-        let Some(reaction) = info.verbs.get(&op.verb) else {
-            return self.submit(Job::Known {
-                completion: convert::failure(
-                    t.key(),
-                    format!(
-                        "kind {pair} declares no operation reaction for verb {:?}",
-                        op.verb
-                    ),
-                    true,
-                ),
-                reply: None,
-            });
-        };
-        let request = convert::operate_request(&t, &pair, &op);
-        let out = single_stage(&t, &pair, &info, pb::Stage::Operate, reaction, request);
-        let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
-        let token = LeaseToken(t.lease_token);
-        let (unplaced, placed) = self.inner.registry.assign(vec![out]);
-        if !unplaced.is_empty() {
-            if let Err(e) = db::queue::lease_release(pool, &unplaced).await {
+/// Runs an operate claim: picks the resource's oldest open operation and sends it to the
+/// verb's reaction. No open operation left: the claim completes (and the queue row goes).
+async fn operate(
+    pool: &PgPool,
+    completions: &CompletionHandle,
+    handout: &Handout,
+    t: ClaimedTask,
+    pair: KindPair,
+    info: Arc<KindInfo>,
+) {
+    let op = match db::queue::operation_start(pool, t.resource_id).await {
+        Ok(op) => op,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not start an operation; releasing the claim");
+            if let Err(e) = db::queue::lease_release(pool, &[t.key()]).await {
                 tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
             }
-        } else if secs > 0 && placed.contains(&token) {
-            self.arm_deadline(token, Duration::from_secs(secs));
-        }
-    }
-}
-
-/// Rule 6: the broker's timer is authoritative. Past the deadline the task is recorded as a
-/// transient failure and the worker is told to cancel it; its late result is refused.
-impl Broker {
-    /// Arms the broker-side deadline of a lease just handed out.
-    pub(crate) fn arm_deadline(&self, token: LeaseToken, after: Duration) {
-        let b2 = self.clone();
-        let h = tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            b2.expire(token, after);
-        });
-        self.inner.registry.set_timer(token, h.abort_handle());
-    }
-
-    fn expire(&self, token: LeaseToken, after: Duration) {
-        let Some(f) = self.inner.registry.take_token(token) else {
             return;
-        };
-        tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
-        self.inner.registry.push(
-            f.stream,
-            pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {
-                lease_token: token.to_string(),
-                claim_epoch: f.key.claim_epoch.0,
-                reason: "deadline".into(),
-            }),
-        );
-        self.submit(Job::Known {
+        }
+    };
+    let Some(op) = op else {
+        return completions.submit(Job::Known {
+            completion: convert::success(t.key(), None, Vec::new(), true),
+            reply: None,
+        });
+    };
+    let Some(reaction) = info.verbs.get(&op.verb) else {
+        return completions.submit(Job::Known {
             completion: convert::failure(
-                f.key,
+                t.key(),
                 format!(
-                    "task deadline exceeded: no result within {}s",
-                    after.as_secs()
+                    "kind {pair} declares no operation reaction for verb {:?}",
+                    op.verb
                 ),
-                false,
+                true,
             ),
             reply: None,
         });
-        self.wake();
+    };
+    let request = convert::operate_request(&t, &pair, &op);
+    let out = single_stage(&t, &pair, &info, pb::Stage::Operate, reaction, request);
+    if let Err(e) = handout.place(vec![out]).await {
+        tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
     }
 }

@@ -5,6 +5,22 @@
 //! Shape: [`Broker::new`] builds a cheap cloneable handle; [`Broker::run`] owns the loops
 //! (dispatcher, completion writer, LISTEN, cache refresh) until shutdown; [`grpc_service`]
 //! returns the tonic service for a server (or an in-memory transport in tests).
+//!
+//! The parts are components that own their state and are given only the handles of the
+//! parts below them; this file alone knows them all and wires them. From the bottom:
+//!
+//! - `manifests` (kind manifest cache), `convert`, `compose`, `authz`, `error`: leaves;
+//! - `pipeline`: a composite's stage decisions, returned as steps (uses `manifests`);
+//! - `registry`: streams and in-flight leases (keeps a `pipeline` with its lease);
+//! - `configs`: default provider configs pushed to the registry's streams;
+//! - `caches`: the LISTEN + refresh loop over `manifests` and `configs`;
+//! - `complete`: the completion writer (acks through `registry`);
+//! - `handout`: placement, deadlines, and the execution of pipeline steps;
+//! - `dispatch`: the claim loop (hands out through `handout`);
+//! - `liveness`: this broker's liveness row and dead peers' leases;
+//! - `service`: the WorkerService sessions.
+//!
+//! `broker/tests/module_graph.rs` fails if a `use` ever closes a circle among them.
 
 pub mod error;
 
@@ -12,9 +28,12 @@ mod authz;
 mod caches;
 mod complete;
 mod compose;
+mod configs;
 mod convert;
 mod dispatch;
+mod handout;
 pub mod liveness;
+mod manifests;
 mod pipeline;
 mod registry;
 mod service;
@@ -22,10 +41,11 @@ mod service;
 use std::{sync::Arc, time::Duration};
 
 use sqlx::PgPool;
-use tokio::sync::{Mutex as AsyncMutex, Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
 
-/// The engine's data layer, ids and wake-ups, under the names the broker's modules use.
+/// The engine's data layer, ids and wake-ups, under the names the broker's users know.
 pub use converge_engine::{db, ids, wake};
 use converge_proto::pb;
 pub use error::{Error, Result};
@@ -93,44 +113,101 @@ pub struct Broker {
 struct Inner {
     pool: PgPool,
     cfg: BrokerConfig,
-    registry: registry::Registry,
-    /// Wakes the dispatcher (a slot freed, a stream subscribed, work was scheduled).
-    dispatch_wake: Arc<Notify>,
-    /// Woken after results land in the outbox (the in-process drainer, with ROLE=all).
-    outbox_hook: std::sync::OnceLock<Arc<Notify>>,
-    /// Woken when composites' results land; see `set_express_hook`.
-    express_hook: std::sync::OnceLock<Arc<Notify>>,
-    pending_completions: std::sync::atomic::AtomicUsize,
-    manifests: caches::Manifests,
-    configs: caches::Configs,
-    /// Serialises config priming and pushes so a stream never sees an older default after a
-    /// newer one.
-    config_lock: AsyncMutex<()>,
-    completions: mpsc::UnboundedSender<complete::Job>,
-    completions_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<complete::Job>>>,
+    registry: Arc<registry::Registry>,
+    manifests: Arc<manifests::Manifests>,
+    completions: complete::CompletionHandle,
+    dispatch: dispatch::DispatchHandle,
+    service: service::Workers,
+    /// The loops, until [`Broker::run`] takes them.
+    loops: std::sync::Mutex<Option<Loops>>,
     /// Set once shutdown begins: no more claims, new streams refused.
     draining: CancellationToken,
+}
+
+/// The parts that run as loops; built with the broker, started by [`Broker::run`].
+struct Loops {
+    completer: complete::Completer,
+    dispatcher: dispatch::Dispatcher,
+    caches: caches::CacheRefresh,
+    liveness: liveness::Liveness,
 }
 
 impl Broker {
     /// Builds a broker over `pool`. Nothing runs until [`Broker::run`].
     pub fn new(pool: PgPool, cfg: BrokerConfig) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let draining = CancellationToken::new();
+        // The dispatcher's wake-up, created first: the parts below it wake it (a lease came
+        // back, new children, a new manifest) without naming it.
+        let wake = Arc::new(Notify::new());
+        let registry = Arc::new(registry::Registry::default());
+        let manifests = Arc::new(manifests::Manifests::new(pool.clone()));
+        let configs = Arc::new(configs::Configs::new(pool.clone(), registry.clone()));
+        let (completer, completions) =
+            complete::Completer::new(pool.clone(), registry.clone(), manifests.clone());
+        let handout = handout::Handout::new(
+            pool.clone(),
+            registry.clone(),
+            completions.clone(),
+            wake.clone(),
+        );
+        let (dispatcher, dispatch) = dispatch::Dispatcher::new(
+            dispatch::DispatchOptions {
+                broker_id: cfg.broker_id.clone(),
+                shards: cfg.shards,
+                claim_batch: cfg.claim_batch,
+                failsafe_poll: cfg.failsafe_poll,
+            },
+            pool.clone(),
+            dispatch::Parts {
+                registry: registry.clone(),
+                manifests: manifests.clone(),
+                completions: completions.clone(),
+                handout: handout.clone(),
+            },
+            wake.clone(),
+            draining.clone(),
+        );
+        let caches = caches::CacheRefresh::new(
+            pool.clone(),
+            manifests.clone(),
+            configs.clone(),
+            wake.clone(),
+            cfg.cache_refresh,
+        );
+        let liveness = liveness::Liveness::new(pool.clone(), cfg.broker_id.clone(), wake);
+        let service = service::Workers::new(
+            service::ServiceOptions {
+                broker_id: cfg.broker_id.clone(),
+                default_max_inflight: cfg.default_max_inflight,
+                subscribe_timeout: cfg.subscribe_timeout,
+                auth: cfg.auth.clone(),
+            },
+            pool.clone(),
+            service::Parts {
+                registry: registry.clone(),
+                configs,
+                completions: completions.clone(),
+                handout,
+                dispatch: dispatch.clone(),
+            },
+            draining.clone(),
+        );
         Broker {
             inner: Arc::new(Inner {
                 pool,
                 cfg,
-                registry: registry::Registry::default(),
-                dispatch_wake: Arc::new(Notify::new()),
-                outbox_hook: std::sync::OnceLock::new(),
-                express_hook: std::sync::OnceLock::new(),
-                pending_completions: std::sync::atomic::AtomicUsize::new(0),
-                manifests: caches::Manifests::default(),
-                configs: caches::Configs::default(),
-                config_lock: AsyncMutex::new(()),
-                completions: tx,
-                completions_rx: std::sync::Mutex::new(Some(rx)),
-                draining: CancellationToken::new(),
+                registry,
+                manifests,
+                completions,
+                dispatch,
+                service,
+                loops: std::sync::Mutex::new(Some(Loops {
+                    completer,
+                    dispatcher,
+                    caches,
+                    liveness,
+                })),
+                draining,
             }),
         }
     }
@@ -142,24 +219,24 @@ impl Broker {
 
     /// Hints the dispatcher that work may be claimable (in-process twin of `work_ready`).
     pub fn wake(&self) {
-        self.inner.dispatch_wake.notify_one();
+        self.inner.dispatch.wake();
     }
 
     /// Registers a hint woken whenever results land in the outbox (so an in-process drainer
     /// need not wait for the coalesced `outbox_ready` NOTIFY). Only the first call counts.
     pub fn set_outbox_hook(&self, notify: Arc<Notify>) {
-        let _ = self.inner.outbox_hook.set(notify);
+        self.inner.completions.set_outbox_hook(notify);
     }
 
     /// Registers a hint woken whenever a composite's result lands in the outbox, for an
     /// in-process express drainer. Only the first call counts.
     pub fn set_express_hook(&self, notify: Arc<Notify>) {
-        let _ = self.inner.express_hook.set(notify);
+        self.inner.completions.set_express_hook(notify);
     }
 
     /// The handle the dispatcher waits on; other components may wake it.
     pub fn dispatch_notify(&self) -> Arc<Notify> {
-        self.inner.dispatch_wake.clone()
+        self.inner.dispatch.notify()
     }
 
     /// Number of tasks currently handed out by this broker.
@@ -171,19 +248,24 @@ impl Broker {
     /// stream, waits up to `shutdown_drain` for in-flight results, releases what is left.
     /// Keep the gRPC server running until this returns, so results can still arrive.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let rx = self
+        let Loops {
+            completer,
+            dispatcher,
+            caches,
+            liveness,
+        } = self
             .inner
-            .completions_rx
+            .loops
             .lock()
-            .expect("completion receiver lock poisoned")
+            .expect("broker loops lock poisoned")
             .take()
             .ok_or_else(|| Error::Protocol("broker is already running".into()))?;
-        self.inner.manifests.reload(&self.inner.pool).await?;
+        self.inner.manifests.reload().await?;
         let loops = CancellationToken::new();
-        let completer = tokio::spawn(complete::run(self.clone(), rx));
-        let dispatcher = tokio::spawn(dispatch::run(self.clone(), loops.clone()));
-        let listener = tokio::spawn(caches::listen(self.clone(), loops.clone()));
-        let alive = tokio::spawn(liveness::run(self.clone(), loops.clone()));
+        let completer = tokio::spawn(completer.run());
+        let dispatcher = tokio::spawn(dispatcher.run(loops.clone()));
+        let listener = tokio::spawn(caches.run(loops.clone()));
+        let alive = tokio::spawn(liveness.run(loops.clone()));
 
         shutdown.cancelled().await;
         self.drain().await;
@@ -191,7 +273,7 @@ impl Broker {
         let _ = dispatcher.await;
         let _ = listener.await;
         let _ = alive.await;
-        liveness::leave(&self).await;
+        liveness::leave(&self.inner.pool, &self.inner.cfg.broker_id).await;
         completer.abort();
         Ok(())
     }
@@ -224,9 +306,30 @@ impl Broker {
         }
         // Give the completer a moment to write results that arrived during the drain.
         let flush_until = tokio::time::Instant::now() + Duration::from_millis(500);
-        while self.pending_completions() > 0 && tokio::time::Instant::now() < flush_until {
+        while inner.completions.pending() > 0 && tokio::time::Instant::now() < flush_until {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// The tonic trait, delegated to the sessions' part (the public service type stays
+/// `WorkerServiceServer<Broker>`).
+#[tonic::async_trait]
+impl pb::worker_service_server::WorkerService for Broker {
+    type WorkStreamStream = registry::Outbound;
+
+    async fn work_stream(
+        &self,
+        req: Request<Streaming<pb::WorkStreamClientMsg>>,
+    ) -> std::result::Result<Response<Self::WorkStreamStream>, Status> {
+        self.inner.service.work_stream(req).await
+    }
+
+    async fn get_provider_config(
+        &self,
+        req: Request<pb::GetProviderConfigRequest>,
+    ) -> std::result::Result<Response<pb::GetProviderConfigResponse>, Status> {
+        self.inner.service.get_provider_config(req).await
     }
 }
 

@@ -4,43 +4,136 @@
 //! A compose result is applied in one fenced transaction before the next stage; a composite
 //! whose children are still progressing finishes without advancing synced_gen and is
 //! re-pended by the cascade when they settle. Plain leaves (work only) skip all of this.
+//!
+//! This module only decides. Every effect (a read, the compose write, a send, a result, an
+//! ack) is a [`Step`] handed back to the caller (`handout`), which performs it and feeds the
+//! answer to the matching `on_*` method, so each decision is a plain function of the
+//! pipeline's state and an answer, testable without a database or a stream (kube-rs's
+//! `reconcile` returning an `Action`).
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
 
-use converge_proto::pb;
-
-use crate::{
-    Broker,
-    caches::KindInfo,
-    complete::{Job, ack},
-    compose, convert,
+use converge_engine::{
     db::{
         self,
-        compose::{ComposeApplied, RelatedRow},
+        compose::{ComposeApplied, ComposePayload, RelatedRow},
         queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::KindPair,
-    registry::{Inflight, Outgoing, StreamId},
 };
+use converge_proto::pb;
 
-/// The state of one claim's pipeline between stages.
+use crate::{compose, convert, manifests::KindInfo};
+
+/// The state of one claim's pipeline between stages (kept with its lease in the registry
+/// while a stage runs on a worker).
 pub(crate) struct Pipeline {
+    /// The claim all stages run under.
+    key: LeaseKey,
     /// The claimed row (resource snapshot at claim time).
-    pub task: ClaimedTask,
+    task: ClaimedTask,
+    /// Its (kind, version).
+    pair: KindPair,
+    /// Its reactions.
+    info: Arc<KindInfo>,
+    /// Stages still to run after the current one.
+    stages: VecDeque<pb::Stage>,
+    /// Status so far (last writer wins).
+    status: Option<Value>,
+    /// Conditions so far (same type: later wins).
+    conditions: Vec<Value>,
+    /// What the pipeline waits for between a step and its answer.
+    wait: Wait,
+}
+
+/// The answer a pipeline waits for. A step's answer fed to the wrong `on_*` method is a
+/// bug in the caller, not a worker's fault; it fails the task transiently and is logged.
+enum Wait {
+    /// Between stages (or a stage is out on a worker).
+    Idle,
+    /// The compose stage's children.
+    Children,
+    /// The rollup's subtree, read before the gate: when this claim did not compose, the
+    /// rollup is almost always due, so the rows usually answer on their own.
+    SubtreeFirst,
+    /// The rollup gate, with the subtree read before it (if one was).
+    Gate(Option<Result<Vec<RelatedRow>, sqlx::Error>>),
+    /// The rollup's subtree, read after the gate said the children have settled.
+    SubtreeAfterGate,
+    /// The compose write, with the composer's own status and conditions to merge after it.
+    Applied(Result<convert::StageOutcome, String>),
+}
+
+/// What the caller does next for a pipeline.
+pub(crate) enum Step {
+    /// Read the rows the coming stage needs with `db::compose::related(resource, root,
+    /// subtree)`: the children (compose) or the whole live subtree (rollup). Answer:
+    /// [`Pipeline::on_read`].
+    Read {
+        /// The composite.
+        resource: uuid::Uuid,
+        /// Its root (`None`: it is a root).
+        root: Option<uuid::Uuid>,
+        /// Whole subtree (rollup) or direct children (compose).
+        subtree: bool,
+        /// The pipeline waiting for the rows.
+        pipeline: Box<Pipeline>,
+    },
+    /// Ask the rollup gate (`db::compose::rollup_pending`) whether descendants are still
+    /// progressing. Answer: [`Pipeline::on_gate`].
+    Gate {
+        /// The composite.
+        resource: uuid::Uuid,
+        /// Its root (`None`: it is a root).
+        root: Option<uuid::Uuid>,
+        /// The pipeline waiting for the answer.
+        pipeline: Box<Pipeline>,
+    },
+    /// Apply a validated compose result in one transaction fenced on `key`
+    /// (`db::compose::compose_apply`). Answer: [`Pipeline::on_applied`]; once `Applied`, the
+    /// new children are claimable work.
+    Apply {
+        /// The lease the write is fenced on.
+        key: LeaseKey,
+        /// The generation composed.
+        generation: i64,
+        /// The validated result.
+        payload: ComposePayload,
+        /// Whether the composer's edges are applied.
+        edges: bool,
+        /// Whether the composer's configs are applied.
+        configs: bool,
+        /// The pipeline waiting for the write.
+        pipeline: Box<Pipeline>,
+    },
+    /// Ack the previous stage's result as used (both share the lease, and a worker still
+    /// holding an unacked result for it would resend it), then hand this stage's task to a
+    /// stream. No stream with room: release the lease (a compose stays applied; the next
+    /// claim skips it).
+    Send(Box<StageSend>),
+    /// Record the composite's result; the completion writer acks the stage result after.
+    Complete(Completion),
+    /// Ack the stage result as refused and stop: the lease is gone (the compose write found
+    /// it stale), so nothing of this claim may be recorded.
+    Refuse(LeaseKey),
+}
+
+/// One stage's task, ready for a stream.
+pub(crate) struct StageSend {
+    /// The claim.
+    pub key: LeaseKey,
     /// Its (kind, version).
     pub pair: KindPair,
-    /// Its reactions.
-    pub info: Arc<KindInfo>,
-    /// Stages still to run after the current one.
-    pub stages: VecDeque<pb::Stage>,
-    /// Index of the current stage (reported as failed_stage context).
-    pub index: usize,
-    /// Status so far (last writer wins).
-    pub status: Option<Value>,
-    /// Conditions so far (same type: later wins).
-    pub conditions: Vec<Value>,
+    /// The stage being sent.
+    pub stage: pb::Stage,
+    /// The frame.
+    pub msg: pb::StageTask,
+    /// The broker-side deadline to arm once placed.
+    pub deadline: Option<Duration>,
+    /// The pipeline, kept with the lease until the stage's result comes back.
+    pub pipeline: Box<Pipeline>,
 }
 
 /// The stages a claimed reconcile runs, in order.
@@ -112,213 +205,233 @@ fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
     }))
 }
 
-impl Broker {
+impl Pipeline {
+    /// A pipeline for claim `task` that will run `stages` (from [`plan`]).
+    pub fn new(
+        task: ClaimedTask,
+        pair: KindPair,
+        info: Arc<KindInfo>,
+        stages: VecDeque<pb::Stage>,
+    ) -> Box<Pipeline> {
+        Box::new(Pipeline {
+            key: task.key(),
+            task,
+            pair,
+            info,
+            stages,
+            status: None,
+            conditions: Vec::new(),
+            wait: Wait::Idle,
+        })
+    }
+
+    /// The first step of a fresh claim.
+    pub fn start(self: Box<Self>) -> Step {
+        self.advance()
+    }
+
     // A pipeline's result is a composite's (see `Completion::composite`).
-    fn finish(&self, key: LeaseKey, p: Pipeline, reply: Option<StreamId>, advance: bool) {
-        self.submit(Job::Known {
-            completion: Completion {
-                composite: true,
-                ..convert::success(key, p.status, p.conditions, advance)
-            },
-            reply,
-        });
+    fn finish(self: Box<Self>, advance: bool) -> Step {
+        let p = *self;
+        Step::Complete(Completion {
+            composite: true,
+            ..convert::success(p.key, p.status, p.conditions, advance)
+        })
     }
 
-    fn fail(&self, key: LeaseKey, message: String, terminal: bool, reply: Option<StreamId>) {
-        self.submit(Job::Known {
-            completion: Completion {
-                composite: true,
-                ..convert::failure(key, message, terminal)
-            },
-            reply,
-        });
+    fn fail(self: Box<Self>, message: String, terminal: bool) -> Step {
+        Step::Complete(Completion {
+            composite: true,
+            ..convert::failure(self.key, message, terminal)
+        })
     }
 
-    /// Runs the next stage of `p` (or finishes it). `reply` is the stream whose stage result
-    /// led here; it is acked once that result has been used.
-    pub(crate) async fn pipeline_advance(
-        &self,
-        key: LeaseKey,
-        mut p: Pipeline,
-        reply: Option<StreamId>,
-    ) {
-        let pool = &self.inner.pool;
-        let Some(stage) = p.stages.pop_front() else {
-            self.finish(key, p, reply, true);
-            return;
+    fn read(mut self: Box<Self>, subtree: bool, wait: Wait) -> Step {
+        self.wait = wait;
+        Step::Read {
+            resource: self.task.resource_id,
+            root: self.task.root_id,
+            subtree,
+            pipeline: self,
+        }
+    }
+
+    fn gate(mut self: Box<Self>, read: Option<Result<Vec<RelatedRow>, sqlx::Error>>) -> Step {
+        self.wait = Wait::Gate(read);
+        Step::Gate {
+            resource: self.task.resource_id,
+            root: self.task.root_id,
+            pipeline: self,
+        }
+    }
+
+    /// Starts the next stage, or finishes (synced at this generation) when none is left.
+    fn advance(self: Box<Self>) -> Step {
+        let Some(stage) = self.stages.front().copied() else {
+            return self.finish(true);
         };
-        let (id, root) = (p.task.resource_id, p.task.root_id);
-        let related = match stage {
-            pb::Stage::Rollup => {
-                // Right after this claim composed, the children are new and unsettled: one
-                // gate probe says so without reading the subtree. Otherwise the rollup is
-                // almost always due, so the subtree is read first and the gate asked only
-                // when a row in it is still progressing (the gate's answer then also
-                // covers dependents of stuck rows, which the rows alone cannot show).
-                let mut desc = None;
-                if p.task.composed_gen >= p.task.generation {
-                    desc = Some(db::compose::related(pool, id, root, true).await);
-                }
-                if !matches!(&desc, Some(Ok(d)) if all_settled(d)) {
-                    match db::compose::rollup_pending(pool, id, root).await {
-                        Ok(true) => {
-                            // Children still progressing: record status, stay behind; the
-                            // cascade re-pends this composite when they settle.
-                            self.finish(key, p, reply, false);
-                            return;
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            return self.fail(
-                                key,
-                                format!("rollup gate check failed: {e}"),
-                                false,
-                                reply,
-                            );
-                        }
-                    }
-                }
-                let desc = match desc {
-                    Some(read) => read,
-                    None => db::compose::related(pool, id, root, true).await,
-                };
-                let desc = match desc {
-                    Ok(d) => d,
-                    Err(e) => {
-                        let m = format!("reading descendants failed: {e}");
-                        return self.fail(key, m, false, reply);
-                    }
-                };
-                if let Some(c) = children_not_ready(&desc) {
-                    convert::merge_conditions(&mut p.conditions, vec![c]);
-                }
-                desc
+        match stage {
+            // Right after this claim composed, the children are new and unsettled: one gate
+            // probe says so without reading the subtree. Otherwise the rollup is almost
+            // always due, so the subtree is read first and the gate asked only when a row
+            // in it is still progressing (the gate's answer then also covers dependents of
+            // stuck rows, which the rows alone cannot show).
+            pb::Stage::Rollup if self.task.composed_gen >= self.task.generation => {
+                self.read(true, Wait::SubtreeFirst)
             }
-            pb::Stage::Compose => match db::compose::related(pool, id, root, false).await {
-                Ok(d) => d,
-                Err(e) => {
-                    return self.fail(key, format!("reading children failed: {e}"), false, reply);
-                }
+            pb::Stage::Rollup => self.gate(None),
+            pb::Stage::Compose => self.read(false, Wait::Children),
+            _ => self.send(Vec::new()),
+        }
+    }
+
+    /// The rows asked for by [`Step::Read`].
+    pub fn on_read(mut self: Box<Self>, rows: Result<Vec<RelatedRow>, sqlx::Error>) -> Step {
+        match std::mem::replace(&mut self.wait, Wait::Idle) {
+            Wait::Children => match rows {
+                Ok(children) => self.send(children),
+                Err(e) => self.fail(format!("reading children failed: {e}"), false),
             },
-            _ => Vec::new(),
+            Wait::SubtreeFirst => match rows {
+                Ok(desc) if all_settled(&desc) => self.rollup(Ok(desc)),
+                read => self.gate(Some(read)),
+            },
+            Wait::SubtreeAfterGate => self.rollup(rows),
+            _ => self.out_of_order("rows"),
+        }
+    }
+
+    /// The rollup gate's answer asked for by [`Step::Gate`].
+    pub fn on_gate(mut self: Box<Self>, pending: Result<bool, sqlx::Error>) -> Step {
+        let Wait::Gate(read) = std::mem::replace(&mut self.wait, Wait::Idle) else {
+            return self.out_of_order("a gate answer");
         };
-        p.index += 1;
-        let secs = u64::try_from(p.task.task_deadline_secs).unwrap_or(0);
+        match pending {
+            // Children still progressing: record status, stay behind; the cascade re-pends
+            // this composite when they settle.
+            Ok(true) => self.finish(false),
+            Ok(false) => match read {
+                Some(read) => self.rollup(read),
+                None => self.read(true, Wait::SubtreeAfterGate),
+            },
+            Err(e) => self.fail(format!("rollup gate check failed: {e}"), false),
+        }
+    }
+
+    /// Sends the rollup once the gate let it through, with the failed descendants named.
+    fn rollup(mut self: Box<Self>, desc: Result<Vec<RelatedRow>, sqlx::Error>) -> Step {
+        match desc {
+            Ok(desc) => {
+                if let Some(c) = children_not_ready(&desc) {
+                    convert::merge_conditions(&mut self.conditions, vec![c]);
+                }
+                self.send(desc)
+            }
+            Err(e) => self.fail(format!("reading descendants failed: {e}"), false),
+        }
+    }
+
+    /// Builds the current stage's task with the rows it carries.
+    fn send(mut self: Box<Self>, related: Vec<RelatedRow>) -> Step {
+        let stage = self
+            .stages
+            .pop_front()
+            .expect("send follows advance, which saw a stage");
+        let secs = u64::try_from(self.task.task_deadline_secs).unwrap_or(0);
         let request = convert::stage_request(
-            &p.task,
-            &p.pair,
+            &self.task,
+            &self.pair,
             stage,
-            p.status.as_ref(),
+            self.status.as_ref(),
             related.into_iter().map(convert::related_resource).collect(),
         );
         let msg = convert::stage_task(
-            &p.task,
-            &p.pair,
+            &self.task,
+            &self.pair,
             stage,
-            reaction(&p.info, stage),
-            p.info.manifest_version,
+            reaction(&self.info, stage),
+            self.info.manifest_version,
             i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX),
             request,
         );
-        let pair = p.pair.clone();
-        let out = Outgoing {
-            key: key.clone(),
-            pair,
-            stage: stage as i32,
+        Step::Send(Box::new(StageSend {
+            key: self.key.clone(),
+            pair: self.pair.clone(),
+            stage,
             msg,
-            pipeline: Some(Box::new(p)),
-        };
-        // Ack the previous stage's result before sending the next stage: both share the
-        // lease, and a worker still holding an unacked result for it would resend it.
-        if let Some(s) = reply {
-            ack(self, s, key.lease_token, key.claim_epoch, true);
+            deadline: (secs > 0).then(|| Duration::from_secs(secs)),
+            pipeline: self,
+        }))
+    }
+
+    /// A worker's result for the stage sent as `sent` (the registry's record of it).
+    pub fn on_result(mut self: Box<Self>, sent: i32, msg: pb::StageComplete) -> Step {
+        if !msg.error_message.is_empty() {
+            let m = format!("stage {} failed: {}", stage_name(sent), msg.error_message);
+            return self.fail(m, msg.terminal);
         }
-        let (unplaced, placed) = self.inner.registry.assign(vec![out]);
-        if !unplaced.is_empty() {
-            // No ready worker right now: back to the queue (the compose is kept; the next
-            // claim skips it).
-            if let Err(e) = db::queue::lease_release(pool, &unplaced).await {
-                tracing::warn!(error = %e, "could not release a pipeline lease; the reaper will");
-            }
-        } else if secs > 0 && placed.contains(&key.lease_token) {
-            self.arm_deadline(key.lease_token, Duration::from_secs(secs));
+        if msg.stage != sent {
+            let m = format!(
+                "worker answered stage {} for a stage {} task",
+                msg.stage, sent
+            );
+            return self.fail(m, true);
+        }
+        if sent != pb::Stage::Compose as i32 {
+            let outcome = convert::stage_outcome(&msg.status, &msg.conditions);
+            return self.merge(outcome);
+        }
+        let c = msg.compose.unwrap_or_default();
+        let payload = match compose::validate(&c) {
+            Ok(x) => x,
+            Err(e) => return self.fail(format!("compose result refused: {e}"), true),
+        };
+        self.wait = Wait::Applied(convert::stage_outcome(&c.status, &c.conditions));
+        Step::Apply {
+            key: self.key.clone(),
+            generation: self.task.generation,
+            payload,
+            edges: self.info.compose_edges,
+            configs: self.info.compose_configs,
+            pipeline: self,
         }
     }
 
-    /// A stage result of a pipeline task arrived on stream `sid`.
-    pub(crate) async fn pipeline_complete(
-        &self,
-        f: Inflight,
-        msg: pb::StageComplete,
-        sid: StreamId,
-    ) {
-        let Some(p) = f.pipeline else { return };
-        let mut p = *p;
-        let key = f.key;
-        if !msg.error_message.is_empty() {
-            let m = format!(
-                "stage {} failed: {}",
-                stage_name(f.stage),
-                msg.error_message
-            );
-            return self.fail(key, m, msg.terminal, Some(sid));
-        }
-        if msg.stage != f.stage {
-            let m = format!(
-                "worker answered stage {} for a stage {} task",
-                msg.stage, f.stage
-            );
-            return self.fail(key, m, true, Some(sid));
-        }
-        let outcome = if f.stage == pb::Stage::Compose as i32 {
-            let c = msg.compose.unwrap_or_default();
-            let payload = match compose::validate(&c) {
-                Ok(x) => x,
-                Err(e) => {
-                    return self.fail(key, format!("compose result refused: {e}"), true, Some(sid));
-                }
-            };
-            let emits = (p.info.compose_edges, p.info.compose_configs);
-            match db::compose::compose_apply(
-                &self.inner.pool,
-                &key,
-                p.task.generation,
-                &payload,
-                emits.0,
-                emits.1,
-            )
-            .await
-            {
-                Ok(ComposeApplied::Applied) => self.wake(),
-                Ok(ComposeApplied::Stale) => {
-                    return ack(self, sid, key.lease_token, key.claim_epoch, false);
-                }
-                Ok(ComposeApplied::Refused(m)) => {
-                    return self.fail(key, format!("compose result refused: {m}"), true, Some(sid));
-                }
-                Err(e) => {
-                    return self.fail(
-                        key,
-                        format!("applying the compose result failed: {e}"),
-                        false,
-                        Some(sid),
-                    );
-                }
-            }
-            convert::stage_outcome(&c.status, &c.conditions)
-        } else {
-            convert::stage_outcome(&msg.status, &msg.conditions)
+    /// The compose write asked for by [`Step::Apply`].
+    pub fn on_applied(mut self: Box<Self>, r: Result<ComposeApplied, sqlx::Error>) -> Step {
+        let Wait::Applied(outcome) = std::mem::replace(&mut self.wait, Wait::Idle) else {
+            return self.out_of_order("a compose write");
         };
+        match r {
+            Ok(ComposeApplied::Applied) => self.merge(outcome),
+            Ok(ComposeApplied::Stale) => Step::Refuse(self.key),
+            Ok(ComposeApplied::Refused(m)) => {
+                self.fail(format!("compose result refused: {m}"), true)
+            }
+            Err(e) => self.fail(format!("applying the compose result failed: {e}"), false),
+        }
+    }
+
+    /// Folds a stage's validated outcome into the pipeline and moves on.
+    fn merge(mut self: Box<Self>, outcome: Result<convert::StageOutcome, String>) -> Step {
         match outcome {
             Ok(o) => {
                 if o.status.is_some() {
-                    p.status = o.status;
+                    self.status = o.status;
                 }
-                convert::merge_conditions(&mut p.conditions, o.conditions);
-                self.pipeline_advance(key, p, Some(sid)).await;
+                convert::merge_conditions(&mut self.conditions, o.conditions);
+                self.advance()
             }
-            Err(e) => self.fail(key, format!("invalid result: {e}"), true, Some(sid)),
+            Err(e) => self.fail(format!("invalid result: {e}"), true),
         }
+    }
+
+    fn out_of_order(self: Box<Self>, what: &str) -> Step {
+        tracing::error!(lease = %self.key.lease_token, "pipeline got {what} it did not ask for");
+        self.fail(
+            format!("internal error: pipeline got {what} it did not ask for"),
+            false,
+        )
     }
 }
 
@@ -327,7 +440,6 @@ fn stage_name(stage: i32) -> &'static str {
         .map(|s| s.as_str_name())
         .unwrap_or("STAGE_UNSPECIFIED")
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -438,5 +550,267 @@ mod tests {
         // A read cut at the cap may have left a progressing row out.
         let cap = usize::try_from(db::compose::MAX_RELATED).unwrap();
         assert!(!all_settled(&vec![synced; cap]));
+    }
+
+    // The step decisions, driven as `handout` drives them but with the answers made up: no
+    // database, no stream.
+
+    fn pipeline(t: ClaimedTask, i: KindInfo) -> Box<Pipeline> {
+        let stages = plan(&t, &i);
+        Pipeline::new(t, KindPair::new("k", 1), Arc::new(i), stages)
+    }
+
+    fn sent(step: Step) -> StageSend {
+        match step {
+            Step::Send(s) => *s,
+            other => panic!("expected Send, got {}", name(&other)),
+        }
+    }
+
+    fn completed(step: Step) -> Completion {
+        match step {
+            Step::Complete(c) => c,
+            other => panic!("expected Complete, got {}", name(&other)),
+        }
+    }
+
+    fn name(step: &Step) -> &'static str {
+        match step {
+            Step::Read { subtree: false, .. } => "Read(children)",
+            Step::Read { subtree: true, .. } => "Read(subtree)",
+            Step::Gate { .. } => "Gate",
+            Step::Apply { .. } => "Apply",
+            Step::Send(_) => "Send",
+            Step::Complete(_) => "Complete",
+            Step::Refuse(_) => "Refuse",
+        }
+    }
+
+    fn result(stage: pb::Stage, status: &str) -> pb::StageComplete {
+        pb::StageComplete {
+            stage: stage as i32,
+            status: status.as_bytes().to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn compose_result() -> pb::StageComplete {
+        pb::StageComplete {
+            stage: pb::Stage::Compose as i32,
+            compose: Some(pb::ComposeResult {
+                desired: vec![pb::ChildSpec {
+                    kind: "leaf".into(),
+                    name: "a".into(),
+                    kind_version: 1,
+                    spec: b"{}".to_vec(),
+                    ..Default::default()
+                }],
+                status: br#"{"composed":true}"#.to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Drives a fresh compose/work/rollup claim up to the compose write.
+    fn up_to_apply(mut t: ClaimedTask) -> Step {
+        t.task_deadline_secs = 30;
+        let p = pipeline(t, info(true, true, true));
+        let Step::Read {
+            subtree: false,
+            pipeline,
+            ..
+        } = p.start()
+        else {
+            panic!("a compose stage reads the children first");
+        };
+        let s = sent(pipeline.on_read(Ok(vec![row(1, 1, "Ready")])));
+        assert_eq!(s.stage, pb::Stage::Compose);
+        assert_eq!(s.msg.stage, pb::Stage::Compose as i32);
+        assert_eq!(s.deadline, Some(Duration::from_secs(30)));
+        s.pipeline
+            .on_result(pb::Stage::Compose as i32, compose_result())
+    }
+
+    #[test]
+    fn a_compose_result_is_written_before_the_next_stage_is_sent() {
+        let step = up_to_apply(task("specChange", 2, 1));
+        let Step::Apply {
+            generation,
+            edges,
+            configs,
+            payload,
+            pipeline,
+            ..
+        } = step
+        else {
+            panic!("a valid compose result is applied, got {}", name(&step));
+        };
+        assert_eq!((generation, edges, configs), (2, true, false));
+        assert_eq!(payload.children.as_array().map(Vec::len), Some(1));
+        let s = sent(pipeline.on_applied(Ok(ComposeApplied::Applied)));
+        assert_eq!(s.stage, pb::Stage::Work);
+        // The composer's status is carried into the next stage.
+        assert_eq!(s.pipeline.status, Some(json!({"composed": true})));
+    }
+
+    #[test]
+    fn a_compose_write_that_finds_the_lease_gone_refuses_the_result() {
+        let apply = |answer| match up_to_apply(task("specChange", 2, 1)) {
+            Step::Apply { pipeline, .. } => pipeline.on_applied(answer),
+            other => panic!("expected Apply, got {}", name(&other)),
+        };
+        assert!(matches!(apply(Ok(ComposeApplied::Stale)), Step::Refuse(_)));
+        let refused = completed(apply(Ok(ComposeApplied::Refused("no such kind".into()))));
+        assert!(!refused.ok && refused.terminal && refused.composite);
+        assert_eq!(
+            refused.error_message.as_deref(),
+            Some("compose result refused: no such kind")
+        );
+        // A database error is nobody's fault: transient.
+        let failed = completed(apply(Err(sqlx::Error::PoolTimedOut)));
+        assert!(!failed.ok && !failed.terminal);
+    }
+
+    #[test]
+    fn a_bad_stage_result_fails_the_composite() {
+        let work = |msg| {
+            let s = sent(pipeline(task("specChange", 2, 2), info(true, true, true)).start());
+            assert_eq!(s.stage, pb::Stage::Work);
+            completed(s.pipeline.on_result(pb::Stage::Work as i32, msg))
+        };
+        // The worker's own verdict on terminality is kept.
+        let c = work(pb::StageComplete {
+            stage: pb::Stage::Work as i32,
+            error_message: "boom".into(),
+            terminal: false,
+            ..Default::default()
+        });
+        assert!(!c.ok && !c.terminal && c.composite);
+        assert_eq!(
+            c.error_message.as_deref(),
+            Some("stage STAGE_WORK failed: boom")
+        );
+        // An answer for another stage, or a status that is not JSON, is terminal.
+        assert!(work(result(pb::Stage::Rollup, "{}")).terminal);
+        let c = work(result(pb::Stage::Work, "{not json"));
+        assert!(
+            c.terminal
+                && c.error_message
+                    .is_some_and(|m| m.starts_with("invalid result"))
+        );
+        // So is a compose result that does not validate.
+        let mut bad = compose_result();
+        if let Some(c) = bad.compose.as_mut() {
+            c.desired.push(c.desired[0].clone());
+        }
+        let p = pipeline(task("specChange", 2, 1), info(true, true, true));
+        let Step::Read { pipeline: p, .. } = p.start() else {
+            panic!("compose reads first")
+        };
+        let s = sent(p.on_read(Ok(Vec::new())));
+        let c = completed(s.pipeline.on_result(pb::Stage::Compose as i32, bad));
+        assert!(c.terminal);
+    }
+
+    #[test]
+    fn a_rollup_after_no_compose_reads_the_subtree_and_skips_the_gate_when_settled() {
+        let p = pipeline(task("childrenSettled", 3, 3), info(true, true, true));
+        let Step::Read {
+            subtree: true,
+            pipeline,
+            ..
+        } = p.start()
+        else {
+            panic!("the subtree is read first");
+        };
+        let rows = vec![row(2, 2, "Ready"), row(2, 1, "Failed")];
+        let s = sent(pipeline.on_read(Ok(rows)));
+        assert_eq!(s.stage, pb::Stage::Rollup);
+        // The failed child is named in the composite's conditions.
+        assert!(
+            s.pipeline
+                .conditions
+                .iter()
+                .any(|c| c["reason"] == "ChildrenNotReady")
+        );
+        // Its result finishes the claim: synced at this generation.
+        let c = completed(s.pipeline.on_result(
+            pb::Stage::Rollup as i32,
+            result(pb::Stage::Rollup, r#"{"up":1}"#),
+        ));
+        assert!(c.ok && c.advance && c.composite);
+        assert_eq!(c.status, Some(json!({"up": 1})));
+    }
+
+    #[test]
+    fn a_rollup_with_progressing_children_asks_the_gate() {
+        let start = || {
+            let p = pipeline(task("childrenSettled", 3, 3), info(true, true, true));
+            let Step::Read { pipeline, .. } = p.start() else {
+                panic!("the subtree is read first");
+            };
+            match pipeline.on_read(Ok(vec![row(2, 1, "Reconciling")])) {
+                Step::Gate { pipeline, .. } => pipeline,
+                other => panic!("an unsettled subtree asks the gate, got {}", name(&other)),
+            }
+        };
+        // Still progressing: finish without advancing synced_gen (the cascade re-pends it).
+        let c = completed(start().on_gate(Ok(true)));
+        assert!(c.ok && !c.advance && c.composite);
+        // Settled after all (e.g. only a stuck dependent's rows): the rows read are used.
+        assert_eq!(sent(start().on_gate(Ok(false))).stage, pb::Stage::Rollup);
+        let c = completed(start().on_gate(Err(sqlx::Error::PoolTimedOut)));
+        assert!(!c.ok && !c.terminal);
+        assert!(
+            c.error_message
+                .is_some_and(|m| m.starts_with("rollup gate check failed"))
+        );
+    }
+
+    #[test]
+    fn a_rollup_right_after_compose_asks_the_gate_before_reading() {
+        // Composed at claim time 1 < generation 2: this claim composes, so at the rollup
+        // the children are new and the gate is asked first.
+        let mut t = task("specChange", 2, 1);
+        t.composed_gen = 1;
+        let p = pipeline(t, info(false, false, true));
+        let Step::Gate { pipeline, .. } = p.start() else {
+            panic!("the gate comes first right after a compose");
+        };
+        let Step::Read {
+            subtree: true,
+            pipeline,
+            ..
+        } = pipeline.on_gate(Ok(false))
+        else {
+            panic!("a rollup past the gate reads the subtree");
+        };
+        assert_eq!(
+            sent(pipeline.on_read(Ok(Vec::new()))).stage,
+            pb::Stage::Rollup
+        );
+        // A failed subtree read fails the claim transiently.
+        let p = pipeline_after_gate();
+        let c = completed(p.on_read(Err(sqlx::Error::PoolTimedOut)));
+        assert!(!c.ok && !c.terminal);
+    }
+
+    fn pipeline_after_gate() -> Box<Pipeline> {
+        let p = pipeline(task("specChange", 2, 1), info(false, false, true));
+        let Step::Gate { pipeline, .. } = p.start() else {
+            panic!("gate first");
+        };
+        match pipeline.on_gate(Ok(false)) {
+            Step::Read { pipeline, .. } => pipeline,
+            other => panic!("expected Read, got {}", name(&other)),
+        }
+    }
+
+    #[test]
+    fn an_answer_the_pipeline_did_not_ask_for_fails_it_transiently() {
+        let s = sent(pipeline(task("specChange", 2, 2), info(false, true, true)).start());
+        let c = completed(s.pipeline.on_gate(Ok(false)));
+        assert!(!c.ok && !c.terminal);
     }
 }

@@ -7,6 +7,9 @@
 //! of its own that waits at most [`STALL_LIMIT`]; a stream that leaves it unread that long is
 //! closed (its session ends and releases its leases), so a client that subscribes and stops
 //! reading costs one bounded queue, never a stalled config push or dispatch.
+//!
+//! A low part: it knows streams, leases and frames, and keeps a composite's [`Pipeline`]
+//! with its lease between stages, but never runs one, claims, or writes to the database.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -29,11 +32,12 @@ use uuid::Uuid;
 
 use converge_proto::pb::{self, work_stream_server_msg::Body};
 
-use crate::{
+use converge_engine::{
     db::queue::LeaseKey,
     ids::{ClaimEpoch, KindPair, LeaseToken},
-    pipeline::Pipeline,
 };
+
+use crate::pipeline::Pipeline;
 
 /// Outbound frames of one stream.
 type StreamTx = mpsc::Sender<Result<pb::WorkStreamServerMsg, Status>>;
@@ -157,14 +161,21 @@ impl StreamOut {
     }
 }
 
+/// One subscribed stream as the registry keeps it.
 pub(crate) struct StreamEntry {
+    /// Where its frames go.
     pub out: StreamOut,
+    /// The (kind, version) pairs it subscribed for.
     pub pairs: HashSet<KindPair>,
+    /// Pairs whose worker said it cannot take tasks right now.
     pub unready: HashSet<KindPair>,
+    /// Most tasks it may hold at once.
     pub max_inflight: usize,
+    /// Tasks it holds now.
     pub inflight: usize,
     /// False until the default configs were pushed (rule 2: config before any task).
     pub claimable: bool,
+    /// Set once the broker sent `Drain`: no more tasks.
     pub draining: bool,
 }
 
@@ -181,10 +192,15 @@ impl StreamEntry {
     }
 }
 
+/// A lease this broker handed out and has no result for yet.
 pub(crate) struct Inflight {
+    /// The claim.
     pub key: LeaseKey,
+    /// The stream running it.
     pub stream: StreamId,
+    /// The stage sent (`0` for an adopted lease: unknown).
     pub stage: i32,
+    /// The broker-side deadline, aborted when the result arrives.
     pub timer: Option<AbortHandle>,
     /// Set for composite pipelines (compose/work/rollup under one lease).
     pub pipeline: Option<Box<Pipeline>>,
@@ -192,10 +208,17 @@ pub(crate) struct Inflight {
 
 /// A task ready to hand to a stream.
 pub(crate) struct Outgoing {
+    /// The claim.
     pub key: LeaseKey,
+    /// Its (kind, version): only streams serving it may take it.
     pub pair: KindPair,
+    /// The stage sent.
     pub stage: i32,
+    /// The frame.
     pub msg: pb::StageTask,
+    /// The broker-side deadline to arm once placed (`None`: none).
+    pub deadline: Option<Duration>,
+    /// A composite's pipeline, kept with the lease until the stage's result comes back.
     pub pipeline: Option<Box<Pipeline>>,
 }
 
@@ -206,6 +229,7 @@ struct State {
     inflight: HashMap<Uuid, Inflight>,
 }
 
+/// The connected streams and the leases handed out to them.
 #[derive(Default)]
 pub(crate) struct Registry {
     state: std::sync::Mutex<State>,
@@ -216,6 +240,7 @@ impl Registry {
         self.state.lock().expect("registry lock poisoned")
     }
 
+    /// Registers a subscribed stream (not claimable until its configs were pushed).
     pub fn add_stream(&self, entry: StreamEntry) -> StreamId {
         let mut s = self.lock();
         s.next_id += 1;
@@ -224,6 +249,7 @@ impl Registry {
         id
     }
 
+    /// Lets the stream receive tasks (rule 2: its default configs went out first).
     pub fn set_claimable(&self, id: StreamId) {
         if let Some(e) = self.lock().streams.get_mut(&id) {
             e.claimable = true;
@@ -252,6 +278,7 @@ impl Registry {
             .collect()
     }
 
+    /// Records whether the stream's worker can take tasks of `pair` right now.
     pub fn set_ready(&self, id: StreamId, pair: KindPair, ready: bool) {
         if let Some(e) = self.lock().streams.get_mut(&id) {
             if ready {
@@ -287,7 +314,7 @@ impl Registry {
     /// Hands each task to the ready stream with the most free slots for its pair. Returns
     /// the keys that found no stream (to be released, never failed) and, for each placed task
     /// with a deadline, what the caller must arm a timer for.
-    pub fn assign(&self, tasks: Vec<Outgoing>) -> (Vec<LeaseKey>, Vec<LeaseToken>) {
+    pub fn assign(&self, tasks: Vec<Outgoing>) -> (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>) {
         let mut s = self.lock();
         let mut unplaced = Vec::new();
         let mut placed = Vec::new();
@@ -322,11 +349,15 @@ impl Registry {
                     pipeline: t.pipeline,
                 },
             );
-            placed.push(token);
+            if let Some(after) = t.deadline {
+                placed.push((token, after));
+            }
         }
         (unplaced, placed)
     }
 
+    /// Attaches a lease's deadline timer (aborted at once if the lease is already gone, so
+    /// a result that beat the timer's arming leaves no timer behind).
     pub fn set_timer(&self, token: LeaseToken, timer: AbortHandle) {
         match self.lock().inflight.get_mut(&token.0) {
             Some(f) => f.timer = Some(timer),
@@ -399,6 +430,19 @@ impl Registry {
         }
     }
 
+    /// Tells a worker whether its result for a lease was recorded (`accepted`), so it can
+    /// forget the result (or, refused, drop it: the lease is gone).
+    pub fn ack(&self, stream: StreamId, token: LeaseToken, epoch: ClaimEpoch, accepted: bool) {
+        self.push(
+            stream,
+            Body::Ack(pb::CompleteAck {
+                lease_token: token.to_string(),
+                claim_epoch: epoch.0,
+                accepted,
+            }),
+        );
+    }
+
     /// Sends a frame to every stream and marks them draining (no more tasks).
     pub fn broadcast(&self, body: Body) {
         let mut s = self.lock();
@@ -428,10 +472,12 @@ impl Registry {
         set.into_iter().collect()
     }
 
+    /// Number of leases handed out and not yet answered.
     pub fn inflight_count(&self) -> usize {
         self.lock().inflight.len()
     }
 
+    /// Takes every lease out of the in-flight set (the drain window is over) for release.
     pub fn take_all_inflight(&self) -> Vec<LeaseKey> {
         let mut s = self.lock();
         let all: Vec<Inflight> = s.inflight.drain().map(|(_, f)| f).collect();

@@ -1,21 +1,34 @@
 //! The `WorkerService` gRPC implementation: stream sessions (Subscribe, completions,
 //! readiness, heartbeats, release on end) and `GetProviderConfig`.
+//!
+//! The top part below the crate root: [`Workers`] is given the handles of the parts it
+//! feeds (registry, config cache, completion writer, handout, dispatcher) and the
+//! settings it needs; the crate root's `Broker` implements the tonic trait by delegating
+//! here, so the public service type stays `WorkerServiceServer<Broker>`.
 
-use std::collections::HashSet;
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use converge_engine::{
+    db,
+    ids::{ClaimEpoch, KindPair, LeaseToken},
+};
 use converge_proto::{
     manifest::is_valid_kind_name,
     pb::{self, work_stream_client_msg::Body as In},
 };
 
 use crate::{
-    Broker, authz,
-    complete::Job,
-    convert, db,
-    ids::{ClaimEpoch, KindPair, LeaseToken},
-    registry::{Closer, Outbound, StreamEntry, StreamId, StreamOut},
+    authz,
+    complete::{CompletionHandle, Job},
+    configs::Configs,
+    convert,
+    dispatch::DispatchHandle,
+    handout::Handout,
+    registry::{Closer, Outbound, Registry, StreamEntry, StreamId, StreamOut},
 };
 
 /// Most tasks one stream may ask for at once.
@@ -59,21 +72,79 @@ fn parse_token(s: &str) -> Option<LeaseToken> {
     uuid::Uuid::parse_str(s).ok().map(LeaseToken)
 }
 
-#[tonic::async_trait]
-impl pb::worker_service_server::WorkerService for Broker {
-    type WorkStreamStream = Outbound;
+/// Session settings (from `BrokerConfig`).
+#[derive(Clone)]
+pub(crate) struct ServiceOptions {
+    /// This broker's identity (stamped on adopted leases).
+    pub broker_id: String,
+    /// Used when a worker subscribes with `max_inflight = 0`.
+    pub default_max_inflight: u32,
+    /// How long a new stream may take to send its Subscribe frame.
+    pub subscribe_timeout: Duration,
+    /// Who may speak the WorkerService (`None`: authentication is off).
+    pub auth: Option<Arc<converge_auth::Authenticator>>,
+}
 
+/// The handles a session feeds.
+pub(crate) struct Parts {
+    /// Streams and in-flight leases.
+    pub registry: Arc<Registry>,
+    /// Default provider configs (rule 2).
+    pub configs: Arc<Configs>,
+    /// Where results go.
+    pub completions: CompletionHandle,
+    /// Runs a composite's next stage after a stage result.
+    pub handout: Handout,
+    /// Woken when a slot frees or a stream becomes claimable.
+    pub dispatch: DispatchHandle,
+}
+
+/// The WorkerService's state; cheap to clone (one per stream session).
+#[derive(Clone)]
+pub(crate) struct Workers {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    opts: ServiceOptions,
+    pool: PgPool,
+    parts: Parts,
+    /// Set once shutdown begins: new streams are refused.
+    draining: CancellationToken,
+}
+
+impl Workers {
+    /// The service over `parts`.
+    pub fn new(
+        opts: ServiceOptions,
+        pool: PgPool,
+        parts: Parts,
+        draining: CancellationToken,
+    ) -> Self {
+        Workers {
+            inner: Arc::new(Shared {
+                opts,
+                pool,
+                parts,
+                draining,
+            }),
+        }
+    }
+
+    /// `WorkStream`: checks the caller and its Subscribe, registers the stream and starts
+    /// its session; the returned stream carries the broker's frames.
     #[tracing::instrument(skip_all, fields(peer = ?req.remote_addr()))]
-    async fn work_stream(
+    pub async fn work_stream(
         &self,
         req: Request<Streaming<pb::WorkStreamClientMsg>>,
-    ) -> Result<Response<Self::WorkStreamStream>, Status> {
+    ) -> Result<Response<Outbound>, Status> {
         if self.inner.draining.is_cancelled() {
             return Err(Status::unavailable("broker is shutting down"));
         }
-        let principal = authz::caller(self.inner.cfg.auth.as_deref(), &req)?;
+        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
         let mut inbound = req.into_inner();
-        let first = tokio::time::timeout(self.inner.cfg.subscribe_timeout, inbound.message()).await;
+        let first =
+            tokio::time::timeout(self.inner.opts.subscribe_timeout, inbound.message()).await;
         let sub = match first {
             Ok(Ok(Some(pb::WorkStreamClientMsg {
                 body: Some(In::Subscribe(s)),
@@ -88,13 +159,13 @@ impl pb::worker_service_server::WorkerService for Broker {
         let pairs = pairs_from(&sub.kinds, &sub.kind_versions)?;
         authz::check_kinds(principal.as_deref(), &pairs)?;
         let max_inflight = match sub.max_inflight {
-            0 => self.inner.cfg.default_max_inflight,
+            0 => self.inner.opts.default_max_inflight,
             n => n.min(MAX_STREAM_INFLIGHT),
         } as usize;
         let name: String = sub.worker_name.chars().take(128).collect();
         let (out, outbound) = StreamOut::new(max_inflight * 2 + 64);
         let closer = out.closer().clone();
-        let sid = self.inner.registry.add_stream(StreamEntry {
+        let sid = self.inner.parts.registry.add_stream(StreamEntry {
             out,
             pairs: pairs.iter().cloned().collect(),
             unready: HashSet::new(),
@@ -120,16 +191,20 @@ impl pb::worker_service_server::WorkerService for Broker {
         Ok(Response::new(outbound))
     }
 
+    /// `GetProviderConfig`: the current defaults of the caller's kinds.
     #[tracing::instrument(skip_all)]
-    async fn get_provider_config(
+    pub async fn get_provider_config(
         &self,
         req: Request<pb::GetProviderConfigRequest>,
     ) -> Result<Response<pb::GetProviderConfigResponse>, Status> {
-        let principal = authz::caller(self.inner.cfg.auth.as_deref(), &req)?;
+        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
         let req = req.into_inner();
         let pairs = pairs_from(&req.kinds, &req.kind_versions)?;
         authz::check_kinds(principal.as_deref(), &pairs)?;
         let entries = self
+            .inner
+            .parts
+            .configs
             .defaults_for(&pairs)
             .await?
             .into_iter()
@@ -160,15 +235,16 @@ struct Subscribed {
 /// until the stream ends (or its principal leaves AUTH_FILE, or it stalls), and finally
 /// release every lease still held (rule 8).
 async fn session(
-    b: Broker,
+    w: Workers,
     stream: Subscribed,
     mut inbound: Streaming<pb::WorkStreamClientMsg>,
     resumed: Vec<(LeaseToken, ClaimEpoch)>,
     principal: Option<std::sync::Arc<converge_auth::Principal>>,
 ) {
     let Subscribed { sid, closer, pairs } = stream;
+    let (pool, parts) = (&w.inner.pool, &w.inner.parts);
     if !resumed.is_empty() {
-        match db::queue::lease_adopt(&b.inner.pool, &resumed, &b.inner.cfg.broker_id).await {
+        match db::queue::lease_adopt(pool, &resumed, &w.inner.opts.broker_id).await {
             Ok(keys) => {
                 tracing::info!(
                     stream = sid,
@@ -176,7 +252,7 @@ async fn session(
                     adopted = keys.len(),
                     "adopting resumed leases"
                 );
-                b.inner
+                parts
                     .registry
                     .adopt(sid, keys.into_iter().map(|(k, _)| k).collect());
             }
@@ -185,13 +261,17 @@ async fn session(
     }
     // Rule 2 holds or the stream ends: without its configs a worker would run tasks blind,
     // so a failed prime closes the stream and the worker reconnects (with backoff).
-    if let Err(e) = b.prime_stream(sid, &pairs).await {
-        tracing::warn!(error = %e, stream = sid, "could not prime provider configs; closing the stream");
-        closer.close(Status::unavailable(
-            "the broker could not load this stream's provider configs; reconnect",
-        ));
+    match parts.configs.prime_stream(sid, &pairs).await {
+        // Claimable now: its tasks may be waiting.
+        Ok(()) => parts.dispatch.wake(),
+        Err(e) => {
+            tracing::warn!(error = %e, stream = sid, "could not prime provider configs; closing the stream");
+            closer.close(Status::unavailable(
+                "the broker could not load this stream's provider configs; reconnect",
+            ));
+        }
     }
-    let auth = b.inner.cfg.auth.clone().zip(principal);
+    let auth = w.inner.opts.auth.clone().zip(principal);
     let mut seen_generation = auth.as_ref().map(|(a, _)| a.generation()).unwrap_or(0);
     let mut recheck = tokio::time::interval(PRINCIPAL_RECHECK);
     let end = loop {
@@ -214,7 +294,7 @@ async fn session(
         };
         match next {
             Ok(Some(msg)) => {
-                if let Err(status) = handle(&b, sid, &pairs, msg).await {
+                if let Err(status) = handle(&w, sid, &pairs, msg).await {
                     let end = format!("protocol error: {}", status.message());
                     closer.close(status);
                     break end;
@@ -224,23 +304,24 @@ async fn session(
             Err(s) => break format!("transport: {}", s.message()),
         }
     };
-    let held = b.inner.registry.remove_stream(sid);
+    let held = parts.registry.remove_stream(sid);
     let n = held.len();
     if n > 0
-        && let Err(e) = db::queue::lease_release(&b.inner.pool, &held).await
+        && let Err(e) = db::queue::lease_release(pool, &held).await
     {
         tracing::error!(error = %e, stream = sid, "could not release leases of an ended stream; the reaper will");
     }
     tracing::info!(stream = sid, released = n, reason = %end, "worker stream ended");
-    b.wake();
+    parts.dispatch.wake();
 }
 
 async fn handle(
-    b: &Broker,
+    w: &Workers,
     sid: StreamId,
     pairs: &[KindPair],
     msg: pb::WorkStreamClientMsg,
 ) -> Result<(), Status> {
+    let parts = &w.inner.parts;
     match msg.body {
         None => return Err(Status::invalid_argument("frame without a body")),
         Some(In::Subscribe(_)) => {
@@ -251,24 +332,24 @@ async fn handle(
                 Status::invalid_argument("StageComplete.lease_token is not a lease token")
             })?;
             let epoch = ClaimEpoch(c.claim_epoch);
-            match b.inner.registry.take(token, epoch) {
+            match parts.registry.take(token, epoch) {
                 Some(mut f) => {
                     if let Some(t) = f.timer.take() {
                         t.abort();
                     }
-                    b.wake();
+                    parts.dispatch.wake();
                     if f.pipeline.is_some() {
-                        let b2 = b.clone();
-                        tokio::spawn(async move { b2.pipeline_complete(f, c, sid).await });
+                        let h = parts.handout.clone();
+                        tokio::spawn(async move { h.stage_result(f, c, sid).await });
                     } else {
                         let completion = convert::completion(f.key, f.stage, &c);
-                        b.submit(Job::Known {
+                        parts.completions.submit(Job::Known {
                             completion,
                             reply: Some(sid),
                         });
                     }
                 }
-                None => b.submit(Job::Unknown {
+                None => parts.completions.submit(Job::Unknown {
                     token,
                     epoch,
                     msg: c,
@@ -280,8 +361,8 @@ async fn handle(
             let pair = KindPair::new(i.kind, i.kind_version);
             if pairs.contains(&pair) {
                 tracing::info!(stream = sid, %pair, ready = i.has_worker, "worker readiness changed");
-                b.inner.registry.set_ready(sid, pair, i.has_worker);
-                b.wake();
+                parts.registry.set_ready(sid, pair, i.has_worker);
+                parts.dispatch.wake();
             }
         }
         Some(In::Heartbeat(h)) => {
@@ -296,8 +377,8 @@ async fn handle(
                 .zip(&h.claim_epoch)
                 .filter_map(|(t, e)| parse_token(t).map(|t| (t, ClaimEpoch(*e))))
                 .collect();
-            let keys = b.inner.registry.keys_for(&leases);
-            if let Err(e) = db::queue::lease_heartbeat(&b.inner.pool, &keys).await {
+            let keys = parts.registry.keys_for(&leases);
+            if let Err(e) = db::queue::lease_heartbeat(&w.inner.pool, &keys).await {
                 tracing::warn!(error = %e, "heartbeat refresh failed");
             }
         }

@@ -1,0 +1,198 @@
+//! Handing tasks to streams and what follows from it: placement (a task that finds no
+//! stream goes back to the queue, never fails), the broker-side deadline (rule 6), and the
+//! execution of a composite pipeline's [`Step`]s.
+//!
+//! It is given the pool, the registry, the completion writer's handle and the dispatcher's
+//! wake-up; the dispatcher (for fresh claims) and the sessions (for stage results) call it.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::PgPool;
+use tokio::sync::Notify;
+
+use converge_engine::{
+    db::{self, compose::ComposeApplied},
+    ids::LeaseToken,
+};
+use converge_proto::pb;
+
+use crate::{
+    complete::{CompletionHandle, Job},
+    convert,
+    pipeline::{StageSend, Step},
+    registry::{Inflight, Outgoing, Registry, StreamId},
+};
+
+/// Places tasks and runs what a pipeline decides; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Handout {
+    pool: PgPool,
+    registry: Arc<Registry>,
+    completions: CompletionHandle,
+    /// The dispatcher's wake-up: a lease came back or new work appeared.
+    dispatch: Arc<Notify>,
+}
+
+impl Handout {
+    /// A handout over `registry`'s streams that records through `completions`.
+    pub fn new(
+        pool: PgPool,
+        registry: Arc<Registry>,
+        completions: CompletionHandle,
+        dispatch: Arc<Notify>,
+    ) -> Self {
+        Handout {
+            pool,
+            registry,
+            completions,
+            dispatch,
+        }
+    }
+
+    /// Hands each task to the ready stream with the most free slots, arms the deadlines of
+    /// those placed, and releases the leases of those that found no stream (a stream went
+    /// away or turned unready since capacity was read), so they go back to the queue.
+    pub async fn place(&self, tasks: Vec<Outgoing>) -> Result<(), sqlx::Error> {
+        let (unplaced, deadlines) = self.registry.assign(tasks);
+        for (token, after) in deadlines {
+            self.arm_deadline(token, after);
+        }
+        if unplaced.is_empty() {
+            return Ok(());
+        }
+        db::queue::lease_release(&self.pool, &unplaced)
+            .await
+            .map(drop)
+    }
+
+    /// Rule 6: the broker's timer is authoritative. Past `after` the task is recorded as a
+    /// transient failure and the worker is told to cancel it; its late result is refused
+    /// (the lease is no longer in flight here, and the failure moved its epoch on).
+    fn arm_deadline(&self, token: LeaseToken, after: Duration) {
+        let this = self.clone();
+        let h = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            this.expire(token, after);
+        });
+        self.registry.set_timer(token, h.abort_handle());
+    }
+
+    fn expire(&self, token: LeaseToken, after: Duration) {
+        let Some(f) = self.registry.take_token(token) else {
+            return;
+        };
+        tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
+        self.registry.push(
+            f.stream,
+            pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {
+                lease_token: token.to_string(),
+                claim_epoch: f.key.claim_epoch.0,
+                reason: "deadline".into(),
+            }),
+        );
+        self.completions.submit(Job::Known {
+            completion: convert::failure(
+                f.key,
+                format!(
+                    "task deadline exceeded: no result within {}s",
+                    after.as_secs()
+                ),
+                false,
+            ),
+            reply: None,
+        });
+        self.dispatch.notify_one();
+    }
+
+    /// A stage result for a pipeline task arrived on stream `sid` (its lease already taken
+    /// out of the registry).
+    pub async fn stage_result(&self, f: Inflight, msg: pb::StageComplete, sid: StreamId) {
+        let Some(p) = f.pipeline else { return };
+        self.drive(p.on_result(f.stage, msg), Some(sid)).await;
+    }
+
+    /// Performs a pipeline's steps until it hands a stage to a stream or ends. `reply` is
+    /// the stream whose stage result led here; it is acked once that result has been used
+    /// (by the next stage's send, the composite's result, or a refusal).
+    pub async fn drive(&self, mut step: Step, reply: Option<StreamId>) {
+        loop {
+            step = match step {
+                Step::Read {
+                    resource,
+                    root,
+                    subtree,
+                    pipeline,
+                } => {
+                    let rows = db::compose::related(&self.pool, resource, root, subtree).await;
+                    pipeline.on_read(rows)
+                }
+                Step::Gate {
+                    resource,
+                    root,
+                    pipeline,
+                } => {
+                    pipeline.on_gate(db::compose::rollup_pending(&self.pool, resource, root).await)
+                }
+                Step::Apply {
+                    key,
+                    generation,
+                    payload,
+                    edges,
+                    configs,
+                    pipeline,
+                } => {
+                    let r = db::compose::compose_apply(
+                        &self.pool, &key, generation, &payload, edges, configs,
+                    )
+                    .await;
+                    if let Ok(ComposeApplied::Applied) = r {
+                        // The new children are claimable work.
+                        self.dispatch.notify_one();
+                    }
+                    pipeline.on_applied(r)
+                }
+                Step::Send(s) => return self.send(s, reply).await,
+                Step::Complete(completion) => {
+                    return self.completions.submit(Job::Known { completion, reply });
+                }
+                Step::Refuse(key) => {
+                    if let Some(s) = reply {
+                        self.registry
+                            .ack(s, key.lease_token, key.claim_epoch, false);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn send(&self, s: Box<StageSend>, reply: Option<StreamId>) {
+        let StageSend {
+            key,
+            pair,
+            stage,
+            msg,
+            deadline,
+            pipeline,
+        } = *s;
+        // Ack the previous stage's result before sending the next stage: both share the
+        // lease, and a worker still holding an unacked result for it would resend it.
+        if let Some(sid) = reply {
+            self.registry
+                .ack(sid, key.lease_token, key.claim_epoch, true);
+        }
+        let out = Outgoing {
+            key,
+            pair,
+            stage: stage as i32,
+            msg,
+            deadline,
+            pipeline: Some(pipeline),
+        };
+        // No ready worker right now: back to the queue (the compose is kept; the next claim
+        // skips it).
+        if let Err(e) = self.place(vec![out]).await {
+            tracing::warn!(error = %e, "could not release a pipeline lease; the reaper will");
+        }
+    }
+}
