@@ -92,6 +92,78 @@ BEGIN
 END
 $$;
 
+-- Applies many resources in one statement set: each item is created or updated by (kind, name)
+-- exactly as resource_apply does it, and every changed one is scheduled together. The arrays
+-- are parallel, one element per item; (kind, name) pairs must be distinct (the API refuses
+-- a duplicate within a batch). Returns one row per item, `ord` its 1-based position.
+--
+-- Lock order: rows that exist are locked first, in ascending id (the order the drain and the
+-- cascade use), so a batch never deadlocks with them; new rows are inserted in (kind, name)
+-- order, so two batches creating the same names wait on each other instead of deadlocking.
+CREATE OR REPLACE FUNCTION resource_apply_batch(p_kinds text[], p_kind_versions int[],
+                                                p_names text[], p_specs jsonb[],
+                                                p_labels jsonb[], p_provider_config_refs text[])
+RETURNS TABLE (ord bigint, id uuid, result text, generation bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_ord bigint[];
+    v_id uuid[];
+    v_result text[];
+    v_gen bigint[];
+    v_changed uuid[];
+BEGIN
+    PERFORM 1 FROM resources r
+    JOIN unnest(p_kinds, p_names) AS t(kind, name) ON t.kind = r.kind AND t.name = r.name
+    ORDER BY r.id
+    FOR UPDATE OF r;
+
+    -- The LEFT JOIN on resources reads the snapshot from before the upsert: exactly the
+    -- rows the upsert left alone (unchanged) are read there.
+    WITH input AS MATERIALIZED (
+        SELECT t.ord, gen_random_uuid() AS new_id, t.kind, t.kind_version, t.name, t.spec,
+               t.labels, t.pcr
+        FROM unnest(p_kinds, p_kind_versions, p_names, p_specs, p_labels,
+                    p_provider_config_refs)
+             WITH ORDINALITY AS t(kind, kind_version, name, spec, labels, pcr, ord)
+    ), up AS (
+        INSERT INTO resources AS r (id, kind, kind_version, name, shard_id, spec, labels,
+                                    provider_config_ref)
+        SELECT i.new_id, i.kind, i.kind_version, i.name, shard_of(i.new_id), i.spec, i.labels,
+               i.pcr
+        FROM input i
+        ORDER BY i.kind, i.name
+        ON CONFLICT (kind, name) DO UPDATE
+            SET spec = EXCLUDED.spec,
+                labels = EXCLUDED.labels,
+                kind_version = EXCLUDED.kind_version,
+                provider_config_ref = EXCLUDED.provider_config_ref,
+                updated_at = now()
+            WHERE r.spec IS DISTINCT FROM EXCLUDED.spec
+               OR r.labels IS DISTINCT FROM EXCLUDED.labels
+               OR r.kind_version IS DISTINCT FROM EXCLUDED.kind_version
+               OR r.provider_config_ref IS DISTINCT FROM EXCLUDED.provider_config_ref
+        RETURNING r.id, r.kind, r.name, r.generation
+    )
+    SELECT array_agg(i.ord ORDER BY i.ord),
+           array_agg(coalesce(up.id, old.id) ORDER BY i.ord),
+           array_agg(CASE WHEN up.id IS NULL THEN 'unchanged'
+                          WHEN up.id = i.new_id THEN 'created'
+                          ELSE 'configured' END ORDER BY i.ord),
+           array_agg(coalesce(up.generation, old.generation) ORDER BY i.ord),
+           array_agg(up.id ORDER BY up.id) FILTER (WHERE up.id IS NOT NULL)
+    INTO v_ord, v_id, v_result, v_gen, v_changed
+    FROM input i
+    LEFT JOIN up ON up.kind = i.kind AND up.name = i.name
+    LEFT JOIN resources old ON up.id IS NULL AND old.kind = i.kind AND old.name = i.name;
+
+    IF v_changed IS NOT NULL THEN
+        PERFORM schedule_eligible(v_changed);
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(v_ord, v_id, v_result, v_gen);
+END
+$$;
+
 -- "Reconcile now": queues a reconcile task for the live generation even when the resource is
 -- synced (trigger 'manual', no backoff), unless a reconcile task is already queued; a queued
 -- one still waiting out a retry backoff is made due now instead. The gates of

@@ -27,7 +27,7 @@ use super::{
     query_pairs,
 };
 
-const NUL_MESSAGE: &str = "contains U+0000 (NUL), which cannot be stored; remove it";
+pub(crate) const NUL_MESSAGE: &str = "contains U+0000 (NUL), which cannot be stored; remove it";
 
 /// A JSON body whose rejections (bad JSON, wrong content type, too large, a NUL character)
 /// are problem+json.
@@ -104,9 +104,15 @@ fn nul_in_json(bytes: &[u8]) -> Option<(String, bool)> {
     // Invalid JSON: the typed parse that follows says why. `\\u0000` (an escaped backslash
     // before "u0000") is no NUL: the walk finds none.
     let v: Value = serde_json::from_slice(bytes).ok()?;
+    nul_in_value(&v)
+}
+
+/// The JSON pointer of the first string or object key of `v` holding U+0000 (for a key, the
+/// pointer of the object holding it, and `true`), or `None`.
+pub(crate) fn nul_in_value(v: &Value) -> Option<(String, bool)> {
     let mut at = String::new();
     let mut key = false;
-    nul_at(&v, &mut at, &mut key).then_some((at, key))
+    nul_at(v, &mut at, &mut key).then_some((at, key))
 }
 
 /// Whether `v` holds U+0000 in a string or key; `at` is left at its pointer when it does, and

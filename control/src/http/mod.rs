@@ -11,6 +11,7 @@ pub mod problem;
 pub mod providerconfigs;
 pub mod reactor_bindings;
 pub mod resource_actions;
+pub mod resource_batch;
 pub mod resource_graph;
 pub mod resource_views;
 pub mod resources;
@@ -125,6 +126,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             get(reactor_bindings::get).delete(reactor_bindings::delete),
         )
         .route("/resources", get(resources::list).post(resources::apply))
+        .route("/resources:batch", post(resource_batch::apply_batch))
         .route("/resources/roots", get(resource_views::roots))
         .route("/resources/summary", get(resource_views::summary))
         .route(

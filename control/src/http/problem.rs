@@ -277,8 +277,10 @@ fn listed(errors: Vec<FieldError>, budget: usize) -> (Vec<FieldError>, usize) {
     (out, left_off)
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The status and the problem+json body this error answers with (its `IntoResponse`; a
+    /// batch reports one per failed item). A 500's cause is logged here, never returned.
+    pub(crate) fn into_problem(self) -> (StatusCode, Value) {
         let status = self.status();
         if let ApiError::Internal { op, source } = &self {
             tracing::error!(op, error = %source, "internal error");
@@ -305,6 +307,14 @@ impl IntoResponse for ApiError {
             errors,
             errors_omitted,
         };
+        let body = serde_json::to_value(body).unwrap_or(Value::Null);
+        (status, body)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, body) = self.into_problem();
         let mut resp = (status, axum::Json(body)).into_response();
         resp.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -7,6 +7,8 @@ use axum::{
     http::{HeaderMap, HeaderValue, StatusCode},
     response::IntoResponse,
 };
+use std::collections::HashMap;
+
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use converge_proto::manifest::{PHASES, is_valid_resource_name};
@@ -82,13 +84,22 @@ fn check_labels(labels: &serde_json::Map<String, Value>) -> Vec<FieldError> {
     errs
 }
 
-/// `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
-/// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
-pub async fn apply(
-    State(s): State<AppState>,
-    caller: Option<axum::Extension<auth::Caller>>,
-    ApiJson(body): ApiJson<ApplyBody>,
-) -> Result<impl IntoResponse, ApiError> {
+/// What validating an apply looks up in the database, remembered for the rest of a batch
+/// (one request): provider config targets by name, and whether a (kind, version) is retired.
+#[derive(Default)]
+pub(crate) struct ApplyLookups {
+    configs: HashMap<String, Option<(String, i32, Value)>>,
+    retired: HashMap<(String, i32), bool>,
+}
+
+/// Checks one apply body as `POST /api/v1/resources` does, everything but the write: the
+/// body's shape, the kind's spec schema (every failing pointer in one 422), the provider
+/// config it names, and a retired version. Returns the item ready to write.
+pub(crate) async fn validate_apply(
+    s: &AppState,
+    body: ApplyBody,
+    lookups: &mut ApplyLookups,
+) -> Result<db::resources::ApplyItem, ApiError> {
     if let Some(t) = body.type_.as_deref().filter(|t| *t != "resource") {
         return Err(ApiError::invalid(
             "/type",
@@ -138,10 +149,17 @@ pub async fn apply(
         omitted = v.omitted;
     }
     if let Some(r) = &body.provider_config_ref {
-        match db::providerconfigs::providerconfig_target(&s.pool, r)
-            .await
-            .map_err(ApiError::db("look up a provider config"))?
-        {
+        let target = match lookups.configs.get(r) {
+            Some(t) => t.clone(),
+            None => {
+                let t = db::providerconfigs::providerconfig_target(&s.pool, r)
+                    .await
+                    .map_err(ApiError::db("look up a provider config"))?;
+                lookups.configs.insert(r.clone(), t.clone());
+                t
+            }
+        };
+        match target {
             None => errors.push(FieldError::new(
                 "/provider_config_ref".into(),
                 format!("provider config {} does not exist", quote(r)),
@@ -189,26 +207,56 @@ pub async fn apply(
         errors,
         omitted,
     )?;
-    let (retired, current) =
-        db::kinds::apply_version_check(&s.pool, &body.kind, body.kind_version, &body.name)
+    let pair = (body.kind.clone(), body.kind_version);
+    let retired = match lookups.retired.get(&pair) {
+        Some(r) => *r,
+        None => {
+            let r = db::kinds::version_retired(&s.pool, &body.kind, body.kind_version)
+                .await
+                .map_err(ApiError::db("check the kind version"))?;
+            lookups.retired.insert(pair, r);
+            r
+        }
+    };
+    // A retired version takes no new resources, but its existing ones may still be edited.
+    if retired {
+        let current = db::kinds::resource_version(&s.pool, &body.kind, &body.name)
             .await
             .map_err(ApiError::db("check the kind version"))?;
-    if retired && current != Some(body.kind_version) {
-        return Err(ApiError::Conflict(format!(
-            "kind {} version {} is retired: it takes no new resources (use a newer version)",
-            body.kind, body.kind_version
-        )));
+        if current != Some(body.kind_version) {
+            return Err(ApiError::Conflict(format!(
+                "kind {} version {} is retired: it takes no new resources (use a newer version)",
+                body.kind, body.kind_version
+            )));
+        }
     }
-    let labels = Value::Object(body.labels);
+    Ok(db::resources::ApplyItem {
+        kind: body.kind,
+        kind_version: body.kind_version,
+        name: body.name,
+        spec: body.spec,
+        labels: Value::Object(body.labels),
+        provider_config_ref: body.provider_config_ref,
+    })
+}
+
+/// `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
+/// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
+pub async fn apply(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<auth::Caller>>,
+    ApiJson(body): ApiJson<ApplyBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    let item = validate_apply(&s, body, &mut ApplyLookups::default()).await?;
     let applied = db::resources::resource_apply(
         &s.pool,
         auth::actor(&caller).as_deref(),
-        &body.kind,
-        body.kind_version,
-        &body.name,
-        &body.spec,
-        &labels,
-        body.provider_config_ref.as_deref(),
+        &item.kind,
+        item.kind_version,
+        &item.name,
+        &item.spec,
+        &item.labels,
+        item.provider_config_ref.as_deref(),
     )
     .await
     .map_err(ApiError::db("apply a resource"))?;
@@ -225,14 +273,18 @@ pub async fn apply(
         "x-apply-result",
         HeaderValue::from_str(&applied.result).expect("ascii"),
     );
-    Ok((
-        status,
-        h,
-        Json(json!({
-            "uid": applied.id, "kind": body.kind, "kind_version": body.kind_version,
-            "name": body.name, "generation": applied.generation, "result": applied.result,
-        })),
-    ))
+    Ok((status, h, Json(applied_json(&item, &applied))))
+}
+
+/// The body answering one applied item (the single apply's body, a batch result's fields).
+pub(crate) fn applied_json(
+    item: &db::resources::ApplyItem,
+    applied: &db::resources::Applied,
+) -> Value {
+    json!({
+        "uid": applied.id, "kind": item.kind, "kind_version": item.kind_version,
+        "name": item.name, "generation": applied.generation, "result": applied.result,
+    })
 }
 
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim.

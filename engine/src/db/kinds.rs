@@ -225,23 +225,29 @@ pub async fn version_in_use(pool: &PgPool, kind: &str, version: i32) -> Result<b
     .await
 }
 
-/// What an apply at (kind, version) of resource `name` must know about versions: whether
-/// that version is retired, and the version the resource has now (`None`: a new resource).
-pub async fn apply_version_check(
-    pool: &PgPool,
-    kind: &str,
-    version: i32,
-    name: &str,
-) -> Result<(bool, Option<i32>), sqlx::Error> {
-    sqlx::query_as(
-        "SELECT coalesce((SELECT retired FROM kind_config WHERE kind = $1 AND kind_version = $2), false),
-                (SELECT kind_version FROM resources WHERE kind = $1 AND name = $3)",
+/// Whether (kind, version) is retired (takes no new resources).
+pub async fn version_retired(pool: &PgPool, kind: &str, version: i32) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT coalesce((SELECT retired FROM kind_config WHERE kind = $1 AND kind_version = $2),
+                         false)",
     )
     .bind(kind)
     .bind(version)
-    .bind(name)
     .fetch_one(pool)
     .await
+}
+
+/// The kind version resource (kind, name) has now (`None`: no such resource).
+pub async fn resource_version(
+    pool: &PgPool,
+    kind: &str,
+    name: &str,
+) -> Result<Option<i32>, sqlx::Error> {
+    sqlx::query_scalar("SELECT kind_version FROM resources WHERE kind = $1 AND name = $2")
+        .bind(kind)
+        .bind(name)
+        .fetch_optional(pool)
+        .await
 }
 
 /// A kind's default provider config.
