@@ -192,6 +192,95 @@ async fn apply_list_get_reconcile_delete_round_trip() {
     c.stop().await;
 }
 
+/// `apply -f DIR` reads every .json/.yaml/.yml file under the directory (hidden ones and
+/// other extensions skipped), applies manifests first, and sends resources in batches: 2,500
+/// resources over three files take three requests, one invalid item fails alone.
+#[tokio::test]
+async fn apply_a_directory_in_batches() {
+    let c = Converge::start(&[]).await;
+    let dir = std::env::temp_dir().join(format!("conctl-dir-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("more")).unwrap();
+    let manifest = Converge::hello_manifest(30);
+    // Resources sort first by path (a.json), the manifest last (z.json): manifests still go
+    // first.
+    std::fs::write(dir.join("z.json"), manifest.to_string()).unwrap();
+    let hellos = |from: usize, to: usize| -> Value {
+        Value::Array(
+            (from..to)
+                .map(|i| {
+                    serde_json::json!({"kind": "hello", "kind_version": 1,
+                                       "name": format!("d-{i:04}"), "spec": {"greeting": "hey"}})
+                })
+                .collect(),
+        )
+    };
+    std::fs::write(dir.join("a.json"), hellos(0, 1200).to_string()).unwrap();
+    let mut second = hellos(1200, 2000);
+    second[7]["spec"]["greeting"] = 5.into();
+    std::fs::write(dir.join("more/b.json"), second.to_string()).unwrap();
+    let yaml: Vec<String> = hellos(2000, 2500)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| serde_yaml::to_string(v).unwrap())
+        .collect();
+    std::fs::write(dir.join("more/c.yaml"), yaml.join("---\n")).unwrap();
+    std::fs::write(dir.join(".hidden.json"), "not even json").unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a document").unwrap();
+
+    let r = conctl(&c.http, &["apply", "-f", dir.to_str().unwrap()], None).await;
+    assert_eq!(r.code, 1, "one item was refused: {}", r.stderr);
+    assert!(
+        r.stdout.starts_with("manifest/hello: created"),
+        "{}{}",
+        &r.stdout[..200.min(r.stdout.len())],
+        r.stderr
+    );
+    assert_eq!(
+        r.stdout.matches(": created").count(),
+        1 + 2499,
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("hello/d-1207") && r.stderr.contains("/spec/greeting"),
+        "{}",
+        r.stderr
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM resources WHERE kind = 'hello'")
+        .fetch_one(&c.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 2499);
+    let r = conctl(
+        &c.http,
+        &[
+            "apply",
+            "-f",
+            dir.join("more").to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .await;
+    let out: Value = serde_json::from_str(&r.stdout).expect("-o json prints one array");
+    assert_eq!(out.as_array().unwrap().len(), 1299, "{}", r.stderr);
+    assert!(
+        out.as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["result"] == "unchanged" && v.get("index").is_none())
+    );
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let r = conctl(&c.http, &["apply", "-f", empty.to_str().unwrap()], None).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("holds no .json"), "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    c.stop().await;
+}
+
 #[tokio::test]
 async fn an_unreachable_server_is_named_in_the_error() {
     let server = format!("http://127.0.0.1:{}", free_port());

@@ -69,7 +69,8 @@ impl fmt::Display for ApiProblem {
 impl std::error::Error for ApiProblem {}
 
 impl ApiProblem {
-    fn from_body(status: StatusCode, body: &str) -> ApiProblem {
+    /// The problem a problem+json `body` answered with `status` describes.
+    pub fn from_body(status: StatusCode, body: &str) -> ApiProblem {
         let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
         let detail = v["detail"]
             .as_str()

@@ -89,11 +89,51 @@ pub fn classify(v: &Value, forced: Option<DocType>) -> anyhow::Result<DocType> {
     }
 }
 
-/// Reads every `-f` argument (`-` = stdin) into typed documents, manifests first (a file may
+/// Adds every .json, .yaml and .yml file under `dir` to `out`, in path order (hidden
+/// entries skipped).
+fn walk(dir: &std::path::Path, out: &mut Vec<String>) -> anyhow::Result<()> {
+    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    entries.sort();
+    for path in entries {
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else if path
+            .extension()
+            .is_some_and(|x| x == "json" || x == "yaml" || x == "yml")
+        {
+            out.push(path.to_string_lossy().into_owned());
+        }
+    }
+    Ok(())
+}
+
+/// Reads every `-f` argument (a directory: its files, see [`walk`]) (`-` = stdin) into typed documents, manifests first (a file may
 /// hold a kind and resources of it), keeping file order otherwise.
 pub fn load(files: &[String], forced: Option<DocType>) -> anyhow::Result<Vec<Doc>> {
     let mut docs = Vec::new();
+    let mut expanded = Vec::new();
     for f in files {
+        if f != "-" && std::path::Path::new(f).is_dir() {
+            let before = expanded.len();
+            walk(std::path::Path::new(f), &mut expanded)?;
+            if expanded.len() == before {
+                bail!("{f} holds no .json, .yaml or .yml file");
+            }
+        } else {
+            expanded.push(f.clone());
+        }
+    }
+    for f in &expanded {
         let (label, text) = if f == "-" {
             let mut s = String::new();
             std::io::stdin()

@@ -78,8 +78,10 @@ enum Object {
 enum Command {
     /// Create or update resources and kind manifests from JSON or YAML files.
     Apply {
-        /// A file to apply (`-` reads stdin); repeatable. YAML files may hold several
-        /// `---`-separated documents, JSON files an array of documents.
+        /// A file or directory to apply (`-` reads stdin); repeatable. A directory means
+        /// every .json, .yaml and .yml file under it, in path order. YAML files may hold
+        /// several `---`-separated documents, JSON files an array of documents. Resources
+        /// are sent in batches of 1,000 (`POST /api/v1/resources:batch`).
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
         /// Treat every document as this type (default: its `type` field, else a manifest if
@@ -182,6 +184,10 @@ fn resource_path(target: &str) -> anyhow::Result<String> {
     Ok(format!("/resources/{}/{}", enc(k), enc(n)))
 }
 
+/// Resources sent in one `POST /api/v1/resources:batch` (the server takes up to 10,000; a
+/// smaller batch keeps each request's body and its answer small).
+const APPLY_BATCH: usize = 1_000;
+
 async fn apply(
     c: &Client,
     files: &[String],
@@ -191,54 +197,67 @@ async fn apply(
     let docs = docs::load(files, forced)?;
     let mut ok = true;
     let mut bodies = Vec::new();
-    for d in docs {
+    let (manifests, resources): (Vec<_>, Vec<_>) = docs
+        .into_iter()
+        .partition(|d| d.doc_type == DocType::Manifest);
+    for d in manifests {
         let kind = d.body["kind"].as_str().unwrap_or_default().to_string();
-        let (label, reply) = match d.doc_type {
-            DocType::Manifest => {
-                if kind.is_empty() {
-                    eprintln!("error: {}: a manifest needs a kind", d.origin);
-                    ok = false;
-                    continue;
-                }
-                let path = format!("/kinds/{}/manifest", enc(&kind));
-                (
-                    format!("manifest/{kind}"),
-                    c.call(Method::PUT, &path, Some(&d.body)).await,
-                )
-            }
-            DocType::Resource => {
-                let name = d.body["name"].as_str().unwrap_or_default();
-                let label = if kind.is_empty() || name.is_empty() {
-                    d.origin.clone()
-                } else {
-                    format!("{kind}/{name}")
-                };
-                (
-                    label,
-                    c.call(Method::POST, "/resources", Some(&d.body)).await,
-                )
-            }
-        };
-        match reply {
+        if kind.is_empty() {
+            eprintln!("error: {}: a manifest needs a kind", d.origin);
+            ok = false;
+            continue;
+        }
+        let path = format!("/kinds/{}/manifest", enc(&kind));
+        let label = format!("manifest/{kind}");
+        match c.call(Method::PUT, &path, Some(&d.body)).await {
             Ok(r) => {
-                let result = r.header("x-apply-result");
                 if format == Format::Table {
-                    println!("{label}: {result}");
+                    println!("{label}: {}", r.header("x-apply-result"));
                 } else {
                     bodies.push(r.body);
                 }
             }
-            // Without a usable token every other document would be refused the same way.
-            Err(e)
-                if e.downcast_ref::<ApiProblem>()
-                    .is_some_and(|p| p.status == StatusCode::UNAUTHORIZED) =>
-            {
-                return Err(e);
-            }
-            // A refused document does not stop the others; the exit code reports it.
+            Err(e) => ok &= refused(&label, e)?,
+        }
+    }
+    // Resources go in batches: one request per APPLY_BATCH documents, one answer per item.
+    for chunk in resources.chunks(APPLY_BATCH) {
+        let labels: Vec<String> = chunk
+            .iter()
+            .map(|d| {
+                let kind = d.body["kind"].as_str().unwrap_or_default();
+                let name = d.body["name"].as_str().unwrap_or_default();
+                if kind.is_empty() || name.is_empty() {
+                    d.origin.clone()
+                } else {
+                    format!("{kind}/{name}")
+                }
+            })
+            .collect();
+        let batch = Value::Array(chunk.iter().map(|d| d.body.clone()).collect());
+        let reply = match c.call(Method::POST, "/resources:batch", Some(&batch)).await {
+            Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {label}: {e:#}");
+                let what = format!("{} resources from {}", chunk.len(), labels[0]);
+                ok &= refused(&what, e)?;
+                continue;
+            }
+        };
+        for (i, label) in labels.iter().enumerate() {
+            let mut item = reply.body["results"][i].clone();
+            let status = item["status"].as_u64().unwrap_or(0);
+            if !(200..300).contains(&status) {
+                let status = StatusCode::from_u16(u16::try_from(status).unwrap_or(500))
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let problem = ApiProblem::from_body(status, &item["error"].to_string());
+                eprintln!("error: {label}: {problem}");
                 ok = false;
+            } else if format == Format::Table {
+                println!("{label}: {}", item["result"].as_str().unwrap_or_default());
+            } else if let Some(o) = item.as_object_mut() {
+                o.remove("index");
+                o.remove("status");
+                bodies.push(item);
             }
         }
     }
@@ -246,6 +265,19 @@ async fn apply(
         output::document(&Value::Array(bodies), format)?;
     }
     Ok(ok)
+}
+
+/// Reports a refused document (`Ok(false)`: the others go on, the exit code says so), or
+/// stops the whole apply on a 401: without a usable token every other document would be
+/// refused the same way.
+fn refused(label: &str, e: anyhow::Error) -> anyhow::Result<bool> {
+    if e.downcast_ref::<ApiProblem>()
+        .is_some_and(|p| p.status == StatusCode::UNAUTHORIZED)
+    {
+        return Err(e);
+    }
+    eprintln!("error: {label}: {e:#}");
+    Ok(false)
 }
 
 fn print_resource(r: &Value) {
