@@ -44,6 +44,10 @@ struct Args {
     /// Concurrent HTTP applies.
     #[arg(long, default_value_t = 32)]
     apply_concurrency: usize,
+    /// Apply in batches of this many items (`POST /api/v1/resources:batch`, at most 10,000)
+    /// instead of one request per resource; 0 = single applies.
+    #[arg(long, default_value_t = 0)]
+    batch: usize,
     /// Single applies measured one at a time on the idle system.
     #[arg(long, default_value_t = 200)]
     idle_samples: usize,
@@ -373,30 +377,43 @@ async fn apply_bulk(
     kind: &str,
     n: usize,
     conc: usize,
+    batch: usize,
 ) -> anyhow::Result<Duration> {
+    let step = batch.max(1);
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..conc {
-        let (client, url, next, kind) = (
-            client.clone(),
-            format!("{http}/api/v1/resources"),
-            next.clone(),
-            kind.to_owned(),
-        );
+        let (client, next, kind) = (client.clone(), next.clone(), kind.to_owned());
+        let url = if batch > 0 {
+            format!("{http}/api/v1/resources:batch")
+        } else {
+            format!("{http}/api/v1/resources")
+        };
         tasks.push(tokio::spawn(async move {
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
+                let from = next.fetch_add(step, Ordering::Relaxed);
+                if from >= n {
                     return Ok::<_, anyhow::Error>(());
                 }
-                let body = json!({"kind": kind.as_str(), "kind_version": 1, "name": format!("bulk-{i}"), "spec": {"i": i}});
+                let item = |i: usize| json!({"kind": kind.as_str(), "kind_version": 1, "name": format!("bulk-{i}"), "spec": {"i": i}});
+                let body = if batch > 0 {
+                    serde_json::Value::Array((from..(from + step).min(n)).map(item).collect())
+                } else {
+                    item(from)
+                };
                 let r = client.post(&url).json(&body).send().await?;
                 if !r.status().is_success() {
                     bail!("apply failed: {} {}", r.status(), r.text().await.unwrap_or_default());
                 }
-                if i > 0 && i % 10_000 == 0 {
-                    eprintln!("  applied {i}/{n}");
+                if batch > 0 {
+                    let v: serde_json::Value = r.json().await?;
+                    if v["failed"].as_u64() != Some(0) {
+                        bail!("batch apply refused items: {}", v["results"]);
+                    }
+                }
+                if from / 10_000 != (from + step).min(n) / 10_000 || (step == 1 && from > 0 && from % 10_000 == 0) {
+                    eprintln!("  applied {}/{n}", (from + step).min(n));
                 }
             }
         }));
@@ -580,6 +597,7 @@ async fn main() -> anyhow::Result<()> {
         &args.kind,
         args.n,
         args.apply_concurrency,
+        args.batch,
     )
     .await?;
     let workers_at = chrono::Utc::now();
@@ -611,6 +629,7 @@ async fn main() -> anyhow::Result<()> {
         "worker": args.worker_cmd.as_deref().unwrap_or("in-process rust"),
         "apply_secs": apply_time.as_secs_f64(),
         "applies_per_sec": args.n as f64 / apply_time.as_secs_f64(),
+        "apply_batch": args.batch,
         "reconcile_secs": reconcile_window,
         "reconciles_per_sec": args.n as f64 / reconcile_window.max(1e-9),
         "bulk_apply_to_ready_ms": {"p50": p50 * 1000.0, "p99": p99 * 1000.0},
