@@ -17,6 +17,7 @@ use std::{
 
 mod bom;
 mod cpu;
+mod probe;
 mod secure;
 
 use anyhow::{Context, bail};
@@ -44,6 +45,13 @@ struct Args {
     /// Concurrent HTTP applies.
     #[arg(long, default_value_t = 32)]
     apply_concurrency: usize,
+    /// Measure the PostgreSQL ceiling (`pg_limit.py`) right before and after the run and add
+    /// `probe` and `ratios` (each throughput over the probe's queue rate) to the JSON.
+    #[arg(long)]
+    probe: bool,
+    /// The probe script (default: the shared `bench/pg_limit.py` beside the repository).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/bench/pg_limit.py"))]
+    probe_script: std::path::PathBuf,
     /// Apply in batches of this many items (`POST /api/v1/resources:batch`, at most 10,000)
     /// instead of one request per resource; 0 = single applies.
     #[arg(long, default_value_t = 0)]
@@ -497,6 +505,11 @@ async fn idle_latency(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let probe_before = if args.probe {
+        Some(probe::measure(&args.probe_script)?)
+    } else {
+        None
+    };
     eprintln!("starting converge dev ...");
     let mut server = start_server(&args).await?;
     let mut headers = reqwest::header::HeaderMap::new();
@@ -556,7 +569,6 @@ async fn main() -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     if let Some(children) = args.bom_children {
         let out = run_bom(&args, &server, &client, &pool, children, &stop).await?;
-        println!("{out}");
         stop.cancel();
         let pid = server.child.id().unwrap_or(0).to_string();
         let _ = std::process::Command::new("kill")
@@ -564,7 +576,7 @@ async fn main() -> anyhow::Result<()> {
             .arg(pid)
             .status();
         let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
-        return Ok(());
+        return report(out, probe_before.as_ref(), &args);
     }
 
     let mut workers = Vec::new();
@@ -636,7 +648,6 @@ async fn main() -> anyhow::Result<()> {
         "idle_single_apply_to_ready_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0), "max": idle.last().copied().unwrap_or(0.0)},
         "converge_peak_rss_mb": rss,
     });
-    println!("{out}");
     stop.cancel();
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
@@ -646,6 +657,17 @@ async fn main() -> anyhow::Result<()> {
         .arg(server.child.id().unwrap_or(0).to_string())
         .status();
     let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
+    report(out, probe_before.as_ref(), &args)
+}
+
+/// Prints the benchmark's JSON line; with `--probe`, after the second probe (run once
+/// converge has stopped) and with the ratios.
+fn report(mut out: Value, probe_before: Option<&Value>, args: &Args) -> anyhow::Result<()> {
+    if let Some(before) = probe_before {
+        let after = probe::measure(&args.probe_script)?;
+        probe::attach(&mut out, before, &after);
+    }
+    println!("{out}");
     Ok(())
 }
 
