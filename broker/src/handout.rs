@@ -123,7 +123,8 @@ impl Handout {
                     subtree,
                     pipeline,
                 } => {
-                    let rows = db::compose::related(&self.pool, resource, root, subtree).await;
+                    let root = root.map(|r| r.0);
+                    let rows = db::compose::related(&self.pool, resource.0, root, subtree).await;
                     pipeline.on_read(rows)
                 }
                 Step::Gate {
@@ -131,7 +132,9 @@ impl Handout {
                     root,
                     pipeline,
                 } => {
-                    pipeline.on_gate(db::compose::rollup_pending(&self.pool, resource, root).await)
+                    let root = root.map(|r| r.0);
+                    let pending = db::compose::rollup_pending(&self.pool, resource.0, root).await;
+                    pipeline.on_gate(pending)
                 }
                 Step::Apply {
                     key,

@@ -21,7 +21,7 @@ use converge_engine::{
         compose::{ComposeApplied, ComposePayload, RelatedRow},
         queue::{ClaimedTask, Completion, LeaseKey},
     },
-    ids::KindPair,
+    ids::{KindPair, ResourceId},
 };
 use converge_proto::pb;
 
@@ -73,9 +73,9 @@ pub(crate) enum Step {
     /// [`Pipeline::on_read`].
     Read {
         /// The composite.
-        resource: uuid::Uuid,
+        resource: ResourceId,
         /// Its root (`None`: it is a root).
-        root: Option<uuid::Uuid>,
+        root: Option<ResourceId>,
         /// Whole subtree (rollup) or direct children (compose).
         subtree: bool,
         /// The pipeline waiting for the rows.
@@ -85,9 +85,9 @@ pub(crate) enum Step {
     /// progressing. Answer: [`Pipeline::on_gate`].
     Gate {
         /// The composite.
-        resource: uuid::Uuid,
+        resource: ResourceId,
         /// Its root (`None`: it is a root).
-        root: Option<uuid::Uuid>,
+        root: Option<ResourceId>,
         /// The pipeline waiting for the answer.
         pipeline: Box<Pipeline>,
     },
@@ -249,8 +249,8 @@ impl Pipeline {
     fn read(mut self: Box<Self>, subtree: bool, wait: Wait) -> Step {
         self.wait = wait;
         Step::Read {
-            resource: self.task.resource_id,
-            root: self.task.root_id,
+            resource: ResourceId(self.task.resource_id),
+            root: self.task.root_id.map(ResourceId),
             subtree,
             pipeline: self,
         }
@@ -259,8 +259,8 @@ impl Pipeline {
     fn gate(mut self: Box<Self>, read: Option<Result<Vec<RelatedRow>, sqlx::Error>>) -> Step {
         self.wait = Wait::Gate(read);
         Step::Gate {
-            resource: self.task.resource_id,
-            root: self.task.root_id,
+            resource: ResourceId(self.task.resource_id),
+            root: self.task.root_id.map(ResourceId),
             pipeline: self,
         }
     }
@@ -772,9 +772,7 @@ mod tests {
     fn a_rollup_right_after_compose_asks_the_gate_before_reading() {
         // Composed at claim time 1 < generation 2: this claim composes, so at the rollup
         // the children are new and the gate is asked first.
-        let mut t = task("specChange", 2, 1);
-        t.composed_gen = 1;
-        let p = pipeline(t, info(false, false, true));
+        let p = pipeline(task("specChange", 2, 1), info(false, false, true));
         let Step::Gate { pipeline, .. } = p.start() else {
             panic!("the gate comes first right after a compose");
         };
