@@ -1159,37 +1159,11 @@ $$;
 --
 
 CREATE FUNCTION public.resource_apply(p_kind text, p_kind_version integer, p_name text, p_spec jsonb, p_labels jsonb, p_provider_config_ref text) RETURNS TABLE(id uuid, result text, generation bigint)
-    LANGUAGE plpgsql
+    LANGUAGE sql
     AS $$
-DECLARE
-    v_new uuid := gen_random_uuid();
-    v_id uuid;
-    v_inserted boolean;
-    v_gen bigint;
-BEGIN
-    INSERT INTO resources AS r (id, kind, kind_version, name, shard_id, spec, labels, provider_config_ref)
-    VALUES (v_new, p_kind, p_kind_version, p_name, shard_of(v_new), p_spec, p_labels, p_provider_config_ref)
-    ON CONFLICT (kind, name) DO UPDATE
-        SET spec = EXCLUDED.spec,
-            labels = EXCLUDED.labels,
-            kind_version = EXCLUDED.kind_version,
-            provider_config_ref = EXCLUDED.provider_config_ref,
-            updated_at = now()
-        WHERE r.spec IS DISTINCT FROM EXCLUDED.spec
-           OR r.labels IS DISTINCT FROM EXCLUDED.labels
-           OR r.kind_version IS DISTINCT FROM EXCLUDED.kind_version
-           OR r.provider_config_ref IS DISTINCT FROM EXCLUDED.provider_config_ref
-    RETURNING r.id, r.id = v_new, r.generation INTO v_id, v_inserted, v_gen;
-
-    IF v_id IS NULL THEN
-        SELECT r.id, r.generation INTO v_id, v_gen
-        FROM resources r WHERE r.kind = p_kind AND r.name = p_name;
-        RETURN QUERY SELECT v_id, 'unchanged'::text, v_gen;
-        RETURN;
-    END IF;
-    PERFORM schedule_eligible(ARRAY[v_id]);
-    RETURN QUERY SELECT v_id, CASE WHEN v_inserted THEN 'created' ELSE 'configured' END, v_gen;
-END
+    SELECT b.id, b.result, b.generation
+    FROM resource_apply_batch(ARRAY[p_kind], ARRAY[p_kind_version], ARRAY[p_name],
+                              ARRAY[p_spec], ARRAY[p_labels], ARRAY[p_provider_config_ref]) b
 $$;
 
 --

@@ -54,44 +54,6 @@ CREATE TRIGGER spec_versions_on_update AFTER UPDATE OF spec ON resources
     FOR EACH ROW WHEN (NEW.owner_id IS NULL AND OLD.spec IS DISTINCT FROM NEW.spec)
     EXECUTE FUNCTION spec_versions_record();
 
--- Creates or updates a resource by (kind, name) and schedules it, in one round trip.
--- Returns the id, 'created' | 'configured' | 'unchanged', and the generation.
-CREATE OR REPLACE FUNCTION resource_apply(p_kind text, p_kind_version int, p_name text, p_spec jsonb,
-                               p_labels jsonb, p_provider_config_ref text)
-RETURNS TABLE (id uuid, result text, generation bigint)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_new uuid := gen_random_uuid();
-    v_id uuid;
-    v_inserted boolean;
-    v_gen bigint;
-BEGIN
-    INSERT INTO resources AS r (id, kind, kind_version, name, shard_id, spec, labels, provider_config_ref)
-    VALUES (v_new, p_kind, p_kind_version, p_name, shard_of(v_new), p_spec, p_labels, p_provider_config_ref)
-    ON CONFLICT (kind, name) DO UPDATE
-        SET spec = EXCLUDED.spec,
-            labels = EXCLUDED.labels,
-            kind_version = EXCLUDED.kind_version,
-            provider_config_ref = EXCLUDED.provider_config_ref,
-            updated_at = now()
-        WHERE r.spec IS DISTINCT FROM EXCLUDED.spec
-           OR r.labels IS DISTINCT FROM EXCLUDED.labels
-           OR r.kind_version IS DISTINCT FROM EXCLUDED.kind_version
-           OR r.provider_config_ref IS DISTINCT FROM EXCLUDED.provider_config_ref
-    RETURNING r.id, r.id = v_new, r.generation INTO v_id, v_inserted, v_gen;
-
-    IF v_id IS NULL THEN
-        SELECT r.id, r.generation INTO v_id, v_gen
-        FROM resources r WHERE r.kind = p_kind AND r.name = p_name;
-        RETURN QUERY SELECT v_id, 'unchanged'::text, v_gen;
-        RETURN;
-    END IF;
-    PERFORM schedule_eligible(ARRAY[v_id]);
-    RETURN QUERY SELECT v_id, CASE WHEN v_inserted THEN 'created' ELSE 'configured' END, v_gen;
-END
-$$;
-
 -- Applies many resources in one statement set: each item is created or updated by (kind, name)
 -- exactly as resource_apply does it, and every changed one is scheduled together. The arrays
 -- are parallel, one element per item; (kind, name) pairs must be distinct (the API refuses
@@ -162,6 +124,19 @@ BEGIN
     END IF;
     RETURN QUERY SELECT * FROM unnest(v_ord, v_id, v_result, v_gen);
 END
+$$;
+
+-- Creates or updates a resource by (kind, name) and schedules it, in one round trip: a batch
+-- of one, so the single and the batch apply share one definition of what an apply does.
+-- Returns the id, 'created' | 'configured' | 'unchanged', and the generation.
+CREATE OR REPLACE FUNCTION resource_apply(p_kind text, p_kind_version int, p_name text, p_spec jsonb,
+                               p_labels jsonb, p_provider_config_ref text)
+RETURNS TABLE (id uuid, result text, generation bigint)
+LANGUAGE sql
+AS $$
+    SELECT b.id, b.result, b.generation
+    FROM resource_apply_batch(ARRAY[p_kind], ARRAY[p_kind_version], ARRAY[p_name],
+                              ARRAY[p_spec], ARRAY[p_labels], ARRAY[p_provider_config_ref]) b
 $$;
 
 -- "Reconcile now": queues a reconcile task for the live generation even when the resource is

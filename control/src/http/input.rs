@@ -13,7 +13,7 @@ use axum::{
     body::Bytes,
     extract::{
         FromRequest, FromRequestParts, Path, RawPathParams, Request,
-        rejection::RawPathParamsRejection,
+        rejection::{BytesRejection, RawPathParamsRejection},
     },
     http::{StatusCode, header, request::Parts},
     middleware::Next,
@@ -27,7 +27,7 @@ use super::{
     query_pairs,
 };
 
-pub(crate) const NUL_MESSAGE: &str = "contains U+0000 (NUL), which cannot be stored; remove it";
+const NUL_MESSAGE: &str = "contains U+0000 (NUL), which cannot be stored; remove it";
 
 /// A JSON body whose rejections (bad JSON, wrong content type, too large, a NUL character)
 /// are problem+json.
@@ -69,17 +69,9 @@ where
         }
         let bytes = Bytes::from_request(req, state)
             .await
-            .map_err(|r| match r.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::http::body_limit()),
-                _ => ApiError::BadRequest(clipped(MAX_MESSAGE, r)),
-            })?;
-        if let Some((at, key)) = nul_in_json(&bytes) {
-            let what = if key {
-                "a key of this object"
-            } else {
-                "this string"
-            };
-            return Err(ApiError::invalid(&at, format!("{what} {NUL_MESSAGE}")));
+            .map_err(body_rejection)?;
+        if let Some(found) = nul_pointer_in_json(&bytes) {
+            return Err(nul_problem(found));
         }
         match axum::Json::<T>::from_bytes(&bytes) {
             Ok(axum::Json(v)) => Ok(ApiJson(v)),
@@ -93,10 +85,18 @@ where
     }
 }
 
+/// The problem answering a body that could not be read: 413 past the body limit, else 400.
+pub(crate) fn body_rejection(r: BytesRejection) -> ApiError {
+    match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::http::body_limit()),
+        _ => ApiError::BadRequest(clipped(MAX_MESSAGE, r)),
+    }
+}
+
 /// The JSON pointer of the first string or object key holding U+0000 in the JSON text
 /// `bytes` (for a key, the pointer of the object holding it, and `true`), or `None`. Only a
 /// body whose text has a `\u0000` escape is parsed for it (a raw NUL is not valid JSON).
-fn nul_in_json(bytes: &[u8]) -> Option<(String, bool)> {
+fn nul_pointer_in_json(bytes: &[u8]) -> Option<(String, bool)> {
     const ESCAPE: &[u8] = b"\\u0000";
     if !bytes.windows(ESCAPE.len()).any(|w| w == ESCAPE) {
         return None;
@@ -104,15 +104,27 @@ fn nul_in_json(bytes: &[u8]) -> Option<(String, bool)> {
     // Invalid JSON: the typed parse that follows says why. `\\u0000` (an escaped backslash
     // before "u0000") is no NUL: the walk finds none.
     let v: Value = serde_json::from_slice(bytes).ok()?;
-    nul_in_value(&v)
-}
-
-/// The JSON pointer of the first string or object key of `v` holding U+0000 (for a key, the
-/// pointer of the object holding it, and `true`), or `None`.
-pub(crate) fn nul_in_value(v: &Value) -> Option<(String, bool)> {
     let mut at = String::new();
     let mut key = false;
-    nul_at(v, &mut at, &mut key).then_some((at, key))
+    nul_at(&v, &mut at, &mut key).then_some((at, key))
+}
+
+/// The 422 naming the first string or object key of `v` holding U+0000 (PostgreSQL cannot
+/// store it), or `None`.
+pub(crate) fn nul_in_value(v: &Value) -> Option<ApiError> {
+    let mut at = String::new();
+    let mut key = false;
+    nul_at(v, &mut at, &mut key).then(|| nul_problem((at, key)))
+}
+
+/// The 422 for a U+0000 found at `at` (in a key of the object there when `key`).
+fn nul_problem((at, key): (String, bool)) -> ApiError {
+    let what = if key {
+        "a key of this object"
+    } else {
+        "this string"
+    };
+    ApiError::invalid(&at, format!("{what} {NUL_MESSAGE}"))
 }
 
 /// Whether `v` holds U+0000 in a string or key; `at` is left at its pointer when it does, and
@@ -205,7 +217,7 @@ mod tests {
 
     #[test]
     fn finds_the_pointer_of_a_nul() {
-        let at = |s: &str| nul_in_json(s.as_bytes());
+        let at = |s: &str| nul_pointer_in_json(s.as_bytes());
         let value = |p: &str| Some((p.to_string(), false));
         assert_eq!(
             at(r#"{"spec": {"a": ["x", "b\u0000"]}}"#),

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::{
     AppState, auth,
-    input::{NUL_MESSAGE, nul_in_value},
+    input::{body_rejection, nul_in_value},
     problem::{ApiError, clipped},
     resources::{ApplyBody, ApplyLookups, applied_json, validate_apply},
 };
@@ -109,10 +109,7 @@ pub async fn apply_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let format = format_of(&headers)?;
-    let body = body.map_err(|r| match r.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::http::body_limit()),
-        _ => ApiError::BadRequest(clipped(MAX_MESSAGE, r)),
-    })?;
+    let body = body.map_err(body_rejection)?;
     let items = items_of(format, &body)?;
     drop(body);
 
@@ -207,13 +204,8 @@ async fn check_item(
     v: Value,
     lookups: &mut ApplyLookups,
 ) -> Result<ApplyItem, ApiError> {
-    if let Some((at, key)) = nul_in_value(&v) {
-        let what = if key {
-            "a key of this object"
-        } else {
-            "this string"
-        };
-        return Err(ApiError::invalid(&at, format!("{what} {NUL_MESSAGE}")));
+    if let Some(e) = nul_in_value(&v) {
+        return Err(e);
     }
     let body: ApplyBody =
         serde_json::from_value(v).map_err(|e| ApiError::invalid("", clipped(MAX_MESSAGE, e)))?;
