@@ -17,6 +17,7 @@ use std::{
 
 use converge_control::testing::TestDb;
 pub use converge_control::testing::{free_port, spawn_ready, wait_for};
+use converge_testkit::Api;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
@@ -31,15 +32,6 @@ pub fn sibling_bin(name: &str) -> PathBuf {
     p
 }
 
-fn signal(child: &Child, sig: &str) {
-    if let Some(pid) = child.id() {
-        let _ = std::process::Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(pid.to_string())
-            .status();
-    }
-}
-
 /// A `converge serve` command on `db_url` with loopback ports and `env` (a clean
 /// environment, so nothing from the developer's shell leaks in).
 pub fn serve_command(
@@ -48,27 +40,9 @@ pub fn serve_command(
     grpc_port: u16,
     env: &[(&str, &str)],
 ) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_converge"));
-    cmd.arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DATABASE_URL", db_url)
-        .env("LISTEN_ADDR", format!("127.0.0.1:{http_port}"))
-        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{grpc_port}"))
-        .env("RETRY_BASE", "200ms")
-        .env("RETRY_MAX", "1s")
-        .env("SHUTDOWN_DRAIN", "2s")
-        .env("DB_MAX_CONNECTIONS", "10")
-        .env(
-            "LOG_LEVEL",
-            std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut cmd =
+        converge_testkit::serve_on(env!("CARGO_BIN_EXE_converge"), db_url, http_port, grpc_port);
+    cmd.envs(env.iter().copied());
     cmd
 }
 
@@ -78,7 +52,18 @@ pub struct Converge {
     pub http: String,
     pub broker: String,
     pub client: reqwest::Client,
+    api: Api,
     child: Child,
+}
+
+/// The API's calls (`get`, `apply_manifest`, `wait_resource`, `call_as`) are converge's own;
+/// [`Converge::call`] takes its body by value.
+impl std::ops::Deref for Converge {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        &self.api
+    }
 }
 
 impl Converge {
@@ -91,9 +76,11 @@ impl Converge {
                 .expect("spawn converge")
         })
         .await;
+        let http = format!("http://127.0.0.1:{hp}");
         Converge {
             db,
-            http: format!("http://127.0.0.1:{hp}"),
+            api: Api::new(&http),
+            http,
             broker: format!("http://127.0.0.1:{gp}"),
             client: reqwest::Client::new(),
             child,
@@ -123,24 +110,6 @@ impl Converge {
     /// SIGKILLs this converge (a crash: no drain, no lease release).
     pub async fn crash(&mut self) {
         self.child.kill().await.unwrap();
-    }
-
-    /// PUTs a kind manifest and asserts it was accepted.
-    pub async fn apply_manifest(&self, manifest: &Value) {
-        let kind = manifest["kind"].as_str().unwrap();
-        let r = self
-            .client
-            .put(format!("{}/api/v1/kinds/{kind}/manifest", self.http))
-            .json(manifest)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        assert!(
-            status.is_success(),
-            "manifest apply failed: {status} {}",
-            r.text().await.unwrap()
-        );
     }
 
     /// The hello example's manifest (with an optional deadline).
@@ -182,51 +151,12 @@ impl Converge {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
-        let mut r = self
-            .client
-            .request(method, format!("{}/api/v1/{path}", self.http));
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        let r = r.send().await.unwrap();
-        let s = r.status().as_u16();
-        (s, r.json().await.unwrap_or(Value::Null))
-    }
-
-    /// GETs a resource (None on 404).
-    pub async fn get(&self, kind: &str, name: &str) -> Option<Value> {
-        let r = self
-            .client
-            .get(format!("{}/api/v1/resources/{kind}/{name}", self.http))
-            .send()
-            .await
-            .unwrap();
-        match r.status().as_u16() {
-            404 => None,
-            200 => Some(r.json().await.unwrap()),
-            s => panic!("GET {kind}/{name}: {s}"),
-        }
-    }
-
-    /// Waits until the resource satisfies `pred`, returning it.
-    pub async fn wait_resource(
-        &self,
-        kind: &str,
-        name: &str,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(timeout, what, || async {
-            self.get(kind, name).await.filter(|v| pred(v))
-        })
-        .await
+        self.api.call(method, path, body.as_ref()).await
     }
 
     /// Sends SIGTERM and waits for a clean exit.
     pub async fn stop(mut self) {
-        signal(&self.child, "TERM");
-        let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
+        converge_testkit::terminate(&mut self.child, Duration::from_secs(15)).await;
     }
 }
 
@@ -275,10 +205,7 @@ impl Worker {
         let mut cmd = Command::new(sibling_bin(bin));
         cmd.env("BROKER_ADDR", broker)
             .env("WORKER_NAME", name)
-            .env(
-                "LOG_LEVEL",
-                std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-            )
+            .env("LOG_LEVEL", converge_testkit::log_level())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
