@@ -8,93 +8,48 @@
 
 mod common;
 
-use std::{path::Path, process::Stdio, time::Duration};
+use std::{path::Path, time::Duration};
 
-use common::{Logs, Probe, Scripted, Worker, converge_bin};
-use converge_auth::testing::{TestCa, https};
+use common::{Logs, Probe, Scripted, Worker};
+use converge_auth::testing::TestCa;
 use converge_control::testing::{TestDb, spawn_ready_tls, wait_for};
 use converge_sdk::{Registry, WorkerConfig};
-use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use converge_testkit::{Api, Method, converge_bin, serve_command};
+use serde_json::json;
+use tokio::process::Child;
 
 const KIND: &str = "sdk-failover";
 const T: Duration = Duration::from_secs(60);
 
 /// A `converge serve` on `db` serving TLS with `cert`/`key`, plus `env`.
 fn converge(db: &TestDb, cert: &Path, key: &Path, env: &[(&str, String)]) -> Child {
-    let bin = converge_bin();
-    assert!(
-        bin.exists(),
-        "{} is missing: build converge or set CONVERGE_BIN",
-        bin.display()
-    );
-    Command::new(bin)
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DATABASE_URL", &db.url)
+    serve_command(converge_bin(), &db.url)
         .env("TLS_CERT_FILE", cert)
         .env("TLS_KEY_FILE", key)
-        .env("RETRY_BASE", "200ms")
-        .env("RETRY_MAX", "1s")
-        .env("SHUTDOWN_DRAIN", "2s")
-        .env("DB_MAX_CONNECTIONS", "10")
-        .env(
-            "LOG_LEVEL",
-            std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-        )
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn converge")
 }
 
-/// The HTTP API of the combined converge.
-struct Api {
-    port: u16,
-    ca_pem: String,
+/// Waits until every resource of `names` is Ready with the status the worker wrote.
+async fn all_ready(api: &Api, names: &[String]) {
+    for name in names {
+        let r = wait_for(T, &format!("{name} Ready"), || async {
+            let (s, r) = api
+                .call(Method::GET, &format!("resources/{KIND}/{name}"), None)
+                .await;
+            (s == 200 && r["phase"] == "Ready").then_some(r)
+        })
+        .await;
+        assert_eq!(r["status"]["name"], name.as_str(), "{r}");
+    }
 }
 
-impl Api {
-    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let body = body.map(Value::to_string);
-        let r = https(
-            self.port,
-            &self.ca_pem,
-            method,
-            &format!("/api/v1/{path}"),
-            None,
-            body.as_deref(),
-        )
-        .await
-        .expect("HTTPS call");
-        (
-            r.status,
-            serde_json::from_str(&r.body).unwrap_or(Value::Null),
-        )
-    }
-
-    async fn apply(&self, name: &str) {
-        let res = json!({"kind": KIND, "kind_version": 1, "name": name, "spec": {"mode": "ok"}});
-        let (s, body) = self.call("POST", "resources", Some(&res)).await;
-        assert!((200..300).contains(&s), "apply {name}: {s} {body}");
-    }
-
-    /// Waits until every resource of `names` is Ready with the status the worker wrote.
-    async fn all_ready(&self, names: &[String]) {
-        for name in names {
-            let r = wait_for(T, &format!("{name} Ready"), || async {
-                let (s, r) = self
-                    .call("GET", &format!("resources/{KIND}/{name}"), None)
-                    .await;
-                (s == 200 && r["phase"] == "Ready").then_some(r)
-            })
-            .await;
-            assert_eq!(r["status"]["name"], name.as_str(), "{r}");
-        }
-    }
+/// Applies resource `name` of the test kind; asserts it was accepted.
+async fn apply(api: &Api, name: &str) {
+    let res = json!({"kind": KIND, "kind_version": 1, "name": name, "spec": {"mode": "ok"}});
+    let (s, body) = api.call(Method::POST, "resources", Some(&res)).await;
+    assert!((200..300).contains(&s), "apply {name}: {s} {body}");
 }
 
 /// Whether the worker logged a stream opened on `broker`.
@@ -142,16 +97,10 @@ async fn a_worker_with_two_brokers_keeps_working_when_the_first_dies() {
         )
     })
     .await;
-    let api = Api {
-        port: http_port,
-        ca_pem: ca_pem.clone(),
-    };
+    let api = Api::tls(http_port, ca_pem.clone(), None);
     let manifest = json!({"kind": KIND, "kind_version": 1, "reactions": [
         {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]});
-    let (s, body) = api
-        .call("PUT", &format!("kinds/{KIND}/manifest"), Some(&manifest))
-        .await;
-    assert!((200..300).contains(&s), "manifest: {s} {body}");
+    api.apply_manifest(&manifest).await;
 
     let first_addr = format!("https://127.0.0.1:{first_grpc}");
     let second_addr = format!("https://localhost:{all_grpc}");
@@ -168,9 +117,9 @@ async fn a_worker_with_two_brokers_keeps_working_when_the_first_dies() {
 
     let before: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
     for name in &before {
-        api.apply(name).await;
+        apply(&api, name).await;
     }
-    api.all_ready(&before).await;
+    all_ready(&api, &before).await;
     assert!(opened_on(&logs, &first_addr), "{}", logs.text());
     assert!(
         !opened_on(&logs, &second_addr),
@@ -182,9 +131,9 @@ async fn a_worker_with_two_brokers_keeps_working_when_the_first_dies() {
 
     let after: Vec<String> = (0..5).map(|i| format!("after-{i}")).collect();
     for name in &after {
-        api.apply(name).await;
+        apply(&api, name).await;
     }
-    api.all_ready(&after).await;
+    all_ready(&api, &after).await;
     assert!(
         opened_on(&logs, &second_addr),
         "served through the second broker: {}",

@@ -8,15 +8,16 @@
 
 mod common;
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
-use common::{Logs, Probe, Scripted, Worker, converge_bin};
-use converge_auth::testing::{TestCa, https};
+use common::{Logs, Probe, Scripted, Worker};
+use converge_auth::testing::TestCa;
 use converge_control::testing::{TestDb, spawn_ready_tls, wait_for};
 use converge_sdk::{Registry, WorkerConfig, WorkerToken};
+use converge_testkit::{Api, Method, converge_bin, secure_env, serve_on, terminate};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 const KIND: &str = "sdk-secure";
 const T: Duration = Duration::from_secs(30);
@@ -38,11 +39,10 @@ fn sha256_hex(token: &str) -> String {
 /// A `converge serve` with TLS on both listeners and an AUTH_FILE.
 struct SecureConverge {
     _db: TestDb,
-    http_port: u16,
+    /// The API over HTTPS, as the admin.
+    api: Api,
     /// `https://127.0.0.1:<grpc port>`.
     broker: String,
-    ca_pem: String,
-    admin: String,
     child: Child,
 }
 
@@ -55,54 +55,25 @@ impl SecureConverge {
         extra_env: &[(&str, PathBuf)],
     ) -> Self {
         let bin = converge_bin();
-        assert!(
-            bin.exists(),
-            "{} is missing: build converge or set CONVERGE_BIN",
-            bin.display()
-        );
-        let (cert, key) = ca.server("converge").write(dir, "server");
-        let auth_file = dir.join("auth.json");
-        std::fs::write(&auth_file, principals.to_string()).unwrap();
+        let env = secure_env(dir, ca, &principals);
         let db = TestDb::new().await;
         let ca_pem = ca.pem();
         let (child, hp, gp) = spawn_ready_tls("converge /readyz over HTTPS", &ca_pem, |hp, gp| {
-            Command::new(converge_bin())
-                .arg("serve")
-                .env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("DATABASE_URL", &db.url)
-                .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
-                .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
-                .env("TLS_CERT_FILE", &cert)
-                .env("TLS_KEY_FILE", &key)
-                .env("AUTH_FILE", &auth_file)
-                .envs(extra_env.iter().map(|(k, v)| (k, v)))
-                .env("RETRY_BASE", "200ms")
-                .env("RETRY_MAX", "1s")
-                .env("SHUTDOWN_DRAIN", "2s")
-                .env("DB_MAX_CONNECTIONS", "10")
-                .env(
-                    "LOG_LEVEL",
-                    std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-                )
-                .stdout(Stdio::inherit())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
+            serve_on(&bin, &db.url, hp, gp)
+                .envs(env.iter().chain(extra_env).map(|(k, v)| (k, v)))
                 .spawn()
                 .expect("spawn converge")
         })
         .await;
         Self {
             _db: db,
-            http_port: hp,
+            api: Api::tls(hp, ca_pem, Some(admin.to_string())),
             broker: format!("https://127.0.0.1:{gp}"),
-            ca_pem,
-            admin: admin.to_string(),
             child,
         }
     }
 
-    /// `method /api/v1/{path}` as the admin (or with `token`); returns (status, body).
+    /// `method /api/v1/{path}` with `token`; returns (status, body).
     async fn call_as(
         &self,
         token: Option<&str>,
@@ -110,35 +81,20 @@ impl SecureConverge {
         path: &str,
         body: Option<&Value>,
     ) -> (u16, Value) {
-        let body = body.map(Value::to_string);
-        let r = https(
-            self.http_port,
-            &self.ca_pem,
-            method,
-            &format!("/api/v1/{path}"),
-            token,
-            body.as_deref(),
-        )
-        .await
-        .expect("HTTPS call");
-        (
-            r.status,
-            serde_json::from_str(&r.body).unwrap_or(Value::Null),
-        )
+        let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        self.api.call_as(token, method, path, body).await
     }
 
     async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        self.call_as(Some(&self.admin), method, path, body).await
+        let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        self.api.call(method, path, body).await
     }
 
     /// Applies the test kind's manifest and a resource `name` of it; asserts both accepted.
     async fn apply(&self, name: &str) {
         let manifest = json!({"kind": KIND, "kind_version": 1, "reactions": [
             {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]});
-        let (s, body) = self
-            .call("PUT", &format!("kinds/{KIND}/manifest"), Some(&manifest))
-            .await;
-        assert!((200..300).contains(&s), "manifest: {s} {body}");
+        self.api.apply_manifest(&manifest).await;
         let res = json!({"kind": KIND, "kind_version": 1, "name": name, "spec": {"mode": "ok"}});
         let (s, body) = self.call("POST", "resources", Some(&res)).await;
         assert!((200..300).contains(&s), "apply: {s} {body}");
@@ -153,13 +109,7 @@ impl SecureConverge {
     }
 
     async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
+        terminate(&mut self.child, Duration::from_secs(15)).await;
     }
 }
 

@@ -1,7 +1,7 @@
 //! Test doubles for the runtime tests: an in-process broker (the protocol side of
 //! WorkerService only, over loopback TCP, plaintext or TLS, recording the `authorization`
-//! each call carried), a scriptable provider, polling helpers, log capture, and where the
-//! end-to-end tests find the real `converge`.
+//! each call carried), a scriptable provider, polling helpers and log capture. The
+//! end-to-end tests start the real `converge` with `converge_testkit`.
 
 #![allow(
     dead_code,
@@ -11,7 +11,6 @@
 use std::{
     future::Future,
     io::Write,
-    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -599,20 +598,4 @@ impl Logs {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
-}
-
-/// The converge binary the end-to-end tests start: `CONVERGE_BIN`, else
-/// `${CARGO_TARGET_DIR:-~/.cache/converge-target}/debug/converge` (`cargo build -p
-/// converge-control --bin converge` makes it).
-pub fn converge_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CONVERGE_BIN") {
-        return p.into();
-    }
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/converge-target")
-        })
-        .join("debug/converge")
 }
