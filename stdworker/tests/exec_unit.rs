@@ -15,6 +15,7 @@ use converge_stdworker::{
         process::Tail, resolve_program, response::to_pointer, run_process,
     },
 };
+use converge_testkit::alive;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -432,16 +433,6 @@ async fn run(cmd: &CommandSpec, input: &str, timeout: Option<Duration>) -> RunRe
     )
     .await
     .unwrap()
-}
-
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|s| s != "Z" && s != "X"),
-    }
 }
 
 async fn wait_gone(pid: u32) {

@@ -1,125 +1,70 @@
-//! End-to-end harness for stdworker: a real `converge` (from `CONVERGE_BIN`) on a fresh
-//! database (plain, or serving TLS with an `AUTH_FILE`), a real `stdworker` process, an
-//! HTTP(S) client, and polling waits with deadlines (never sleeps as synchronisation).
+//! End-to-end harness for stdworker: a real `converge` (from `CONVERGE_BIN`, started with
+//! `converge_testkit`) on a fresh database (plain, or serving TLS with an `AUTH_FILE`), a
+//! real `stdworker` process, an HTTP(S) client, and polling waits with deadlines (never
+//! sleeps as synchronisation).
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test binary uses a different subset of the harness"
 )]
 
 pub mod hostile;
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
-use converge_control::testing::TestDb;
-pub use converge_control::testing::{spawn_ready, wait_for};
+use converge_engine::testing::TestDb;
+use converge_testkit::{Api, Method, converge_bin, spawn_ready_tls, terminate};
+pub use converge_testkit::{alive, spawn_ready, wait_for};
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
-
-/// The converge binary: `CONVERGE_BIN`, else `${CARGO_TARGET_DIR:-~/.cache/converge-target}
-/// /debug/converge`.
-pub fn converge_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CONVERGE_BIN") {
-        return p.into();
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/converge-target")
-        });
-    target.join("debug/converge")
-}
-
-fn log_level() -> String {
-    std::env::var("TEST_LOG_LEVEL").unwrap_or_else(|_| "warn".into())
-}
-
-fn signal_pid(pid: u32, sig: &str) {
-    let _ = std::process::Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status();
-}
-
-/// Whether `pid` is a live process. A zombie counts as gone: it has exited, and its reaper
-/// (here possibly a PID 1 that never reaps) is not ours to wait for.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        // The state is the first field after the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-    }
-}
-
-/// How a secured converge is reached over HTTPS: its port, the CA that signed its
-/// certificate, and the token every API call carries.
-pub struct Https {
-    pub port: u16,
-    pub ca_pem: String,
-    pub token: String,
-}
+use tokio::process::Child;
 
 /// A running `converge serve` (ROLE=all) on its own fresh database.
 pub struct Converge {
     pub db: TestDb,
     pub http: String,
     pub broker: String,
-    pub client: reqwest::Client,
-    /// Set when converge serves TLS with an AUTH_FILE ([`Converge::start_secure`]).
-    pub https: Option<Https>,
+    /// Its HTTP API: over HTTPS with a token for [`Converge::start_secure`].
+    pub api: Api,
     child: Child,
 }
 
 /// `converge serve` on the given ports with fast retries and `extra` environment.
-fn converge_command(db: &TestDb, hp: u16, gp: u16, extra: &[(&str, PathBuf)]) -> Child {
-    Command::new(converge_bin())
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DATABASE_URL", &db.url)
-        .env("LISTEN_ADDR", format!("127.0.0.1:{hp}"))
-        .env("BROKER_LISTEN_ADDR", format!("127.0.0.1:{gp}"))
-        .env("RETRY_BASE", "200ms")
-        .env("RETRY_MAX", "1s")
-        .env("SHUTDOWN_DRAIN", "2s")
-        .env("DB_MAX_CONNECTIONS", "10")
-        .env("LOG_LEVEL", log_level())
+fn converge_command(bin: &Path, db: &TestDb, hp: u16, gp: u16, extra: &[(&str, PathBuf)]) -> Child {
+    converge_testkit::serve_on(bin, &db.url, hp, gp)
         .envs(extra.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn converge")
 }
 
-fn assert_converge_built() {
-    let bin = converge_bin();
-    assert!(
-        bin.exists(),
-        "{} is missing: build converge or set CONVERGE_BIN",
-        bin.display()
-    );
+/// The API's calls (`call`, `call_as`, `get`, `apply_manifest`, `wait_resource`) are
+/// converge's own.
+impl std::ops::Deref for Converge {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        &self.api
+    }
 }
 
 impl Converge {
     /// Starts converge with fast retries and waits until /readyz answers 200.
     pub async fn start() -> Converge {
-        assert_converge_built();
+        let bin = converge_bin();
         let db = TestDb::new().await;
         let (child, hp, gp) = spawn_ready("converge /readyz", |hp, gp| {
-            converge_command(&db, hp, gp, &[])
+            converge_command(&bin, &db, hp, gp, &[])
         })
         .await;
+        let http = format!("http://127.0.0.1:{hp}");
         Converge {
             db,
-            http: format!("http://127.0.0.1:{hp}"),
+            api: Api::new(&http),
+            http,
             broker: format!("http://127.0.0.1:{gp}"),
-            client: reqwest::Client::new(),
-            https: None,
             child,
         }
     }
@@ -135,136 +80,29 @@ impl Converge {
         token: &str,
         extra: &[(&str, PathBuf)],
     ) -> Converge {
-        assert_converge_built();
-        let (cert, key) = ca.server("converge").write(dir, "server");
-        let auth_file = dir.join("auth.json");
-        std::fs::write(&auth_file, principals.to_string()).unwrap();
-        let mut env = vec![
-            ("TLS_CERT_FILE", cert),
-            ("TLS_KEY_FILE", key),
-            ("AUTH_FILE", auth_file),
-        ];
+        let bin = converge_bin();
+        let mut env: Vec<(&str, PathBuf)> = converge_testkit::secure_env(dir, ca, principals);
         env.extend(extra.iter().cloned());
         let db = TestDb::new().await;
         let ca_pem = ca.pem();
-        // A probed port can be taken before converge binds it: then it exits, and is
-        // started again on new ports.
-        for _ in 0..3 {
-            let (hp, gp) = (
-                converge_control::testing::free_port(),
-                converge_control::testing::free_port(),
-            );
-            let mut child = converge_command(&db, hp, gp, &env);
-            let ready = wait_for(
-                Duration::from_secs(30),
-                "converge /readyz over HTTPS",
-                || {
-                    let exited = child.try_wait().ok().flatten();
-                    let ca_pem = ca_pem.clone();
-                    async move {
-                        if let Some(status) = exited {
-                            return Some(Err(status));
-                        }
-                        let r = converge_auth::testing::https(
-                            hp, &ca_pem, "GET", "/readyz", None, None,
-                        )
-                        .await
-                        .ok()?;
-                        (r.status == 200).then_some(Ok(()))
-                    }
-                },
-            )
-            .await;
-            match ready {
-                Ok(()) => {
-                    return Converge {
-                        db,
-                        http: format!("https://127.0.0.1:{hp}"),
-                        broker: format!("https://127.0.0.1:{gp}"),
-                        client: reqwest::Client::new(),
-                        https: Some(Https {
-                            port: hp,
-                            ca_pem,
-                            token: token.to_string(),
-                        }),
-                        child,
-                    };
-                }
-                Err(status) => eprintln!("converge exited ({status}); starting it again"),
-            }
+        let (child, hp, gp) = spawn_ready_tls("converge /readyz over HTTPS", &ca_pem, |hp, gp| {
+            converge_command(&bin, &db, hp, gp, &env)
+        })
+        .await;
+        Converge {
+            db,
+            http: format!("https://127.0.0.1:{hp}"),
+            broker: format!("https://127.0.0.1:{gp}"),
+            api: Api::tls(hp, ca_pem, Some(token.to_string())),
+            child,
         }
-        panic!("converge exited three times before it was ready");
-    }
-
-    /// Like [`Converge::call`] over HTTPS with `token` (none: an anonymous call) instead of
-    /// the configured one. Only for a converge from [`Converge::start_secure`].
-    pub async fn call_as(
-        &self,
-        token: Option<&str>,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> (u16, Value) {
-        let h = self
-            .https
-            .as_ref()
-            .expect("call_as needs a secured converge");
-        let body = body.map(Value::to_string);
-        let r = converge_auth::testing::https(
-            h.port,
-            &h.ca_pem,
-            method.as_str(),
-            &format!("/api/v1/{path}"),
-            token,
-            body.as_deref(),
-        )
-        .await
-        .expect("HTTPS call");
-        (
-            r.status,
-            serde_json::from_str(&r.body).unwrap_or(Value::Null),
-        )
-    }
-
-    /// Sends `method` to `/api/v1/{path}` with an optional JSON body; returns (status, body).
-    pub async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> (u16, Value) {
-        if let Some(h) = &self.https {
-            return self.call_as(Some(&h.token), method, path, body).await;
-        }
-        let mut r = self
-            .client
-            .request(method, format!("{}/api/v1/{path}", self.http));
-        if let Some(b) = body {
-            r = r.json(b);
-        }
-        let r = r.send().await.unwrap();
-        let s = r.status().as_u16();
-        (s, r.json().await.unwrap_or(Value::Null))
-    }
-
-    /// PUTs a kind manifest; asserts it was accepted.
-    pub async fn apply_manifest(&self, manifest: &Value) {
-        let kind = manifest["kind"].as_str().unwrap();
-        let (s, body) = self
-            .call(
-                reqwest::Method::PUT,
-                &format!("kinds/{kind}/manifest"),
-                Some(manifest),
-            )
-            .await;
-        assert!((200..300).contains(&s), "manifest {kind}: {s} {body}");
     }
 
     /// Creates or replaces a provider config; asserts it was accepted.
     pub async fn put_config(&self, name: &str, kind: &str, is_default: bool, spec: Value) {
         let body = json!({"name": name, "kind": kind, "kind_version": 1, "is_default": is_default, "spec": spec});
         let (s, resp) = self
-            .call(reqwest::Method::POST, "providerconfigs", Some(&body))
+            .call(Method::POST, "providerconfigs", Some(&body))
             .await;
         assert!((200..300).contains(&s), "providerconfig {name}: {s} {resp}");
     }
@@ -283,7 +121,7 @@ impl Converge {
         let data = base64::engine::general_purpose::STANDARD.encode(bundle);
         let body = json!({"name": name, "kind": kind, "kind_version": 1, "is_default": is_default, "spec": spec, "data": data});
         let (s, resp) = self
-            .call(reqwest::Method::POST, "providerconfigs", Some(&body))
+            .call(Method::POST, "providerconfigs", Some(&body))
             .await;
         assert!((200..300).contains(&s), "providerconfig {name}: {s} {resp}");
     }
@@ -296,49 +134,13 @@ impl Converge {
 
     /// POSTs a resource body; asserts it was accepted.
     pub async fn apply_body(&self, body: &Value) {
-        let (s, resp) = self
-            .call(reqwest::Method::POST, "resources", Some(body))
-            .await;
+        let (s, resp) = self.call(Method::POST, "resources", Some(body)).await;
         assert!((200..300).contains(&s), "apply {body}: {s} {resp}");
-    }
-
-    /// GETs a resource (None on 404).
-    pub async fn get(&self, kind: &str, name: &str) -> Option<Value> {
-        let (s, body) = self
-            .call(
-                reqwest::Method::GET,
-                &format!("resources/{kind}/{name}"),
-                None,
-            )
-            .await;
-        match s {
-            404 => None,
-            200 => Some(body),
-            s => panic!("GET {kind}/{name}: {s} {body}"),
-        }
-    }
-
-    /// Waits until the resource satisfies `pred`; returns it.
-    pub async fn wait_resource(
-        &self,
-        kind: &str,
-        name: &str,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(timeout, what, || async {
-            self.get(kind, name).await.filter(|v| pred(v))
-        })
-        .await
     }
 
     /// SIGTERM, then a bounded wait for the exit.
     pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            signal_pid(pid, "TERM");
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await;
+        terminate(&mut self.child, Duration::from_secs(15)).await;
     }
 }
 
@@ -360,23 +162,14 @@ impl Stdworker {
     /// Starts the stdworker with a clean environment plus `env` (e.g. only
     /// `STDWORKER_STARLARK_KINDS`).
     pub fn start_env(broker: &str, env: &[(&str, &str)]) -> Stdworker {
-        let extra = env;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stdworker"));
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("BROKER_ADDR", broker)
+        let mut cmd = converge_testkit::clean_command(env!("CARGO_BIN_EXE_stdworker"));
+        cmd.env("BROKER_ADDR", broker)
             .env("WORKER_NAME", "stdworker-test")
-            .env("WORKER_DRAIN_TIMEOUT", "1s")
-            .env("LOG_LEVEL", log_level())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
+            .env("WORKER_DRAIN_TIMEOUT", "1s");
         if let Some(home) = std::env::var_os("HOME") {
             cmd.env("HOME", home);
         }
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
+        cmd.envs(env.iter().copied());
         Stdworker {
             child: cmd.spawn().expect("spawn stdworker"),
         }
@@ -398,13 +191,9 @@ impl Stdworker {
 
     /// SIGTERM (drain, then cancel what still runs) and wait for a clean exit.
     pub async fn stop(mut self) -> std::process::ExitStatus {
-        if let Some(pid) = self.child.id() {
-            signal_pid(pid, "TERM");
-        }
-        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+        terminate(&mut self.child, Duration::from_secs(15))
             .await
             .expect("stdworker exits after SIGTERM")
-            .unwrap()
     }
 }
 
