@@ -8,7 +8,7 @@
 //! `converge_tmpl_<hash of the migrations' checksums and the engine files>`; every test gets
 //! `CREATE DATABASE test_<uuid> TEMPLATE ...`, which is a file copy and takes milliseconds.
 
-use std::{future::Future, str::FromStr, sync::mpsc, time::Duration};
+use std::{str::FromStr, sync::mpsc, time::Duration};
 
 use crate::db::{EngineSettings, MIGRATOR, engine_sql::ENGINE_FILES};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, postgres::PgConnectOptions};
@@ -173,28 +173,8 @@ impl Drop for TestDb {
     }
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, and returns that value.
-///
-/// Uses `tokio::time`, so it works with paused time.
-///
-/// # Panics
-/// If `timeout` passes first; the message names `what` was awaited.
-pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = f().await {
-            return value;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// The one polling helper of every test (defined in `converge-testkit`).
+pub use converge_testkit::wait_for;
 
 /// The admin URL of the test server, from `CONVERGE_TEST_DATABASE_URL`.
 fn admin_url() -> String {
