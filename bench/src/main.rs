@@ -420,8 +420,9 @@ async fn apply_bulk(
                         bail!("batch apply refused items: {}", v["results"]);
                     }
                 }
-                if from / 10_000 != (from + step).min(n) / 10_000 || (step == 1 && from > 0 && from % 10_000 == 0) {
-                    eprintln!("  applied {}/{n}", (from + step).min(n));
+                let done = (from + step).min(n);
+                if done / 10_000 != from / 10_000 {
+                    eprintln!("  applied {done}/{n}");
                 }
             }
         }));

@@ -114,7 +114,9 @@ pub async fn apply_batch(
     drop(body);
 
     let mut results: Vec<Option<Value>> = vec![None; items.len()];
-    let mut valid: Vec<(usize, ApplyItem)> = Vec::new();
+    // Parallel: the item index in the request and the checked item, for the valid ones.
+    let mut positions: Vec<usize> = Vec::new();
+    let mut valid: Vec<ApplyItem> = Vec::new();
     let mut seen: HashMap<(String, String), usize> = HashMap::new();
     let mut lookups = ApplyLookups::default();
     for (index, item) in items.into_iter().enumerate() {
@@ -122,38 +124,42 @@ pub async fn apply_batch(
             Err(e) => Err(e),
             Ok(v) => check_item(&s, v, &mut lookups).await,
         };
-        match checked {
-            Err(e) => results[index] = Some(failed(index, e)),
-            Ok(item) => match seen.get(&(item.kind.clone(), item.name.clone())) {
-                Some(first) => {
-                    results[index] = Some(failed(
-                        index,
-                        ApiError::invalid(
-                            "/name",
-                            format!(
-                                "{} {} is also item {first} of this batch; a batch applies \
-                                 each resource once",
-                                item.kind, item.name
-                            ),
-                        ),
-                    ))
-                }
-                None => {
-                    seen.insert((item.kind.clone(), item.name.clone()), index);
-                    valid.push((index, item));
-                }
-            },
+        let item = match checked {
+            Err(e) => {
+                results[index] = Some(failed(index, e));
+                continue;
+            }
+            Ok(item) => item,
+        };
+        match seen.entry((item.kind.clone(), item.name.clone())) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                let e = ApiError::invalid(
+                    "/name",
+                    format!(
+                        "{} {} is also item {} of this batch; a batch applies each resource \
+                         once",
+                        item.kind,
+                        item.name,
+                        first.get()
+                    ),
+                );
+                results[index] = Some(failed(index, e));
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(index);
+                positions.push(index);
+                valid.push(item);
+            }
         }
     }
     drop(seen);
 
     let actor = auth::actor(&caller);
     let mut changed = false;
-    for chunk in valid.chunks(WRITE_CHUNK) {
-        let items: Vec<ApplyItem> = chunk.iter().map(|(_, item)| item.clone()).collect();
-        match db::resources::resource_apply_batch(&s.pool, actor.as_deref(), &items).await {
+    for (at, items) in positions.chunks(WRITE_CHUNK).zip(valid.chunks(WRITE_CHUNK)) {
+        match db::resources::resource_apply_batch(&s.pool, actor.as_deref(), items).await {
             Ok(applied) => {
-                for ((index, item), applied) in chunk.iter().zip(&applied) {
+                for ((index, item), applied) in at.iter().zip(items).zip(&applied) {
                     changed |= applied.result != "unchanged";
                     let status = if applied.result == "created" {
                         StatusCode::CREATED
@@ -167,9 +173,9 @@ pub async fn apply_batch(
                 }
             }
             Err(e) => {
-                let e = ApiError::db("apply a batch of resources")(e);
-                let (status, problem) = e.into_problem();
-                for (index, _) in chunk {
+                let (status, problem) =
+                    ApiError::db("apply a batch of resources")(e).into_problem();
+                for index in at {
                     results[*index] = Some(json!({
                         "index": index, "status": status.as_u16(), "error": problem.clone(),
                     }));
