@@ -4059,10 +4059,10 @@ CREATE INDEX idx_resources_labels ON public.resources USING gin (labels jsonb_pa
 CREATE INDEX idx_resources_owner_created ON public.resources USING btree (owner_id, created_at, id) WHERE (owner_id IS NOT NULL);
 
 --
--- Name: idx_resources_root; Type: INDEX; Schema: public; Owner: -
+-- Name: idx_resources_root_id; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_resources_root ON public.resources USING btree (root_id) WHERE (root_id IS NOT NULL);
+CREATE INDEX idx_resources_root_id ON public.resources USING btree (root_id, id) WHERE (root_id IS NOT NULL);
 
 --
 -- Name: idx_resources_roots_created; Type: INDEX; Schema: public; Owner: -

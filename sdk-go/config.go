@@ -57,7 +57,7 @@ type Config struct {
 	// jittered wait exceeds either.
 	ReconnectMax time.Duration
 	// Token is the bearer token sent as `authorization: Bearer <token>` metadata on
-	// WorkStream and GetProviderConfig (WORKER_TOKEN). It is never logged, and the
+	// WorkStream, GetProviderConfig and ListDescendants (WORKER_TOKEN). It is never logged, and the
 	// Config's String form hides it.
 	Token string
 	// TokenFile is a file holding the token, whitespace-trimmed and re-read at every

@@ -116,8 +116,9 @@ func defaultTrigger(s Stage) string {
 
 // requestFromTask decodes a task into a request. An error is a terminal failure message:
 // the task is malformed (no reaction, a payload missing or not matching the stage, bad
-// JSON). deadline is zero when the task has none.
-func requestFromTask(task *pb.StageTask, cfg ProviderConfig, deadline time.Time) (*ReactionRequest, error) {
+// JSON). deadline is zero when the task has none; conn is the connection the task arrived
+// on (nil outside the worker runtime), where a ROLLUP task's paged reads go.
+func requestFromTask(task *pb.StageTask, cfg ProviderConfig, deadline time.Time, conn *brokerConn) (*ReactionRequest, error) {
 	if task.GetReaction() == "" {
 		return nil, fmt.Errorf("task has an empty reaction name")
 	}
@@ -181,6 +182,9 @@ func requestFromTask(task *pb.StageTask, cfg ProviderConfig, deadline time.Time)
 		if req.Descendants, err = resourcesFromPB(p.RollupReq.GetDescendants(), "descendant"); err != nil {
 			return nil, err
 		}
+		req.DescendantsIncluded = p.RollupReq.GetDescendantsIncluded()
+		req.Summary = summaryFromPB(p.RollupReq.GetSummary())
+		req.Subtree = subtreeOf(task, conn)
 		if req.Status, err = jsonOpt(p.RollupReq.GetStatus(), "status"); err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ func workTask() *pb.StageTask {
 }
 
 func TestRequestFromTaskDecodesTheWorkPayload(t *testing.T) {
-	req, err := requestFromTask(workTask(), ProviderConfig{Spec: json.RawMessage(`{"d":1}`)}, noDeadline)
+	req, err := requestFromTask(workTask(), ProviderConfig{Spec: json.RawMessage(`{"d":1}`)}, noDeadline, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestRequestFromTaskRefusesMalformedTasks(t *testing.T) {
 	for name, mutate := range cases {
 		task := workTask()
 		mutate(task)
-		if _, err := requestFromTask(task, ProviderConfig{}, noDeadline); err == nil {
+		if _, err := requestFromTask(task, ProviderConfig{}, noDeadline, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -61,19 +61,27 @@ func TestRequestFromTaskDecodesOtherStages(t *testing.T) {
 	res := &pb.Resource{Kind: "k", Name: "n", Spec: []byte(`{"a":1}`), IsReady: true}
 	op := &pb.StageTask{Stage: StageOperate, Reaction: "ping", Request: &pb.StageTask_OperateReq{OperateReq: &pb.OperateRequest{
 		Resource: res, Operation: &pb.Operation{Verb: "ping", Input: []byte(`{"x":1}`), Attempts: 1}}}}
-	req, err := requestFromTask(op, ProviderConfig{}, noDeadline)
+	req, err := requestFromTask(op, ProviderConfig{}, noDeadline, nil)
 	if err != nil || req.Operation == nil || req.Operation.Verb != "ping" || string(req.Operation.Input) != `{"x":1}` || req.Trigger != TriggerOperation {
 		t.Fatalf("operate: %+v %v", req, err)
 	}
 	rollup := &pb.StageTask{Stage: StageRollup, Reaction: "rollup", Request: &pb.StageTask_RollupReq{RollupReq: &pb.RollupRequest{
-		Root: res, Descendants: []*pb.Resource{res, res}}}}
-	req, err = requestFromTask(rollup, ProviderConfig{}, noDeadline)
-	if err != nil || len(req.Descendants) != 2 || !req.Descendants[0].IsReady || req.Trigger != TriggerChildrenSettled {
+		Root: res, Descendants: []*pb.Resource{res, res}, DescendantsIncluded: true,
+		Summary: &pb.RollupSummary{Total: 2, ByKind: map[string]int64{"k": 2}, NotReady: []*pb.ResourceRef{{Kind: "k", Name: "m"}}, NotReadyTotal: 1}}}}
+	req, err = requestFromTask(rollup, ProviderConfig{}, noDeadline, nil)
+	if err != nil || len(req.Descendants) != 2 || !req.Descendants[0].IsReady || req.Trigger != TriggerChildrenSettled ||
+		!req.DescendantsIncluded || req.Summary == nil || req.Summary.Total != 2 || req.Summary.ByKind["k"] != 2 ||
+		req.Summary.ByPhase == nil || len(req.Summary.NotReady) != 1 || req.Summary.NotReady[0] != Ref("k", "m") || req.Summary.Ready() != 1 {
 		t.Fatalf("rollup: %+v %v", req, err)
+	}
+	// A broker that sends no summary still gives a rollup handler one (empty, maps not nil).
+	rollup.GetRollupReq().Summary = nil
+	if req, err = requestFromTask(rollup, ProviderConfig{}, noDeadline, nil); err != nil || req.Summary == nil || req.Summary.ByKind == nil {
+		t.Fatalf("rollup without a summary: %+v %v", req, err)
 	}
 	react := &pb.StageTask{Stage: StageReact, Reaction: "r", Trigger: "reactor", Request: &pb.StageTask_ReactReq{ReactReq: &pb.ReactRequest{
 		Resource: res, Transition: TransitionSynced, DedupToken: "tok"}}}
-	req, err = requestFromTask(react, ProviderConfig{}, noDeadline)
+	req, err = requestFromTask(react, ProviderConfig{}, noDeadline, nil)
 	if err != nil || req.Transition != TransitionSynced || req.DedupToken != "tok" {
 		t.Fatalf("react: %+v %v", req, err)
 	}

@@ -29,5 +29,10 @@
 //		}
 //	}
 //
+// A ROLLUP request carries a [RollupSummary] of the composite's subtree; a handler that
+// needs the descendants themselves pages through them with
+// [ReactionRequest.DescendantPages] or [ReactionRequest.ReadDescendants] (the rows come in
+// the request only when the kind's rollup declares "descendants": "full").
+//
 // The package convergetest runs a provider on a request without a broker.
 package converge

@@ -13,7 +13,9 @@ import (
 // ExecuteTask runs one wire task exactly as the worker runtime does — dispatch by (kind,
 // kind_version), decode, the handler with panic capture and the task deadline, encode —
 // with cfg as the kind's cached default config, and returns the StageComplete the worker
-// would send. It needs no broker; convergetest builds on it.
+// would send. It needs no broker; convergetest builds on it. A ROLLUP handler there has no
+// subtree to page through (DescendantPages fails terminally) unless the task carries the
+// full form.
 func ExecuteTask(ctx context.Context, providers []Provider, task *pb.StageTask, cfg ProviderConfig) *pb.StageComplete {
 	echo := echoOf(task)
 	kv := KindVersion{Kind: task.GetKind(), Version: wireVersion(task.GetKindVersion())}
@@ -31,7 +33,7 @@ func ExecuteTask(ctx context.Context, providers []Provider, task *pb.StageTask, 
 	if ms := task.GetTaskDeadlineMs(); ms > 0 {
 		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
 	}
-	req, err := requestFromTask(task, cfg, deadline)
+	req, err := requestFromTask(task, cfg, deadline, nil)
 	if err != nil {
 		return failComplete(echo, err.Error(), true)
 	}

@@ -3,6 +3,7 @@ package converge
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,9 @@ import (
 
 	pb "converge.dev/sdk-go/gen/workerv1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // fakeBroker is a scripted WorkerService: each WorkStream is handed to the test as a
@@ -23,6 +26,53 @@ type fakeBroker struct {
 	pulls   atomic.Int32
 	mu      sync.Mutex
 	calls   []string // "<rpc> <authorization metadata>" of every call, in arrival order
+	// ListDescendants serves subtree (page tokens are offsets), or fails with listErr;
+	// lists records every request it got.
+	subtree []*pb.Resource
+	listErr error
+	lists   []*pb.ListDescendantsRequest
+}
+
+// serveSubtree scripts what ListDescendants answers: the rows, or err for every call.
+func (f *fakeBroker) serveSubtree(rows []*pb.Resource, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subtree, f.listErr = rows, err
+}
+
+// listCalls is every ListDescendants request so far.
+func (f *fakeBroker) listCalls() []*pb.ListDescendantsRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*pb.ListDescendantsRequest(nil), f.lists...)
+}
+
+func (f *fakeBroker) ListDescendants(ctx context.Context, req *pb.ListDescendantsRequest) (*pb.ListDescendantsResponse, error) {
+	f.record(ctx, "ListDescendants")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists = append(f.lists, req)
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	start := 0
+	if len(req.GetPageToken()) > 0 {
+		n, err := strconv.Atoi(string(req.GetPageToken()))
+		if err != nil || n < 0 || n > len(f.subtree) {
+			return nil, status.Errorf(codes.InvalidArgument, "bad page token %q", req.GetPageToken())
+		}
+		start = n
+	}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	end := min(start+size, len(f.subtree))
+	resp := &pb.ListDescendantsResponse{Descendants: f.subtree[start:end]}
+	if end < len(f.subtree) {
+		resp.NextPageToken = []byte(strconv.Itoa(end))
+	}
+	return resp, nil
 }
 
 func (f *fakeBroker) record(ctx context.Context, rpc string) {

@@ -152,12 +152,14 @@ func (w *worker) connectionLoop(ctx context.Context, fo *failover) {
 // everything in flight was delivered, and (opened, false, nil) when the broker closed the
 // stream.
 func (w *worker) session(ctx context.Context, i int, reconnect bool) (opened, drained bool, err error) {
-	conn, err := w.dial(i)
+	cc, err := w.dial(i)
 	if err != nil {
 		return false, false, err
 	}
-	defer conn.Close()
-	client := pb.NewWorkerServiceClient(conn)
+	// Shared with the session's ROLLUP tasks (their paged reads), closed after the last.
+	conn := newBrokerConn(cc)
+	defer conn.release()
+	client := conn.client
 	if reconnect {
 		// Pulled before the stream opens, so the broker's own push at subscribe time
 		// (newer) is applied after it.
@@ -232,7 +234,7 @@ func (w *worker) session(ctx context.Context, i int, reconnect bool) (opened, dr
 			}
 			return isOpen(), false, err
 		case m := <-inbound:
-			if d := w.handle(m, ob.id, delivered != nil); d && delivered == nil {
+			if d := w.handle(m, conn, ob.id, delivered != nil); d && delivered == nil {
 				delivered = make(chan struct{})
 				go func(ch chan struct{}) {
 					if w.st.waitOutstandingZero(streamCtx) {
@@ -244,8 +246,8 @@ func (w *worker) session(ctx context.Context, i int, reconnect bool) (opened, dr
 	}
 }
 
-// handle processes one broker frame; it returns true for a Drain.
-func (w *worker) handle(m *pb.WorkStreamServerMsg, session uint64, draining bool) bool {
+// handle processes one broker frame that arrived on conn; it returns true for a Drain.
+func (w *worker) handle(m *pb.WorkStreamServerMsg, conn *brokerConn, session uint64, draining bool) bool {
 	switch b := m.GetBody().(type) {
 	case *pb.WorkStreamServerMsg_Task:
 		refuse := ""
@@ -254,7 +256,7 @@ func (w *worker) handle(m *pb.WorkStreamServerMsg, session uint64, draining bool
 		} else if w.st.isShuttingDown() {
 			refuse = "worker is shutting down; task refused"
 		}
-		w.accept(b.Task, refuse)
+		w.accept(b.Task, refuse, conn)
 	case *pb.WorkStreamServerMsg_Config:
 		u := b.Config
 		kv := KindVersion{Kind: u.GetKind(), Version: wireVersion(u.GetKindVersion())}

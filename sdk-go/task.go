@@ -9,9 +9,10 @@ import (
 	pb "converge.dev/sdk-go/gen/workerv1"
 )
 
-// accept takes in a task frame. A non-empty refuse (draining or shutting down) answers it
-// with a transient failure instead of running it.
-func (w *worker) accept(t *pb.StageTask, refuse string) {
+// accept takes in a task frame that arrived on conn. A non-empty refuse (draining or
+// shutting down) answers it with a transient failure instead of running it. A ROLLUP task
+// holds conn until it finishes, for its paged reads.
+func (w *worker) accept(t *pb.StageTask, refuse string, conn *brokerConn) {
 	echo := echoOf(t)
 	k := echo.key()
 	if refuse != "" {
@@ -28,14 +29,23 @@ func (w *worker) accept(t *pb.StageTask, refuse string) {
 		w.log.Debug("duplicate task; its kept result was re-sent", "lease", k.token)
 		return
 	}
+	var held *brokerConn
+	if t.GetStage() == StageRollup && conn != nil && conn.hold() {
+		held = conn
+	}
 	// Each task runs on its own goroutine owned by the worker, not the stream, so a stream
 	// drop never cancels a handler; only CancelTask, the deadline or shutdown does.
-	go w.runTask(taskCtx, k, echo, t)
+	go w.runTask(taskCtx, k, echo, t, held)
 }
 
 // runTask resolves the provider, decodes the request, waits for a concurrency permit and
-// runs the handler under the task deadline, then records the result.
-func (w *worker) runTask(taskCtx context.Context, k leaseKey, echo taskEcho, t *pb.StageTask) {
+// runs the handler under the task deadline, then records the result. conn, when not nil,
+// is a reference held for the task (released here): by the time runTask returns the
+// handler has returned or its context is done, so its paged reads are over.
+func (w *worker) runTask(taskCtx context.Context, k leaseKey, echo taskEcho, t *pb.StageTask, conn *brokerConn) {
+	if conn != nil {
+		defer conn.release()
+	}
 	var deadline time.Time
 	if ms := t.GetTaskDeadlineMs(); ms > 0 {
 		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
@@ -46,7 +56,7 @@ func (w *worker) runTask(taskCtx context.Context, k leaseKey, echo taskEcho, t *
 		w.st.finish(k, failComplete(echo, fmt.Sprintf("no provider for %s on this worker", kv), true))
 		return
 	}
-	req, err := requestFromTask(t, w.st.configFor(kv), deadline)
+	req, err := requestFromTask(t, w.st.configFor(kv), deadline, conn)
 	if err != nil {
 		w.st.finish(k, failComplete(echo, err.Error(), true))
 		return

@@ -158,8 +158,19 @@ type ReactionRequest struct {
 	BundleOverride []byte
 	// Observed lists the children the root currently owns (COMPOSE).
 	Observed []Resource
-	// Descendants is the root's live subtree (ROLLUP).
+	// Descendants is the root's live subtree (ROLLUP), only when the kind's rollup reaction
+	// declares "descendants": "full" (then DescendantsIncluded); otherwise empty: read
+	// Summary, or page with DescendantPages / ReadDescendants.
 	Descendants []Resource
+	// DescendantsIncluded reports whether Descendants holds the whole live subtree (the
+	// full form).
+	DescendantsIncluded bool
+	// Summary is the subtree's counts and the refs that need attention (ROLLUP, either
+	// form); nil for other stages.
+	Summary *RollupSummary
+	// Subtree is where DescendantPages reads from: the broker the task came from for a
+	// ROLLUP task, nothing otherwise; a test sets FixedSubtree.
+	Subtree Subtree
 	// Operation is the operation to run (OPERATE); nil otherwise.
 	Operation *Operation
 	// Transition is the lifecycle transition that fired (REACT); unspecified otherwise.

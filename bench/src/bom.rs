@@ -54,10 +54,11 @@ impl Provider for BenchBom {
                 }
                 Ok(out)
             }
+            // The summary form: the counts come with the task, no descendant is read.
             _ => {
-                let ready = req.descendants.iter().filter(|d| d.is_ready).count();
+                let s = req.summary.clone().unwrap_or_default();
                 Ok(Outcome::status(
-                    json!({"children": req.descendants.len(), "ready": ready}),
+                    json!({"children": s.total, "ready": s.ready()}),
                 ))
             }
         }

@@ -11,6 +11,7 @@ use converge_proto::pb;
 use converge_engine::{
     db::{
         compose::RelatedRow,
+        descendants::{Summary, SummaryRef},
         queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::KindPair,
@@ -208,13 +209,15 @@ pub fn stage_task(
 
 /// The request payload of `stage` for the claimed resource. `status` is what earlier stages
 /// of this reconcile reported; `related` the observed children (compose) or descendants
-/// (rollup).
+/// (rollup of the full form); `summary` a rollup's summary and whether `related` is the
+/// whole subtree (the full form).
 pub fn stage_request(
     t: &ClaimedTask,
     pair: &KindPair,
     stage: pb::Stage,
     status: Option<&serde_json::Value>,
     related: Vec<pb::Resource>,
+    summary: Option<(pb::RollupSummary, bool)>,
 ) -> pb::stage_task::Request {
     use pb::stage_task::Request;
     let res = resource(t, &pair.kind, pair.version);
@@ -227,11 +230,16 @@ pub fn stage_request(
             observed: related,
             ..Default::default()
         }),
-        pb::Stage::Rollup => Request::RollupReq(pb::RollupRequest {
-            root: Some(res),
-            descendants: related,
-            status,
-        }),
+        pb::Stage::Rollup => {
+            let (summary, full) = summary.unwrap_or_default();
+            Request::RollupReq(pb::RollupRequest {
+                root: Some(res),
+                descendants: related,
+                status,
+                summary: Some(summary),
+                descendants_included: full,
+            })
+        }
         pb::Stage::Delete => Request::DeleteReq(pb::DeleteRequest {
             resource: Some(res),
         }),
@@ -239,6 +247,27 @@ pub fn stage_request(
             resource: Some(res),
             status,
         }),
+    }
+}
+
+/// A rollup summary on the wire.
+pub fn rollup_summary(s: &Summary) -> pb::RollupSummary {
+    let refs = |v: &[SummaryRef]| {
+        v.iter()
+            .map(|r| pb::ResourceRef {
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+            })
+            .collect()
+    };
+    pb::RollupSummary {
+        total: s.total,
+        by_phase: s.by_phase.clone().into_iter().collect(),
+        by_kind: s.by_kind.clone().into_iter().collect(),
+        failed: refs(&s.failed),
+        not_ready: refs(&s.not_ready),
+        failed_total: s.failed_total,
+        not_ready_total: s.not_ready_total,
     }
 }
 

@@ -183,6 +183,7 @@ impl Dispatcher {
                                 pb::Stage::Delete,
                                 None,
                                 Vec::new(),
+                                None,
                             );
                             out.push(single_stage(
                                 &t,
@@ -217,6 +218,7 @@ impl Dispatcher {
                                     pb::Stage::Work,
                                     None,
                                     Vec::new(),
+                                    None,
                                 );
                                 let reaction = info.work_reaction.as_deref().unwrap_or_default();
                                 out.push(single_stage(

@@ -19,7 +19,7 @@ use converge_proto::pb;
 use crate::{
     complete::{CompletionHandle, Job},
     convert,
-    pipeline::{StageSend, Step},
+    pipeline::{ReadOf, Rows, StageSend, Step},
     registry::{Inflight, Outgoing, Registry, StreamId},
 };
 
@@ -120,11 +120,21 @@ impl Handout {
                 Step::Read {
                     resource,
                     root,
-                    subtree,
+                    of,
                     pipeline,
                 } => {
-                    let root = root.map(|r| r.0);
-                    let rows = db::compose::related(&self.pool, resource.0, root, subtree).await;
+                    let (id, root) = (resource.0, root.map(|r| r.0));
+                    let rows = match of {
+                        ReadOf::Summary => db::descendants::summary(&self.pool, id, root)
+                            .await
+                            .map(Rows::Summary),
+                        ReadOf::Children | ReadOf::Subtree => {
+                            let subtree = of == ReadOf::Subtree;
+                            db::compose::related(&self.pool, id, root, subtree)
+                                .await
+                                .map(Rows::Related)
+                        }
+                    };
                     pipeline.on_read(rows)
                 }
                 Step::Gate {

@@ -331,6 +331,13 @@ impl pb::worker_service_server::WorkerService for Broker {
     ) -> std::result::Result<Response<pb::GetProviderConfigResponse>, Status> {
         self.inner.service.get_provider_config(req).await
     }
+
+    async fn list_descendants(
+        &self,
+        req: Request<pb::ListDescendantsRequest>,
+    ) -> std::result::Result<Response<pb::ListDescendantsResponse>, Status> {
+        self.inner.service.list_descendants(req).await
+    }
 }
 
 /// The tonic service for `broker`, with converge's message size limits.

@@ -10,7 +10,7 @@ use std::{
 };
 
 use converge_engine::{db, ids::KindPair};
-use converge_proto::manifest::{Emit, KindManifest};
+use converge_proto::manifest::{Descendants, Emit, KindManifest};
 use sqlx::PgPool;
 
 use crate::error::{Error, Result};
@@ -24,6 +24,9 @@ pub(crate) struct KindInfo {
     pub compose_reaction: Option<String>,
     /// The rollup reaction, if declared.
     pub rollup_reaction: Option<String>,
+    /// Whether the rollup request carries every descendant (`"descendants": "full"`), not
+    /// only the summary.
+    pub rollup_full: bool,
     /// Whether the composer's edges are applied (its emits mask has `edges`).
     pub compose_edges: bool,
     /// Whether the composer's configs are applied (its emits mask has `configs`).
@@ -79,6 +82,9 @@ impl Manifests {
                             work_reaction: m.worker_reaction().map(|x| x.name.clone()),
                             compose_reaction: m.composer_reaction().map(|x| x.name.clone()),
                             rollup_reaction: m.rollup_reaction().map(|x| x.name.clone()),
+                            rollup_full: m
+                                .rollup_reaction()
+                                .is_some_and(|x| x.descendants == Some(Descendants::Full)),
                             compose_edges: m
                                 .composer_reaction()
                                 .is_some_and(|x| x.emits(Emit::Edges)),

@@ -19,6 +19,7 @@ use converge_engine::{
     db::{
         self,
         compose::{ComposeApplied, ComposePayload, RelatedRow},
+        descendants::Summary,
         queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::{KindPair, ResourceId},
@@ -59,25 +60,43 @@ enum Wait {
     /// rollup is almost always due, so the rows usually answer on their own.
     SubtreeFirst,
     /// The rollup gate, with the subtree read before it (if one was).
-    Gate(Option<Result<Vec<RelatedRow>, sqlx::Error>>),
+    Gate(Option<Result<Rows, sqlx::Error>>),
     /// The rollup's subtree, read after the gate said the children have settled.
     SubtreeAfterGate,
     /// The compose write, with the composer's own status and conditions to merge after it.
     Applied(Result<convert::StageOutcome, String>),
 }
 
+/// What a [`Step::Read`] reads of a composite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadOf {
+    /// Its direct children, in full (compose's `observed`): `db::compose::related`.
+    Children,
+    /// Its whole live subtree, in full (a rollup of the full form): `db::compose::related`.
+    Subtree,
+    /// The summary of its live subtree (a rollup of the summary form):
+    /// `db::descendants::summary`.
+    Summary,
+}
+
+/// The answer to a [`Step::Read`].
+pub(crate) enum Rows {
+    /// [`ReadOf::Children`] or [`ReadOf::Subtree`].
+    Related(Vec<RelatedRow>),
+    /// [`ReadOf::Summary`].
+    Summary(Summary),
+}
+
 /// What the caller does next for a pipeline.
 pub(crate) enum Step {
-    /// Read the rows the coming stage needs with `db::compose::related(resource, root,
-    /// subtree)`: the children (compose) or the whole live subtree (rollup). Answer:
-    /// [`Pipeline::on_read`].
+    /// Read what the coming stage needs (see [`ReadOf`]). Answer: [`Pipeline::on_read`].
     Read {
         /// The composite.
         resource: ResourceId,
         /// Its root (`None`: it is a root).
         root: Option<ResourceId>,
-        /// Whole subtree (rollup) or direct children (compose).
-        subtree: bool,
+        /// What to read.
+        of: ReadOf,
         /// The pipeline waiting for the rows.
         pipeline: Box<Pipeline>,
     },
@@ -167,22 +186,27 @@ fn reaction(info: &KindInfo, stage: pb::Stage) -> &str {
 }
 
 /// Whether every live descendant read has settled (synced, or failed at its generation): what
-/// the gate's first probe (`has_unsettled_descendants`) would find, from the rows already in
-/// hand. A read cut at [`db::compose::MAX_RELATED`] proves nothing.
-fn all_settled(desc: &[RelatedRow]) -> bool {
-    i64::try_from(desc.len()).is_ok_and(|n| n < db::compose::MAX_RELATED)
-        && desc
-            .iter()
-            .all(|d| d.synced_gen >= d.generation || d.phase == "Failed")
+/// the gate's first probe (`has_unsettled_descendants`) would find, from the rows (or the
+/// summary) already in hand. A read cut at [`db::compose::MAX_RELATED`] proves nothing.
+fn all_settled(read: &Rows) -> bool {
+    match read {
+        Rows::Related(desc) => {
+            i64::try_from(desc.len()).is_ok_and(|n| n < db::compose::MAX_RELATED)
+                && desc
+                    .iter()
+                    .all(|d| d.synced_gen >= d.generation || d.phase == "Failed")
+        }
+        Rows::Summary(s) => s.unsettled == 0,
+    }
 }
 
 /// The condition that names failed descendants (the composite shows Degraded, not stuck).
-fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
-    let failed: Vec<&RelatedRow> = desc.iter().filter(|d| d.phase == "Failed").collect();
-    if failed.is_empty() {
+fn children_not_ready(s: &Summary) -> Option<Value> {
+    if s.failed_total == 0 {
         return None;
     }
-    let named: Vec<String> = failed
+    let named: Vec<String> = s
+        .failed
         .iter()
         .take(3)
         .map(|d| {
@@ -194,8 +218,8 @@ fn children_not_ready(desc: &[RelatedRow]) -> Option<Value> {
             )
         })
         .collect();
-    let more = if failed.len() > 3 {
-        format!(" (and {} more)", failed.len() - 3)
+    let more = if s.failed_total > 3 {
+        format!(" (and {} more)", s.failed_total - 3)
     } else {
         String::new()
     };
@@ -246,17 +270,27 @@ impl Pipeline {
         })
     }
 
-    fn read(mut self: Box<Self>, subtree: bool, wait: Wait) -> Step {
+    fn read(mut self: Box<Self>, of: ReadOf, wait: Wait) -> Step {
         self.wait = wait;
         Step::Read {
             resource: ResourceId(self.task.resource_id),
             root: self.task.root_id.map(ResourceId),
-            subtree,
+            of,
             pipeline: self,
         }
     }
 
-    fn gate(mut self: Box<Self>, read: Option<Result<Vec<RelatedRow>, sqlx::Error>>) -> Step {
+    /// What a rollup reads of the subtree: every row for a kind of the full form, the
+    /// summary otherwise.
+    fn rollup_read(&self) -> ReadOf {
+        if self.info.rollup_full {
+            ReadOf::Subtree
+        } else {
+            ReadOf::Summary
+        }
+    }
+
+    fn gate(mut self: Box<Self>, read: Option<Result<Rows, sqlx::Error>>) -> Step {
         self.wait = Wait::Gate(read);
         Step::Gate {
             resource: ResourceId(self.task.resource_id),
@@ -277,19 +311,21 @@ impl Pipeline {
             // in it is still progressing (the gate's answer then also covers dependents of
             // stuck rows, which the rows alone cannot show).
             pb::Stage::Rollup if self.task.composed_gen >= self.task.generation => {
-                self.read(true, Wait::SubtreeFirst)
+                let of = self.rollup_read();
+                self.read(of, Wait::SubtreeFirst)
             }
             pb::Stage::Rollup => self.gate(None),
-            pb::Stage::Compose => self.read(false, Wait::Children),
-            _ => self.send(Vec::new()),
+            pb::Stage::Compose => self.read(ReadOf::Children, Wait::Children),
+            _ => self.send(Vec::new(), None),
         }
     }
 
     /// The rows asked for by [`Step::Read`].
-    pub fn on_read(mut self: Box<Self>, rows: Result<Vec<RelatedRow>, sqlx::Error>) -> Step {
+    pub fn on_read(mut self: Box<Self>, rows: Result<Rows, sqlx::Error>) -> Step {
         match std::mem::replace(&mut self.wait, Wait::Idle) {
             Wait::Children => match rows {
-                Ok(children) => self.send(children),
+                Ok(Rows::Related(children)) => self.send(children, None),
+                Ok(Rows::Summary(_)) => self.out_of_order("a summary"),
                 Err(e) => self.fail(format!("reading children failed: {e}"), false),
             },
             Wait::SubtreeFirst => match rows {
@@ -312,27 +348,34 @@ impl Pipeline {
             Ok(true) => self.finish(false),
             Ok(false) => match read {
                 Some(read) => self.rollup(read),
-                None => self.read(true, Wait::SubtreeAfterGate),
+                None => {
+                    let of = self.rollup_read();
+                    self.read(of, Wait::SubtreeAfterGate)
+                }
             },
             Err(e) => self.fail(format!("rollup gate check failed: {e}"), false),
         }
     }
 
     /// Sends the rollup once the gate let it through, with the failed descendants named.
-    fn rollup(mut self: Box<Self>, desc: Result<Vec<RelatedRow>, sqlx::Error>) -> Step {
-        match desc {
-            Ok(desc) => {
-                if let Some(c) = children_not_ready(&desc) {
-                    convert::merge_conditions(&mut self.conditions, vec![c]);
-                }
-                self.send(desc)
+    fn rollup(mut self: Box<Self>, read: Result<Rows, sqlx::Error>) -> Step {
+        let (rows, summary) = match read {
+            Ok(Rows::Related(rows)) => {
+                let s = Summary::of(&rows);
+                (rows, s)
             }
-            Err(e) => self.fail(format!("reading descendants failed: {e}"), false),
+            Ok(Rows::Summary(s)) => (Vec::new(), s),
+            Err(e) => return self.fail(format!("reading descendants failed: {e}"), false),
+        };
+        if let Some(c) = children_not_ready(&summary) {
+            convert::merge_conditions(&mut self.conditions, vec![c]);
         }
+        self.send(rows, Some(summary))
     }
 
-    /// Builds the current stage's task with the rows it carries.
-    fn send(mut self: Box<Self>, related: Vec<RelatedRow>) -> Step {
+    /// Builds the current stage's task with the rows (and, for a rollup, the summary) it
+    /// carries.
+    fn send(mut self: Box<Self>, related: Vec<RelatedRow>, summary: Option<Summary>) -> Step {
         let stage = self
             .stages
             .pop_front()
@@ -344,6 +387,9 @@ impl Pipeline {
             stage,
             self.status.as_ref(),
             related.into_iter().map(convert::related_resource).collect(),
+            summary
+                .as_ref()
+                .map(|s| (convert::rollup_summary(s), self.info.rollup_full)),
         );
         let msg = convert::stage_task(
             &self.task,
@@ -479,6 +525,7 @@ mod tests {
             work_reaction: work.then(|| "work".into()),
             compose_reaction: compose.then(|| "compose".into()),
             rollup_reaction: rollup.then(|| "rollup".into()),
+            rollup_full: true,
             compose_edges: true,
             compose_configs: false,
             delete_reaction: None,
@@ -544,12 +591,22 @@ mod tests {
         let degraded = row(2, 2, "Degraded");
         let failed = row(2, 1, "Failed");
         let progressing = row(2, 1, "Reconciling");
-        assert!(all_settled(&[]));
-        assert!(all_settled(&[synced.clone(), degraded, failed]));
-        assert!(!all_settled(&[synced.clone(), progressing]));
+        let rows = |v: Vec<RelatedRow>| Rows::Related(v);
+        assert!(all_settled(&rows(vec![])));
+        let settled = vec![synced.clone(), degraded, failed];
+        assert!(all_settled(&rows(settled.clone())));
+        assert!(!all_settled(&rows(vec![
+            synced.clone(),
+            progressing.clone()
+        ])));
         // A read cut at the cap may have left a progressing row out.
         let cap = usize::try_from(db::compose::MAX_RELATED).unwrap();
-        assert!(!all_settled(&vec![synced; cap]));
+        assert!(!all_settled(&rows(vec![synced.clone(); cap])));
+        // The summary form answers from its count, with no cap.
+        assert!(all_settled(&Rows::Summary(Summary::of(&settled))));
+        let s = Summary::of(&[synced, progressing]);
+        assert_eq!((s.total, s.unsettled, s.not_ready_total), (2, 1, 1));
+        assert!(!all_settled(&Rows::Summary(s)));
     }
 
     // The step decisions, driven as `handout` drives them but with the answers made up: no
@@ -576,8 +633,18 @@ mod tests {
 
     fn name(step: &Step) -> &'static str {
         match step {
-            Step::Read { subtree: false, .. } => "Read(children)",
-            Step::Read { subtree: true, .. } => "Read(subtree)",
+            Step::Read {
+                of: ReadOf::Children,
+                ..
+            } => "Read(children)",
+            Step::Read {
+                of: ReadOf::Subtree,
+                ..
+            } => "Read(subtree)",
+            Step::Read {
+                of: ReadOf::Summary,
+                ..
+            } => "Read(summary)",
             Step::Gate { .. } => "Gate",
             Step::Apply { .. } => "Apply",
             Step::Send(_) => "Send",
@@ -617,14 +684,14 @@ mod tests {
         t.task_deadline_secs = 30;
         let p = pipeline(t, info(true, true, true));
         let Step::Read {
-            subtree: false,
+            of: ReadOf::Children,
             pipeline,
             ..
         } = p.start()
         else {
             panic!("a compose stage reads the children first");
         };
-        let s = sent(pipeline.on_read(Ok(vec![row(1, 1, "Ready")])));
+        let s = sent(pipeline.on_read(Ok(Rows::Related(vec![row(1, 1, "Ready")]))));
         assert_eq!(s.stage, pb::Stage::Compose);
         assert_eq!(s.msg.stage, pb::Stage::Compose as i32);
         assert_eq!(s.deadline, Some(Duration::from_secs(30)));
@@ -708,7 +775,7 @@ mod tests {
         let Step::Read { pipeline: p, .. } = p.start() else {
             panic!("compose reads first")
         };
-        let s = sent(p.on_read(Ok(Vec::new())));
+        let s = sent(p.on_read(Ok(Rows::Related(Vec::new()))));
         let c = completed(s.pipeline.on_result(pb::Stage::Compose as i32, bad));
         assert!(c.terminal);
     }
@@ -717,7 +784,7 @@ mod tests {
     fn a_rollup_after_no_compose_reads_the_subtree_and_skips_the_gate_when_settled() {
         let p = pipeline(task("childrenSettled", 3, 3), info(true, true, true));
         let Step::Read {
-            subtree: true,
+            of: ReadOf::Subtree,
             pipeline,
             ..
         } = p.start()
@@ -725,7 +792,7 @@ mod tests {
             panic!("the subtree is read first");
         };
         let rows = vec![row(2, 2, "Ready"), row(2, 1, "Failed")];
-        let s = sent(pipeline.on_read(Ok(rows)));
+        let s = sent(pipeline.on_read(Ok(Rows::Related(rows))));
         assert_eq!(s.stage, pb::Stage::Rollup);
         // The failed child is named in the composite's conditions.
         assert!(
@@ -744,13 +811,52 @@ mod tests {
     }
 
     #[test]
+    fn a_rollup_of_the_summary_form_sends_counts_and_no_descendant() {
+        let mut i = info(true, true, true);
+        i.rollup_full = false;
+        let p = pipeline(task("childrenSettled", 3, 3), i);
+        let Step::Read {
+            of: ReadOf::Summary,
+            pipeline,
+            ..
+        } = p.start()
+        else {
+            panic!("the summary is read first");
+        };
+        let mut failed = row(2, 1, "Failed");
+        failed.failure_message = Some("quota".into());
+        let s = sent(pipeline.on_read(Ok(Rows::Summary(Summary::of(&[
+            row(2, 2, "Ready"),
+            failed,
+        ])))));
+        let Some(pb::stage_task::Request::RollupReq(r)) = &s.msg.request else {
+            panic!("a rollup request");
+        };
+        assert!(r.descendants.is_empty() && !r.descendants_included);
+        let sum = r.summary.as_ref().expect("a summary");
+        assert_eq!(
+            (sum.total, sum.failed_total, sum.not_ready_total),
+            (2, 1, 1)
+        );
+        assert_eq!(sum.by_phase.get("Failed"), Some(&1));
+        assert_eq!(sum.failed.len(), 1);
+        // The failed child is named, with its message, as in the full form.
+        let c = s
+            .pipeline
+            .conditions
+            .iter()
+            .find(|c| c["reason"] == "ChildrenNotReady");
+        assert!(c.is_some_and(|c| c["message"].as_str().is_some_and(|m| m.contains("quota"))));
+    }
+
+    #[test]
     fn a_rollup_with_progressing_children_asks_the_gate() {
         let start = || {
             let p = pipeline(task("childrenSettled", 3, 3), info(true, true, true));
             let Step::Read { pipeline, .. } = p.start() else {
                 panic!("the subtree is read first");
             };
-            match pipeline.on_read(Ok(vec![row(2, 1, "Reconciling")])) {
+            match pipeline.on_read(Ok(Rows::Related(vec![row(2, 1, "Reconciling")]))) {
                 Step::Gate { pipeline, .. } => pipeline,
                 other => panic!("an unsettled subtree asks the gate, got {}", name(&other)),
             }
@@ -777,7 +883,7 @@ mod tests {
             panic!("the gate comes first right after a compose");
         };
         let Step::Read {
-            subtree: true,
+            of: ReadOf::Subtree,
             pipeline,
             ..
         } = pipeline.on_gate(Ok(false))
@@ -785,7 +891,7 @@ mod tests {
             panic!("a rollup past the gate reads the subtree");
         };
         assert_eq!(
-            sent(pipeline.on_read(Ok(Vec::new()))).stage,
+            sent(pipeline.on_read(Ok(Rows::Related(Vec::new())))).stage,
             pb::Stage::Rollup
         );
         // A failed subtree read fails the claim transiently.

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use converge_engine::{
-    db,
+    db::{self, descendants},
     ids::{ClaimEpoch, KindPair, LeaseToken},
 };
 use converge_proto::{
@@ -217,6 +217,54 @@ impl Workers {
             })
             .collect();
         Ok(Response::new(pb::GetProviderConfigResponse { entries }))
+    }
+}
+
+impl Workers {
+    /// `ListDescendants`: one page of the live subtree of the composite whose reconcile
+    /// lease the caller names. The lease is the authority: a worker reads the subtree of a
+    /// task it holds, of a kind its principal may serve, and nothing else; a lease that is
+    /// gone (the task finished, was reaped or superseded) is FAILED_PRECONDITION.
+    #[tracing::instrument(skip_all)]
+    pub async fn list_descendants(
+        &self,
+        req: Request<pb::ListDescendantsRequest>,
+    ) -> Result<Response<pb::ListDescendantsResponse>, Status> {
+        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let req = req.into_inner();
+        let id = uuid::Uuid::from_slice(&req.resource_id)
+            .map_err(|_| Status::invalid_argument("resource_id must be 16 bytes"))?;
+        let token = uuid::Uuid::parse_str(&req.lease_token)
+            .map_err(|_| Status::invalid_argument("lease_token is not a lease token"))?;
+        let after = match req.page_token.as_slice() {
+            [] => None,
+            t => Some(
+                descendants::Cursor::decode(t)
+                    .ok_or_else(|| Status::invalid_argument("page_token was not made here"))?,
+            ),
+        };
+        let pool = &self.inner.pool;
+        let leased = descendants::leased_composite(pool, id, token, req.claim_epoch)
+            .await
+            .map_err(|e| Status::unavailable(format!("reading the lease failed: {e}")))?
+            .ok_or_else(|| {
+                Status::failed_precondition("the lease is no longer current (task ended)")
+            })?;
+        authz::check_kinds(
+            principal.as_deref(),
+            &[KindPair::new(&leased.kind, leased.kind_version)],
+        )?;
+        let size = match req.page_size {
+            0 => descendants::DEFAULT_PAGE,
+            n => n.min(descendants::MAX_PAGE),
+        };
+        let (rows, next) = descendants::page(pool, id, leased.root_id, after, size)
+            .await
+            .map_err(|e| Status::unavailable(format!("reading descendants failed: {e}")))?;
+        Ok(Response::new(pb::ListDescendantsResponse {
+            descendants: rows.into_iter().map(convert::related_resource).collect(),
+            next_page_token: next.map(|c| c.encode()).unwrap_or_default(),
+        }))
     }
 }
 

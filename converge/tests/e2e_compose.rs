@@ -1,7 +1,7 @@
 //! Composition end to end with the real `converge` binary: a composite (composer + rollup)
 //! served by in-process Rust SDK providers over real gRPC expands into children wired by
-//! edges and value flows, reconciles them in dependency order, and rolls up; recompose
-//! diffs; a cycle is a terminal failure; a failed child degrades the root.
+//! edges and value flows, reconciles them in dependency order, and rolls up from the
+//! summary; recompose diffs; a cycle is a terminal failure; a failed child degrades the root.
 
 mod common;
 
@@ -103,9 +103,11 @@ impl Provider for Stack {
                     .unwrap()
                     .entry(req.resource.name.clone())
                     .or_default() += 1;
-                let ready = req.descendants.iter().filter(|d| d.is_ready).count();
+                // The summary form: counts without a descendant in the request.
+                assert!(req.descendants.is_empty() && !req.descendants_included);
+                let s = req.summary.clone().unwrap_or_default();
                 Ok(Outcome::status(
-                    json!({"children": req.descendants.len(), "ready": ready}),
+                    json!({"children": s.total, "ready": s.ready()}),
                 ))
             }
             other => Err(HandlerError::terminal(format!(

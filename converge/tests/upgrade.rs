@@ -17,6 +17,16 @@ use tokio::process::Child;
 
 const T: Duration = Duration::from_secs(60);
 
+/// Every landed migration, the baseline first: the history a migrated database records.
+fn landed() -> Vec<(i64, String)> {
+    let all: Vec<(i64, String)> = converge_engine::db::MIGRATOR
+        .iter()
+        .map(|m| (m.version, m.description.to_string()))
+        .collect();
+    assert_eq!(all.first(), Some(&(1, "baseline".to_owned())));
+    all
+}
+
 /// The pg_dump (schema and data, INSERTs) of a database migrated by the old 0001-0025.
 const PRE_BASELINE: &str = include_str!("../../engine/tests/fixtures/pre_baseline.sql");
 
@@ -80,7 +90,7 @@ async fn a_database_from_before_the_baseline_boots_and_every_resource_converges(
     assert_eq!(count(&db, "SELECT count(*) FROM work_outbox").await, 1);
 
     let (_converge, http, broker) = boot(&db).await;
-    assert_eq!(history(&db).await, [(1, "baseline".to_owned())]);
+    assert_eq!(history(&db).await, landed());
     let client = reqwest::Client::new();
     let _w = Worker::hello(&broker, "w1", &[]);
     let mut ready = std::collections::HashMap::new();
@@ -142,7 +152,7 @@ async fn wait_for_spec(client: &reqwest::Client, http: &str, name: &str) -> Valu
 async fn an_empty_database_boots_on_the_baseline() {
     let db = TestDb::empty().await;
     let (_converge, http, broker) = boot(&db).await;
-    assert_eq!(history(&db).await, [(1, "baseline".to_owned())]);
+    assert_eq!(history(&db).await, landed());
     let client = reqwest::Client::new();
     let manifest: Value = serde_json::from_str(
         &std::fs::read_to_string(format!(

@@ -4,7 +4,10 @@
 use std::{path::Path, process::Command};
 
 use converge_engine::{
-    db::engine_sql::{ENGINE_FILES, MigrateError, migrate},
+    db::{
+        MIGRATOR,
+        engine_sql::{ENGINE_FILES, MigrateError, migrate},
+    },
     testing::TestDb,
 };
 use sqlx::{Connection, PgConnection};
@@ -177,12 +180,18 @@ async fn a_database_from_before_the_baseline_is_adopted_with_nothing_lost() {
     }
     assert_eq!(after, before, "rows of {tables:?}");
     assert_eq!(before[0], 5);
+    // The old history is replaced by the baseline, and the migrations after it apply.
     let history: Vec<(i64, String)> =
-        sqlx::query_as("SELECT version, description FROM _sqlx_migrations")
+        sqlx::query_as("SELECT version, description FROM _sqlx_migrations ORDER BY version")
             .fetch_all(&db.pool)
             .await
             .unwrap();
-    assert_eq!(history, [(1, "baseline".to_owned())]);
+    let want: Vec<(i64, String)> = MIGRATOR
+        .iter()
+        .map(|m| (m.version, m.description.to_string()))
+        .collect();
+    assert_eq!(history.first(), Some(&(1, "baseline".to_owned())));
+    assert_eq!(history, want);
     assert_eq!(
         count("SELECT count(*) FROM engine_sql").await,
         i64::try_from(ENGINE_FILES.len()).unwrap()

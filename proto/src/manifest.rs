@@ -102,6 +102,23 @@ pub struct ReactionDecl {
     /// Only for `deleteRequested`: the finalizer it strips.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizer: Option<String>,
+    /// Only for `childrenSettled`: what the rollup request carries of the subtree (absent =
+    /// [`Descendants::Summary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descendants: Option<Descendants>,
+}
+
+/// What a rollup request carries of the composite's live subtree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Descendants {
+    /// Counts by phase and kind and the failed and not-ready refs; the handler pages through
+    /// the rows with `ListDescendants` only if it asks, so a rollup costs the same whatever
+    /// the size of the subtree it does not read.
+    Summary,
+    /// The summary and every live descendant (up to 10,000) in the request itself, for a
+    /// handler that always reads them all.
+    Full,
 }
 
 impl ReactionDecl {
@@ -366,6 +383,11 @@ impl KindManifest {
                         "{at}: resync is not a declarable trigger (set resync_interval_secs)"
                     ));
                 }
+            }
+            if r.trigger != Trigger::ChildrenSettled && r.descendants.is_some() {
+                errs.push(format!(
+                    "{at}: descendants is only allowed on a childrenSettled reaction"
+                ));
             }
             if r.trigger != Trigger::Operation && r.verb.is_some() {
                 errs.push(format!(

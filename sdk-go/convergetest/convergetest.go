@@ -3,7 +3,8 @@
 //
 // Run calls Provider.Work directly (with the request's deadline and panic capture, as the
 // runtime applies them); ExecuteTask runs the real wire path (StageTask decode → Work →
-// StageComplete encode) that the worker runtime uses.
+// StageComplete encode) that the worker runtime uses. To test a rollup that pages, set
+// req.Summary and req.Subtree = converge.FixedSubtree(rows) on the request.
 package convergetest
 
 import (

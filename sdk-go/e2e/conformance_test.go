@@ -61,6 +61,7 @@ func TestConformanceWorkerProgram(t *testing.T) {
 	s.apply("conf-leaf", "l1", map[string]any{"x": 1})
 	s.apply("conf-composite", "c1", map[string]any{"children": 2})
 	s.apply("conf-slow", "s1", map[string]any{"sleep_ms": 5000})
+	s.apply("conf-summary", "p1", map[string]any{"children": 3, "page_size": 2})
 	r := s.waitResource("conf-leaf", "l1", "Ready", phaseIs("Ready"))
 	if st := r["status"].(map[string]any); st["form"] != "go" || st["echo"].(map[string]any)["x"] != float64(1) {
 		t.Fatalf("leaf status: %v", st)
@@ -71,6 +72,14 @@ func TestConformanceWorkerProgram(t *testing.T) {
 	})
 	if c := s.get("conf-leaf", "c1-1"); c["spec"].(map[string]any)["upstream_index"] != float64(0) {
 		t.Fatalf("value flow: %v", c["spec"])
+	}
+	r = s.waitResource("conf-summary", "p1", "rolled up by paging", func(r map[string]any) bool {
+		st, _ := r["status"].(map[string]any)
+		ph, _ := st["by_phase"].(map[string]any)
+		return r["phase"] == "Ready" && ph["Ready"] == float64(3)
+	})
+	if b, _ := json.Marshal(r["status"]); string(b) != `{"by_kind":{"conf-leaf":3},"by_phase":{"Ready":3},"distinct":3,"included":false,"not_ready":0,"pages":2,"read":3,"sent":0,"total":3}` {
+		t.Fatalf("conf-summary status: %s", b)
 	}
 	poll(t, waitFor, "a cancelled event from the slow handler", func() (bool, string) {
 		b, _ := os.ReadFile(logPath)

@@ -130,7 +130,8 @@ func TestComposeWithEdgesFlowsAndRollup(t *testing.T) {
 		"kind": "go-stack", "kind_version": 1,
 		"reactions": []any{
 			map[string]any{"name": "compose", "trigger": "specChange", "emits": []any{"children", "edges", "status"}},
-			map[string]any{"name": "rollup", "trigger": "childrenSettled", "emits": []any{"status", "conditions"}},
+			// The full form: the rollup below reads req.Descendants.
+			map[string]any{"name": "rollup", "trigger": "childrenSettled", "emits": []any{"status", "conditions"}, "descendants": "full"},
 		},
 	})
 	part := converge.ProviderFunc(kv("go-part"), func(_ context.Context, req *converge.ReactionRequest) (*converge.Outcome, error) {

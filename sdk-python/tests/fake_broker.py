@@ -1,10 +1,12 @@
 """An in-process fake broker (a grpc.aio WorkerService server) that records every client
-frame and lets a test push server frames, to check the SDK's stream rules precisely."""
+frame and lets a test push server frames, to check the SDK's stream rules precisely. It also
+pages through a scripted subtree for ListDescendants, recording every call."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
@@ -16,7 +18,9 @@ from converge_sdk._proto import worker_pb2_grpc as pb_grpc
 class Stream:
     """One WorkStream as the broker sees it."""
 
-    def __init__(self) -> None:
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        """The client's address: which connection the stream runs on."""
         self.inbox: asyncio.Queue[Any] = asyncio.Queue()
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
         self.closed = asyncio.Event()
@@ -59,6 +63,12 @@ class FakeBroker(pb_grpc.WorkerServiceServicer):  # type: ignore[misc]
         """(rpc, authorization metadata or None) of every call, in arrival order."""
         self.server: grpc.aio.Server | None = None
         self.addr = ""
+        self.descendants: list[Any] = []
+        """The subtree ListDescendants pages through (wire Resources, in order)."""
+        self.list_error: grpc.StatusCode | None = None
+        """When set, every ListDescendants call fails with this code."""
+        self.list_calls: list[tuple[Any, str]] = []
+        """(ListDescendantsRequest, client address) of every call, in arrival order."""
 
     async def start(self, credentials: grpc.ServerCredentials | None = None) -> None:
         """Listens on a loopback port: h2c, or TLS with `credentials`."""
@@ -88,9 +98,23 @@ class FakeBroker(pb_grpc.WorkerServiceServicer):  # type: ignore[misc]
         self._record_auth("GetProviderConfig", context)
         return pb.GetProviderConfigResponse(entries=self.entries)
 
+    async def ListDescendants(self, request: Any, context: Any) -> Any:  # noqa: N802
+        """Pages through `descendants`; a page token is the decimal offset of its first row."""
+        self.list_calls.append((request, context.peer()))
+        self._record_auth("ListDescendants", context)
+        if self.list_error is not None:
+            await context.abort(self.list_error, "lease is no longer current")
+        start = int(request.page_token) if request.page_token else 0
+        end = min(start + (request.page_size or 500), len(self.descendants))
+        more = end < len(self.descendants)
+        return pb.ListDescendantsResponse(
+            descendants=self.descendants[start:end],
+            next_page_token=str(end).encode() if more else b"",
+        )
+
     async def WorkStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         self._record_auth("WorkStream", context)
-        s = Stream()
+        s = Stream(context.peer())
         await self.streams.put(s)
 
         async def read() -> None:
@@ -129,4 +153,28 @@ def work_task(lease: str, epoch: int = 1, *, kind: str = "k", name: str = "r",
         lease_token=lease, claim_epoch=epoch, task_deadline_ms=deadline_ms, trigger="specChange",
         attempt=attempt,
         work_req=pb.WorkRequest(resource=pb.Resource(kind=kind, name=name, spec=spec, generation=1)),
+    )
+
+
+def leaf_rows(n: int) -> list[Any]:
+    """`n` ready conf-leaf descendants `c0`..`c{n-1}` with fresh ids (wire Resources)."""
+    return [
+        pb.Resource(id=uuid.uuid4().bytes, kind="conf-leaf", kind_version=1, name=f"c{i}",
+                    spec=b"{}", is_ready=True, phase="Ready")
+        for i in range(n)
+    ]
+
+
+def rollup_task(lease: str, epoch: int = 1, *, resource_id: bytes = b"\x01" * 16,
+                summary: Any = None, descendants: Sequence[Any] = (),
+                included: bool = False) -> Any:
+    """A STAGE_ROLLUP task frame body for root `k/root` (kind `k`)."""
+    return pb.StageTask(
+        stage=pb.STAGE_ROLLUP, kind="k", kind_version=1, generation=1, reaction="rollup",
+        lease_token=lease, claim_epoch=epoch, resource_id=resource_id,
+        trigger="childrenSettled", attempt=1,
+        rollup_req=pb.RollupRequest(
+            root=pb.Resource(id=resource_id, kind="k", name="root", spec=b"{}", generation=1),
+            descendants=list(descendants), summary=summary, descendants_included=included,
+        ),
     )

@@ -156,6 +156,27 @@ async def test_composite_children_edges_flows_and_rollup(converge: Converge) -> 
         assert leaf["status"]["form"] == "python"
 
 
+async def test_a_rollup_that_pages_reads_every_child_once(converge: Converge) -> None:
+    # conf-summary's rollup gets the summary and no descendant; with page_size 2 it pages
+    # through the 5 children with ListDescendants (3 pages), with 0 it reads nothing.
+    conf = _load_conformance_worker()
+    async with worker(conf.providers(), fast_config(converge.broker, "e2e-pages")):
+        await converge.apply("conf-summary", "paged", {"children": 5, "page_size": 2})
+        await converge.apply("conf-summary", "counted", {"children": 4, "page_size": 0})
+        for name, n, pages in (("paged", 5, 3), ("counted", 4, 0)):
+            r = await converge.wait_resource(
+                "conf-summary", name, f"rolled up over {n} ready children",
+                lambda v, n=n: v["phase"] == "Ready"
+                and ((v.get("status") or {}).get("by_phase") or {}).get("Ready") == n,
+            )
+            read = n if pages else 0
+            assert r["status"] == {
+                "sent": 0, "included": False, "total": n, "by_kind": {"conf-leaf": n},
+                "by_phase": {"Ready": n}, "not_ready": 0, "pages": pages, "read": read,
+                "distinct": read,
+            }
+
+
 async def test_handler_stopped_midway_is_finished_by_a_new_worker(converge: Converge) -> None:
     started = asyncio.Event()
     saw_cancel = asyncio.Event()

@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::descendants::{Lister, RollupSummary, Subtree};
 use crate::json::Json;
 use crate::types::{
     ChildSpec, Condition, DepEdge, Operation, Outcome, ProviderConfig, ProviderConfigSpec,
@@ -52,7 +53,7 @@ fn json_opt(b: &[u8], what: &str) -> Result<Option<Value>, String> {
     parse_json(b).map_err(|e| format!("malformed {what} JSON: {e}"))
 }
 
-fn resource_from_pb(r: pb::Resource, what: &str) -> Result<Resource, String> {
+pub(crate) fn resource_from_pb(r: pb::Resource, what: &str) -> Result<Resource, String> {
     // The message is formatted only on error: a rollup decodes thousands of these. The
     // documents are checked here and decoded only when a handler reads them (see `Json`).
     let field = |b: bytes::Bytes, name: &str| -> Result<Option<Json>, String> {
@@ -113,6 +114,7 @@ pub(crate) fn request_from_task(
     config: ProviderConfig,
     cancel: CancellationToken,
     deadline: Option<tokio::time::Instant>,
+    lister: Option<&Lister>,
 ) -> Result<ReactionRequest, String> {
     use pb::stage_task::Request as R;
 
@@ -123,6 +125,10 @@ pub(crate) fn request_from_task(
         .ok()
         .filter(|s| *s != Stage::Unspecified)
         .ok_or_else(|| format!("task has unknown stage {}", task.stage))?;
+    let subtree = match (stage, lister) {
+        (Stage::Rollup, Some(l)) => l.subtree(&task),
+        _ => Subtree::default(),
+    };
     let config_override = json_opt(&task.provider_config, "provider_config override")?;
     let mut req = ReactionRequest {
         reaction: task.reaction,
@@ -145,6 +151,9 @@ pub(crate) fn request_from_task(
         bundle_override: task.provider_bundle,
         observed: Vec::new(),
         descendants: Vec::new(),
+        descendants_included: false,
+        summary: None,
+        subtree,
         operation: None,
         transition: None,
         dedup_token: String::new(),
@@ -162,6 +171,8 @@ pub(crate) fn request_from_task(
         (Stage::Rollup, Some(R::RollupReq(r))) => {
             req.resource = required(r.root, "root")?;
             req.descendants = resources_from_pb(r.descendants, "descendant")?;
+            req.descendants_included = r.descendants_included;
+            req.summary = Some(RollupSummary::from_pb(r.summary.unwrap_or_default()));
             req.status = json_opt(&r.status, "status")?;
         }
         (Stage::Delete, Some(R::DeleteReq(d))) => {

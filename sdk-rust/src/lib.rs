@@ -75,6 +75,7 @@
 
 mod config;
 mod convert;
+mod descendants;
 mod error;
 mod json;
 mod logging;
@@ -92,6 +93,7 @@ pub use config::{
 };
 /// The generated wire types of `converge.worker.v1` (for `testing::execute_task` and tests).
 pub use converge_proto::pb;
+pub use descendants::{DEFAULT_PAGE_SIZE, DescendantPages, RollupSummary, Subtree};
 pub use error::{ConfigError, HandlerError, LoggingError, WorkerError};
 pub use json::Json;
 pub use logging::init_logging;

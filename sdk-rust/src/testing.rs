@@ -49,6 +49,9 @@ pub fn request(kind: impl Into<String>, spec: Value) -> ReactionRequest {
         bundle_override: Vec::new(),
         observed: Vec::new(),
         descendants: Vec::new(),
+        descendants_included: false,
+        summary: None,
+        subtree: Default::default(),
         operation: None,
         transition: None,
         dedup_token: String::new(),
@@ -89,7 +92,7 @@ pub async fn execute_task(
         tokio::time::Instant::now() + Duration::from_millis(task.task_deadline_ms.unsigned_abs())
     });
     let cancel = CancellationToken::new();
-    let req = match request_from_task(task, config, cancel.clone(), deadline) {
+    let req = match request_from_task(task, config, cancel.clone(), deadline, None) {
         Ok(r) => r,
         Err(msg) => return fail_complete(&echo, &msg, true),
     };

@@ -13,7 +13,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{error::HandlerError, json::Json, merge};
+use crate::{
+    descendants::{RollupSummary, Subtree},
+    error::HandlerError,
+    json::Json,
+    merge,
+};
 
 pub use converge_proto::pb::{Stage, Transition};
 
@@ -185,8 +190,17 @@ pub struct ReactionRequest {
     pub bundle_override: Vec<u8>,
     /// The children the root currently owns (COMPOSE).
     pub observed: Vec<Resource>,
-    /// The root's live subtree (ROLLUP).
+    /// The root's live subtree (ROLLUP), only when the kind's rollup reaction declares
+    /// `"descendants": "full"` (then `descendants_included`); otherwise empty: read the
+    /// [`ReactionRequest::summary`], or page with [`ReactionRequest::descendant_pages`].
     pub descendants: Vec<Resource>,
+    /// Whether `descendants` holds the whole live subtree (the full form).
+    pub descendants_included: bool,
+    /// The subtree's counts and the refs that need attention (ROLLUP).
+    pub summary: Option<RollupSummary>,
+    /// Where [`ReactionRequest::descendant_pages`] reads from: the broker for a ROLLUP task,
+    /// nothing otherwise; a test sets [`Subtree::fixed`].
+    pub subtree: Subtree,
     /// The operation to run (OPERATE).
     pub operation: Option<Operation>,
     /// The lifecycle transition that fired (REACT).

@@ -295,18 +295,31 @@ async fn other_stages_work_rollup_and_operate() {
         phase: phase.into(),
         ..Resource::default()
     };
+    // The full form: counted from the rows the request carries.
     req.descendants = vec![
         child("vpc", true, "Ready"),
         child("subnet", false, "Failed"),
         child("subnet", true, "Ready"),
     ];
-    let out = run(&p, req.clone()).await.unwrap();
-    assert_eq!(
-        out.status,
-        Some(
-            json!({"bundle": "v1", "descendants": {"total": 3, "ready": 2, "failed": 1, "by_kind": {"subnet": 2, "vpc": 1}}})
-        )
+    req.descendants_included = true;
+    let want = Some(
+        json!({"bundle": "v1", "descendants": {"total": 3, "ready": 2, "failed": 1, "by_kind": {"subnet": 2, "vpc": 1}}}),
     );
+    let out = run(&p, req.clone()).await.unwrap();
+    assert_eq!(out.status, want);
+    // The summary form: the same counts from the summary, with no row in the request.
+    req.descendants = Vec::new();
+    req.descendants_included = false;
+    req.summary = Some(converge_sdk::RollupSummary {
+        total: 3,
+        by_phase: [("Ready".to_string(), 2), ("Failed".to_string(), 1)].into(),
+        by_kind: [("subnet".to_string(), 2), ("vpc".to_string(), 1)].into(),
+        failed_total: 1,
+        not_ready_total: 1,
+        ..Default::default()
+    });
+    let out = run(&p, req.clone()).await.unwrap();
+    assert_eq!(out.status, want);
     assert_eq!(
         rollup_status(Some(&json!(7)), &[])["descendants"]["total"],
         0

@@ -153,7 +153,7 @@ fn resource(kind: &str, name: &str, ready: bool) -> Resource {
 fn work_request_has_the_core_fields() {
     let mut req = testing::request("k", json!({"greeting": "hi"}));
     req.attempt = 3;
-    let doc = build_request(&req, Some(&json!({"x": 1})), b"");
+    let doc = build_request(&req, Some(&json!({"x": 1})), b"", &[]);
     assert_eq!(
         doc,
         json!({
@@ -164,7 +164,7 @@ fn work_request_has_the_core_fields() {
     );
     // A bundle is base64; a deadline becomes the remaining milliseconds.
     req.deadline = Some(tokio::time::Instant::now() + Duration::from_secs(10));
-    let doc = build_request(&req, None, b"hello");
+    let doc = build_request(&req, None, b"hello", &[]);
     assert_eq!(doc["bundle"], "aGVsbG8=");
     assert_eq!(doc["settings"], Value::Null);
     let left = doc["deadline_ms"].as_u64().unwrap();
@@ -177,7 +177,7 @@ fn stage_specific_fields_appear_only_for_their_stage() {
     req.stage = Stage::Compose;
     req.reaction = "compose".into();
     req.observed = vec![resource("c", "a", true)];
-    let doc = build_request(&req, None, b"");
+    let doc = build_request(&req, None, b"", &[]);
     assert_eq!(doc["stage"], "STAGE_COMPOSE");
     assert_eq!(
         doc["observed"],
@@ -187,9 +187,9 @@ fn stage_specific_fields_appear_only_for_their_stage() {
 
     req.stage = Stage::Rollup;
     req.observed.clear();
-    req.descendants = vec![resource("c", "a", false)];
+    let descendants = vec![resource("c", "a", false)];
     req.status = Some(json!({"so": "far"}));
-    let doc = build_request(&req, None, b"");
+    let doc = build_request(&req, None, b"", &descendants);
     assert_eq!(doc["descendants"][0]["is_ready"], false);
     assert_eq!(doc["status"], json!({"so": "far"}));
     assert!(doc.get("observed").is_none());
@@ -202,19 +202,19 @@ fn stage_specific_fields_appear_only_for_their_stage() {
         attempts: 1,
         requested_by: "me".into(),
     });
-    let doc = build_request(&req, None, b"");
+    let doc = build_request(&req, None, b"", &[]);
     assert_eq!(doc["operation"], json!({"verb": "ping", "input": {"x": 1}}));
 
     req.stage = Stage::React;
     req.transition = Some(Transition::Failed);
     req.dedup_token = "tok".into();
-    let doc = build_request(&req, None, b"");
+    let doc = build_request(&req, None, b"", &[]);
     assert_eq!(doc["transition"], "TRANSITION_FAILED");
     assert_eq!(doc["dedup_token"], "tok");
     assert!(doc.get("operation").is_none());
 
     req.stage = Stage::Delete;
-    let doc = build_request(&req, None, b"");
+    let doc = build_request(&req, None, b"", &[]);
     for absent in [
         "observed",
         "descendants",

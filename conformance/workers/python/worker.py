@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 
 from converge_sdk import (
     ChildSpec,
@@ -25,6 +26,7 @@ from converge_sdk import (
     ReactionRequest,
     RegistryError,
     ResourceRef,
+    RollupSummary,
     TerminalError,
     TransientError,
     ValueFlow,
@@ -123,6 +125,57 @@ class Composite(Provider):
                     "composed": n,
                     "descendants": len(req.descendants),
                     "ready": sum(1 for d in req.descendants if d.is_ready),
+                }
+            )
+        raise unknown(req)
+
+
+def spec_int(req: ReactionRequest, key: str, default: int) -> int:
+    """`spec[key]` as an integer in 0..50 (`default` when absent); anything else is terminal."""
+    spec = req.resource.spec if isinstance(req.resource.spec, dict) else {}
+    v = spec.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 50:
+        raise TerminalError(f"{key} must be an integer in 0..50, got {v!r}")
+    return v
+
+
+class Summary(Provider):
+    """conf-summary: children without edges, and a rollup that reads the subtree's summary and
+    pages through the descendants only when the spec's `page_size` asks it to."""
+
+    kind = KindVersion("conf-summary", 1)
+
+    async def work(self, req: ReactionRequest) -> Outcome:
+        n = spec_int(req, "children", 2)
+        name = req.resource.name
+        if req.reaction == "compose":
+            record(req, "compose")
+            out = Outcome(status={"composed": n})
+            for i in range(n):
+                out.with_child(ChildSpec("conf-leaf", 1, f"{name}-{i}", {"index": i}))
+            return out
+        if req.reaction == "rollup":
+            record(req, "rollup")
+            page_size = spec_int(req, "page_size", 0)
+            pages, read = 0, 0
+            distinct: set[uuid.UUID] = set()
+            if page_size > 0:
+                async for page in req.descendant_pages(page_size):
+                    pages += 1
+                    read += len(page)
+                    distinct.update(d.id for d in page)
+            s = req.summary or RollupSummary()
+            return Outcome(
+                status={
+                    "sent": len(req.descendants),
+                    "included": req.descendants_included,
+                    "total": s.total,
+                    "by_kind": s.by_kind,
+                    "by_phase": s.by_phase,
+                    "not_ready": s.not_ready_total,
+                    "pages": pages,
+                    "read": read,
+                    "distinct": len(distinct),
                 }
             )
         raise unknown(req)
@@ -232,7 +285,7 @@ class ConfigEcho(Provider):
 
 def providers() -> list[Provider]:
     """Every conformance kind."""
-    return [Leaf(), Composite(), Final(), Fail(), Slow(), Ready(), ConfigEcho()]
+    return [Leaf(), Composite(), Summary(), Final(), Fail(), Slow(), Ready(), ConfigEcho()]
 
 
 def main() -> int:

@@ -110,7 +110,7 @@ pub struct RelatedRow {
 }
 
 /// The columns a [`RelatedRow`] is read from, in the order its decoder takes them.
-const RELATED_COLUMNS: &str = "id, kind, kind_version, name, owner_id, root_id, \
+pub(crate) const RELATED_COLUMNS: &str = "id, kind, kind_version, name, owner_id, root_id, \
      spec::text AS spec, status::text AS status, generation, synced_gen, is_ready, labels, \
      phase, failure_message";
 
@@ -159,11 +159,8 @@ pub async fn related(
     root_id: Option<Uuid>,
     subtree: bool,
 ) -> Result<Vec<RelatedRow>> {
-    // Two static shapes so each uses its index (root_id / owner_id).
-    let filter = if subtree && root_id.is_none() {
-        "WHERE root_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL"
-    } else if subtree {
-        "WHERE owner_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL"
+    let filter = if subtree {
+        subtree_filter(root_id)
     } else {
         "WHERE owner_id = $1"
     };
@@ -187,6 +184,17 @@ pub async fn related(
     Ok(rows)
 }
 
+/// The live subtree of composite `$1` whose root is `root_id`: every live resource carrying
+/// its id as root_id when it is a top-level root, its direct children otherwise. Two static
+/// shapes so each uses its index (root_id / owner_id).
+pub(crate) fn subtree_filter(root_id: Option<Uuid>) -> &'static str {
+    if root_id.is_none() {
+        "WHERE root_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL"
+    } else {
+        "WHERE owner_id = $1 AND frozen_until IS NULL AND deletion_requested_at IS NULL"
+    }
+}
+
 /// Deletes the rechecks of composite `$1` that the statement's snapshot sees.
 ///
 /// A recheck a drainer pass holds is waited for, not skipped: that pass keeps a recheck whose
@@ -195,7 +203,7 @@ pub async fn related(
 /// its rows for milliseconds and never waits for this statement (it skips locked rows).
 /// Rows are locked in id order, so two reads of one composite (a lapsed lease's run and its
 /// successor) cannot deadlock.
-const RETIRE_RECHECKS: &str = "WITH retired AS (DELETE FROM rollup_recheck WHERE id IN \
+pub(crate) const RETIRE_RECHECKS: &str = "WITH retired AS (DELETE FROM rollup_recheck WHERE id IN \
      (SELECT id FROM rollup_recheck WHERE root_id = $1 ORDER BY id FOR UPDATE)) ";
 
 /// The related-resources query with `prefix`, `filter` and `order` (constants): built from

@@ -8,6 +8,7 @@
 //! the broker, `ApiError::db(op)` in the API).
 
 pub mod compose;
+pub mod descendants;
 pub mod engine_sql;
 pub mod events;
 pub mod kinds;

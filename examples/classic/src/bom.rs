@@ -69,7 +69,9 @@ impl Provider for ClassicBom {
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
         match req.stage {
             Stage::Compose => compose(&req.resource.name, &req.spec()?),
-            Stage::Rollup => Ok(rollup(&req.descendants)),
+            // Per-kind ready counts and the not-ready children's phases are more than the
+            // request's summary holds, so the rollup pages through the subtree.
+            Stage::Rollup => Ok(rollup(&req.read_descendants().await?)),
             other => Err(HandlerError::terminal(format!(
                 "classicbom serves only the compose and rollup stages, not {other:?}"
             ))),

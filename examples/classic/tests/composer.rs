@@ -3,8 +3,8 @@
 
 use classic_worker::ClassicBom;
 use converge_sdk::{
-    ChildSpec, DepEdge, Outcome, ReactionRequest, Resource, ResourceRef, Stage, ValueFlow, testing,
-    trigger,
+    ChildSpec, DepEdge, Outcome, ReactionRequest, Resource, ResourceRef, Stage, Subtree, ValueFlow,
+    testing, trigger,
 };
 use serde_json::{Value, json};
 
@@ -21,7 +21,7 @@ fn rollup_request(descendants: Vec<Resource>) -> ReactionRequest {
     req.reaction = "rollup".into();
     req.stage = Stage::Rollup;
     req.trigger = trigger::CHILDREN_SETTLED.into();
-    req.descendants = descendants;
+    req.subtree = Subtree::fixed(descendants);
     req
 }
 

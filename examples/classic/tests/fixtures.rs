@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use classic_worker::{Account, ClassicBom, Route, Tgw, Vpc};
 use converge_proto::manifest::{Emit, KindManifest, Trigger};
-use converge_sdk::{HandlerError, Outcome, Resource, Stage, testing, trigger};
+use converge_sdk::{HandlerError, Outcome, Resource, Stage, Subtree, testing, trigger};
 use serde_json::{Value, json};
 
 const KINDS: [&str; 5] = ["classicbom", "account", "vpc", "tgw", "route"];
@@ -275,7 +275,7 @@ async fn the_sample_bom_composes_runs_in_order_and_rolls_up() {
     req.reaction = "rollup".into();
     req.stage = Stage::Rollup;
     req.trigger = trigger::CHILDREN_SETTLED.into();
-    req.descendants = done.into_values().collect();
+    req.subtree = Subtree::fixed(done.into_values().collect());
     let out = testing::run(&ClassicBom, req).await.unwrap();
     let per = json!({"children": 6, "ready": 6});
     let status = out.status.unwrap();

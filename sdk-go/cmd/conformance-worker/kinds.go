@@ -19,6 +19,7 @@ func providers(form string, events *eventLog) []converge.Provider {
 	return []converge.Provider{
 		leaf{b, "conf-leaf"},
 		composite{b},
+		summary{b},
 		final{b},
 		failing{b},
 		slow{b},
@@ -123,6 +124,81 @@ func (c composite) Work(_ context.Context, req *converge.ReactionRequest) (*conv
 		}), nil
 	}
 	return nil, unknownReaction(req)
+}
+
+// summary is conf-summary: children without edges, and a rollup that reads the summary
+// and pages through the descendants only when spec.page_size asks it to.
+type summary struct{ base }
+
+func (summary) Kind() converge.KindVersion { return kv("conf-summary") }
+
+func (s summary) Work(ctx context.Context, req *converge.ReactionRequest) (*converge.Outcome, error) {
+	s.start(req)
+	var spec struct {
+		Children *int `json:"children"`
+		PageSize int  `json:"page_size"`
+	}
+	if err := req.Spec(&spec); err != nil {
+		return nil, err
+	}
+	n := 2
+	if spec.Children != nil {
+		n = *spec.Children
+	}
+	switch req.Reaction {
+	case "compose":
+		out := converge.StatusOutcome(map[string]any{"composed": n})
+		for i := 0; i < n; i++ {
+			out.WithChild(converge.NewChild("conf-leaf", 1, fmt.Sprintf("%s-%d", req.Resource.Name, i), map[string]any{"index": i}))
+		}
+		if out.Children == nil {
+			out.Children = []converge.ChildSpec{} // prune every child: a real answer
+		}
+		return out, nil
+	case "rollup":
+		sum := req.Summary
+		if sum == nil {
+			sum = &converge.RollupSummary{}
+		}
+		pages, read, ids := 0, 0, map[converge.UUID]struct{}{}
+		if spec.PageSize > 0 {
+			pager := req.DescendantPages(spec.PageSize)
+			for {
+				page, ok, err := pager.Next(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					break
+				}
+				pages++
+				read += len(page)
+				for _, d := range page {
+					ids[d.ID] = struct{}{}
+				}
+			}
+		}
+		return converge.StatusOutcome(map[string]any{
+			"sent":      len(req.Descendants),
+			"included":  req.DescendantsIncluded,
+			"total":     sum.Total,
+			"by_kind":   counts(sum.ByKind),
+			"by_phase":  counts(sum.ByPhase),
+			"not_ready": sum.NotReadyTotal,
+			"pages":     pages,
+			"read":      read,
+			"distinct":  len(ids),
+		}), nil
+	}
+	return nil, unknownReaction(req)
+}
+
+// counts is m, or an empty map for nil, so that it encodes as {} rather than null.
+func counts(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return map[string]int64{}
+	}
+	return m
 }
 
 // final is conf-final: a leaf whose teardown fails transiently a given number of times.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,32 @@ func TestConformanceKinds(t *testing.T) {
 		t.Fatalf("compose: %+v %v", o, err)
 	}
 
+	sum := find(t, ps, "conf-summary")
+	req = convergetest.Request("conf-summary", map[string]any{"children": 3})
+	req.Reaction, req.Stage, req.Resource.Name = "compose", converge.StageCompose, "s"
+	if o, err = convergetest.Run(ctx, sum, req); err != nil || len(o.Children) != 3 || len(o.Edges) != 0 || o.Children[2].Name != "s-2" {
+		t.Fatalf("summary compose: %+v %v", o, err)
+	}
+	var rows []converge.Resource
+	for i := range 5 {
+		rows = append(rows, converge.Resource{ID: converge.UUID{15: byte(i + 1)}, Kind: "conf-leaf", Name: fmt.Sprintf("s-%d", i)})
+	}
+	for _, tc := range []struct {
+		pageSize int
+		want     string
+	}{
+		{0, `{"by_kind":{"conf-leaf":5},"by_phase":{"Ready":5},"distinct":0,"included":false,"not_ready":0,"pages":0,"read":0,"sent":0,"total":5}`},
+		{2, `{"by_kind":{"conf-leaf":5},"by_phase":{"Ready":5},"distinct":5,"included":false,"not_ready":0,"pages":3,"read":5,"sent":0,"total":5}`},
+	} {
+		req = convergetest.Request("conf-summary", map[string]any{"children": 5, "page_size": tc.pageSize})
+		req.Reaction, req.Stage = "rollup", converge.StageRollup
+		req.Summary = &converge.RollupSummary{Total: 5, ByKind: map[string]int64{"conf-leaf": 5}, ByPhase: map[string]int64{"Ready": 5}}
+		req.Subtree = converge.FixedSubtree(rows)
+		if o, err = convergetest.Run(ctx, sum, req); err != nil || asJSON(t, o.Status) != tc.want {
+			t.Fatalf("summary rollup at page size %d: %v %v", tc.pageSize, o, err)
+		}
+	}
+
 	fail := find(t, ps, "conf-fail")
 	req = convergetest.Request("conf-fail", map[string]any{"mode": "transient", "times": 1})
 	if _, err := convergetest.Run(ctx, fail, req); err == nil || converge.IsTerminal(err) || err.Error() != "conformance transient 1" {
@@ -98,7 +125,7 @@ func TestConformanceKinds(t *testing.T) {
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile(logPath)
 		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) >= 9 {
+		if len(lines) >= 12 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -1806,12 +1806,19 @@ type RollupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The composite root.
 	Root *Resource `protobuf:"bytes,1,opt,name=root,proto3" json:"root,omitempty"`
-	// Its whole live subtree.
+	// Its whole live subtree, only when the kind's rollup reaction declares
+	// `"descendants": "full"` (see `descendants_included`); otherwise empty, and a handler
+	// that needs the rows pages through them with ListDescendants.
 	Descendants []*Resource `protobuf:"bytes,2,rep,name=descendants,proto3" json:"descendants,omitempty"`
 	// Status accumulated so far in this reconcile.
-	Status        []byte `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Status []byte `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// Counts and the refs that need attention, always set; cheap to compute and to send
+	// whatever the size of the subtree.
+	Summary *RollupSummary `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Whether `descendants` carries the whole live subtree (the full form).
+	DescendantsIncluded bool `protobuf:"varint,5,opt,name=descendants_included,json=descendantsIncluded,proto3" json:"descendants_included,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RollupRequest) Reset() {
@@ -1865,6 +1872,258 @@ func (x *RollupRequest) GetStatus() []byte {
 	return nil
 }
 
+func (x *RollupRequest) GetSummary() *RollupSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *RollupRequest) GetDescendantsIncluded() bool {
+	if x != nil {
+		return x.DescendantsIncluded
+	}
+	return false
+}
+
+// RollupSummary describes a composite's live subtree without shipping it.
+type RollupSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many live descendants there are.
+	Total int64 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// Live descendants per phase (Ready, Reconciling, Degraded, Failed, ...).
+	ByPhase map[string]int64 `protobuf:"bytes,2,rep,name=by_phase,json=byPhase,proto3" json:"by_phase,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Live descendants per kind.
+	ByKind map[string]int64 `protobuf:"bytes,3,rep,name=by_kind,json=byKind,proto3" json:"by_kind,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The first failed descendants in (kind, name) order, at most 100.
+	Failed []*ResourceRef `protobuf:"bytes,4,rep,name=failed,proto3" json:"failed,omitempty"`
+	// The first descendants that are not ready, in (kind, name) order, at most 100.
+	NotReady []*ResourceRef `protobuf:"bytes,5,rep,name=not_ready,json=notReady,proto3" json:"not_ready,omitempty"`
+	// How many descendants are failed (`failed` may list fewer).
+	FailedTotal int64 `protobuf:"varint,6,opt,name=failed_total,json=failedTotal,proto3" json:"failed_total,omitempty"`
+	// How many descendants are not ready (`not_ready` may list fewer).
+	NotReadyTotal int64 `protobuf:"varint,7,opt,name=not_ready_total,json=notReadyTotal,proto3" json:"not_ready_total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollupSummary) Reset() {
+	*x = RollupSummary{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollupSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollupSummary) ProtoMessage() {}
+
+func (x *RollupSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollupSummary.ProtoReflect.Descriptor instead.
+func (*RollupSummary) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RollupSummary) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *RollupSummary) GetByPhase() map[string]int64 {
+	if x != nil {
+		return x.ByPhase
+	}
+	return nil
+}
+
+func (x *RollupSummary) GetByKind() map[string]int64 {
+	if x != nil {
+		return x.ByKind
+	}
+	return nil
+}
+
+func (x *RollupSummary) GetFailed() []*ResourceRef {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *RollupSummary) GetNotReady() []*ResourceRef {
+	if x != nil {
+		return x.NotReady
+	}
+	return nil
+}
+
+func (x *RollupSummary) GetFailedTotal() int64 {
+	if x != nil {
+		return x.FailedTotal
+	}
+	return 0
+}
+
+func (x *RollupSummary) GetNotReadyTotal() int64 {
+	if x != nil {
+		return x.NotReadyTotal
+	}
+	return 0
+}
+
+// ListDescendantsRequest asks for one page of a rollup task's descendants.
+type ListDescendantsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The composite (16 bytes): the ROLLUP task's resource_id.
+	ResourceId []byte `protobuf:"bytes,1,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	// The task's lease; a lease that is no longer current is refused (FAILED_PRECONDITION).
+	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// The task's claim epoch.
+	ClaimEpoch int64 `protobuf:"varint,3,opt,name=claim_epoch,json=claimEpoch,proto3" json:"claim_epoch,omitempty"`
+	// Empty for the first page; then the previous response's `next_page_token`.
+	PageToken []byte `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Most descendants to return; 0 means 500, and more than 2,000 is read as 2,000.
+	PageSize      uint32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDescendantsRequest) Reset() {
+	*x = ListDescendantsRequest{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDescendantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDescendantsRequest) ProtoMessage() {}
+
+func (x *ListDescendantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDescendantsRequest.ProtoReflect.Descriptor instead.
+func (*ListDescendantsRequest) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListDescendantsRequest) GetResourceId() []byte {
+	if x != nil {
+		return x.ResourceId
+	}
+	return nil
+}
+
+func (x *ListDescendantsRequest) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *ListDescendantsRequest) GetClaimEpoch() int64 {
+	if x != nil {
+		return x.ClaimEpoch
+	}
+	return 0
+}
+
+func (x *ListDescendantsRequest) GetPageToken() []byte {
+	if x != nil {
+		return x.PageToken
+	}
+	return nil
+}
+
+func (x *ListDescendantsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ListDescendantsResponse is one page of descendants, in a stable order: reading every page
+// once yields every live descendant exactly once.
+type ListDescendantsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This page's descendants.
+	Descendants []*Resource `protobuf:"bytes,1,rep,name=descendants,proto3" json:"descendants,omitempty"`
+	// Pass to the next call; empty when this was the last page.
+	NextPageToken []byte `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDescendantsResponse) Reset() {
+	*x = ListDescendantsResponse{}
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDescendantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDescendantsResponse) ProtoMessage() {}
+
+func (x *ListDescendantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDescendantsResponse.ProtoReflect.Descriptor instead.
+func (*ListDescendantsResponse) Descriptor() ([]byte, []int) {
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListDescendantsResponse) GetDescendants() []*Resource {
+	if x != nil {
+		return x.Descendants
+	}
+	return nil
+}
+
+func (x *ListDescendantsResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
 // DeleteRequest asks a finalizer to tear a resource down.
 type DeleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1876,7 +2135,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2147,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2160,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteRequest) GetResource() *Resource {
@@ -1924,7 +2183,7 @@ type OperateRequest struct {
 
 func (x *OperateRequest) Reset() {
 	*x = OperateRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2195,7 @@ func (x *OperateRequest) String() string {
 func (*OperateRequest) ProtoMessage() {}
 
 func (x *OperateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2208,7 @@ func (x *OperateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperateRequest.ProtoReflect.Descriptor instead.
 func (*OperateRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OperateRequest) GetResource() *Resource {
@@ -1981,7 +2240,7 @@ type ReactRequest struct {
 
 func (x *ReactRequest) Reset() {
 	*x = ReactRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2252,7 @@ func (x *ReactRequest) String() string {
 func (*ReactRequest) ProtoMessage() {}
 
 func (x *ReactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2265,7 @@ func (x *ReactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReactRequest.ProtoReflect.Descriptor instead.
 func (*ReactRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReactRequest) GetResource() *Resource {
@@ -2047,7 +2306,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2318,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2331,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Condition) GetType() string {
@@ -2122,7 +2381,7 @@ type ComposeResult struct {
 
 func (x *ComposeResult) Reset() {
 	*x = ComposeResult{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2393,7 @@ func (x *ComposeResult) String() string {
 func (*ComposeResult) ProtoMessage() {}
 
 func (x *ComposeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2406,7 @@ func (x *ComposeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComposeResult.ProtoReflect.Descriptor instead.
 func (*ComposeResult) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ComposeResult) GetDesired() []*ChildSpec {
@@ -2214,7 +2473,7 @@ type StageComplete struct {
 
 func (x *StageComplete) Reset() {
 	*x = StageComplete{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2485,7 @@ func (x *StageComplete) String() string {
 func (*StageComplete) ProtoMessage() {}
 
 func (x *StageComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[23]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2498,7 @@ func (x *StageComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageComplete.ProtoReflect.Descriptor instead.
 func (*StageComplete) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StageComplete) GetLeaseToken() string {
@@ -2327,7 +2586,7 @@ type CompleteAck struct {
 
 func (x *CompleteAck) Reset() {
 	*x = CompleteAck{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2598,7 @@ func (x *CompleteAck) String() string {
 func (*CompleteAck) ProtoMessage() {}
 
 func (x *CompleteAck) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[24]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2611,7 @@ func (x *CompleteAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAck.ProtoReflect.Descriptor instead.
 func (*CompleteAck) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompleteAck) GetLeaseToken() string {
@@ -2391,7 +2650,7 @@ type CancelTask struct {
 
 func (x *CancelTask) Reset() {
 	*x = CancelTask{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2662,7 @@ func (x *CancelTask) String() string {
 func (*CancelTask) ProtoMessage() {}
 
 func (x *CancelTask) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[25]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2675,7 @@ func (x *CancelTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTask.ProtoReflect.Descriptor instead.
 func (*CancelTask) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelTask) GetLeaseToken() string {
@@ -2453,7 +2712,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2724,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[26]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2737,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Drain) GetReason() string {
@@ -2508,7 +2767,7 @@ type GetProviderConfigRequest struct {
 
 func (x *GetProviderConfigRequest) Reset() {
 	*x = GetProviderConfigRequest{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2779,7 @@ func (x *GetProviderConfigRequest) String() string {
 func (*GetProviderConfigRequest) ProtoMessage() {}
 
 func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[27]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2792,7 @@ func (x *GetProviderConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigRequest) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetProviderConfigRequest) GetKinds() []string {
@@ -2561,7 +2820,7 @@ type GetProviderConfigResponse struct {
 
 func (x *GetProviderConfigResponse) Reset() {
 	*x = GetProviderConfigResponse{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2832,7 @@ func (x *GetProviderConfigResponse) String() string {
 func (*GetProviderConfigResponse) ProtoMessage() {}
 
 func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[28]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2845,7 @@ func (x *GetProviderConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderConfigResponse) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetProviderConfigResponse) GetEntries() []*ProviderConfigEntry {
@@ -2613,7 +2872,7 @@ type ProviderConfigEntry struct {
 
 func (x *ProviderConfigEntry) Reset() {
 	*x = ProviderConfigEntry{}
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2884,7 @@ func (x *ProviderConfigEntry) String() string {
 func (*ProviderConfigEntry) ProtoMessage() {}
 
 func (x *ProviderConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_converge_worker_v1_worker_proto_msgTypes[29]
+	mi := &file_converge_worker_v1_worker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2897,7 @@ func (x *ProviderConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderConfigEntry.ProtoReflect.Descriptor instead.
 func (*ProviderConfigEntry) Descriptor() ([]byte, []int) {
-	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_converge_worker_v1_worker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ProviderConfigEntry) GetKind() string {
@@ -2816,11 +3075,40 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\aconfigs\x18\x05 \x03(\v2&.converge.worker.v1.ProviderConfigSpecR\aconfigs\"_\n" +
 	"\vWorkRequest\x128\n" +
 	"\bresource\x18\x01 \x01(\v2\x1c.converge.worker.v1.ResourceR\bresource\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\fR\x06status\"\x99\x01\n" +
+	"\x06status\x18\x02 \x01(\fR\x06status\"\x89\x02\n" +
 	"\rRollupRequest\x120\n" +
 	"\x04root\x18\x01 \x01(\v2\x1c.converge.worker.v1.ResourceR\x04root\x12>\n" +
 	"\vdescendants\x18\x02 \x03(\v2\x1c.converge.worker.v1.ResourceR\vdescendants\x12\x16\n" +
-	"\x06status\x18\x03 \x01(\fR\x06status\"I\n" +
+	"\x06status\x18\x03 \x01(\fR\x06status\x12;\n" +
+	"\asummary\x18\x04 \x01(\v2!.converge.worker.v1.RollupSummaryR\asummary\x121\n" +
+	"\x14descendants_included\x18\x05 \x01(\bR\x13descendantsIncluded\"\xf1\x03\n" +
+	"\rRollupSummary\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\x03R\x05total\x12I\n" +
+	"\bby_phase\x18\x02 \x03(\v2..converge.worker.v1.RollupSummary.ByPhaseEntryR\abyPhase\x12F\n" +
+	"\aby_kind\x18\x03 \x03(\v2-.converge.worker.v1.RollupSummary.ByKindEntryR\x06byKind\x127\n" +
+	"\x06failed\x18\x04 \x03(\v2\x1f.converge.worker.v1.ResourceRefR\x06failed\x12<\n" +
+	"\tnot_ready\x18\x05 \x03(\v2\x1f.converge.worker.v1.ResourceRefR\bnotReady\x12!\n" +
+	"\ffailed_total\x18\x06 \x01(\x03R\vfailedTotal\x12&\n" +
+	"\x0fnot_ready_total\x18\a \x01(\x03R\rnotReadyTotal\x1a:\n" +
+	"\fByPhaseEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
+	"\vByKindEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xb7\x01\n" +
+	"\x16ListDescendantsRequest\x12\x1f\n" +
+	"\vresource_id\x18\x01 \x01(\fR\n" +
+	"resourceId\x12\x1f\n" +
+	"\vlease_token\x18\x02 \x01(\tR\n" +
+	"leaseToken\x12\x1f\n" +
+	"\vclaim_epoch\x18\x03 \x01(\x03R\n" +
+	"claimEpoch\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\fR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\rR\bpageSize\"\x81\x01\n" +
+	"\x17ListDescendantsResponse\x12>\n" +
+	"\vdescendants\x18\x01 \x03(\v2\x1c.converge.worker.v1.ResourceR\vdescendants\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"I\n" +
 	"\rDeleteRequest\x128\n" +
 	"\bresource\x18\x01 \x01(\v2\x1c.converge.worker.v1.ResourceR\bresource\"\x87\x01\n" +
 	"\x0eOperateRequest\x128\n" +
@@ -2905,11 +3193,12 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x11TRANSITION_SYNCED\x10\x02\x12\x17\n" +
 	"\x13TRANSITION_DEGRADED\x10\x03\x12\x15\n" +
 	"\x11TRANSITION_FAILED\x10\x04\x12\x16\n" +
-	"\x12TRANSITION_DELETED\x10\x052\xe5\x01\n" +
+	"\x12TRANSITION_DELETED\x10\x052\xd1\x02\n" +
 	"\rWorkerService\x12b\n" +
 	"\n" +
 	"WorkStream\x12'.converge.worker.v1.WorkStreamClientMsg\x1a'.converge.worker.v1.WorkStreamServerMsg(\x010\x01\x12p\n" +
-	"\x11GetProviderConfig\x12,.converge.worker.v1.GetProviderConfigRequest\x1a-.converge.worker.v1.GetProviderConfigResponseB'Z%converge.dev/sdk-go/workerpb;workerpbb\x06proto3"
+	"\x11GetProviderConfig\x12,.converge.worker.v1.GetProviderConfigRequest\x1a-.converge.worker.v1.GetProviderConfigResponse\x12j\n" +
+	"\x0fListDescendants\x12*.converge.worker.v1.ListDescendantsRequest\x1a+.converge.worker.v1.ListDescendantsResponseB'Z%converge.dev/sdk-go/workerpb;workerpbb\x06proto3"
 
 var (
 	file_converge_worker_v1_worker_proto_rawDescOnce sync.Once
@@ -2924,7 +3213,7 @@ func file_converge_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_converge_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_converge_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(Stage)(0),                        // 0: converge.worker.v1.Stage
 	(Transition)(0),                   // 1: converge.worker.v1.Transition
@@ -2946,41 +3235,46 @@ var file_converge_worker_v1_worker_proto_goTypes = []any{
 	(*ComposeRequest)(nil),            // 17: converge.worker.v1.ComposeRequest
 	(*WorkRequest)(nil),               // 18: converge.worker.v1.WorkRequest
 	(*RollupRequest)(nil),             // 19: converge.worker.v1.RollupRequest
-	(*DeleteRequest)(nil),             // 20: converge.worker.v1.DeleteRequest
-	(*OperateRequest)(nil),            // 21: converge.worker.v1.OperateRequest
-	(*ReactRequest)(nil),              // 22: converge.worker.v1.ReactRequest
-	(*Condition)(nil),                 // 23: converge.worker.v1.Condition
-	(*ComposeResult)(nil),             // 24: converge.worker.v1.ComposeResult
-	(*StageComplete)(nil),             // 25: converge.worker.v1.StageComplete
-	(*CompleteAck)(nil),               // 26: converge.worker.v1.CompleteAck
-	(*CancelTask)(nil),                // 27: converge.worker.v1.CancelTask
-	(*Drain)(nil),                     // 28: converge.worker.v1.Drain
-	(*GetProviderConfigRequest)(nil),  // 29: converge.worker.v1.GetProviderConfigRequest
-	(*GetProviderConfigResponse)(nil), // 30: converge.worker.v1.GetProviderConfigResponse
-	(*ProviderConfigEntry)(nil),       // 31: converge.worker.v1.ProviderConfigEntry
-	nil,                               // 32: converge.worker.v1.Resource.LabelsEntry
-	nil,                               // 33: converge.worker.v1.ChildSpec.LabelsEntry
+	(*RollupSummary)(nil),             // 20: converge.worker.v1.RollupSummary
+	(*ListDescendantsRequest)(nil),    // 21: converge.worker.v1.ListDescendantsRequest
+	(*ListDescendantsResponse)(nil),   // 22: converge.worker.v1.ListDescendantsResponse
+	(*DeleteRequest)(nil),             // 23: converge.worker.v1.DeleteRequest
+	(*OperateRequest)(nil),            // 24: converge.worker.v1.OperateRequest
+	(*ReactRequest)(nil),              // 25: converge.worker.v1.ReactRequest
+	(*Condition)(nil),                 // 26: converge.worker.v1.Condition
+	(*ComposeResult)(nil),             // 27: converge.worker.v1.ComposeResult
+	(*StageComplete)(nil),             // 28: converge.worker.v1.StageComplete
+	(*CompleteAck)(nil),               // 29: converge.worker.v1.CompleteAck
+	(*CancelTask)(nil),                // 30: converge.worker.v1.CancelTask
+	(*Drain)(nil),                     // 31: converge.worker.v1.Drain
+	(*GetProviderConfigRequest)(nil),  // 32: converge.worker.v1.GetProviderConfigRequest
+	(*GetProviderConfigResponse)(nil), // 33: converge.worker.v1.GetProviderConfigResponse
+	(*ProviderConfigEntry)(nil),       // 34: converge.worker.v1.ProviderConfigEntry
+	nil,                               // 35: converge.worker.v1.Resource.LabelsEntry
+	nil,                               // 36: converge.worker.v1.ChildSpec.LabelsEntry
+	nil,                               // 37: converge.worker.v1.RollupSummary.ByPhaseEntry
+	nil,                               // 38: converge.worker.v1.RollupSummary.ByKindEntry
 }
 var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	4,  // 0: converge.worker.v1.WorkStreamClientMsg.subscribe:type_name -> converge.worker.v1.Subscribe
-	25, // 1: converge.worker.v1.WorkStreamClientMsg.complete:type_name -> converge.worker.v1.StageComplete
+	28, // 1: converge.worker.v1.WorkStreamClientMsg.complete:type_name -> converge.worker.v1.StageComplete
 	7,  // 2: converge.worker.v1.WorkStreamClientMsg.interest:type_name -> converge.worker.v1.Interest
 	6,  // 3: converge.worker.v1.WorkStreamClientMsg.heartbeat:type_name -> converge.worker.v1.WorkHeartbeat
 	9,  // 4: converge.worker.v1.WorkStreamServerMsg.task:type_name -> converge.worker.v1.StageTask
 	8,  // 5: converge.worker.v1.WorkStreamServerMsg.config:type_name -> converge.worker.v1.ProviderConfigUpdate
-	26, // 6: converge.worker.v1.WorkStreamServerMsg.ack:type_name -> converge.worker.v1.CompleteAck
-	27, // 7: converge.worker.v1.WorkStreamServerMsg.cancel:type_name -> converge.worker.v1.CancelTask
-	28, // 8: converge.worker.v1.WorkStreamServerMsg.drain:type_name -> converge.worker.v1.Drain
+	29, // 6: converge.worker.v1.WorkStreamServerMsg.ack:type_name -> converge.worker.v1.CompleteAck
+	30, // 7: converge.worker.v1.WorkStreamServerMsg.cancel:type_name -> converge.worker.v1.CancelTask
+	31, // 8: converge.worker.v1.WorkStreamServerMsg.drain:type_name -> converge.worker.v1.Drain
 	5,  // 9: converge.worker.v1.Subscribe.resumed:type_name -> converge.worker.v1.ResumedTask
 	0,  // 10: converge.worker.v1.StageTask.stage:type_name -> converge.worker.v1.Stage
 	17, // 11: converge.worker.v1.StageTask.compose_req:type_name -> converge.worker.v1.ComposeRequest
 	18, // 12: converge.worker.v1.StageTask.work_req:type_name -> converge.worker.v1.WorkRequest
 	19, // 13: converge.worker.v1.StageTask.rollup_req:type_name -> converge.worker.v1.RollupRequest
-	20, // 14: converge.worker.v1.StageTask.delete_req:type_name -> converge.worker.v1.DeleteRequest
-	21, // 15: converge.worker.v1.StageTask.operate_req:type_name -> converge.worker.v1.OperateRequest
-	22, // 16: converge.worker.v1.StageTask.react_req:type_name -> converge.worker.v1.ReactRequest
-	32, // 17: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
-	33, // 18: converge.worker.v1.ChildSpec.labels:type_name -> converge.worker.v1.ChildSpec.LabelsEntry
+	23, // 14: converge.worker.v1.StageTask.delete_req:type_name -> converge.worker.v1.DeleteRequest
+	24, // 15: converge.worker.v1.StageTask.operate_req:type_name -> converge.worker.v1.OperateRequest
+	25, // 16: converge.worker.v1.StageTask.react_req:type_name -> converge.worker.v1.ReactRequest
+	35, // 17: converge.worker.v1.Resource.labels:type_name -> converge.worker.v1.Resource.LabelsEntry
+	36, // 18: converge.worker.v1.ChildSpec.labels:type_name -> converge.worker.v1.ChildSpec.LabelsEntry
 	11, // 19: converge.worker.v1.DepEdge.from:type_name -> converge.worker.v1.ResourceRef
 	11, // 20: converge.worker.v1.DepEdge.to:type_name -> converge.worker.v1.ResourceRef
 	12, // 21: converge.worker.v1.DepEdge.values:type_name -> converge.worker.v1.ValueFlow
@@ -2992,28 +3286,36 @@ var file_converge_worker_v1_worker_proto_depIdxs = []int32{
 	10, // 27: converge.worker.v1.WorkRequest.resource:type_name -> converge.worker.v1.Resource
 	10, // 28: converge.worker.v1.RollupRequest.root:type_name -> converge.worker.v1.Resource
 	10, // 29: converge.worker.v1.RollupRequest.descendants:type_name -> converge.worker.v1.Resource
-	10, // 30: converge.worker.v1.DeleteRequest.resource:type_name -> converge.worker.v1.Resource
-	10, // 31: converge.worker.v1.OperateRequest.resource:type_name -> converge.worker.v1.Resource
-	16, // 32: converge.worker.v1.OperateRequest.operation:type_name -> converge.worker.v1.Operation
-	10, // 33: converge.worker.v1.ReactRequest.resource:type_name -> converge.worker.v1.Resource
-	1,  // 34: converge.worker.v1.ReactRequest.transition:type_name -> converge.worker.v1.Transition
-	13, // 35: converge.worker.v1.ComposeResult.desired:type_name -> converge.worker.v1.ChildSpec
-	14, // 36: converge.worker.v1.ComposeResult.edges:type_name -> converge.worker.v1.DepEdge
-	15, // 37: converge.worker.v1.ComposeResult.configs:type_name -> converge.worker.v1.ProviderConfigSpec
-	23, // 38: converge.worker.v1.ComposeResult.conditions:type_name -> converge.worker.v1.Condition
-	0,  // 39: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
-	23, // 40: converge.worker.v1.StageComplete.conditions:type_name -> converge.worker.v1.Condition
-	24, // 41: converge.worker.v1.StageComplete.compose:type_name -> converge.worker.v1.ComposeResult
-	31, // 42: converge.worker.v1.GetProviderConfigResponse.entries:type_name -> converge.worker.v1.ProviderConfigEntry
-	2,  // 43: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamClientMsg
-	29, // 44: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
-	3,  // 45: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamServerMsg
-	30, // 46: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
-	45, // [45:47] is the sub-list for method output_type
-	43, // [43:45] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	20, // 30: converge.worker.v1.RollupRequest.summary:type_name -> converge.worker.v1.RollupSummary
+	37, // 31: converge.worker.v1.RollupSummary.by_phase:type_name -> converge.worker.v1.RollupSummary.ByPhaseEntry
+	38, // 32: converge.worker.v1.RollupSummary.by_kind:type_name -> converge.worker.v1.RollupSummary.ByKindEntry
+	11, // 33: converge.worker.v1.RollupSummary.failed:type_name -> converge.worker.v1.ResourceRef
+	11, // 34: converge.worker.v1.RollupSummary.not_ready:type_name -> converge.worker.v1.ResourceRef
+	10, // 35: converge.worker.v1.ListDescendantsResponse.descendants:type_name -> converge.worker.v1.Resource
+	10, // 36: converge.worker.v1.DeleteRequest.resource:type_name -> converge.worker.v1.Resource
+	10, // 37: converge.worker.v1.OperateRequest.resource:type_name -> converge.worker.v1.Resource
+	16, // 38: converge.worker.v1.OperateRequest.operation:type_name -> converge.worker.v1.Operation
+	10, // 39: converge.worker.v1.ReactRequest.resource:type_name -> converge.worker.v1.Resource
+	1,  // 40: converge.worker.v1.ReactRequest.transition:type_name -> converge.worker.v1.Transition
+	13, // 41: converge.worker.v1.ComposeResult.desired:type_name -> converge.worker.v1.ChildSpec
+	14, // 42: converge.worker.v1.ComposeResult.edges:type_name -> converge.worker.v1.DepEdge
+	15, // 43: converge.worker.v1.ComposeResult.configs:type_name -> converge.worker.v1.ProviderConfigSpec
+	26, // 44: converge.worker.v1.ComposeResult.conditions:type_name -> converge.worker.v1.Condition
+	0,  // 45: converge.worker.v1.StageComplete.stage:type_name -> converge.worker.v1.Stage
+	26, // 46: converge.worker.v1.StageComplete.conditions:type_name -> converge.worker.v1.Condition
+	27, // 47: converge.worker.v1.StageComplete.compose:type_name -> converge.worker.v1.ComposeResult
+	34, // 48: converge.worker.v1.GetProviderConfigResponse.entries:type_name -> converge.worker.v1.ProviderConfigEntry
+	2,  // 49: converge.worker.v1.WorkerService.WorkStream:input_type -> converge.worker.v1.WorkStreamClientMsg
+	32, // 50: converge.worker.v1.WorkerService.GetProviderConfig:input_type -> converge.worker.v1.GetProviderConfigRequest
+	21, // 51: converge.worker.v1.WorkerService.ListDescendants:input_type -> converge.worker.v1.ListDescendantsRequest
+	3,  // 52: converge.worker.v1.WorkerService.WorkStream:output_type -> converge.worker.v1.WorkStreamServerMsg
+	33, // 53: converge.worker.v1.WorkerService.GetProviderConfig:output_type -> converge.worker.v1.GetProviderConfigResponse
+	22, // 54: converge.worker.v1.WorkerService.ListDescendants:output_type -> converge.worker.v1.ListDescendantsResponse
+	52, // [52:55] is the sub-list for method output_type
+	49, // [49:52] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_converge_worker_v1_worker_proto_init() }
@@ -3048,7 +3350,7 @@ func file_converge_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_converge_worker_v1_worker_proto_rawDesc), len(file_converge_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	WorkerService_WorkStream_FullMethodName        = "/converge.worker.v1.WorkerService/WorkStream"
 	WorkerService_GetProviderConfig_FullMethodName = "/converge.worker.v1.WorkerService/GetProviderConfig"
+	WorkerService_ListDescendants_FullMethodName   = "/converge.worker.v1.WorkerService/ListDescendants"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -47,6 +48,9 @@ type WorkerServiceClient interface {
 	// GetProviderConfig returns the default provider config (spec and bundle) for each
 	// requested (kind, kind_version) pair. Workers call it at start-up and after a reconnect.
 	GetProviderConfig(ctx context.Context, in *GetProviderConfigRequest, opts ...grpc.CallOption) (*GetProviderConfigResponse, error)
+	// ListDescendants pages through the live subtree of a composite whose ROLLUP task the
+	// caller holds (named by its lease), so a rollup handler reads descendants only if it asks.
+	ListDescendants(ctx context.Context, in *ListDescendantsRequest, opts ...grpc.CallOption) (*ListDescendantsResponse, error)
 }
 
 type workerServiceClient struct {
@@ -80,6 +84,16 @@ func (c *workerServiceClient) GetProviderConfig(ctx context.Context, in *GetProv
 	return out, nil
 }
 
+func (c *workerServiceClient) ListDescendants(ctx context.Context, in *ListDescendantsRequest, opts ...grpc.CallOption) (*ListDescendantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDescendantsResponse)
+	err := c.cc.Invoke(ctx, WorkerService_ListDescendants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -93,6 +107,9 @@ type WorkerServiceServer interface {
 	// GetProviderConfig returns the default provider config (spec and bundle) for each
 	// requested (kind, kind_version) pair. Workers call it at start-up and after a reconnect.
 	GetProviderConfig(context.Context, *GetProviderConfigRequest) (*GetProviderConfigResponse, error)
+	// ListDescendants pages through the live subtree of a composite whose ROLLUP task the
+	// caller holds (named by its lease), so a rollup handler reads descendants only if it asks.
+	ListDescendants(context.Context, *ListDescendantsRequest) (*ListDescendantsResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -108,6 +125,9 @@ func (UnimplementedWorkerServiceServer) WorkStream(grpc.BidiStreamingServer[Work
 }
 func (UnimplementedWorkerServiceServer) GetProviderConfig(context.Context, *GetProviderConfigRequest) (*GetProviderConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetProviderConfig not implemented")
+}
+func (UnimplementedWorkerServiceServer) ListDescendants(context.Context, *ListDescendantsRequest) (*ListDescendantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDescendants not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -155,6 +175,24 @@ func _WorkerService_GetProviderConfig_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_ListDescendants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDescendantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).ListDescendants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_ListDescendants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).ListDescendants(ctx, req.(*ListDescendantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -165,6 +203,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetProviderConfig",
 			Handler:    _WorkerService_GetProviderConfig_Handler,
+		},
+		{
+			MethodName: "ListDescendants",
+			Handler:    _WorkerService_ListDescendants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

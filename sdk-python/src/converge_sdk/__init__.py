@@ -30,6 +30,7 @@ from .config import (
     WorkerConfig,
     parse_duration,
 )
+from .descendants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RollupSummary, Subtree
 from .errors import ConfigError, HandlerError, RegistryError, TerminalError, TransientError
 from .logs import init_logging
 from .merge import effective_bundle, effective_config
@@ -62,10 +63,12 @@ __all__ = [
     "DEFAULT_DRAIN_TIMEOUT",
     "DEFAULT_HEARTBEAT_EVERY",
     "DEFAULT_MAX_PARALLEL",
+    "DEFAULT_PAGE_SIZE",
     "DEFAULT_READINESS_POLL",
     "DEFAULT_RECONNECT_MAX",
     "DEFAULT_RECONNECT_MIN",
     "JSON",
+    "MAX_PAGE_SIZE",
     "RECONNECT_CAP",
     "SDK",
     "ChildSpec",
@@ -84,7 +87,9 @@ __all__ = [
     "RegistryError",
     "Resource",
     "ResourceRef",
+    "RollupSummary",
     "Stage",
+    "Subtree",
     "TerminalError",
     "TransientError",
     "Transition",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._proto import worker_pb2 as pb
+from .descendants import RollupSummary
 from .errors import HandlerError
 from .types import (
     NIL_UUID,
@@ -23,6 +24,7 @@ from .types import (
     ProviderConfigSpec,
     ReactionRequest,
     Resource,
+    ResourceRef,
     Stage,
     Transition,
     Trigger,
@@ -84,6 +86,19 @@ def resource_from_pb(r: Any, what: str = "resource") -> Resource:
         phase=r.phase,
         labels=dict(r.labels),
         finalizers=list(r.finalizers),
+    )
+
+
+def summary_from_pb(s: Any) -> RollupSummary:
+    """Decodes a wire RollupSummary."""
+    return RollupSummary(
+        total=s.total,
+        by_phase=dict(s.by_phase),
+        by_kind=dict(s.by_kind),
+        failed=[ResourceRef(r.kind, r.name) for r in s.failed],
+        not_ready=[ResourceRef(r.kind, r.name) for r in s.not_ready],
+        failed_total=s.failed_total,
+        not_ready_total=s.not_ready_total,
     )
 
 
@@ -155,6 +170,8 @@ def request_from_task(
     elif stage is Stage.ROLLUP:
         req.resource = _required(p, "root", "root")
         req.descendants = [resource_from_pb(r, "descendant") for r in p.descendants]
+        req.descendants_included = p.descendants_included
+        req.summary = summary_from_pb(p.summary)  # an unset one reads as all zeros
         req.status = _json(p.status, "status")
     elif stage is Stage.DELETE:
         req.resource = _required(p, "resource", "resource")

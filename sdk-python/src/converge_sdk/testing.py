@@ -1,7 +1,9 @@
 """Run a provider with no broker: build a request, call the handler, inspect the outcome.
 
 `run` calls `provider.work` directly (raising what it raises); `execute_task` runs the real
-wire path (StageTask decode → work → StageComplete encode) that the worker runtime uses.
+wire path (StageTask decode → work → StageComplete encode) that the worker runtime uses. A
+rollup handler that pages through its descendants reads them from `Subtree.fixed(rows)`
+(`request(..., subtree=...)` or `execute_task(..., subtree=...)`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .convert import (
     result_complete,
     wire_version,
 )
+from .descendants import Subtree
 from .errors import TransientError
 from .provider import Provider, Registry, as_registry
 from .runtime.task import invoke
@@ -101,10 +104,13 @@ async def execute_task(
     providers: Registry | Provider | list[Provider],
     task: Any,
     config: ProviderConfig | None = None,
+    *,
+    subtree: Subtree | None = None,
 ) -> Any:
     """Runs one wire StageTask through the providers exactly as the runtime does (dispatch by
     (kind, kind_version), decode, handler with exception capture and deadline, encode), with
-    `config` as the kind's cached default; returns the StageComplete the worker would send."""
+    `config` as the kind's cached default; returns the StageComplete the worker would send.
+    `subtree` serves a ROLLUP handler's paged read (none: paging fails terminally)."""
     registry = as_registry(providers)
     echo = TaskEcho.of(task)
     version = wire_version(task.kind_version)
@@ -116,6 +122,8 @@ async def execute_task(
         req = request_from_task(task, config or ProviderConfig(), asyncio.Event(), deadline)
     except MalformedTask as e:
         return fail_complete(echo, str(e), True)
+    if subtree is not None:
+        req.subtree = subtree
     handler = asyncio.ensure_future(invoke(provider, req))
     timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
     await asyncio.wait((handler,), timeout=timeout)

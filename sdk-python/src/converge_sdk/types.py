@@ -9,9 +9,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from .descendants import (
+    DEFAULT_PAGE_SIZE,
+    RollupSummary,
+    Subtree,
+    checked_page_size,
+    included_page,
+    subtree_pages,
+)
 from .errors import TerminalError
 from .merge import effective_bundle, effective_config
 
@@ -133,6 +142,12 @@ class ReactionRequest:
     `cancellation` is set when the task's deadline passes, the broker cancels the task or the
     worker stops; long handlers should watch it. `deadline` is a `time.monotonic()` instant
     (None = no deadline).
+
+    A ROLLUP task carries `summary` (the subtree's counts and the refs that need attention)
+    and, only when the kind's rollup reaction declares `"descendants": "full"`, every live
+    descendant in `descendants` (then `descendants_included` is true). Otherwise a handler
+    that needs the rows reads them with `descendant_pages` or `read_descendants`, which page
+    through the broker's ListDescendants (`subtree` says where from).
     """
 
     reaction: str
@@ -151,6 +166,9 @@ class ReactionRequest:
     bundle_override: bytes = b""
     observed: list[Resource] = field(default_factory=list)
     descendants: list[Resource] = field(default_factory=list)
+    descendants_included: bool = False
+    summary: RollupSummary | None = None
+    subtree: Subtree = field(default_factory=Subtree, compare=False)
     operation: Operation | None = None
     transition: Transition | None = None
     dedup_token: str = ""
@@ -183,6 +201,27 @@ class ReactionRequest:
     def effective_bundle(self) -> bytes:
         """The per-resource bundle override if non-empty, otherwise the default bundle."""
         return effective_bundle(self.config.bundle, self.bundle_override)
+
+    def descendant_pages(self, page_size: int = DEFAULT_PAGE_SIZE) -> AsyncIterator[list[Resource]]:
+        """Pages through the composite's live subtree (ROLLUP): `async for page in
+        req.descendant_pages(100)` yields lists of at most `page_size` descendants (0 means
+        500; the broker caps it at 2,000), every live descendant exactly once over all pages.
+
+        With the full form (`descendants_included`) the one page is `descendants` and no call
+        is made. Otherwise each page is one ListDescendants call on the connection the task
+        arrived on, under the task's lease; a failed call raises TransientError (the task is
+        retried), including when the lease is gone because the task was cancelled or
+        superseded. A negative `page_size` is a ValueError.
+        """
+        size = checked_page_size(page_size)
+        if self.descendants_included:
+            return included_page(list(self.descendants))
+        return subtree_pages(self.subtree, size)
+
+    async def read_descendants(self) -> list[Resource]:
+        """Every live descendant of the composite (all pages of `descendant_pages`, 500 a
+        page); raises what the paged read raises."""
+        return [d async for page in self.descendant_pages() for d in page]
 
 
 @dataclass

@@ -77,6 +77,11 @@ impl Dial {
         Ok(Self { endpoint, bearer })
     }
 
+    /// The `authorization` value sent with every call, if a token is configured.
+    pub(crate) fn bearer(&self) -> Option<AsciiMetadataValue> {
+        self.bearer.clone()
+    }
+
     /// Adds the credentials to a request's metadata.
     pub(crate) fn authorize(&self, metadata: &mut MetadataMap) {
         if let Some(b) = &self.bearer {

@@ -18,7 +18,7 @@ use super::{
     state::{LeaseKey, Shared, provider_config},
     task,
 };
-use crate::{convert::wire_version, error::ConfigError, types::KindVersion};
+use crate::{convert::wire_version, descendants::Lister, error::ConfigError, types::KindVersion};
 
 /// Bound on one GetProviderConfig call.
 const CONFIG_PULL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -232,6 +232,11 @@ async fn session(
     conn.dial.authorize(request.metadata_mut());
     // Answers (headers) come once the broker has taken the Subscribe: from here on the
     // stream counts as opened.
+    // The session's tasks page through descendants on the same connection and credentials.
+    let lister = Lister {
+        channel: conn.channel.clone(),
+        bearer: conn.dial.bearer(),
+    };
     let mut inbound = client(conn.channel)
         .work_stream(request)
         .await
@@ -269,7 +274,7 @@ async fn session(
                 } else {
                     None
                 };
-                task::accept(shared, t, refuse);
+                task::accept(shared, t, refuse, &lister);
             }
             Some(Body::Config(u)) => {
                 let kv = KindVersion::new(u.kind, wire_version(u.kind_version));

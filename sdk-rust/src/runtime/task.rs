@@ -14,6 +14,7 @@ use tracing::{Instrument, debug, info_span, warn};
 use super::state::{Admission, LeaseKey, Shared};
 use crate::{
     convert::{TaskEcho, complete_from_outcome, fail_complete, request_from_task, wire_version},
+    descendants::Lister,
     error::HandlerError,
     types::{KindVersion, Outcome},
 };
@@ -23,7 +24,12 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Takes in a task frame from the broker. `refuse` (draining or shutting down) answers it
 /// with a transient failure instead of running it.
-pub(crate) fn accept(shared: &Arc<Shared>, task: pb::StageTask, refuse: Option<&str>) {
+pub(crate) fn accept(
+    shared: &Arc<Shared>,
+    task: pb::StageTask,
+    refuse: Option<&str>,
+    lister: &Lister,
+) {
     let key = LeaseKey::new(task.lease_token.clone(), task.claim_epoch);
     let echo = TaskEcho::of(&task);
     if let Some(reason) = refuse {
@@ -51,7 +57,8 @@ pub(crate) fn accept(shared: &Arc<Shared>, task: pb::StageTask, refuse: Option<&
         stage = task.stage,
         attempt = task.attempt,
     );
-    tokio::spawn(run(Arc::clone(shared), key, echo, task, cancel).instrument(span));
+    let lister = lister.clone();
+    tokio::spawn(run(Arc::clone(shared), key, echo, task, cancel, lister).instrument(span));
 }
 
 async fn run(
@@ -60,6 +67,7 @@ async fn run(
     echo: TaskEcho,
     task: pb::StageTask,
     cancel: tokio_util::sync::CancellationToken,
+    lister: Lister,
 ) {
     let deadline = (task.task_deadline_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(task.task_deadline_ms.unsigned_abs()));
@@ -77,6 +85,7 @@ async fn run(
         shared.config_for(&kv),
         handler_cancel.clone(),
         deadline,
+        Some(&lister),
     ) {
         Ok(req) => req,
         Err(msg) => {

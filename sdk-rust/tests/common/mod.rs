@@ -221,6 +221,14 @@ impl WorkerService for Service {
             .collect();
         Ok(Response::new(pb::GetProviderConfigResponse { entries }))
     }
+
+    async fn list_descendants(
+        &self,
+        _request: Request<pb::ListDescendantsRequest>,
+    ) -> Result<Response<pb::ListDescendantsResponse>, Status> {
+        // The paged read is proven against the real broker (converge/tests/e2e_rollup_pages.rs).
+        Err(Status::unimplemented("not served by the test double"))
+    }
 }
 
 /// An in-process broker double listening on 127.0.0.1:0.

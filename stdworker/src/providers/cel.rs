@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 use super::shared::{
     ContentHash, LastWarmed, StageAction, compose_output, content_hash, into_outcome,
-    rollup_status, spec_text, stage_action,
+    rollup_status_of, spec_text, stage_action,
 };
 use crate::sandbox::{
     SandboxPool,
@@ -119,10 +119,7 @@ impl Provider for CelProvider {
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
         match stage_action(req.stage) {
             StageAction::Compose => self.compose(&req).await,
-            StageAction::Rollup => Ok(Outcome::status(rollup_status(
-                req.status.as_ref(),
-                &req.descendants,
-            ))),
+            StageAction::Rollup => Ok(Outcome::status(rollup_status_of(&req))),
             StageAction::Nothing => Ok(Outcome::default()),
             StageAction::Unsupported => Err(HandlerError::terminal(format!(
                 "the cel provider does not handle {:?} tasks",

@@ -17,8 +17,8 @@ use std::{
 
 use converge_compose_output::ComposeOutput;
 use converge_sdk::{
-    ChildSpec, DepEdge, HandlerError, Json, Outcome, ProviderConfigSpec, Resource, ResourceRef,
-    Stage, ValueFlow,
+    ChildSpec, DepEdge, HandlerError, Json, Outcome, ProviderConfigSpec, ReactionRequest, Resource,
+    ResourceRef, Stage, ValueFlow,
 };
 use serde_json::{Map, Value, json, value::RawValue};
 use sha2::{Digest, Sha256};
@@ -239,6 +239,20 @@ pub fn stage_action(stage: Stage) -> StageAction {
     }
 }
 
+/// The rollup status of a composer's ROLLUP task: [`rollup_status`] over the rows the
+/// request carries when the kind asked for the full form, else over the request's summary
+/// (the same counts, with no descendant read).
+pub fn rollup_status_of(req: &ReactionRequest) -> Value {
+    if req.descendants_included {
+        return rollup_status(req.status.as_ref(), &req.descendants);
+    }
+    let s = req.summary.clone().unwrap_or_default();
+    with_descendants(
+        req.status.as_ref(),
+        json!({"total": s.total, "ready": s.ready(), "failed": s.failed_total, "by_kind": s.by_kind}),
+    )
+}
+
 /// The rollup status: `status` (what compose reported) with a `descendants` key set to
 /// `{"total", "ready", "failed", "by_kind": {kind: total}}` over the live subtree. A status
 /// that is not an object is replaced.
@@ -249,14 +263,18 @@ pub fn rollup_status(status: Option<&Value>, descendants: &[Resource]) -> Value 
     for d in descendants {
         *by_kind.entry(d.kind.as_str()).or_default() += 1;
     }
+    with_descendants(
+        status,
+        json!({"total": descendants.len(), "ready": ready, "failed": failed, "by_kind": by_kind}),
+    )
+}
+
+fn with_descendants(status: Option<&Value>, counts: Value) -> Value {
     let mut out = match status {
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
-    out.insert(
-        "descendants".into(),
-        json!({"total": descendants.len(), "ready": ready, "failed": failed, "by_kind": by_kind}),
-    );
+    out.insert("descendants".into(), counts);
     Value::Object(out)
 }
 

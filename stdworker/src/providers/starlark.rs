@@ -32,7 +32,7 @@ use tracing::{info, warn};
 
 use super::shared::{
     ContentHash, LastWarmed, StageAction, compose_output, content_hash, into_outcome,
-    rollup_status, short_hex, spec_text, stage_action,
+    rollup_status_of, short_hex, spec_text, stage_action,
 };
 use crate::sandbox::{
     SandboxPool,
@@ -282,10 +282,7 @@ impl Provider for StarlarkProvider {
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
         match stage_action(req.stage) {
             StageAction::Compose => self.compose(&req).await,
-            StageAction::Rollup => Ok(Outcome::status(rollup_status(
-                req.status.as_ref(),
-                &req.descendants,
-            ))),
+            StageAction::Rollup => Ok(Outcome::status(rollup_status_of(&req))),
             StageAction::Nothing => Ok(Outcome::default()),
             StageAction::Unsupported => Err(HandlerError::terminal(format!(
                 "the starlark provider does not handle {:?} tasks",

@@ -155,6 +155,78 @@ impl Provider for Composite {
     }
 }
 
+/// `conf-summary`: children without edges, and a rollup that reads the summary and pages
+/// through the descendants only when the spec's `page_size` asks it to.
+pub struct Summary {
+    log: Arc<EventLog>,
+}
+
+impl Summary {
+    /// A summary provider logging to `log`.
+    pub fn new(log: Arc<EventLog>) -> Self {
+        Self { log }
+    }
+
+    fn compose(req: &ReactionRequest) -> Outcome {
+        let n = spec_i64(req, "children").unwrap_or(2);
+        let mut out = Outcome::status(json!({"composed": n}));
+        for i in 0..n {
+            out = out.with_child(ChildSpec::new(
+                "conf-leaf",
+                VERSION,
+                format!("{}-{i}", req.resource.name),
+                json!({"index": i}),
+            ));
+        }
+        out
+    }
+
+    async fn rollup(req: &ReactionRequest) -> Result<Outcome, HandlerError> {
+        let s = req.summary.clone().unwrap_or_default();
+        let page_size = u32::try_from(spec_i64(req, "page_size").unwrap_or(0)).unwrap_or(0);
+        let (mut pages, mut read, mut ids) = (0, 0, std::collections::HashSet::new());
+        if page_size > 0 {
+            let mut pager = req.descendant_pages(page_size);
+            while let Some(page) = pager.next_page().await? {
+                pages += 1;
+                read += page.len();
+                ids.extend(page.into_iter().map(|d| d.id));
+            }
+        }
+        Ok(Outcome::status(json!({
+            "sent": req.descendants.len(),
+            "included": req.descendants_included,
+            "total": s.total,
+            "by_kind": s.by_kind,
+            "by_phase": s.by_phase,
+            "not_ready": s.not_ready_total,
+            "pages": pages,
+            "read": read,
+            "distinct": ids.len(),
+        })))
+    }
+}
+
+impl Provider for Summary {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new("conf-summary", VERSION)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        match req.reaction.as_str() {
+            "compose" => {
+                self.log.record(&req, "compose");
+                Ok(Self::compose(&req))
+            }
+            "rollup" => {
+                self.log.record(&req, "rollup");
+                Self::rollup(&req).await
+            }
+            _ => Err(unknown_reaction(&req)),
+        }
+    }
+}
+
 /// `conf-final`: a leaf whose teardown (finalizer `conformance/teardown`) can fail on purpose.
 pub struct Final {
     log: Arc<EventLog>,

@@ -22,6 +22,7 @@ pub fn registry(log: Arc<EventLog>) -> Registry {
     Registry::new()
         .with(kinds::Leaf::new(Arc::clone(&log)))
         .with(kinds::Composite::new(Arc::clone(&log)))
+        .with(kinds::Summary::new(Arc::clone(&log)))
         .with(kinds::Final::new(Arc::clone(&log)))
         .with(kinds::Fail::new(Arc::clone(&log)))
         .with(kinds::Slow::new(Arc::clone(&log)))

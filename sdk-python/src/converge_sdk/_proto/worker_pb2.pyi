@@ -307,14 +307,72 @@ class WorkRequest(_message.Message):
     def __init__(self, resource: _Optional[_Union[Resource, _Mapping]] = ..., status: _Optional[bytes] = ...) -> None: ...
 
 class RollupRequest(_message.Message):
-    __slots__ = ("root", "descendants", "status")
+    __slots__ = ("root", "descendants", "status", "summary", "descendants_included")
     ROOT_FIELD_NUMBER: _ClassVar[int]
     DESCENDANTS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    DESCENDANTS_INCLUDED_FIELD_NUMBER: _ClassVar[int]
     root: Resource
     descendants: _containers.RepeatedCompositeFieldContainer[Resource]
     status: bytes
-    def __init__(self, root: _Optional[_Union[Resource, _Mapping]] = ..., descendants: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., status: _Optional[bytes] = ...) -> None: ...
+    summary: RollupSummary
+    descendants_included: bool
+    def __init__(self, root: _Optional[_Union[Resource, _Mapping]] = ..., descendants: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., status: _Optional[bytes] = ..., summary: _Optional[_Union[RollupSummary, _Mapping]] = ..., descendants_included: _Optional[bool] = ...) -> None: ...
+
+class RollupSummary(_message.Message):
+    __slots__ = ("total", "by_phase", "by_kind", "failed", "not_ready", "failed_total", "not_ready_total")
+    class ByPhaseEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ByKindEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BY_PHASE_FIELD_NUMBER: _ClassVar[int]
+    BY_KIND_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    NOT_READY_FIELD_NUMBER: _ClassVar[int]
+    FAILED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NOT_READY_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    by_phase: _containers.ScalarMap[str, int]
+    by_kind: _containers.ScalarMap[str, int]
+    failed: _containers.RepeatedCompositeFieldContainer[ResourceRef]
+    not_ready: _containers.RepeatedCompositeFieldContainer[ResourceRef]
+    failed_total: int
+    not_ready_total: int
+    def __init__(self, total: _Optional[int] = ..., by_phase: _Optional[_Mapping[str, int]] = ..., by_kind: _Optional[_Mapping[str, int]] = ..., failed: _Optional[_Iterable[_Union[ResourceRef, _Mapping]]] = ..., not_ready: _Optional[_Iterable[_Union[ResourceRef, _Mapping]]] = ..., failed_total: _Optional[int] = ..., not_ready_total: _Optional[int] = ...) -> None: ...
+
+class ListDescendantsRequest(_message.Message):
+    __slots__ = ("resource_id", "lease_token", "claim_epoch", "page_token", "page_size")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    resource_id: bytes
+    lease_token: str
+    claim_epoch: int
+    page_token: bytes
+    page_size: int
+    def __init__(self, resource_id: _Optional[bytes] = ..., lease_token: _Optional[str] = ..., claim_epoch: _Optional[int] = ..., page_token: _Optional[bytes] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListDescendantsResponse(_message.Message):
+    __slots__ = ("descendants", "next_page_token")
+    DESCENDANTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    descendants: _containers.RepeatedCompositeFieldContainer[Resource]
+    next_page_token: bytes
+    def __init__(self, descendants: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., next_page_token: _Optional[bytes] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("resource",)

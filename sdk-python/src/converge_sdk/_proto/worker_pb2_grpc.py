@@ -46,6 +46,11 @@ class WorkerServiceStub:
                 request_serializer=converge_dot_worker_dot_v1_dot_worker__pb2.GetProviderConfigRequest.SerializeToString,
                 response_deserializer=converge_dot_worker_dot_v1_dot_worker__pb2.GetProviderConfigResponse.FromString,
                 _registered_method=True)
+        self.ListDescendants = channel.unary_unary(
+                '/converge.worker.v1.WorkerService/ListDescendants',
+                request_serializer=converge_dot_worker_dot_v1_dot_worker__pb2.ListDescendantsRequest.SerializeToString,
+                response_deserializer=converge_dot_worker_dot_v1_dot_worker__pb2.ListDescendantsResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -69,6 +74,14 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDescendants(self, request, context):
+        """ListDescendants pages through the live subtree of a composite whose ROLLUP task the
+        caller holds (named by its lease), so a rollup handler reads descendants only if it asks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -81,6 +94,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.GetProviderConfig,
                     request_deserializer=converge_dot_worker_dot_v1_dot_worker__pb2.GetProviderConfigRequest.FromString,
                     response_serializer=converge_dot_worker_dot_v1_dot_worker__pb2.GetProviderConfigResponse.SerializeToString,
+            ),
+            'ListDescendants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDescendants,
+                    request_deserializer=converge_dot_worker_dot_v1_dot_worker__pb2.ListDescendantsRequest.FromString,
+                    response_serializer=converge_dot_worker_dot_v1_dot_worker__pb2.ListDescendantsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -139,6 +157,33 @@ class WorkerService:
             '/converge.worker.v1.WorkerService/GetProviderConfig',
             converge_dot_worker_dot_v1_dot_worker__pb2.GetProviderConfigRequest.SerializeToString,
             converge_dot_worker_dot_v1_dot_worker__pb2.GetProviderConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDescendants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/converge.worker.v1.WorkerService/ListDescendants',
+            converge_dot_worker_dot_v1_dot_worker__pb2.ListDescendantsRequest.SerializeToString,
+            converge_dot_worker_dot_v1_dot_worker__pb2.ListDescendantsResponse.FromString,
             options,
             channel_credentials,
             insecure,

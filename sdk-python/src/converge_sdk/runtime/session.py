@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..types import KindVersion
 from .failover import Failover
 from .state import LeaseKey, Shared, poll_readiness, provider_config
+from .subtree import Connection, Metadata
 from .task import accept
 
 log = logging.getLogger("converge_sdk")
@@ -54,9 +55,6 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 
 def _stub(channel: grpc.aio.Channel) -> Any:
     return pb_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
-
-
-Metadata = tuple[tuple[str, str], ...]
 
 
 def open_channel(shared: Shared, index: int) -> tuple[grpc.aio.Channel, Metadata]:
@@ -138,8 +136,9 @@ async def _frames(queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
         yield frame
 
 
-def _dispatch(shared: Shared, msg: Any, draining: bool) -> bool:
-    """Handles one server frame; returns whether the session is now draining."""
+def _dispatch(shared: Shared, conn: Connection, msg: Any, draining: bool) -> bool:
+    """Handles one server frame that arrived on `conn`; returns whether the session is now
+    draining."""
     which = msg.WhichOneof("body")
     if which == "task":
         refuse = None
@@ -147,7 +146,7 @@ def _dispatch(shared: Shared, msg: Any, draining: bool) -> bool:
             refuse = "worker stream is draining; task refused"
         elif shared.shutting_down:
             refuse = "worker is shutting down; task refused"
-        accept(shared, msg.task, refuse)
+        accept(shared, msg.task, refuse, conn)
     elif which == "ack":
         a = msg.ack
         shared.ack(LeaseKey(a.lease_token, a.claim_epoch), a.accepted)
@@ -187,6 +186,7 @@ async def run_session(shared: Shared, attempt: Attempt, reconnect: bool) -> str:
     """Runs one stream to its end on broker `attempt.index`; returns "drained" or "closed",
     raises on a stream error (`attempt.opened` says whether the stream had opened)."""
     channel, metadata = open_channel(shared, attempt.index)
+    conn = Connection(channel, metadata)
     sid = None
     try:
         if reconnect:
@@ -213,7 +213,7 @@ async def run_session(shared: Shared, attempt: Attempt, reconnect: bool) -> str:
             msg = await call.read()
             if msg is grpc.aio.EOF:
                 return "closed"
-            draining = _dispatch(shared, msg, draining)
+            draining = _dispatch(shared, conn, msg, draining)
             if draining and shared.outstanding == 0:
                 log.info("drained: in-flight work delivered; closing the stream")
                 call.cancel()
@@ -221,7 +221,8 @@ async def run_session(shared: Shared, attempt: Attempt, reconnect: bool) -> str:
     finally:
         if sid is not None:
             shared.close_session(sid)
-        await channel.close(grace=None)
+        # Closes the channel, or leaves that to the last ROLLUP handler still paging on it.
+        await conn.end()
 
 
 async def connection_loop(shared: Shared, stop: asyncio.Event, failover: Failover) -> None:

@@ -27,7 +27,9 @@ use std::{
     time::Instant,
 };
 
-use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest};
+use converge_sdk::{
+    HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest, Stage,
+};
 use tracing::{debug, info, warn};
 
 pub use self::{
@@ -152,7 +154,18 @@ pub async fn execute(
         },
         Some(allow) => allowed_command(program, &cfg, env, allow)?,
     };
-    let input = build_request(req, cfg.settings.as_ref(), req.effective_bundle());
+    // The program gets the whole live subtree, as it always has: read here, page by page,
+    // when the kind's rollup takes the summary form.
+    let descendants = match req.stage {
+        Stage::Rollup => req.read_descendants().await?,
+        _ => Vec::new(),
+    };
+    let input = build_request(
+        req,
+        cfg.settings.as_ref(),
+        req.effective_bundle(),
+        &descendants,
+    );
     let input = serde_json::to_vec(&input)
         .map_err(|e| HandlerError::terminal(format!("cannot encode the exec request: {e}")))?;
     let started = Instant::now();

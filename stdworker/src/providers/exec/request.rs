@@ -24,7 +24,12 @@ fn resource_view(r: &Resource) -> Value {
 
 /// Builds the stdin document for one task. `settings` and `bundle` come from the effective
 /// provider config, so the handler never has to merge anything itself.
-pub fn build_request(req: &ReactionRequest, settings: Option<&Value>, bundle: &[u8]) -> Value {
+pub fn build_request(
+    req: &ReactionRequest,
+    settings: Option<&Value>,
+    bundle: &[u8],
+    descendants: &[Resource],
+) -> Value {
     let mut m = Map::new();
     m.insert("reaction".into(), json!(req.reaction));
     m.insert("trigger".into(), json!(req.trigger));
@@ -58,7 +63,7 @@ pub fn build_request(req: &ReactionRequest, settings: Option<&Value>, bundle: &[
             m.insert("observed".into(), Value::Array(observed));
         }
         Stage::Rollup => {
-            let desc: Vec<Value> = req.descendants.iter().map(resource_view).collect();
+            let desc: Vec<Value> = descendants.iter().map(resource_view).collect();
             m.insert("descendants".into(), Value::Array(desc));
         }
         Stage::Operate => {

@@ -14,7 +14,11 @@ use serde_json::Value;
 
 /// Builds the world's request for one task; `config` is the JSON handed to the guest as its
 /// effective config (`None` when the kind has none).
-pub fn request(req: &ReactionRequest, config: Option<&Value>) -> wit::Request {
+pub fn request(
+    req: &ReactionRequest,
+    config: Option<&Value>,
+    descendants: &[Resource],
+) -> wit::Request {
     wit::Request {
         reaction: req.reaction.clone(),
         stage: stage(req.stage),
@@ -27,7 +31,7 @@ pub fn request(req: &ReactionRequest, config: Option<&Value>) -> wit::Request {
         attempt: req.attempt,
         config: config.map(Value::to_string),
         observed: req.observed.iter().map(row).collect(),
-        descendants: req.descendants.iter().map(row).collect(),
+        descendants: descendants.iter().map(row).collect(),
         operation: req.operation.as_ref().map(operation),
         transition: req.transition.and_then(transition),
         dedup_token: req.dedup_token.clone(),

@@ -23,7 +23,7 @@ use std::{
 };
 
 use converge_sdk::{
-    Bytes, HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest,
+    Bytes, HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest, Stage,
 };
 use converge_wasm_host::{
     HandlerFailure, HostConfig, LimitOverrides, LoadedComponent, LogLevel, WasmHost,
@@ -190,7 +190,13 @@ impl WasmProvider {
             .config()
             .default_limits
             .with_overrides(&cfg.limits);
-        let request = convert::request(req, cfg.settings.as_ref());
+        // The guest gets the whole live subtree, as it always has: read here, page by page,
+        // when the kind's rollup takes the summary form.
+        let descendants = match req.stage {
+            Stage::Rollup => req.read_descendants().await?,
+            _ => Vec::new(),
+        };
+        let request = convert::request(req, cfg.settings.as_ref(), &descendants);
         let (result, report) = tokio::select! {
             r = component.reconcile_with_report(&request, &limits) => r,
             () = req.cancel.cancelled() => {
