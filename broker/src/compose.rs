@@ -8,26 +8,77 @@ use converge_proto::{
     manifest::{is_valid_kind_name, is_valid_resource_name},
     pb,
 };
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 pub use converge_engine::db::compose::ComposePayload;
 
 /// Most children one compose may emit.
 pub const MAX_CHILDREN: usize = 200_000;
 
-fn spec_json(what: &str, b: &[u8]) -> Result<Value, String> {
+/// A spec's JSON, checked (an object, no NUL) but not parsed into a tree: it is copied into
+/// the payload text as it came.
+fn spec_json<'a>(what: &str, b: &'a [u8]) -> Result<&'a RawValue, String> {
     if b.is_empty() {
-        return Ok(json!({}));
+        return Ok(serde_json::from_str("{}").expect("valid JSON"));
     }
-    let v: Value =
+    let v: &RawValue =
         serde_json::from_slice(b).map_err(|e| format!("{what}: spec is not valid JSON: {e}"))?;
-    if !v.is_object() {
+    if !v.get().trim_start().starts_with('{') {
         return Err(format!("{what}: spec must be a JSON object"));
     }
-    if std::str::from_utf8(b).is_ok_and(|s| s.contains("\\u0000")) {
+    if v.get().contains("\\u0000") {
         return Err(format!("{what}: spec contains a NUL character"));
     }
     Ok(v)
+}
+
+/// One child as `apply_compose_result` reads it.
+#[derive(Serialize)]
+struct ChildOut<'a> {
+    kind: &'a str,
+    kind_version: i32,
+    name: &'a str,
+    spec: &'a RawValue,
+    labels: BTreeMap<&'a String, &'a String>,
+}
+
+/// One end of an edge.
+#[derive(Serialize)]
+struct RefOut<'a> {
+    kind: &'a str,
+    name: &'a str,
+}
+
+/// One value flow of an edge.
+#[derive(Serialize)]
+struct FlowOut<'a> {
+    dependent_field: &'a str,
+    source_field: &'a str,
+}
+
+/// One edge.
+#[derive(Serialize)]
+struct EdgeOut<'a> {
+    from: RefOut<'a>,
+    to: RefOut<'a>,
+    values: Vec<FlowOut<'a>>,
+}
+
+/// One provider config.
+#[derive(Serialize)]
+struct ConfigOut<'a> {
+    name: &'a str,
+    kind: &'a str,
+    kind_version: i32,
+    is_default: bool,
+    spec: &'a RawValue,
+}
+
+/// The JSON text of `items` (an array).
+fn array_text<T: Serialize>(items: &[T]) -> Box<RawValue> {
+    let text = serde_json::to_string(items).expect("borrowed strings and checked JSON serialise");
+    RawValue::from_string(text).expect("serde_json wrote valid JSON")
 }
 
 fn pointer_ok(p: &str) -> bool {
@@ -58,11 +109,13 @@ pub fn validate(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
         if !names.insert((&c.kind, &c.name)) {
             return Err(format!("{what}: emitted twice"));
         }
-        let labels: BTreeMap<&String, &String> = c.labels.iter().collect();
-        children.push(json!({
-            "kind": c.kind, "kind_version": c.kind_version, "name": c.name,
-            "spec": spec_json(&what, &c.spec)?, "labels": labels,
-        }));
+        children.push(ChildOut {
+            kind: &c.kind,
+            kind_version: c.kind_version,
+            name: &c.name,
+            spec: spec_json(&what, &c.spec)?,
+            labels: c.labels.iter().collect(),
+        });
     }
     let mut edges = Vec::with_capacity(r.edges.len());
     let mut graph: HashMap<(&str, &str), Vec<(&str, &str)>> = HashMap::new();
@@ -92,19 +145,26 @@ pub fn validate(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
                     "{what}: value flows need non-empty dependent_field and source_field"
                 ));
             }
-            values.push(
-                json!({"dependent_field": v.dependent_field, "source_field": v.source_field}),
-            );
+            values.push(FlowOut {
+                dependent_field: &v.dependent_field,
+                source_field: &v.source_field,
+            });
         }
         graph
             .entry((&from.kind, &from.name))
             .or_default()
             .push((&to.kind, &to.name));
-        edges.push(json!({
-            "from": {"kind": from.kind, "name": from.name},
-            "to": {"kind": to.kind, "name": to.name},
-            "values": values,
-        }));
+        edges.push(EdgeOut {
+            from: RefOut {
+                kind: &from.kind,
+                name: &from.name,
+            },
+            to: RefOut {
+                kind: &to.kind,
+                name: &to.name,
+            },
+            values,
+        });
     }
     if let Some(cycle) = find_cycle(&graph) {
         let path: Vec<String> = cycle.iter().map(|(k, n)| format!("{k}/{n}")).collect();
@@ -120,15 +180,18 @@ pub fn validate(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
         if !is_valid_kind_name(&c.kind) || c.kind_version < 1 {
             return Err(format!("{what}: needs a valid kind and kind_version >= 1"));
         }
-        configs.push(json!({
-            "name": c.name, "kind": c.kind, "kind_version": c.kind_version,
-            "is_default": c.is_default, "spec": spec_json(&what, &c.spec)?,
-        }));
+        configs.push(ConfigOut {
+            name: &c.name,
+            kind: &c.kind,
+            kind_version: c.kind_version,
+            is_default: c.is_default,
+            spec: spec_json(&what, &c.spec)?,
+        });
     }
     Ok(ComposePayload {
-        children: Value::Array(children),
-        edges: Value::Array(edges),
-        configs: Value::Array(configs),
+        children: array_text(&children),
+        edges: array_text(&edges),
+        configs: array_text(&configs),
     })
 }
 
@@ -215,8 +278,13 @@ mod tests {
             ..Default::default()
         };
         let p = validate(&r).unwrap();
-        assert_eq!(p.children.as_array().unwrap().len(), 3);
-        assert_eq!(p.edges.as_array().unwrap().len(), 3);
+        let len = |t: &RawValue| {
+            serde_json::from_str::<Vec<serde_json::Value>>(t.get())
+                .unwrap()
+                .len()
+        };
+        assert_eq!(len(&p.children), 3);
+        assert_eq!(len(&p.edges), 3);
     }
 
     #[test]
@@ -264,5 +332,66 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn writes_the_payload_as_json_with_specs_as_they_came() {
+        let mut a = child("leaf", "a");
+        a.spec = br#" {"big": 12345678901234567890, "s": "x\"y"}"#.to_vec();
+        a.labels.insert("team".into(), "blue".into());
+        let mut b = child("leaf", "b");
+        b.spec = Vec::new();
+        let mut e = edge("b", "a");
+        e.values.push(pb::ValueFlow {
+            dependent_field: "/in".into(),
+            source_field: "/out".into(),
+        });
+        let r = pb::ComposeResult {
+            desired: vec![a, b],
+            edges: vec![e],
+            configs: vec![pb::ProviderConfigSpec {
+                name: "cfg".into(),
+                kind: "leaf".into(),
+                kind_version: 1,
+                is_default: true,
+                spec: br#"{"k": 1}"#.to_vec(),
+            }],
+            ..Default::default()
+        };
+        let p = validate(&r).unwrap();
+        // A number past f64's precision survives: the spec is never parsed into a tree.
+        assert!(
+            p.children.get().contains("12345678901234567890"),
+            "{}",
+            p.children
+        );
+        let v = |t: &RawValue| serde_json::from_str::<serde_json::Value>(t.get()).unwrap();
+        assert_eq!(
+            v(&p.children),
+            serde_json::json!([
+                {"kind": "leaf", "kind_version": 1, "name": "a",
+                 "spec": {"big": 12345678901234567890u64, "s": "x\"y"}, "labels": {"team": "blue"}},
+                {"kind": "leaf", "kind_version": 1, "name": "b", "spec": {}, "labels": {}}
+            ])
+        );
+        assert_eq!(
+            v(&p.edges),
+            serde_json::json!([{"from": {"kind": "leaf", "name": "b"}, "to": {"kind": "leaf", "name": "a"},
+                                "values": [{"dependent_field": "/in", "source_field": "/out"}]}])
+        );
+        assert_eq!(
+            v(&p.configs),
+            serde_json::json!([{"name": "cfg", "kind": "leaf", "kind_version": 1, "is_default": true,
+                                "spec": {"k": 1}}])
+        );
+        // Escaped NULs are still refused.
+        let mut nul = child("leaf", "n");
+        nul.spec = br#"{"s": "a\u0000b"}"#.to_vec();
+        let err = validate(&pb::ComposeResult {
+            desired: vec![nul],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("NUL"), "{err}");
     }
 }
