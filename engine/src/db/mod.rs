@@ -191,18 +191,32 @@ pub use engine_sql::{MigrateError, migrate};
 mod tests {
     use super::MIGRATOR;
 
-    /// `migrations/CHECKSUMS`: one `<version> <description> <sha384>` line per landed
-    /// migration, the checksum sqlx records in `_sqlx_migrations` and compares at every boot.
+    /// `migrations/CHECKSUMS` (the baseline's entry, frozen with it) and one file per later
+    /// migration in `migrations/checksums/`, each `<version> <description> <sha384>`: the
+    /// checksum sqlx records in `_sqlx_migrations` and compares at every boot. Entries are
+    /// added as new files, never by editing one, so a ledger change is as visible as a
+    /// migration change.
     const CHECKSUMS: &str = include_str!("../../../migrations/CHECKSUMS");
+    const CHECKSUMS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations/checksums");
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    #[test]
-    fn landed_migrations_never_change() {
-        let committed: Vec<(i64, String, String)> = CHECKSUMS
-            .lines()
+    /// Every committed `(version, description, checksum)` entry.
+    fn committed() -> Vec<(i64, String, String)> {
+        let mut text = CHECKSUMS.to_owned();
+        let mut files: Vec<_> = std::fs::read_dir(CHECKSUMS_DIR)
+            .expect("migrations/checksums")
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.extension().is_none())
+            .collect();
+        files.sort();
+        for f in files {
+            text.push('\n');
+            text.push_str(&std::fs::read_to_string(&f).expect("a checksum file"));
+        }
+        text.lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             .map(|l| {
                 let mut f = l.split_whitespace();
@@ -211,15 +225,21 @@ mod tests {
                 let c = f.next().expect("a checksum").to_owned();
                 (v, d, c)
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn landed_migrations_never_change() {
+        let committed = committed();
         let mut problems = Vec::new();
         for m in MIGRATOR.iter() {
             let (desc, sum) = (m.description.replace(' ', "_"), hex(&m.checksum));
             match committed.iter().find(|(v, _, _)| *v == m.version) {
                 None => problems.push(format!(
-                    "migration {:04}_{desc} is new: append this line to migrations/CHECKSUMS \
-                     once it lands (from then on it never changes):\n{:04} {desc} {sum}",
-                    m.version, m.version
+                    "migration {:04}_{desc} is new: write this line to \
+                     migrations/checksums/{:04}_{desc} once it lands (from then on neither \
+                     changes):\n{:04} {desc} {sum}",
+                    m.version, m.version, m.version
                 )),
                 Some((_, _, c)) if *c != sum => problems.push(format!(
                     "migrations/{:04}_{desc}.sql changed after it landed. A database that \
@@ -233,7 +253,7 @@ mod tests {
         for (v, d, _) in &committed {
             if !MIGRATOR.iter().any(|m| m.version == *v) {
                 problems.push(format!(
-                    "migrations/{v:04}_{d}.sql is listed in CHECKSUMS but gone: a landed \
+                    "migrations/{v:04}_{d}.sql has a committed checksum but is gone: a landed \
                      migration is never deleted"
                 ));
             }
