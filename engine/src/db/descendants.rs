@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use sqlx::{PgPool, Result, Row};
+use sqlx::{FromRow, PgPool, Result, Row};
 use uuid::Uuid;
 
 use super::compose::{RELATED_COLUMNS, RETIRE_RECHECKS, RelatedRow, subtree_filter};
@@ -233,7 +233,6 @@ pub async fn page(
     let mut out = Vec::with_capacity(rows.len().min(limit as usize));
     let mut last = None;
     for row in rows.iter().take(limit as usize) {
-        use sqlx::FromRow;
         let r = RelatedRow::from_row(row)?;
         last = Some(Cursor {
             id: r.id,
