@@ -179,6 +179,119 @@ END
 $$;
 
 --
+-- Name: apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[], p_terminal boolean[], p_errs text[], p_statuses jsonb[], p_conds jsonb[], p_health boolean[], p_advance boolean[]) RETURNS void
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_troubled uuid[];
+    v_old_ids uuid[];
+    v_old_phases text[];
+BEGIN
+    -- Lock in ascending id order, and note which rows carried a failure or ill health before
+    -- this batch (only those can need a condition cleared).
+    SELECT array_agg(s.id) FILTER (WHERE s.failure_gen <> 0 OR NOT s.health_ok),
+           array_agg(s.id ORDER BY s.id), array_agg(s.phase ORDER BY s.id)
+    INTO v_troubled, v_old_ids, v_old_phases
+    FROM (SELECT r.id, r.failure_gen, r.health_ok, r.phase
+          FROM unnest(p_ids) AS b(id) JOIN resources r ON r.id = b.id
+          ORDER BY r.id FOR UPDATE OF r) s;
+
+    -- This batch records its own phase changes in one statement (below); the per-row event
+    -- trigger stands aside for it.
+    PERFORM set_config('converge.batch_events', 'on', true);
+
+    WITH o AS (
+        SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health, p_advance)
+            AS t(id, gen, ok, terminal, err, status, health, advance)
+    ), n AS (
+        SELECT r.id,
+               CASE WHEN o.ok AND o.status IS NOT NULL THEN o.status ELSE r.status END AS status,
+               CASE WHEN o.ok AND o.advance THEN greatest(r.synced_gen, o.gen) ELSE r.synced_gen END AS synced_gen,
+               CASE WHEN o.ok THEN o.health ELSE r.health_ok END AS health_ok,
+               CASE WHEN o.ok THEN (CASE WHEN r.failure_gen <= o.gen THEN 0 ELSE r.failure_gen END)
+                    ELSE o.gen END AS failure_gen,
+               CASE WHEN o.ok THEN 0
+                    WHEN o.gen = r.generation THEN r.failure_attempts + 1
+                    ELSE r.failure_attempts END AS failure_attempts,
+               CASE WHEN o.ok THEN false
+                    ELSE o.terminal
+                         OR (coalesce(kc.max_transient_attempts, 0) > 0
+                             AND r.failure_attempts + 1 >= kc.max_transient_attempts) END
+                   AS failure_terminal,
+               CASE WHEN o.ok THEN NULL::text ELSE o.err END AS failure_message
+        FROM o
+        JOIN resources r ON r.id = o.id
+        LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
+    )
+    UPDATE resources r
+    SET status = n.status, synced_gen = n.synced_gen, health_ok = n.health_ok,
+        failure_gen = n.failure_gen, failure_attempts = n.failure_attempts,
+        failure_terminal = n.failure_terminal, failure_message = n.failure_message,
+        updated_at = now()
+    FROM n
+    WHERE r.id = n.id
+      AND (r.status IS DISTINCT FROM n.status OR r.synced_gen <> n.synced_gen
+           OR r.health_ok <> n.health_ok OR r.failure_gen <> n.failure_gen
+           OR r.failure_attempts <> n.failure_attempts
+           OR r.failure_terminal <> n.failure_terminal
+           OR r.failure_message IS DISTINCT FROM n.failure_message);
+
+    PERFORM set_config('converge.batch_events', 'off', true);
+    IF v_old_ids IS NOT NULL THEN
+        PERFORM record_phase_changes(v_old_ids, v_old_phases);
+    END IF;
+
+    -- Conditions, on transition only.
+    WITH o AS (
+        SELECT * FROM unnest(p_ids, p_ok, p_terminal, p_errs, p_conds)
+            AS t(id, ok, terminal, err, conds)
+    ), reported AS (
+        SELECT o.id, c->>'type' AS type, coalesce(c->>'status', 'Unknown') AS status,
+               coalesce(c->>'reason', '') AS reason, coalesce(c->>'message', '') AS message
+        FROM o, jsonb_array_elements(o.conds) c
+        WHERE o.ok AND jsonb_typeof(o.conds) = 'array' AND coalesce(c->>'type', '') <> ''
+        UNION ALL
+        SELECT o.id, 'Synced', 'False',
+               CASE WHEN o.terminal THEN 'TerminalError' ELSE 'ReconcileError' END,
+               left(coalesce(o.err, ''), 4096)
+        FROM o WHERE NOT o.ok
+    )
+    INSERT INTO resource_conditions AS rc (resource_id, type, status, reason, message)
+    SELECT DISTINCT ON (id, type) id, type, status, reason, message
+    FROM reported
+    ORDER BY id, type
+    ON CONFLICT (resource_id, type) DO UPDATE
+        SET status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
+            last_transition_at = CASE WHEN rc.status = EXCLUDED.status
+                                      THEN rc.last_transition_at ELSE now() END
+        WHERE (rc.status, rc.reason, rc.message)
+              IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.reason, EXCLUDED.message);
+
+    -- Recovery: a clean reconcile clears stored False conditions it did not re-report.
+    IF v_troubled IS NOT NULL THEN
+        DELETE FROM resource_conditions rc
+        USING unnest(p_ids, p_ok, p_conds) AS o(id, ok, conds)
+        WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (v_troubled)
+          AND rc.status = 'False'
+          AND NOT (coalesce(o.conds, '[]'::jsonb) @> jsonb_build_array(jsonb_build_object('type', rc.type)));
+    END IF;
+
+    -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
+    -- dependents, and re-evaluate the composites that own these rows.
+    PERFORM cascade_on_ready_change(p_ids);
+
+END
+$$;
+
+--
 -- Name: apply_value_flows(jsonb, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -317,9 +430,6 @@ DECLARE
     v_health boolean[];
     v_advance boolean[];
     v_popped int;
-    v_troubled uuid[];
-    v_old_ids uuid[];
-    v_old_phases text[];
 BEGIN
     SELECT * INTO v_popped, v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds, v_health, v_advance
     FROM outbox_pop(p_max, p_lo, p_hi, p_express);
@@ -327,100 +437,8 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN coalesce(v_popped, 0);
     END IF;
-
-    -- Lock in ascending id order, and note which rows carried a failure or ill health before
-    -- this batch (only those can need a condition cleared).
-    SELECT array_agg(s.id) FILTER (WHERE s.failure_gen <> 0 OR NOT s.health_ok),
-           array_agg(s.id ORDER BY s.id), array_agg(s.phase ORDER BY s.id)
-    INTO v_troubled, v_old_ids, v_old_phases
-    FROM (SELECT r.id, r.failure_gen, r.health_ok, r.phase
-          FROM unnest(v_ids) AS b(id) JOIN resources r ON r.id = b.id
-          ORDER BY r.id FOR UPDATE OF r) s;
-
-    -- This batch records its own phase changes in one statement (below); the per-row event
-    -- trigger stands aside for it.
-    PERFORM set_config('converge.batch_events', 'on', true);
-
-    WITH o AS (
-        SELECT * FROM unnest(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_health, v_advance)
-            AS t(id, gen, ok, terminal, err, status, health, advance)
-    ), n AS (
-        SELECT r.id,
-               CASE WHEN o.ok AND o.status IS NOT NULL THEN o.status ELSE r.status END AS status,
-               CASE WHEN o.ok AND o.advance THEN greatest(r.synced_gen, o.gen) ELSE r.synced_gen END AS synced_gen,
-               CASE WHEN o.ok THEN o.health ELSE r.health_ok END AS health_ok,
-               CASE WHEN o.ok THEN (CASE WHEN r.failure_gen <= o.gen THEN 0 ELSE r.failure_gen END)
-                    ELSE o.gen END AS failure_gen,
-               CASE WHEN o.ok THEN 0
-                    WHEN o.gen = r.generation THEN r.failure_attempts + 1
-                    ELSE r.failure_attempts END AS failure_attempts,
-               CASE WHEN o.ok THEN false
-                    ELSE o.terminal
-                         OR (coalesce(kc.max_transient_attempts, 0) > 0
-                             AND r.failure_attempts + 1 >= kc.max_transient_attempts) END
-                   AS failure_terminal,
-               CASE WHEN o.ok THEN NULL::text ELSE o.err END AS failure_message
-        FROM o
-        JOIN resources r ON r.id = o.id
-        LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
-    )
-    UPDATE resources r
-    SET status = n.status, synced_gen = n.synced_gen, health_ok = n.health_ok,
-        failure_gen = n.failure_gen, failure_attempts = n.failure_attempts,
-        failure_terminal = n.failure_terminal, failure_message = n.failure_message,
-        updated_at = now()
-    FROM n
-    WHERE r.id = n.id
-      AND (r.status IS DISTINCT FROM n.status OR r.synced_gen <> n.synced_gen
-           OR r.health_ok <> n.health_ok OR r.failure_gen <> n.failure_gen
-           OR r.failure_attempts <> n.failure_attempts
-           OR r.failure_terminal <> n.failure_terminal
-           OR r.failure_message IS DISTINCT FROM n.failure_message);
-
-    PERFORM set_config('converge.batch_events', 'off', true);
-    IF v_old_ids IS NOT NULL THEN
-        PERFORM record_phase_changes(v_old_ids, v_old_phases);
-    END IF;
-
-    -- Conditions, on transition only.
-    WITH o AS (
-        SELECT * FROM unnest(v_ids, v_ok, v_terminal, v_errs, v_conds)
-            AS t(id, ok, terminal, err, conds)
-    ), reported AS (
-        SELECT o.id, c->>'type' AS type, coalesce(c->>'status', 'Unknown') AS status,
-               coalesce(c->>'reason', '') AS reason, coalesce(c->>'message', '') AS message
-        FROM o, jsonb_array_elements(o.conds) c
-        WHERE o.ok AND jsonb_typeof(o.conds) = 'array' AND coalesce(c->>'type', '') <> ''
-        UNION ALL
-        SELECT o.id, 'Synced', 'False',
-               CASE WHEN o.terminal THEN 'TerminalError' ELSE 'ReconcileError' END,
-               left(coalesce(o.err, ''), 4096)
-        FROM o WHERE NOT o.ok
-    )
-    INSERT INTO resource_conditions AS rc (resource_id, type, status, reason, message)
-    SELECT DISTINCT ON (id, type) id, type, status, reason, message
-    FROM reported
-    ORDER BY id, type
-    ON CONFLICT (resource_id, type) DO UPDATE
-        SET status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
-            last_transition_at = CASE WHEN rc.status = EXCLUDED.status
-                                      THEN rc.last_transition_at ELSE now() END
-        WHERE (rc.status, rc.reason, rc.message)
-              IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.reason, EXCLUDED.message);
-
-    -- Recovery: a clean reconcile clears stored False conditions it did not re-report.
-    IF v_troubled IS NOT NULL THEN
-        DELETE FROM resource_conditions rc
-        USING unnest(v_ids, v_ok, v_conds) AS o(id, ok, conds)
-        WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (v_troubled)
-          AND rc.status = 'False'
-          AND NOT (coalesce(o.conds, '[]'::jsonb) @> jsonb_build_array(jsonb_build_object('type', rc.type)));
-    END IF;
-
-    -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
-    -- dependents, and re-evaluate the composites that own these rows.
-    PERFORM cascade_on_ready_change(v_ids);
-
+    PERFORM apply_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds,
+                          v_health, v_advance);
     RETURN v_popped;
 END
 $$;
@@ -2137,9 +2155,29 @@ CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint
     SET jit TO 'off'
     AS $$
 DECLARE
-    n int;
+    v_outboxed int;
+    v_ids uuid[];
+    v_types text[];
+    v_epochs bigint[];
+    d_ids uuid[];
+    d_gens bigint[];
+    d_ok boolean[];
+    d_terminal boolean[];
+    d_errs text[];
+    d_statuses jsonb[];
+    d_conds jsonb[];
+    d_health boolean[];
+    d_advance boolean[];
 BEGIN
-    RETURN QUERY
+    PERFORM 1
+    FROM unnest(p_resource_ids, p_task_types) AS x(id, task_type)
+    JOIN resources r ON r.id = x.id
+    JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
+    WHERE x.task_type = 'reconcile' AND r.owner_id IS NULL
+      AND NOT kc.has_composer AND NOT kc.has_rollup
+    ORDER BY r.id
+    FOR UPDATE OF r;
+
     WITH input AS (
         SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
                              p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
@@ -2156,21 +2194,52 @@ BEGIN
           AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
                   i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, w.kind
+                  i.advance, w.kind, w.kind_version
+    ), classified AS (
+        SELECT d.*,
+               d.task_type = 'reconcile'
+               AND EXISTS (SELECT 1 FROM resources r
+                           JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
+                           WHERE r.id = d.resource_id AND r.owner_id IS NULL
+                             AND NOT kc.has_composer AND NOT kc.has_rollup)
+               AND NOT EXISTS (SELECT 1 FROM resource_deps e WHERE e.dependency_id = d.resource_id)
+               AND NOT EXISTS (SELECT 1 FROM work_outbox o
+                               WHERE o.resource_id = d.resource_id AND o.shard_id = d.shard_id)
+                   AS direct
+        FROM done d
     ), ins AS (
         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
                                  error_message, status, conditions, health_ok, advance, express)
-        SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
-               d.error_message, d.status, d.conditions, d.health_ok, d.advance,
-               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
-        FROM done d
+        SELECT c.shard_id, c.resource_id, c.task_type, c.generation, c.ok, c.terminal,
+               c.error_message, c.status, c.conditions, c.health_ok, c.advance,
+               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = c.kind AND kc.has_rollup)
+        FROM classified c
+        WHERE NOT c.direct
         RETURNING 1
     )
-    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
+    SELECT (SELECT count(*) FROM ins)::int,
+           array_agg(c.resource_id), array_agg(c.task_type), array_agg(c.claim_epoch),
+           array_agg(c.resource_id ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.generation ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.ok ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.terminal ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.error_message ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.status ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.conditions ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.health_ok ORDER BY c.resource_id) FILTER (WHERE c.direct),
+           array_agg(c.advance ORDER BY c.resource_id) FILTER (WHERE c.direct)
+    INTO v_outboxed, v_ids, v_types, v_epochs, d_ids, d_gens, d_ok, d_terminal, d_errs,
+         d_statuses, d_conds, d_health, d_advance
+    FROM classified c;
+
+    IF d_ids IS NOT NULL THEN
+        PERFORM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
+                              d_health, d_advance);
+    END IF;
+    IF v_outboxed > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs);
 END
 $$;
 
@@ -4089,6 +4158,12 @@ CREATE INDEX idx_rollup_recheck_shard ON public.rollup_recheck USING btree (shar
 CREATE INDEX idx_work_outbox_express ON ONLY public.work_outbox USING btree (id) WHERE express;
 
 --
+-- Name: idx_work_outbox_resource; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_work_outbox_resource ON ONLY public.work_outbox USING btree (resource_id);
+
+--
 -- Name: idx_work_queue_leased; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -4113,10 +4188,22 @@ CREATE INDEX idx_work_queue_pending ON ONLY public.work_queue USING btree (kind,
 CREATE INDEX work_outbox_p0_id_idx ON public.work_outbox_p0 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p0_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p0_resource_id_idx ON public.work_outbox_p0 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p10_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p10_id_idx ON public.work_outbox_p10 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p10_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p10_resource_id_idx ON public.work_outbox_p10 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p11_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4125,10 +4212,22 @@ CREATE INDEX work_outbox_p10_id_idx ON public.work_outbox_p10 USING btree (id) W
 CREATE INDEX work_outbox_p11_id_idx ON public.work_outbox_p11 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p11_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p11_resource_id_idx ON public.work_outbox_p11 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p12_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p12_id_idx ON public.work_outbox_p12 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p12_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p12_resource_id_idx ON public.work_outbox_p12 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p13_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4137,10 +4236,22 @@ CREATE INDEX work_outbox_p12_id_idx ON public.work_outbox_p12 USING btree (id) W
 CREATE INDEX work_outbox_p13_id_idx ON public.work_outbox_p13 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p13_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p13_resource_id_idx ON public.work_outbox_p13 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p14_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p14_id_idx ON public.work_outbox_p14 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p14_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p14_resource_id_idx ON public.work_outbox_p14 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p15_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4149,10 +4260,22 @@ CREATE INDEX work_outbox_p14_id_idx ON public.work_outbox_p14 USING btree (id) W
 CREATE INDEX work_outbox_p15_id_idx ON public.work_outbox_p15 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p15_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p15_resource_id_idx ON public.work_outbox_p15 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p1_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p1_id_idx ON public.work_outbox_p1 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p1_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p1_resource_id_idx ON public.work_outbox_p1 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p2_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4161,10 +4284,22 @@ CREATE INDEX work_outbox_p1_id_idx ON public.work_outbox_p1 USING btree (id) WHE
 CREATE INDEX work_outbox_p2_id_idx ON public.work_outbox_p2 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p2_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p2_resource_id_idx ON public.work_outbox_p2 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p3_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p3_id_idx ON public.work_outbox_p3 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p3_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p3_resource_id_idx ON public.work_outbox_p3 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p4_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4173,10 +4308,22 @@ CREATE INDEX work_outbox_p3_id_idx ON public.work_outbox_p3 USING btree (id) WHE
 CREATE INDEX work_outbox_p4_id_idx ON public.work_outbox_p4 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p4_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p4_resource_id_idx ON public.work_outbox_p4 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p5_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p5_id_idx ON public.work_outbox_p5 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p5_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p5_resource_id_idx ON public.work_outbox_p5 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p6_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4185,10 +4332,22 @@ CREATE INDEX work_outbox_p5_id_idx ON public.work_outbox_p5 USING btree (id) WHE
 CREATE INDEX work_outbox_p6_id_idx ON public.work_outbox_p6 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p6_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p6_resource_id_idx ON public.work_outbox_p6 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p7_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p7_id_idx ON public.work_outbox_p7 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p7_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p7_resource_id_idx ON public.work_outbox_p7 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p8_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4197,10 +4356,22 @@ CREATE INDEX work_outbox_p7_id_idx ON public.work_outbox_p7 USING btree (id) WHE
 CREATE INDEX work_outbox_p8_id_idx ON public.work_outbox_p8 USING btree (id) WHERE express;
 
 --
+-- Name: work_outbox_p8_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p8_resource_id_idx ON public.work_outbox_p8 USING btree (resource_id);
+
+--
 -- Name: work_outbox_p9_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p9_id_idx ON public.work_outbox_p9 USING btree (id) WHERE express;
+
+--
+-- Name: work_outbox_p9_resource_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX work_outbox_p9_resource_id_idx ON public.work_outbox_p9 USING btree (resource_id);
 
 --
 -- Name: work_queue_p0_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -4503,6 +4674,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p0_pkey;
 
 --
+-- Name: work_outbox_p0_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p0_resource_id_idx;
+
+--
 -- Name: work_outbox_p10_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4513,6 +4690,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p10_pkey;
+
+--
+-- Name: work_outbox_p10_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p10_resource_id_idx;
 
 --
 -- Name: work_outbox_p11_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4527,6 +4710,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p11_pkey;
 
 --
+-- Name: work_outbox_p11_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p11_resource_id_idx;
+
+--
 -- Name: work_outbox_p12_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4537,6 +4726,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p12_pkey;
+
+--
+-- Name: work_outbox_p12_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p12_resource_id_idx;
 
 --
 -- Name: work_outbox_p13_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4551,6 +4746,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p13_pkey;
 
 --
+-- Name: work_outbox_p13_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p13_resource_id_idx;
+
+--
 -- Name: work_outbox_p14_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4561,6 +4762,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p14_pkey;
+
+--
+-- Name: work_outbox_p14_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p14_resource_id_idx;
 
 --
 -- Name: work_outbox_p15_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4575,6 +4782,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p15_pkey;
 
 --
+-- Name: work_outbox_p15_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p15_resource_id_idx;
+
+--
 -- Name: work_outbox_p1_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4585,6 +4798,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p1_pkey;
+
+--
+-- Name: work_outbox_p1_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p1_resource_id_idx;
 
 --
 -- Name: work_outbox_p2_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4599,6 +4818,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p2_pkey;
 
 --
+-- Name: work_outbox_p2_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p2_resource_id_idx;
+
+--
 -- Name: work_outbox_p3_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4609,6 +4834,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p3_pkey;
+
+--
+-- Name: work_outbox_p3_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p3_resource_id_idx;
 
 --
 -- Name: work_outbox_p4_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4623,6 +4854,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p4_pkey;
 
 --
+-- Name: work_outbox_p4_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p4_resource_id_idx;
+
+--
 -- Name: work_outbox_p5_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4633,6 +4870,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p5_pkey;
+
+--
+-- Name: work_outbox_p5_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p5_resource_id_idx;
 
 --
 -- Name: work_outbox_p6_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4647,6 +4890,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p6_pkey;
 
 --
+-- Name: work_outbox_p6_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p6_resource_id_idx;
+
+--
 -- Name: work_outbox_p7_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4657,6 +4906,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p7_pkey;
+
+--
+-- Name: work_outbox_p7_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p7_resource_id_idx;
 
 --
 -- Name: work_outbox_p8_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4671,6 +4926,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p8_pkey;
 
 --
+-- Name: work_outbox_p8_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p8_resource_id_idx;
+
+--
 -- Name: work_outbox_p9_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4681,6 +4942,12 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p9_pkey;
+
+--
+-- Name: work_outbox_p9_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p9_resource_id_idx;
 
 --
 -- Name: work_queue_p0_heartbeat_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -

@@ -68,11 +68,7 @@ END
 $$;
 
 -- The drainer's workhorse. Pops up to p_max outbox rows of one lane in a shard range
--- (outbox_pop), coalesced per resource (latest wins), and applies them in one UPDATE with a
--- no-op gate: status, synced_gen (unless a composite waits for its children: `advance`),
--- health_ok, failure_gen/attempts/terminal. Conditions are written only on transition. Then
--- the batch's phase changes are recorded and the cascade runs. Joins are primary-key probes
--- (hash and merge joins off) whatever the tables' size.
+-- (outbox_pop), coalesced per resource (latest wins), and applies them (apply_results).
 CREATE OR REPLACE FUNCTION drain_outbox_batch(p_max int, p_lo smallint, p_hi smallint,
                                    p_express boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql
@@ -90,9 +86,6 @@ DECLARE
     v_health boolean[];
     v_advance boolean[];
     v_popped int;
-    v_troubled uuid[];
-    v_old_ids uuid[];
-    v_old_phases text[];
 BEGIN
     SELECT * INTO v_popped, v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds, v_health, v_advance
     FROM outbox_pop(p_max, p_lo, p_hi, p_express);
@@ -100,14 +93,39 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN coalesce(v_popped, 0);
     END IF;
+    PERFORM apply_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds,
+                          v_health, v_advance);
+    RETURN v_popped;
+END
+$$;
 
+-- Applies reconcile results to resources (one per resource, in ascending id order): one
+-- UPDATE with a no-op gate sets status, synced_gen (unless a composite waits for its
+-- children: `advance`), health_ok, failure_gen/attempts/terminal; conditions are written
+-- only on transition; the batch's phase changes are recorded; then the cascade runs. Called
+-- by the drainer for popped outbox rows and by work_complete for the results it applies in
+-- the fencing transaction itself. Joins are primary-key probes (hash and merge joins off)
+-- whatever the tables' size.
+CREATE OR REPLACE FUNCTION apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[],
+                                         p_terminal boolean[], p_errs text[],
+                                         p_statuses jsonb[], p_conds jsonb[],
+                                         p_health boolean[], p_advance boolean[]) RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
+AS $$
+DECLARE
+    v_troubled uuid[];
+    v_old_ids uuid[];
+    v_old_phases text[];
+BEGIN
     -- Lock in ascending id order, and note which rows carried a failure or ill health before
     -- this batch (only those can need a condition cleared).
     SELECT array_agg(s.id) FILTER (WHERE s.failure_gen <> 0 OR NOT s.health_ok),
            array_agg(s.id ORDER BY s.id), array_agg(s.phase ORDER BY s.id)
     INTO v_troubled, v_old_ids, v_old_phases
     FROM (SELECT r.id, r.failure_gen, r.health_ok, r.phase
-          FROM unnest(v_ids) AS b(id) JOIN resources r ON r.id = b.id
+          FROM unnest(p_ids) AS b(id) JOIN resources r ON r.id = b.id
           ORDER BY r.id FOR UPDATE OF r) s;
 
     -- This batch records its own phase changes in one statement (below); the per-row event
@@ -115,7 +133,7 @@ BEGIN
     PERFORM set_config('converge.batch_events', 'on', true);
 
     WITH o AS (
-        SELECT * FROM unnest(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_health, v_advance)
+        SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health, p_advance)
             AS t(id, gen, ok, terminal, err, status, health, advance)
     ), n AS (
         SELECT r.id,
@@ -157,7 +175,7 @@ BEGIN
 
     -- Conditions, on transition only.
     WITH o AS (
-        SELECT * FROM unnest(v_ids, v_ok, v_terminal, v_errs, v_conds)
+        SELECT * FROM unnest(p_ids, p_ok, p_terminal, p_errs, p_conds)
             AS t(id, ok, terminal, err, conds)
     ), reported AS (
         SELECT o.id, c->>'type' AS type, coalesce(c->>'status', 'Unknown') AS status,
@@ -184,7 +202,7 @@ BEGIN
     -- Recovery: a clean reconcile clears stored False conditions it did not re-report.
     IF v_troubled IS NOT NULL THEN
         DELETE FROM resource_conditions rc
-        USING unnest(v_ids, v_ok, v_conds) AS o(id, ok, conds)
+        USING unnest(p_ids, p_ok, p_conds) AS o(id, ok, conds)
         WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (v_troubled)
           AND rc.status = 'False'
           AND NOT (coalesce(o.conds, '[]'::jsonb) @> jsonb_build_array(jsonb_build_object('type', rc.type)));
@@ -192,9 +210,8 @@ BEGIN
 
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
-    PERFORM cascade_on_ready_change(v_ids);
+    PERFORM cascade_on_ready_change(p_ids);
 
-    RETURN v_popped;
 END
 $$;
 
