@@ -25,9 +25,10 @@ use crate::{
 };
 
 /// One failing location in a validated document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FieldError {
-    /// JSON pointer into the request body (e.g. `/spec/greeting`).
+    /// JSON pointer into the request body (e.g. `/spec/greeting`), or the name of the
+    /// query parameter.
     pub location: String,
     /// What is wrong.
     pub message: String,

@@ -7,6 +7,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
+use super::wire::{EventPage, EventQuery, ResourcePath};
 use super::{
     AppState,
     input::ApiPath,
@@ -19,6 +20,11 @@ const PAGE: i64 = 100;
 const MAX_PAGE: i64 = 1000;
 
 /// `{items, next_cursor}`; `next_cursor` is null on the last page.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/events", tag = "resources",
+    params(ResourcePath, EventQuery),
+    responses((status = 200, description = "One page of its events, oldest first.", body = EventPage)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,

@@ -6,7 +6,14 @@ use std::time::Duration;
 use axum::{Json, Router, extract::State, routing::get};
 use serde_json::{Value, json};
 
-use super::{AppState, problem::ApiError};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    AppState,
+    openapi::Unavailable,
+    problem::ApiError,
+    wire::{StatusOk, VersionInfo},
+};
 use crate::db;
 
 /// The build's version string.
@@ -18,6 +25,26 @@ async fn live() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// `GET /livez`: the process is up (no database needed).
+#[utoipa::path(get, path = "/livez", tag = "meta",
+    responses((status = 200, description = "Alive.", body = StatusOk)))]
+async fn livez() -> Json<Value> {
+    live().await
+}
+
+/// `GET /healthz`: the same as `/livez`.
+#[utoipa::path(get, path = "/healthz", tag = "meta",
+    responses((status = 200, description = "Alive.", body = StatusOk)))]
+async fn healthz() -> Json<Value> {
+    live().await
+}
+
+/// `GET /readyz`: the primary answers a ping within 2 s.
+#[utoipa::path(get, path = "/readyz", tag = "meta",
+    responses(
+        (status = 200, description = "Ready.", body = StatusOk),
+        (status = 503, response = Unavailable),
+    ))]
 async fn ready(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     ready_check(&s.pool).await
 }
@@ -34,16 +61,18 @@ async fn ready_check(pool: &sqlx::PgPool) -> Result<Json<Value>, ApiError> {
 }
 
 /// `GET /api/v1/version`.
+#[utoipa::path(get, path = "/version", tag = "meta",
+    responses((status = 200, description = "The build and the API versions it serves.", body = VersionInfo)))]
 pub async fn version() -> Json<Value> {
     Json(json!({"version": build_version(), "api_version": "v1", "api_versions": ["v1"]}))
 }
 
 /// The probe routes.
-pub fn probes() -> Router<AppState> {
-    Router::new()
-        .route("/livez", get(live))
-        .route("/healthz", get(live))
-        .route("/readyz", get(ready))
+pub fn probes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(livez))
+        .routes(routes!(healthz))
+        .routes(routes!(ready))
 }
 
 /// Probe-only router for broker pods (HEALTH_ADDR): liveness without a database, readiness

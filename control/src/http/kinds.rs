@@ -12,6 +12,11 @@ use converge_proto::{
 };
 use serde_json::{Value, json};
 
+use super::openapi::{Conflict, NotFound};
+use super::wire::{
+    KindConfig, KindConfigEdit, KindList, KindManifestIn, KindManifestOut, KindPath,
+    KindVersionPath, ManifestApplied, ManifestPutQuery, ManifestQuery,
+};
 use super::{
     AppState,
     input::{ApiJson, ApiPath},
@@ -27,6 +32,16 @@ use crate::{
 /// schema, then stores the manifest (identical → no-op). 422 lists every violated rule; 409
 /// lists the breaking changes when resources already use this kind version (make a new
 /// version instead, or force it).
+#[utoipa::path(
+    put, path = "/kinds/{kind}/manifest", tag = "kinds",
+    params(KindPath, ManifestPutQuery),
+    request_body = KindManifestIn,
+    responses(
+        (status = 201, description = "Stored a new kind version.", body = ManifestApplied, headers(("x-apply-result" = String, description = "created"))),
+        (status = 200, description = "Changed or unchanged.", body = ManifestApplied, headers(("x-apply-result" = String, description = "configured or unchanged"))),
+        (status = 409, response = Conflict),
+    ),
+)]
 pub async fn put_manifest(
     State(s): State<AppState>,
     ApiPath(kind): ApiPath<String>,
@@ -189,6 +204,11 @@ fn manifest_body(m: db::kinds::StoredManifest) -> Json<Value> {
 }
 
 /// `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default).
+#[utoipa::path(
+    get, path = "/kinds/{kind}/manifest", tag = "kinds",
+    params(KindPath, ManifestQuery),
+    responses((status = 200, description = "The manifest.", body = KindManifestOut), (status = 404, response = NotFound)),
+)]
 pub async fn get_manifest(
     State(s): State<AppState>,
     ApiPath(kind): ApiPath<String>,
@@ -206,6 +226,11 @@ pub async fn get_manifest(
 }
 
 /// `GET /api/v1/kinds/{kind}/versions/{version}/manifest`.
+#[utoipa::path(
+    get, path = "/kinds/{kind}/versions/{version}/manifest", tag = "kinds",
+    params(KindVersionPath),
+    responses((status = 200, description = "The manifest.", body = KindManifestOut), (status = 404, response = NotFound)),
+)]
 pub async fn get_manifest_version(
     State(s): State<AppState>,
     ApiPath((kind, version)): ApiPath<(String, i32)>,
@@ -230,6 +255,10 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
 }
 
 /// `GET /api/v1/kinds`: every kind version with its reactions and live operational config.
+#[utoipa::path(
+    get, path = "/kinds", tag = "kinds",
+    responses((status = 200, description = "Every kind version.", body = KindList)),
+)]
 pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     let manifests = db::kinds::manifest_list(&s.pool)
         .await
@@ -266,6 +295,12 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
 
 /// `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
 /// (every field required, all ≥ 0); no restart needed.
+#[utoipa::path(
+    put, path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
+    params(KindVersionPath),
+    request_body = KindConfigEdit,
+    responses((status = 200, description = "The config now in force.", body = KindConfig), (status = 404, response = NotFound)),
+)]
 pub async fn put_config(
     State(s): State<AppState>,
     ApiPath((kind, version)): ApiPath<(String, i32)>,
@@ -303,6 +338,11 @@ pub async fn put_config(
 }
 
 /// `GET /api/v1/kinds/{kind}/versions/{version}/config`.
+#[utoipa::path(
+    get, path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
+    params(KindVersionPath),
+    responses((status = 200, description = "The config in force.", body = KindConfig), (status = 404, response = NotFound)),
+)]
 pub async fn get_config(
     State(s): State<AppState>,
     ApiPath((kind, version)): ApiPath<(String, i32)>,

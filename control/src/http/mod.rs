@@ -6,6 +6,7 @@ pub mod events;
 pub mod health;
 pub mod input;
 pub mod kinds;
+pub mod openapi;
 pub mod operations;
 pub mod problem;
 pub mod providerconfigs;
@@ -17,6 +18,7 @@ pub mod resource_views;
 pub mod resources;
 pub mod spec_history;
 pub mod ui;
+pub mod wire;
 
 use std::sync::{Arc, OnceLock};
 
@@ -26,10 +28,11 @@ use axum::{
     http::{HeaderValue, header},
     middleware::{self, Next},
     response::Response,
-    routing::{get, post, put},
 };
 use sqlx::PgPool;
 use tokio::sync::Notify;
+use utoipa::OpenApi as _;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::app::schemas::{KindSchemas, Schemas};
 
@@ -94,99 +97,55 @@ async fn standard_headers(req: Request, next: Next) -> Response {
 /// The API router (without a socket, so tests can drive it with `oneshot`).
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let _ = BODY_LIMIT.set(max_body_bytes);
-    let api = Router::new()
-        .route("/version", get(health::version))
-        .route("/kinds", get(kinds::list))
-        .route(
-            "/kinds/{kind}/manifest",
-            put(kinds::put_manifest).get(kinds::get_manifest),
-        )
-        .route(
-            "/kinds/{kind}/versions/{version}/manifest",
-            get(kinds::get_manifest_version),
-        )
-        .route(
-            "/kinds/{kind}/versions/{version}/config",
-            put(kinds::put_config).get(kinds::get_config),
-        )
-        .route(
-            "/providerconfigs",
-            get(providerconfigs::list).post(providerconfigs::put),
-        )
-        .route(
-            "/providerconfigs/{name}",
-            get(providerconfigs::get).delete(providerconfigs::delete),
-        )
-        .route(
-            "/reactor-bindings",
-            get(reactor_bindings::list).post(reactor_bindings::put),
-        )
-        .route(
-            "/reactor-bindings/{name}",
-            get(reactor_bindings::get).delete(reactor_bindings::delete),
-        )
-        .route("/resources", get(resources::list).post(resources::apply))
-        .route("/resources:batch", post(resource_batch::apply_batch))
-        .route("/resources/roots", get(resource_views::roots))
-        .route("/resources/summary", get(resource_views::summary))
-        .route(
-            "/resources/{kind}/{name}",
-            get(resources::get).delete(resource_actions::delete),
-        )
-        .route(
-            "/resources/{kind}/{name}/children",
-            get(resource_views::children),
-        )
-        .route(
-            "/resources/{kind}/{name}/dependencies",
-            get(resource_graph::dependencies),
-        )
-        .route("/resources/{kind}/{name}/graph", get(resource_graph::graph))
-        .route(
-            "/resources/{kind}/{name}/summary",
-            get(resource_views::owner_summary),
-        )
-        .route(
-            "/resources/{kind}/{name}/reconcile",
-            post(resource_actions::reconcile),
-        )
-        .route(
-            "/resources/{kind}/{name}/quarantine",
-            post(resource_actions::quarantine),
-        )
-        .route(
-            "/resources/{kind}/{name}/unquarantine",
-            post(resource_actions::unquarantine),
-        )
-        .route(
-            "/resources/{kind}/{name}/ops",
-            post(operations::create).get(operations::list),
-        )
-        .route("/resources/{kind}/{name}/ops/{uid}", get(operations::get))
-        .route("/resources/{kind}/{name}/events", get(events::list))
-        .route(
-            "/resources/{kind}/{name}/spec-history",
-            get(spec_history::history),
-        )
-        .route(
-            "/resources/{kind}/{name}/rollback",
-            post(spec_history::rollback),
-        )
-        .route(
-            "/raw/resources/{kind}/{name}/spec/{generation}",
-            get(spec_history::raw_spec),
-        )
-        // After routing (so it sees the named path parameters), before any handler.
-        .route_layer(middleware::from_fn(input::refuse_nul_params));
-    Router::new()
-        .nest("/api/v1", api)
-        .merge(health::probes())
+    let (documented, _) = routes().split_for_parts();
+    documented
+        .merge(openapi::docs_router())
         .fallback(ui::serve)
         // Outside the nest, so an unknown /api/v1 path answers 401 before 404.
         .layer(middleware::from_fn_with_state(state.clone(), auth::guard))
         .layer(middleware::from_fn(standard_headers))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+/// Every documented route: `/api/v1`, the probes and `/openapi.json`. Each `routes!` call
+/// registers the handlers of one path and their `#[utoipa::path]` descriptions together, so
+/// the router and [`openapi::document`] are two views of this one list.
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    let api = OpenApiRouter::new()
+        .routes(routes!(health::version))
+        .routes(routes!(kinds::list))
+        .routes(routes!(kinds::put_manifest, kinds::get_manifest))
+        .routes(routes!(kinds::get_manifest_version))
+        .routes(routes!(kinds::put_config, kinds::get_config))
+        .routes(routes!(providerconfigs::list, providerconfigs::put))
+        .routes(routes!(providerconfigs::get, providerconfigs::delete))
+        .routes(routes!(reactor_bindings::list, reactor_bindings::put))
+        .routes(routes!(reactor_bindings::get, reactor_bindings::delete))
+        .routes(routes!(resources::list, resources::apply))
+        .routes(routes!(resource_batch::apply_batch))
+        .routes(routes!(resource_views::roots))
+        .routes(routes!(resource_views::summary))
+        .routes(routes!(resources::get, resource_actions::delete))
+        .routes(routes!(resource_views::children))
+        .routes(routes!(resource_graph::dependencies))
+        .routes(routes!(resource_graph::graph))
+        .routes(routes!(resource_views::owner_summary))
+        .routes(routes!(resource_actions::reconcile))
+        .routes(routes!(resource_actions::quarantine))
+        .routes(routes!(resource_actions::unquarantine))
+        .routes(routes!(operations::create, operations::list))
+        .routes(routes!(operations::get))
+        .routes(routes!(events::list))
+        .routes(routes!(spec_history::history))
+        .routes(routes!(spec_history::rollback))
+        .routes(routes!(spec_history::raw_spec))
+        // After routing (so it sees the named path parameters), before any handler.
+        .route_layer(middleware::from_fn(input::refuse_nul_params));
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .nest("/api/v1", api)
+        .merge(health::probes())
+        .routes(routes!(openapi::serve_document))
 }
 
 /// Parses a query string into (key, value) pairs, keeping repeats (`?phase=A&phase=B`).

@@ -7,6 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::openapi::{Conflict, NotFound};
+use super::wire::{Operation, OperationList, OperationPath, ResourcePath};
 use super::{
     AppState, auth,
     input::{ApiJson, ApiPath},
@@ -15,7 +17,7 @@ use super::{
 use crate::db::{self, operations::Target};
 
 /// The request body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OperateBody {
     /// The verb (one the kind declares).
@@ -40,6 +42,12 @@ async fn target(s: &AppState, kind: &str, name: &str) -> Result<Target, ApiError
 
 /// `POST .../ops` → 202 with the operation (state `pending`). 422 for a verb the kind does
 /// not declare, 409 while the resource is being deleted.
+#[utoipa::path(
+    post, path = "/resources/{kind}/{name}/ops", tag = "resources",
+    params(ResourcePath),
+    request_body = OperateBody,
+    responses((status = 202, description = "Recorded and queued.", body = Operation), (status = 404, response = NotFound), (status = 409, response = Conflict)),
+)]
 #[tracing::instrument(skip(s, body))]
 pub async fn create(
     State(s): State<AppState>,
@@ -87,6 +95,11 @@ pub async fn create(
 }
 
 /// `GET .../ops` → `{items: [...]}`, newest first (at most 100).
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/ops", tag = "resources",
+    params(ResourcePath),
+    responses((status = 200, description = "Its latest operations.", body = OperationList), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,
@@ -100,6 +113,11 @@ pub async fn list(
 }
 
 /// `GET .../ops/{uid}` → the operation.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/ops/{uid}", tag = "resources",
+    params(OperationPath),
+    responses((status = 200, description = "The operation.", body = Operation), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,

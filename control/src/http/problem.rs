@@ -16,6 +16,7 @@ use axum::{
 };
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::app::schemas::FieldError;
 
@@ -239,17 +240,28 @@ impl ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// An RFC 9457 problem, the body of every error this API answers (as
+/// `application/problem+json`), and of each failed item of a batch.
+#[derive(Serialize, ToSchema)]
+pub struct Problem {
+    /// Always `about:blank`: the status says what kind of problem it is.
     #[serde(rename = "type")]
-    type_: &'a str,
-    title: &'a str,
-    status: u16,
-    detail: String,
+    #[schema(example = "about:blank")]
+    pub type_: &'static str,
+    /// The status's reason phrase.
+    pub title: &'static str,
+    /// The HTTP status.
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    /// What went wrong, for a person: a summary (how many, and the first) when many
+    /// locations failed. At most 2048 bytes.
+    pub detail: String,
+    /// Each failing location (422 only), at most 50; the whole body stays under 64 KiB.
     #[serde(skip_serializing_if = "Option::is_none")]
-    errors: Option<Vec<FieldError>>,
+    pub errors: Option<Vec<FieldError>>,
+    /// How many more failing locations were found and not listed.
     #[serde(skip_serializing_if = "is_zero")]
-    errors_omitted: usize,
+    pub errors_omitted: usize,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -29,6 +29,8 @@ use converge_proto::manifest::is_valid_resource_name;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{Conflict, NotFound};
+use super::wire::{NamePath, ProviderConfig, ProviderConfigList, ProviderConfigQuery};
 use super::{
     AppState,
     input::{ApiJson, ApiPath},
@@ -47,21 +49,24 @@ use crate::db::{
 pub const MAX_BUNDLE_BYTES: usize = 10 * 1024 * 1024;
 
 /// The create-or-replace body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutBody {
-    /// Global name.
+    /// Global name: 1-253 printable ASCII characters, no `/` or space.
+    #[schema(min_length = 1, max_length = 253, pattern = "^[!-.0-~]+$")]
     pub name: String,
     /// Kind configured.
     pub kind: String,
     /// Kind version configured (required, ≥ 1).
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub kind_version: i32,
     /// Whether this is the kind version's default.
     #[serde(default)]
     pub is_default: bool,
-    /// Config spec (a JSON object).
+    /// Config spec (a JSON object), checked against the kind's `config_schema`.
     #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
     pub spec: Value,
     /// Bundle, base64 (standard alphabet).
     #[serde(default)]
@@ -74,6 +79,15 @@ fn empty_object() -> Value {
 
 /// `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config (its
 /// writeOnly values masked). 409 when a kept secret's config changed meanwhile.
+#[utoipa::path(
+    post, path = "/providerconfigs", tag = "providerconfigs",
+    request_body = PutBody,
+    responses(
+        (status = 201, description = "Created.", body = ProviderConfig),
+        (status = 200, description = "Replaced.", body = ProviderConfig),
+        (status = 409, response = Conflict),
+    ),
+)]
 #[tracing::instrument(skip(s, body), fields(name = %body.name))]
 pub async fn put(
     State(s): State<AppState>,
@@ -312,6 +326,11 @@ fn check_cel_graph(schemas: &KindSchemas, spec: &Value) -> Result<(), ApiError> 
 
 /// `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its
 /// bundle as base64 `data`.
+#[utoipa::path(
+    get, path = "/providerconfigs/{name}", tag = "providerconfigs",
+    params(NamePath),
+    responses((status = 200, description = "The config with its bundle.", body = ProviderConfig), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,
@@ -336,6 +355,11 @@ const MAX_PAGE: i64 = 500;
 /// `GET /api/v1/providerconfigs?kind=&name=&default=&offset=&limit=` →
 /// `{items, total, offset, limit}` ordered by name (writeOnly values masked; bundles are not
 /// included).
+#[utoipa::path(
+    get, path = "/providerconfigs", tag = "providerconfigs",
+    params(ProviderConfigQuery),
+    responses((status = 200, description = "One page, by name.", body = ProviderConfigList)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,
@@ -389,6 +413,11 @@ pub async fn list(
 
 /// `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a
 /// composite owns it.
+#[utoipa::path(
+    delete, path = "/providerconfigs/{name}", tag = "providerconfigs",
+    params(NamePath),
+    responses((status = 204, description = "Deleted."), (status = 404, response = NotFound), (status = 409, response = Conflict)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,

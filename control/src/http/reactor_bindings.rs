@@ -12,6 +12,8 @@ use converge_proto::manifest::is_valid_resource_name;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::NotFound;
+use super::wire::{BindingQuery, NamePath, ReactorBinding, ReactorBindingList};
 use super::{
     AppState,
     input::{ApiJson, ApiPath},
@@ -24,19 +26,20 @@ use crate::{app::schemas::FieldError, db};
 pub const TRANSITIONS: [&str; 5] = ["created", "synced", "degraded", "failed", "deleted"];
 
 /// The create-or-replace body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingBody {
     /// Identity.
     pub name: String,
     /// The kind whose transitions fire it.
     pub watch_kind: String,
-    /// One of [`TRANSITIONS`].
+    /// One of `created`, `synced`, `degraded`, `failed`, `deleted`.
     pub transition: String,
     /// The reactor kind to run.
     pub reactor: String,
     /// Labels the watched resource must carry (string values).
     #[serde(default)]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
     pub label_match: serde_json::Map<String, Value>,
     /// Default true.
     #[serde(default = "yes")]
@@ -98,6 +101,15 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
 }
 
 /// `POST /api/v1/reactor-bindings` → 201 (created) or 200 (replaced) with the binding.
+#[utoipa::path(
+    post, path = "/reactor-bindings", tag = "reactor-bindings",
+    request_body = BindingBody,
+    responses(
+        (status = 201, description = "Created.", body = ReactorBinding),
+        (status = 200, description = "Replaced.", body = ReactorBinding),
+        (status = 404, response = NotFound),
+    ),
+)]
 #[tracing::instrument(skip(s, body), fields(name = %body.name))]
 pub async fn put(
     State(s): State<AppState>,
@@ -128,6 +140,11 @@ pub async fn put(
 }
 
 /// `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
+#[utoipa::path(
+    get, path = "/reactor-bindings", tag = "reactor-bindings",
+    params(BindingQuery),
+    responses((status = 200, description = "Every binding, by name.", body = ReactorBindingList)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn list(
     State(s): State<AppState>,
@@ -153,6 +170,11 @@ pub async fn list(
 }
 
 /// `GET /api/v1/reactor-bindings/{name}`.
+#[utoipa::path(
+    get, path = "/reactor-bindings/{name}", tag = "reactor-bindings",
+    params(NamePath),
+    responses((status = 200, description = "The binding.", body = ReactorBinding), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn get(
     State(s): State<AppState>,
@@ -166,6 +188,11 @@ pub async fn get(
 }
 
 /// `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).
+#[utoipa::path(
+    delete, path = "/reactor-bindings/{name}", tag = "reactor-bindings",
+    params(NamePath),
+    responses((status = 204, description = "Deleted."), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,

@@ -3,6 +3,8 @@
 use axum::{Extension, Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde_json::{Value, json};
 
+use super::openapi::{Conflict, NotFound};
+use super::wire::{DeleteAccepted, Quarantined, ReconcileAccepted, ResourcePath};
 use super::{
     AppState,
     auth::{Caller, actor},
@@ -18,6 +20,11 @@ fn not_found(kind: &str, name: &str) -> ApiError {
 /// `POST /api/v1/resources/{kind}/{name}/reconcile` → 202 `{status: queued|already_queued}`:
 /// queues a reconcile of the live generation even when the resource is synced (trigger
 /// `manual`). 409 while it is quarantined, orphaned or being deleted.
+#[utoipa::path(
+    post, path = "/resources/{kind}/{name}/reconcile", tag = "resources",
+    params(ResourcePath),
+    responses((status = 202, description = "Queued.", body = ReconcileAccepted), (status = 404, response = NotFound), (status = 409, response = Conflict)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn reconcile(
     State(s): State<AppState>,
@@ -52,6 +59,11 @@ pub async fn reconcile(
 /// `POST /api/v1/resources/{kind}/{name}/quarantine` → `{quarantined: true}`: sets the
 /// resource aside (phase Quarantined), frozen from every scheduler; its pending reconcile task
 /// is dropped. Idempotent.
+#[utoipa::path(
+    post, path = "/resources/{kind}/{name}/quarantine", tag = "resources",
+    params(ResourcePath),
+    responses((status = 200, description = "Quarantined.", body = Quarantined), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn quarantine(
     State(s): State<AppState>,
@@ -76,6 +88,11 @@ pub async fn quarantine(
 /// `POST /api/v1/resources/{kind}/{name}/unquarantine` → `{quarantined: false}`: lifts a
 /// quarantine (never an orphan-grace deadline) and re-schedules the resource if it is behind
 /// its spec. Idempotent.
+#[utoipa::path(
+    post, path = "/resources/{kind}/{name}/unquarantine", tag = "resources",
+    params(ResourcePath),
+    responses((status = 200, description = "Released.", body = Quarantined), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn unquarantine(
     State(s): State<AppState>,
@@ -105,6 +122,11 @@ pub async fn unquarantine(
 /// dependents-before-dependencies — kinds with a finalizer run their teardown reaction,
 /// the rest are removed as soon as nothing hangs below them. The row disappears when its
 /// own teardown is done. Idempotent: a second DELETE marks nothing new.
+#[utoipa::path(
+    delete, path = "/resources/{kind}/{name}", tag = "resources",
+    params(ResourcePath),
+    responses((status = 202, description = "Teardown started.", body = DeleteAccepted), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn delete(
     State(s): State<AppState>,

@@ -19,6 +19,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
+use super::wire::BatchResult;
 use super::{
     AppState, auth,
     input::{body_rejection, nul_in_value},
@@ -102,6 +103,14 @@ fn failed(index: usize, e: ApiError) -> Value {
 }
 
 /// `POST /api/v1/resources:batch`.
+#[utoipa::path(
+    post, path = "/resources:batch", tag = "resources",
+    request_body(
+        description = "At most 10,000 apply bodies: a JSON array, or one JSON object per line.",
+        content((Vec<ApplyBody> = "application/json"), (String = "application/x-ndjson")),
+    ),
+    responses((status = 200, description = "One result per item, in item order.", body = BatchResult)),
+)]
 pub async fn apply_batch(
     State(s): State<AppState>,
     caller: Option<axum::Extension<auth::Caller>>,

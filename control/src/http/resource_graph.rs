@@ -8,6 +8,8 @@ use axum::{
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::openapi::{NotFound, Unprocessable};
+use super::wire::{Dependencies, Graph, GraphQuery, ResourcePath};
 use super::{AppState, input::ApiPath, problem::ApiError, query_pairs};
 use crate::db::{
     self,
@@ -34,6 +36,11 @@ async fn node(s: &AppState, kind: &str, name: &str) -> Result<GraphNode, ApiErro
 /// dependencies are the resources this one waits for (with their phase, readiness, health and
 /// last change, and the values each flows into this spec); the dependents are the resources
 /// waiting for this one. Both ordered by kind and name; 404 for an unknown resource.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/dependencies", tag = "views",
+    params(ResourcePath),
+    responses((status = 200, description = "Its edges both ways.", body = Dependencies), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn dependencies(
     State(s): State<AppState>,
@@ -80,6 +87,11 @@ struct NodeOut {
 /// depends on `to`, with value mappings) are those with both ends among the returned nodes,
 /// at most `limit` of them. `total_nodes` counts the whole subtree including the resource;
 /// `truncated` says the limit cut nodes or edges. 404 for an unknown resource.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/graph", tag = "views",
+    params(ResourcePath, GraphQuery),
+    responses((status = 200, description = "The graph.", body = Graph), (status = 404, response = NotFound), (status = 422, response = Unprocessable)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn graph(
     State(s): State<AppState>,

@@ -11,6 +11,10 @@ use axum::{
 use converge_proto::manifest::PHASES;
 use serde_json::{Map, Value, json};
 
+use super::openapi::{NotFound, Unprocessable};
+use super::wire::{
+    ChildList, OwnerSummary, ResourcePath, RootList, Summary, SummaryQuery, TreeListQuery,
+};
 use super::{
     AppState,
     input::ApiPath,
@@ -26,6 +30,14 @@ use crate::db::{
 /// `GET /api/v1/resources/roots`: one keyset page of roots (resources without an owner), each
 /// with `resource_count` (its descendants). Filters `kind`, `phase` (repeatable unions), `name`
 /// (substring), `label` (AND), `limit` (default 50, max 500), `cursor`; `X-Next-Cursor`.
+#[utoipa::path(
+    get, path = "/resources/roots", tag = "views",
+    params(TreeListQuery),
+    responses(
+        (status = 200, description = "One page of roots, oldest first.", body = RootList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
+        (status = 422, response = Unprocessable),
+    ),
+)]
 pub async fn roots(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
@@ -55,6 +67,15 @@ async fn one_owner(s: &AppState, kind: &str, name: &str) -> Result<ResourceKey, 
 
 /// `GET /api/v1/resources/{kind}/{name}/children`: the direct children of one resource, with
 /// the list's filters and keyset cursor (default limit 100).
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/children", tag = "views",
+    params(ResourcePath, TreeListQuery),
+    responses(
+        (status = 200, description = "One page of direct children, oldest first.", body = ChildList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
+        (status = 404, response = NotFound),
+        (status = 422, response = Unprocessable),
+    ),
+)]
 pub async fn children(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
@@ -107,6 +128,11 @@ fn summarise(counts: &[PhaseCount]) -> (Value, i64, Value) {
 /// `GET /api/v1/resources/summary[?owner=kind/name...]`: counts per phase (all seven keys)
 /// and per kind of the given owners' descendants (each counted once), or of all roots when
 /// no owner is given.
+#[utoipa::path(
+    get, path = "/resources/summary", tag = "views",
+    params(SummaryQuery),
+    responses((status = 200, description = "Counts.", body = Summary), (status = 404, response = NotFound), (status = 422, response = Unprocessable)),
+)]
 pub async fn summary(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
@@ -130,6 +156,11 @@ pub async fn summary(
 
 /// `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
 /// kind.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/summary", tag = "views",
+    params(ResourcePath),
+    responses((status = 200, description = "Counts of its subtree.", body = OwnerSummary), (status = 404, response = NotFound)),
+)]
 pub async fn owner_summary(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,

@@ -16,6 +16,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::openapi::{Conflict, NotFound, Unprocessable};
+use super::wire::{Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath};
 use super::{
     AppState, auth,
     input::{ApiJson, ApiPath},
@@ -25,7 +27,7 @@ use super::{
 use crate::{app::schemas::FieldError, db};
 
 /// The apply body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyBody {
     /// Optional discriminator for CLI files; must be "resource" when present.
@@ -35,14 +37,18 @@ pub struct ApplyBody {
     pub kind: String,
     /// Kind version (required, 1..=32767).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 32767)]
     pub kind_version: i32,
-    /// Name, unique within the kind.
+    /// Name, unique within the kind: 1-253 printable ASCII characters, no `/` or space.
+    #[schema(min_length = 1, max_length = 253, pattern = "^[!-.0-~]+$")]
     pub name: String,
     /// Labels (string values).
     #[serde(default)]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
     pub labels: serde_json::Map<String, Value>,
-    /// Spec (a JSON object).
+    /// Spec (a JSON object), checked against the kind's `spec_schema`.
     #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
     pub spec: Value,
     /// Attached provider config (per-resource override).
     #[serde(default)]
@@ -242,6 +248,16 @@ pub(crate) async fn validate_apply(
 
 /// `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
 /// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
+#[utoipa::path(
+    post, path = "/resources", tag = "resources",
+    request_body = ApplyBody,
+    responses(
+        (status = 201, description = "Created.", body = Applied, headers(("x-apply-result" = String, description = "created"))),
+        (status = 200, description = "Changed or unchanged.", body = Applied, headers(("x-apply-result" = String, description = "configured or unchanged"))),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+    ),
+)]
 pub async fn apply(
     State(s): State<AppState>,
     caller: Option<axum::Extension<auth::Caller>>,
@@ -288,6 +304,11 @@ pub(crate) fn applied_json(
 }
 
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}", tag = "resources",
+    params(ResourcePath),
+    responses((status = 200, description = "The resource.", body = ResourceDetail), (status = 404, response = NotFound)),
+)]
 pub async fn get(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
@@ -475,6 +496,15 @@ pub(crate) fn page<T>(
 
 /// `GET /api/v1/resources`: one keyset page (no COUNT), `X-Next-Cursor` for the next one.
 /// Filters: see [`parse_list_query`]; `owner` lists the direct children of those owners.
+#[utoipa::path(
+    get, path = "/resources", tag = "resources",
+    params(ResourceListQuery),
+    responses(
+        (status = 200, description = "One page, oldest first.", body = ResourceList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
+        (status = 404, response = NotFound),
+        (status = 422, response = Unprocessable),
+    ),
+)]
 pub async fn list(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,

@@ -6,6 +6,8 @@ use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::NotFound;
+use super::wire::{ResourcePath, RolledBack, SpecHistory, SpecPath};
 use super::{
     AppState, auth,
     input::{ApiJson, ApiPath},
@@ -14,7 +16,7 @@ use super::{
 use crate::db;
 
 /// The rollback body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RollbackBody {
     /// The recorded generation whose spec becomes the live one.
@@ -30,6 +32,11 @@ async fn resource_id(s: &AppState, kind: &str, name: &str) -> Result<uuid::Uuid,
 }
 
 /// `GET .../spec-history` → `{items: [{generation, spec, created_at}]}`, newest first.
+#[utoipa::path(
+    get, path = "/resources/{kind}/{name}/spec-history", tag = "resources",
+    params(ResourcePath),
+    responses((status = 200, description = "Its recorded specs.", body = SpecHistory), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn history(
     State(s): State<AppState>,
@@ -45,6 +52,12 @@ pub async fn history(
 /// `POST .../rollback {generation}` → 202 `{generation, changed}`: the recorded spec is
 /// applied as a new generation (or nothing happens when it equals the live spec). 404 when
 /// that generation is not recorded.
+#[utoipa::path(
+    post, path = "/resources/{kind}/{name}/rollback", tag = "resources",
+    params(ResourcePath),
+    request_body = RollbackBody,
+    responses((status = 202, description = "The spec is that generation's again.", body = RolledBack), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn rollback(
     State(s): State<AppState>,
@@ -77,6 +90,11 @@ pub async fn rollback(
 }
 
 /// `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}` → the spec document itself.
+#[utoipa::path(
+    get, path = "/raw/resources/{kind}/{name}/spec/{generation}", tag = "resources",
+    params(SpecPath),
+    responses((status = 200, description = "The spec recorded for that generation, as it was applied.", body = Object), (status = 404, response = NotFound)),
+)]
 #[tracing::instrument(skip(s))]
 pub async fn raw_spec(
     State(s): State<AppState>,

@@ -1,0 +1,245 @@
+//! The HTTP API's OpenAPI 3.1 document and its reference page.
+//!
+//! The document is generated, never written: each handler carries a `#[utoipa::path]`
+//! (method, path, parameters, bodies, statuses) and the router registers a route and its
+//! description in one call (`utoipa_axum::routes!`, see [`super::routes`]), so a route
+//! cannot be served undocumented nor documented unserved. This module adds what every
+//! operation shares: the problem+json error responses (one reusable response per status),
+//! the bearer scheme, the tags. `GET /openapi.json` serves it; `/docs` serves Swagger UI,
+//! whose files are compiled into the binary from the `utoipa-swagger-ui-vendored` crate, so
+//! the page loads nothing from outside this server.
+
+use std::sync::OnceLock;
+
+use axum::{
+    Router,
+    http::{HeaderValue, header},
+    response::{IntoResponse, Response},
+};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::{
+        self, Content, HttpMethod, Ref, RefOr, ResponseBuilder,
+        security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme},
+    },
+};
+use utoipa_swagger_ui::{Config, SwaggerUi};
+
+use super::{AppState, problem::Problem};
+
+/// Where the document is served.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+/// Where the reference page is served.
+pub const DOCS_PATH: &str = "/docs";
+/// The prefix of the versioned API; only its operations take the shared errors and a token.
+const API_PREFIX: &str = "/api/v1";
+
+const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Declares a reusable problem+json response (a unit type implementing `ToResponse`), named
+/// as the type, so an operation says `(status = 404, response = NotFound)` and the document
+/// holds one `$ref` per use.
+macro_rules! problem_responses {
+    ($($(#[$doc:meta])* $name:ident => $description:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+
+            impl<'r> utoipa::ToResponse<'r> for $name {
+                fn response() -> (&'r str, RefOr<openapi::Response>) {
+                    (stringify!($name), problem_response($description).into())
+                }
+            }
+        )*
+
+        /// Every problem response, for the components section.
+        fn problem_components() -> Vec<(&'static str, RefOr<openapi::Response>)> {
+            vec![$(<$name as utoipa::ToResponse>::response()),*]
+        }
+    };
+}
+
+problem_responses! {
+    /// 400.
+    BadRequest => "Malformed request: a path or query parameter of the wrong type or out of \
+        range, an unknown query parameter where the route refuses them, a NUL character, or \
+        a body that is not JSON.";
+    /// 401.
+    Unauthorized => "Authentication is on (`AUTH_FILE`) and the request has no bearer token, \
+        or one nobody holds.";
+    /// 403.
+    Forbidden => "The token's role is too weak for this call (the detail names the role \
+        needed).";
+    /// 404.
+    NotFound => "What the path or body names does not exist.";
+    /// 409.
+    Conflict => "The request is well formed but the current state refuses it (the detail \
+        says why).";
+    /// 413.
+    PayloadTooLarge => "The body is larger than the server's limit (`MAX_BODY_BYTES`).";
+    /// 415.
+    UnsupportedMediaType => "The body's `Content-Type` is not one this route reads.";
+    /// 422.
+    Unprocessable => "The body or a parameter is invalid: `errors` locates every problem \
+        found (a JSON pointer into the body, or a parameter's name).";
+    /// 500.
+    Internal => "The server failed (the cause is in its log, never in the answer).";
+    /// 503.
+    Unavailable => "The database is unreachable.";
+}
+
+fn problem_response(description: &str) -> openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            PROBLEM_JSON,
+            Content::new(Some(Ref::from_schema_name("Problem"))),
+        )
+        .build()
+}
+
+/// The document's frame: metadata and tags. The operations come from the routes and the
+/// shared parts from [`Shared`], both added by [`document`].
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "converge",
+        description = "The converge control plane's HTTP API. Every error is an RFC 9457 \
+            problem (`application/problem+json`). With `AUTH_FILE` set, every `/api/v1` call \
+            needs `Authorization: Bearer <token>` of a role strong enough (viewer reads, \
+            operator acts on resources and bindings, admin writes kinds and provider configs).",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    components(schemas(Problem)),
+    tags(
+        (name = "resources", description = "Resources: apply, read, list, act on."),
+        (name = "views", description = "Read views over the resource tree and its graph."),
+        (name = "kinds", description = "Kind manifests and their live operational config."),
+        (name = "providerconfigs", description = "Provider configs: per-kind settings and bundles."),
+        (name = "reactor-bindings", description = "Reactor bindings: lifecycle transitions wired to reactors."),
+        (name = "meta", description = "Probes, the version, and this document."),
+    ),
+)]
+pub struct ApiDoc;
+
+/// Adds what every operation shares: the problem responses, the bearer scheme, and on each
+/// `/api/v1` operation the errors any of them can answer (the NUL and parameter checks, the
+/// auth guard, a database failure) and, where it reads a body, the body's errors.
+struct Shared;
+
+impl Modify for Shared {
+    fn modify(&self, doc: &mut openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.responses.extend(
+            problem_components()
+                .into_iter()
+                .map(|(name, r)| (name.to_string(), r)),
+        );
+        components.security_schemes.insert(
+            "bearer".into(),
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+        for (path, item) in doc.paths.paths.iter_mut() {
+            if !path.starts_with(API_PREFIX) {
+                continue;
+            }
+            for method in [
+                HttpMethod::Get,
+                HttpMethod::Put,
+                HttpMethod::Post,
+                HttpMethod::Delete,
+            ] {
+                let Some(op) = operation_mut(item, method) else {
+                    continue;
+                };
+                let mut shared = vec![
+                    ("400", "BadRequest"),
+                    ("401", "Unauthorized"),
+                    ("403", "Forbidden"),
+                    ("500", "Internal"),
+                ];
+                if op.request_body.is_some() {
+                    shared.extend([
+                        ("413", "PayloadTooLarge"),
+                        ("415", "UnsupportedMediaType"),
+                        ("422", "Unprocessable"),
+                    ]);
+                }
+                for (status, name) in shared {
+                    op.responses
+                        .responses
+                        .entry(status.into())
+                        .or_insert_with(|| Ref::from_response_name(name).into());
+                }
+                // The token is optional: without AUTH_FILE the API is open.
+                op.security = Some(vec![
+                    SecurityRequirement::new("bearer", Vec::<String>::new()),
+                    SecurityRequirement::default(),
+                ]);
+            }
+        }
+    }
+}
+
+fn operation_mut(
+    item: &mut openapi::PathItem,
+    method: HttpMethod,
+) -> Option<&mut openapi::path::Operation> {
+    match method {
+        HttpMethod::Get => item.get.as_mut(),
+        HttpMethod::Put => item.put.as_mut(),
+        HttpMethod::Post => item.post.as_mut(),
+        HttpMethod::Delete => item.delete.as_mut(),
+        _ => None,
+    }
+}
+
+/// The API's OpenAPI document (built once per process; the routes are built to get it).
+pub fn document() -> &'static openapi::OpenApi {
+    static DOC: OnceLock<openapi::OpenApi> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut doc = super::routes().split_for_parts().1;
+        // After the routes: a modifier of the derive would run before they are added.
+        Shared.modify(&mut doc);
+        doc
+    })
+}
+
+/// The document as served: pretty JSON, the same bytes `converge openapi` prints and
+/// `ui/openapi.json` holds.
+pub fn document_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let mut s = document()
+            .to_pretty_json()
+            .expect("an OpenAPI document serialises");
+        s.push('\n');
+        s
+    })
+}
+
+/// `GET /openapi.json`: this document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "meta",
+    responses((status = 200, description = "This OpenAPI 3.1 document.", body = Object)),
+)]
+pub async fn serve_document() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        document_json(),
+    )
+        .into_response()
+}
+
+/// The reference page's routes (`/docs`, which redirects to `/docs/`, and its files). Static
+/// files like the UI's, so they are not operations of the document.
+pub fn docs_router() -> Router<AppState> {
+    SwaggerUi::new(DOCS_PATH)
+        .config(Config::from(OPENAPI_PATH).try_it_out_enabled(true))
+        .into()
+}

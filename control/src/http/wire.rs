@@ -1,0 +1,1046 @@
+//! The wire shapes of `/api/v1` as OpenAPI schemas, for the bodies whose Rust type lives in
+//! `converge-engine` or `converge-proto` (rows serialised as they are) or is built with
+//! `json!` in a handler, and the parameters the handlers parse by hand.
+//!
+//! The engine's row types stay free of any OpenAPI dependency, so their shapes are stated here
+//! once, field for field. Nothing here is constructed: a handler serialises the real type, and
+//! two checks keep these honest: `control/tests/openapi_answers.rs` validates real answers
+//! against the document, and the schemathesis step of `scripts/test.sh` checks every route's
+//! answers against it. An `Option` field that is always written (`null` when empty) is marked
+//! required, so a client sees `T | null`, not an optional field.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::problem::Problem;
+
+/// A resource's derived phase.
+#[derive(Serialize, ToSchema)]
+pub enum Phase {
+    /// Being reconciled (behind, or not yet healthy).
+    Reconciling,
+    /// Synced, healthy, not deleting.
+    Ready,
+    /// Synced but unhealthy.
+    Degraded,
+    /// The last reconcile failed.
+    Failed,
+    /// Its owner no longer emits it; removed after the grace period.
+    Orphaned,
+    /// Set aside by an operator.
+    Quarantined,
+    /// Being torn down.
+    Deleting,
+}
+
+/// `{"status": "ok"}`.
+#[derive(Serialize, ToSchema)]
+pub struct StatusOk {
+    /// Always `ok`.
+    pub status: String,
+}
+
+/// The build and the API versions it serves.
+#[derive(Serialize, ToSchema)]
+pub struct VersionInfo {
+    /// The build's version string.
+    pub version: String,
+    /// The API version of this path (`v1`).
+    pub api_version: String,
+    /// Every API version this build serves.
+    pub api_versions: Vec<String>,
+}
+
+/// A resource's public address.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceRef {
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A resource's id and address.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceKey {
+    /// The resource id.
+    pub uid: Uuid,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+}
+
+/// One row of a resource list.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceItem {
+    /// The resource id.
+    pub uid: Uuid,
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Name.
+    pub name: String,
+    /// Derived phase.
+    pub phase: Phase,
+    /// Spec generation.
+    pub generation: i64,
+    /// Reconciled generation.
+    pub synced_gen: i64,
+    /// Synced, healthy, not deleting.
+    pub is_ready: bool,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// The direct owner, null for a root.
+    #[schema(required = true)]
+    pub owner: Option<ResourceRef>,
+    /// Created at.
+    pub created_at: DateTime<Utc>,
+    /// Updated at.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One row of the roots list: a list row plus the size of its composed subtree.
+#[derive(Serialize, ToSchema)]
+pub struct RootItem {
+    /// The root itself.
+    #[serde(flatten)]
+    pub item: ResourceItem,
+    /// How many resources carry this root's id (its descendants, not itself).
+    pub resource_count: i64,
+}
+
+/// A page of `GET /resources`.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceList {
+    /// The `owner` filters, resolved.
+    pub owners: Vec<ResourceKey>,
+    /// The rows.
+    pub resources: Vec<ResourceItem>,
+}
+
+/// A page of `GET /resources/roots`.
+#[derive(Serialize, ToSchema)]
+pub struct RootList {
+    /// The rows.
+    pub roots: Vec<RootItem>,
+}
+
+/// A page of one owner's direct children.
+#[derive(Serialize, ToSchema)]
+pub struct ChildList {
+    /// The owner.
+    pub owner: ResourceKey,
+    /// Its children.
+    pub resources: Vec<ResourceItem>,
+}
+
+/// What an apply did.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApplyResult {
+    /// A new resource.
+    Created,
+    /// An existing resource changed.
+    Configured,
+    /// Nothing changed.
+    Unchanged,
+}
+
+/// The answer to one applied resource.
+#[derive(Serialize, ToSchema)]
+pub struct Applied {
+    /// The resource id.
+    pub uid: Uuid,
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Name.
+    pub name: String,
+    /// Generation after the apply.
+    pub generation: i64,
+    /// What the apply did.
+    pub result: ApplyResult,
+}
+
+/// One applied item of a batch.
+#[derive(Serialize, ToSchema)]
+pub struct BatchApplied {
+    /// The item's position in the request.
+    pub index: u64,
+    /// 201 (created) or 200.
+    pub status: u16,
+    /// The single apply's answer.
+    #[serde(flatten)]
+    pub applied: Applied,
+}
+
+/// One failed item of a batch.
+#[derive(Serialize, ToSchema)]
+pub struct BatchFailed {
+    /// The item's position in the request.
+    pub index: u64,
+    /// The status the single apply would have answered.
+    pub status: u16,
+    /// The problem the single apply would have answered.
+    pub error: Problem,
+}
+
+/// One item's result in a batch.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchItem {
+    /// Applied.
+    Applied(BatchApplied),
+    /// Refused (nothing of it was written).
+    Failed(BatchFailed),
+}
+
+/// The answer to `POST /resources:batch`: one result per item, in item order.
+#[derive(Serialize, ToSchema)]
+pub struct BatchResult {
+    /// How many items the request held.
+    pub items: u64,
+    /// Items created.
+    pub created: u64,
+    /// Items changed.
+    pub configured: u64,
+    /// Items unchanged.
+    pub unchanged: u64,
+    /// Items refused.
+    pub failed: u64,
+    /// One per item, in item order.
+    pub results: Vec<BatchItem>,
+}
+
+/// A stored condition.
+#[derive(Serialize, ToSchema)]
+pub struct Condition {
+    /// Ready, Synced or custom.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True | False | Unknown.
+    pub status: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// When the status last changed.
+    pub last_transition_at: DateTime<Utc>,
+}
+
+/// The live claim on a resource.
+#[derive(Serialize, ToSchema)]
+pub struct LiveWork {
+    /// reconcile | delete | operate.
+    pub task_type: String,
+    /// Whether a broker holds it now.
+    pub claimed: bool,
+    /// Attempt number at this generation.
+    pub attempt: i32,
+    /// Generation the task reconciles.
+    pub generation: i64,
+    /// What fired it.
+    pub trigger: String,
+    /// When it was claimed.
+    #[schema(required = true)]
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// Last attested heartbeat.
+    #[schema(required = true)]
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    /// Not before (retry backoff).
+    #[schema(required = true)]
+    pub not_before: Option<DateTime<Utc>>,
+    /// Claiming broker.
+    #[schema(required = true)]
+    pub broker_id: Option<String>,
+}
+
+/// One entry of a resource's event log.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceEvent {
+    /// Position in the log (the cursor).
+    pub id: i64,
+    /// The resource (a deleted one keeps its id here).
+    pub resource_id: Uuid,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// created | phase | deleted | operation.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Phase before.
+    #[schema(required = true)]
+    pub from_phase: Option<String>,
+    /// Phase after.
+    #[schema(required = true)]
+    pub to_phase: Option<String>,
+    /// The generation at the time.
+    #[schema(required = true)]
+    pub generation: Option<i64>,
+    /// A failure message, an operation's verb and state.
+    #[schema(required = true)]
+    pub message: Option<String>,
+    /// The principal whose API call wrote it; null for the engine's own work.
+    #[schema(required = true)]
+    pub actor: Option<String>,
+}
+
+/// A page of events.
+#[derive(Serialize, ToSchema)]
+pub struct EventPage {
+    /// Events in log order.
+    pub items: Vec<ResourceEvent>,
+    /// Pass as `cursor` for the next page; null on the last one.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// The full read of one resource.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceDetail {
+    /// The resource id.
+    pub uid: Uuid,
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Spec.
+    pub spec: Value,
+    /// Last applied status.
+    #[schema(required = true)]
+    pub status: Option<Value>,
+    /// Derived phase.
+    pub phase: Phase,
+    /// Spec generation.
+    pub generation: i64,
+    /// Reconciled generation.
+    pub synced_gen: i64,
+    /// Health axis.
+    pub health_ok: bool,
+    /// Synced, healthy, not deleting.
+    pub is_ready: bool,
+    /// Generation of the last failure (0 = none).
+    pub failure_gen: i64,
+    /// Retries stopped until the spec changes.
+    pub failure_terminal: bool,
+    /// Consecutive failures at this generation.
+    pub failure_attempts: i32,
+    /// The last failure's message.
+    #[schema(required = true)]
+    pub failure_message: Option<String>,
+    /// Finalizers.
+    pub finalizers: Vec<String>,
+    /// Deletion requested at.
+    #[schema(required = true)]
+    pub deletion_requested_at: Option<DateTime<Utc>>,
+    /// Attached provider config.
+    #[schema(required = true)]
+    pub provider_config_ref: Option<String>,
+    /// The direct owner, null for a root.
+    #[schema(required = true)]
+    pub owner: Option<ResourceRef>,
+    /// Created at.
+    pub created_at: DateTime<Utc>,
+    /// Updated at.
+    pub updated_at: DateTime<Utc>,
+    /// Its conditions.
+    pub conditions: Vec<Condition>,
+    /// The live claim, if any.
+    #[schema(required = true)]
+    pub work: Option<LiveWork>,
+    /// The last ten events, newest first.
+    pub recent_events: Vec<ResourceEvent>,
+}
+
+/// Counts by phase: every phase, zero included.
+#[derive(Serialize, ToSchema)]
+pub struct PhaseCounts {
+    /// In phase Reconciling.
+    #[serde(rename = "Reconciling")]
+    pub reconciling: i64,
+    /// In phase Ready.
+    #[serde(rename = "Ready")]
+    pub ready: i64,
+    /// In phase Degraded.
+    #[serde(rename = "Degraded")]
+    pub degraded: i64,
+    /// In phase Failed.
+    #[serde(rename = "Failed")]
+    pub failed: i64,
+    /// In phase Orphaned.
+    #[serde(rename = "Orphaned")]
+    pub orphaned: i64,
+    /// In phase Quarantined.
+    #[serde(rename = "Quarantined")]
+    pub quarantined: i64,
+    /// In phase Deleting.
+    #[serde(rename = "Deleting")]
+    pub deleting: i64,
+}
+
+/// One kind's counts in a summary.
+#[derive(Serialize, ToSchema)]
+pub struct KindCounts {
+    /// Kind.
+    pub kind: String,
+    /// Its resources.
+    pub total: i64,
+    /// Its resources by phase.
+    pub phases: PhaseCounts,
+}
+
+/// Counts of a set of owners' subtrees, or of everything.
+#[derive(Serialize, ToSchema)]
+pub struct Summary {
+    /// The `owner` filters, resolved.
+    pub owners: Vec<ResourceKey>,
+    /// By phase.
+    pub totals: PhaseCounts,
+    /// All of them.
+    pub total: i64,
+    /// By kind, in kind order.
+    pub by_kind: Vec<KindCounts>,
+}
+
+/// Counts of one owner's subtree.
+#[derive(Serialize, ToSchema)]
+pub struct OwnerSummary {
+    /// The owner.
+    pub owner: ResourceKey,
+    /// By phase.
+    pub totals: PhaseCounts,
+    /// All of them.
+    pub total: i64,
+    /// By kind, in kind order.
+    pub by_kind: Vec<KindCounts>,
+}
+
+/// A value flowed along a dependency edge.
+#[derive(Serialize, ToSchema)]
+pub struct ValueMapping {
+    /// JSON pointer into the dependent's spec.
+    pub dependent_field: String,
+    /// JSON pointer into the dependency's status.
+    pub source_field: String,
+}
+
+/// A resource this one depends on.
+#[derive(Serialize, ToSchema)]
+pub struct Upstream {
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// The upstream's derived phase.
+    pub upstream_phase: Phase,
+    /// Synced, healthy, not deleting.
+    pub upstream_ready: bool,
+    /// The upstream's health axis.
+    pub upstream_health_ok: bool,
+    /// When the upstream row last changed.
+    pub upstream_updated_at: DateTime<Utc>,
+    /// The values it flows into this resource's spec.
+    pub value_mappings: Vec<ValueMapping>,
+}
+
+/// A resource that depends on this one.
+#[derive(Serialize, ToSchema)]
+pub struct Downstream {
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// The dependent's derived phase.
+    pub phase: Phase,
+    /// The values this resource flows into the dependent's spec.
+    pub value_mappings: Vec<ValueMapping>,
+}
+
+/// A resource's upstreams and dependents.
+#[derive(Serialize, ToSchema)]
+pub struct Dependencies {
+    /// What it waits for.
+    pub dependencies: Vec<Upstream>,
+    /// What waits for it.
+    pub dependents: Vec<Downstream>,
+}
+
+/// One node of a dependency graph.
+#[derive(Serialize, ToSchema)]
+pub struct GraphNode {
+    /// `kind/name`.
+    #[serde(rename = "ref")]
+    pub ref_: String,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Derived phase.
+    pub phase: Phase,
+    /// Synced, healthy, not deleting.
+    pub is_ready: bool,
+    /// Levels below the graph's owner (0 for the owner itself).
+    pub depth: i32,
+}
+
+/// One edge of a dependency graph: `from` depends on `to`.
+#[derive(Serialize, ToSchema)]
+pub struct GraphEdge {
+    /// The dependent, `kind/name`.
+    pub from: String,
+    /// The upstream, `kind/name`.
+    pub to: String,
+    /// The values `to` flows into `from`'s spec.
+    pub value_mappings: Vec<ValueMapping>,
+}
+
+/// The dependency graph of a composite's subtree.
+#[derive(Serialize, ToSchema)]
+pub struct Graph {
+    /// The composite.
+    pub owner: ResourceRef,
+    /// The owner first, then descendants.
+    pub nodes: Vec<GraphNode>,
+    /// Edges between the nodes.
+    pub edges: Vec<GraphEdge>,
+    /// Nodes in the whole subtree, owner included.
+    pub total_nodes: i64,
+    /// Whether `limit` cut nodes or edges.
+    pub truncated: bool,
+}
+
+/// Whether a reconcile was queued.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileStatus {
+    /// Queued now.
+    Queued,
+    /// A reconcile was already waiting.
+    AlreadyQueued,
+}
+
+/// The answer to a reconcile request.
+#[derive(Serialize, ToSchema)]
+pub struct ReconcileAccepted {
+    /// What happened.
+    pub status: ReconcileStatus,
+}
+
+/// The answer to a quarantine or unquarantine.
+#[derive(Serialize, ToSchema)]
+pub struct Quarantined {
+    /// Whether the resource is quarantined now.
+    pub quarantined: bool,
+}
+
+/// The answer to a delete.
+#[derive(Serialize, ToSchema)]
+pub struct DeleteAccepted {
+    /// Always `Deleting`.
+    pub phase: String,
+    /// Resources marked for teardown (the resource, what it owns and what depends on it).
+    pub marked: i32,
+}
+
+/// A day-2 operation's state.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OperationState {
+    /// Queued.
+    Pending,
+    /// A worker has it.
+    Running,
+    /// Done.
+    Succeeded,
+    /// Failed for good.
+    Failed,
+}
+
+/// One day-2 operation.
+#[derive(Serialize, ToSchema)]
+pub struct Operation {
+    /// Its uid.
+    pub uid: Uuid,
+    /// The verb.
+    pub verb: String,
+    /// The input JSON.
+    #[schema(required = true)]
+    pub input: Option<Value>,
+    /// Its state.
+    pub state: OperationState,
+    /// The reaction's output (succeeded).
+    #[schema(required = true)]
+    pub output: Option<Value>,
+    /// The last failure message.
+    #[schema(required = true)]
+    pub error: Option<String>,
+    /// Attempts so far.
+    pub attempts: i32,
+    /// Who asked for it.
+    pub requested_by: String,
+    /// When it was requested.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When it succeeded or failed for good.
+    #[schema(required = true)]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A resource's latest operations.
+#[derive(Serialize, ToSchema)]
+pub struct OperationList {
+    /// Newest first, at most 100.
+    pub items: Vec<Operation>,
+}
+
+/// One recorded spec.
+#[derive(Serialize, ToSchema)]
+pub struct SpecVersion {
+    /// The generation it was the spec of.
+    pub generation: i64,
+    /// The spec.
+    pub spec: Value,
+    /// When it was recorded.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A root's recorded specs.
+#[derive(Serialize, ToSchema)]
+pub struct SpecHistory {
+    /// Newest first.
+    pub items: Vec<SpecVersion>,
+}
+
+/// The answer to a rollback.
+#[derive(Serialize, ToSchema)]
+pub struct RolledBack {
+    /// The generation now current.
+    pub generation: i64,
+    /// Whether the spec changed (false when it already was that spec).
+    pub changed: bool,
+}
+
+/// One reaction a kind declares.
+#[derive(Serialize, ToSchema)]
+pub struct Reaction {
+    /// Stable handle; the worker picks its handler by (kind, name).
+    pub name: String,
+    /// What fires it (`specChange`, `operation`, `deleteRequested`, `childrenSettled`, ...).
+    pub trigger: String,
+    /// Which parts of the outcome the core applies.
+    pub emits: Vec<String>,
+    /// Only for `operation`: the verb it handles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verb: Option<String>,
+    /// Only for `deleteRequested`: the finalizer it strips.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<String>,
+    /// Only for `childrenSettled`: `summary` or `full`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descendants: Option<String>,
+}
+
+/// A kind manifest as written: its schemas, reactions and operational defaults. The fields
+/// beyond `kind`, `kind_version` and `reactions` are described in the README's manifest
+/// reference; unknown ones are refused (422).
+#[derive(Serialize, ToSchema)]
+pub struct KindManifestIn {
+    /// Optional discriminator for CLI files; `manifest` when present.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// The kind's name; defaults to the path's kind, must match it when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The kind version this manifest describes (at least 1).
+    #[schema(minimum = 1)]
+    pub kind_version: i32,
+    /// Reactions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reactions: Option<Vec<Value>>,
+    /// JSON Schema of a resource's spec.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec_schema: Option<Value>,
+    /// JSON Schema of a resource's status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_schema: Option<Value>,
+    /// JSON Schema of a provider config's spec.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_schema: Option<Value>,
+}
+
+/// A stored kind manifest and its content hash.
+#[derive(Serialize, ToSchema)]
+pub struct KindManifestOut {
+    /// The kind's name.
+    pub kind: String,
+    /// The kind version.
+    pub kind_version: i32,
+    /// Description.
+    pub description: String,
+    /// Reactions.
+    pub reactions: Vec<Reaction>,
+    /// The manifest's content hash.
+    pub manifest_version: i64,
+}
+
+/// The answer to a manifest apply.
+#[derive(Serialize, ToSchema)]
+pub struct ManifestApplied {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// The stored manifest's content hash.
+    pub manifest_version: i64,
+    /// What the apply did.
+    pub result: ApplyResult,
+}
+
+/// A kind's live operational config.
+#[derive(Serialize, ToSchema)]
+pub struct KindConfig {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Global concurrency cap (0 = unlimited).
+    pub max_inflight: i32,
+    /// Per-task deadline (0 = none).
+    pub task_deadline_secs: i32,
+    /// Drift re-observe interval (0 = off).
+    pub resync_interval_secs: i32,
+    /// Whether resync re-runs the composer.
+    pub resync_recomposes: bool,
+    /// Orphan grace.
+    pub orphan_grace_secs: i32,
+    /// Transient attempts before terminal (0 = unbounded).
+    pub max_transient_attempts: i32,
+    /// Finalizer from the manifest.
+    #[schema(required = true)]
+    pub finalizer_name: Option<String>,
+    /// Retired versions accept no new resources.
+    pub retired: bool,
+}
+
+/// The operator-editable part of a kind's config (a full replace; every number ≥ 0).
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KindConfigEdit {
+    /// Global concurrency cap (0 = unlimited).
+    pub max_inflight: i32,
+    /// Per-task deadline in seconds (0 = none).
+    pub task_deadline_seconds: i32,
+    /// Drift re-observe interval (0 = off).
+    pub resync_interval_seconds: i32,
+    /// Orphan grace in seconds.
+    pub orphan_grace_seconds: i32,
+    /// Transient attempts before terminal (0 = unbounded).
+    pub max_transient_attempts: i32,
+    /// Whether resync re-runs the composer (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_recomposes: Option<bool>,
+    /// A retired version accepts no new resources (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired: Option<bool>,
+}
+
+/// One kind version in the kinds list.
+#[derive(Serialize, ToSchema)]
+pub struct KindSummary {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Description.
+    #[schema(required = true)]
+    pub description: Option<String>,
+    /// Reactions.
+    #[schema(required = true)]
+    pub reactions: Option<Vec<Reaction>>,
+    /// Finalizer.
+    #[schema(required = true)]
+    pub finalizer_name: Option<String>,
+    /// The manifest's content hash.
+    pub manifest_version: i64,
+    /// The live operational config.
+    #[schema(required = true)]
+    pub operational: Option<KindConfig>,
+}
+
+/// Every kind version.
+#[derive(Serialize, ToSchema)]
+pub struct KindList {
+    /// By kind and version.
+    pub kinds: Vec<KindSummary>,
+}
+
+/// One provider config (writeOnly values of its spec read `"***"`).
+#[derive(Serialize, ToSchema)]
+pub struct ProviderConfig {
+    /// Global name.
+    pub name: String,
+    /// The kind it configures.
+    pub kind: String,
+    /// The kind version it configures.
+    pub kind_version: i32,
+    /// Whether it is the default of its kind version.
+    pub is_default: bool,
+    /// The config spec.
+    pub spec: Value,
+    /// Bundle size in bytes (0 = none).
+    pub data_size: i64,
+    /// The composing root that owns it, if any.
+    #[schema(required = true)]
+    pub owner_id: Option<Uuid>,
+    /// Resources attached to it.
+    pub used_by: i64,
+    /// Created at.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// The bundle, base64; only on the single read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+/// A page of provider configs.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderConfigList {
+    /// By name; without bundles.
+    pub items: Vec<ProviderConfig>,
+    /// Configs matching the filters.
+    pub total: i64,
+    /// This page's offset.
+    pub offset: i64,
+    /// This page's size limit.
+    pub limit: i64,
+}
+
+/// One reactor binding.
+#[derive(Serialize, ToSchema)]
+pub struct ReactorBinding {
+    /// Operator-chosen identity.
+    pub name: String,
+    /// The kind whose transitions fire it.
+    pub watch_kind: String,
+    /// created | synced | degraded | failed | deleted.
+    pub transition: String,
+    /// The reactor kind that runs.
+    pub reactor: String,
+    /// Labels the watched resource must carry.
+    pub label_match: BTreeMap<String, String>,
+    /// A disabled binding never fires.
+    pub enabled: bool,
+    /// Created at.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Deliveries not yet acked.
+    pub pending: i64,
+}
+
+/// Reactor bindings.
+#[derive(Serialize, ToSchema)]
+pub struct ReactorBindingList {
+    /// By name.
+    pub items: Vec<ReactorBinding>,
+}
+
+// --- Parameters ------------------------------------------------------------------------------
+// Documentation only: the handlers parse their path with `ApiPath` and their query by hand
+// (repeatable filters, problem+json rejections), so these state what those parsers accept.
+
+/// A kind in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct KindPath {
+    /// The kind.
+    pub kind: String,
+}
+
+/// A kind version in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct KindVersionPath {
+    /// The kind.
+    pub kind: String,
+    /// The kind version.
+    pub version: i32,
+}
+
+/// A name in the path (provider configs, reactor bindings).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct NamePath {
+    /// The name.
+    pub name: String,
+}
+
+/// A resource's address in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ResourcePath {
+    /// The resource's kind.
+    pub kind: String,
+    /// The resource's name.
+    pub name: String,
+}
+
+/// One operation of a resource in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct OperationPath {
+    /// The resource's kind.
+    pub kind: String,
+    /// The resource's name.
+    pub name: String,
+    /// The operation's uid (anything else is a 404).
+    pub uid: String,
+}
+
+/// One recorded spec of a resource in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SpecPath {
+    /// The resource's kind.
+    pub kind: String,
+    /// The resource's name.
+    pub name: String,
+    /// The generation whose spec to read.
+    pub generation: i64,
+}
+
+/// The filters and page of `GET /resources`. Unknown parameters are ignored.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ResourceListQuery {
+    /// Only these kinds (repeatable: a union).
+    #[param(style = Form, explode)]
+    pub kind: Option<Vec<String>>,
+    /// Only these phases (repeatable: a union).
+    #[param(style = Form, explode)]
+    pub phase: Option<Vec<Phase>>,
+    /// Only the direct children of these owners, `kind/name` (repeatable: a union; 404 when
+    /// one does not exist).
+    #[param(style = Form, explode)]
+    pub owner: Option<Vec<String>>,
+    /// Names containing this, case-insensitively.
+    pub name: Option<String>,
+    /// Only resources carrying this label, `key:value` (repeatable: all must match).
+    #[param(style = Form, explode)]
+    pub label: Option<Vec<String>>,
+    /// Page size (default 100).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+    /// `X-Next-Cursor` of the previous page (a malformed one restarts from the first page).
+    pub cursor: Option<String>,
+}
+
+/// The filters and page of the roots list and of one owner's children. Unknown parameters
+/// are ignored.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TreeListQuery {
+    /// Only these kinds (repeatable: a union).
+    #[param(style = Form, explode)]
+    pub kind: Option<Vec<String>>,
+    /// Only these phases (repeatable: a union).
+    #[param(style = Form, explode)]
+    pub phase: Option<Vec<Phase>>,
+    /// Names containing this, case-insensitively.
+    pub name: Option<String>,
+    /// Only resources carrying this label, `key:value` (repeatable: all must match).
+    #[param(style = Form, explode)]
+    pub label: Option<Vec<String>>,
+    /// Page size (default 50 for roots, 100 for children).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+    /// `X-Next-Cursor` of the previous page (a malformed one restarts from the first page).
+    pub cursor: Option<String>,
+}
+
+/// The owners a summary counts. Unknown parameters are ignored.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SummaryQuery {
+    /// Count these owners' subtrees, `kind/name` (repeatable); none: count every root's.
+    #[param(style = Form, explode)]
+    pub owner: Option<Vec<String>>,
+}
+
+/// The size of a graph. Unknown parameters are ignored.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GraphQuery {
+    /// The most nodes (and edges) to return (default 500).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+}
+
+/// A page of events. Other parameters are refused (400).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventQuery {
+    /// `next_cursor` of the previous page (default 0: from the start).
+    #[param(minimum = 0)]
+    pub cursor: Option<i64>,
+    /// Page size (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+}
+
+/// Which manifest version to read. Unknown parameters are ignored.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ManifestQuery {
+    /// The kind version (default: the highest).
+    pub kind_version: Option<i32>,
+}
+
+/// How to apply a manifest. Unknown parameters are ignored.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ManifestPutQuery {
+    /// `true` (or `1`): store a manifest that breaks a version in use.
+    pub force: Option<bool>,
+}
+
+/// The filters and page of the provider config list. Other parameters are refused (400).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ProviderConfigQuery {
+    /// Only configs of this kind.
+    pub kind: Option<String>,
+    /// Names containing this.
+    pub name: Option<String>,
+    /// Only defaults (`true`) or only overrides (`false`).
+    pub default: Option<bool>,
+    /// Rows to skip (default 0).
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+    /// Page size (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+}
+
+/// The filters of the reactor binding list. Other parameters are refused (400).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BindingQuery {
+    /// Only bindings watching this kind.
+    pub watch_kind: Option<String>,
+    /// Only bindings running this reactor.
+    pub reactor: Option<String>,
+}

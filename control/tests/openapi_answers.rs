@@ -1,0 +1,564 @@
+//! Real answers of the handlers against the OpenAPI document: a composed tree with an edge
+//! and a value flow is staged, every route is called (successes and the problems it
+//! documents), and each body is validated, with formats, against the schema the document
+//! gives for that operation, status and content type. A field the document forgets, a wrong
+//! type or nullability, or an undocumented status fails here before a client sees it.
+
+use std::collections::BTreeSet;
+
+use axum::{
+    body::Body,
+    http::{Method, Request, header},
+};
+use converge_control::{
+    http::{self, AppState, openapi},
+    testing::TestDb,
+};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use uuid::Uuid;
+
+/// The router and the document, and which (method, path, status) were checked.
+struct Contract {
+    app: axum::Router,
+    doc: Value,
+    seen: BTreeSet<(String, String, u16)>,
+}
+
+impl Contract {
+    /// Calls `method uri` (matching the document's `template`) with an optional JSON body,
+    /// asserts the status is `want`, validates the body against the document, and returns it.
+    async fn call(
+        &mut self,
+        method: Method,
+        template: &str,
+        uri: &str,
+        body: Option<Value>,
+        want: u16,
+    ) -> Value {
+        let req = Request::builder().method(method.clone()).uri(uri);
+        let req = match body {
+            Some(b) => req
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(b.to_string())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        self.send(req, template, want).await
+    }
+
+    async fn send(&mut self, req: Request<Body>, template: &str, want: u16) -> Value {
+        let method = req.method().as_str().to_lowercase();
+        let uri = req.uri().to_string();
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let ctype = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        assert_eq!(status, want, "{method} {uri}: {body}");
+        self.validate(&method, template, status, ctype.as_deref(), &body);
+        self.seen.insert((method, template.to_string(), status));
+        body
+    }
+
+    fn validate(
+        &self,
+        method: &str,
+        template: &str,
+        status: u16,
+        ctype: Option<&str>,
+        body: &Value,
+    ) {
+        let at = format!("{method} {template} {status}");
+        let op = &self.doc["paths"][template][method];
+        assert!(op.is_object(), "{at}: no such operation in the document");
+        let mut response = &op["responses"][status.to_string()];
+        if let Some(r) = response["$ref"].as_str() {
+            let name = r.trim_start_matches("#/components/responses/");
+            response = &self.doc["components"]["responses"][name];
+        }
+        assert!(response.is_object(), "{at}: status not documented");
+        let Some(ctype) = ctype else {
+            assert!(
+                response.get("content").is_none(),
+                "{at}: documented with a body, answered none"
+            );
+            return;
+        };
+        let essence = ctype.split(';').next().unwrap().trim();
+        let schema = &response["content"][essence]["schema"];
+        assert!(
+            schema.is_object(),
+            "{at}: content type {essence} not documented: {response}"
+        );
+        // The schema with the document's components beside it, so its `$ref`s resolve.
+        let mut root = schema.clone();
+        root["components"] = self.doc["components"].clone();
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build(&root)
+            .unwrap_or_else(|e| panic!("{at}: the document's schema does not compile: {e}"));
+        let errors: Vec<String> = validator
+            .iter_errors(body)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{at}: {errors:#?}\nbody: {body}");
+    }
+}
+
+fn hello_manifest() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/hello/kind-hello.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Inserts a composed child of `root` straight into the table (composition runs in the
+/// broker, which this test does not start).
+async fn child(db: &TestDb, name: &str, root: Uuid, ready: bool) -> Uuid {
+    sqlx::query_scalar(
+        "INSERT INTO resources (id, kind, name, owner_id, root_id, shard_id, synced_gen, health_ok)
+         SELECT g, 'hello', $1, $2, $2, shard_of(g), CASE WHEN $3 THEN 1 ELSE 0 END, true
+         FROM (SELECT gen_random_uuid() AS g) x
+         RETURNING id",
+    )
+    .bind(name)
+    .bind(root)
+    .bind(ready)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn real_answers_validate_against_the_document() {
+    use Method as M;
+    let db = TestDb::new().await;
+    let state = AppState {
+        pool: db.pool.clone(),
+        schemas: Default::default(),
+        dispatch_hint: None,
+        auth: None,
+    };
+    let mut c = Contract {
+        app: http::router(state, 1 << 20),
+        doc: serde_json::from_str(openapi::document_json()).unwrap(),
+        seen: BTreeSet::new(),
+    };
+
+    // Meta.
+    c.call(M::GET, "/api/v1/version", "/api/v1/version", None, 200)
+        .await;
+    for p in ["/livez", "/healthz", "/readyz"] {
+        c.call(M::GET, p, p, None, 200).await;
+    }
+    c.call(M::GET, "/openapi.json", "/openapi.json", None, 200)
+        .await;
+
+    // Kinds.
+    let kind_manifest = "/api/v1/kinds/{kind}/manifest";
+    c.call(
+        M::PUT,
+        kind_manifest,
+        "/api/v1/kinds/hello/manifest",
+        Some(hello_manifest()),
+        201,
+    )
+    .await;
+    c.call(
+        M::PUT,
+        kind_manifest,
+        "/api/v1/kinds/hello/manifest",
+        Some(hello_manifest()),
+        200,
+    )
+    .await;
+    c.call(
+        M::PUT,
+        kind_manifest,
+        "/api/v1/kinds/hello/manifest",
+        Some(json!({"kind_version": 0})),
+        422,
+    )
+    .await;
+    c.call(
+        M::GET,
+        kind_manifest,
+        "/api/v1/kinds/hello/manifest",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::GET,
+        kind_manifest,
+        "/api/v1/kinds/nope/manifest",
+        None,
+        404,
+    )
+    .await;
+    c.call(M::GET, "/api/v1/kinds", "/api/v1/kinds", None, 200)
+        .await;
+    let version_manifest = "/api/v1/kinds/{kind}/versions/{version}/manifest";
+    c.call(
+        M::GET,
+        version_manifest,
+        "/api/v1/kinds/hello/versions/1/manifest",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::GET,
+        version_manifest,
+        "/api/v1/kinds/hello/versions/x/manifest",
+        None,
+        400,
+    )
+    .await;
+    let config = "/api/v1/kinds/{kind}/versions/{version}/config";
+    c.call(
+        M::GET,
+        config,
+        "/api/v1/kinds/hello/versions/1/config",
+        None,
+        200,
+    )
+    .await;
+    let edit = json!({"max_inflight": 0, "task_deadline_seconds": 30, "resync_interval_seconds": 0,
+        "orphan_grace_seconds": 60, "max_transient_attempts": 0});
+    c.call(
+        M::PUT,
+        config,
+        "/api/v1/kinds/hello/versions/1/config",
+        Some(edit.clone()),
+        200,
+    )
+    .await;
+    c.call(
+        M::PUT,
+        config,
+        "/api/v1/kinds/hello/versions/9/config",
+        Some(edit),
+        404,
+    )
+    .await;
+
+    // Resources.
+    let app = json!({"kind": "hello", "kind_version": 1, "name": "app", "labels": {"team": "web"},
+        "spec": {"greeting": "hi"}});
+    let applied = c
+        .call(
+            M::POST,
+            "/api/v1/resources",
+            "/api/v1/resources",
+            Some(app.clone()),
+            201,
+        )
+        .await;
+    c.call(
+        M::POST,
+        "/api/v1/resources",
+        "/api/v1/resources",
+        Some(app),
+        200,
+    )
+    .await;
+    let bad =
+        json!({"kind": "hello", "kind_version": 1, "name": "bad", "spec": {"greeting": 5, "x": 1}});
+    c.call(
+        M::POST,
+        "/api/v1/resources",
+        "/api/v1/resources",
+        Some(bad.clone()),
+        422,
+    )
+    .await;
+    let root: Uuid = applied["uid"].as_str().unwrap().parse().unwrap();
+    let a = child(&db, "app-a", root, true).await;
+    let b = child(&db, "app-b", root, false).await;
+    sqlx::query(
+        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id, value_flows)
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(b)
+    .bind(a)
+    .bind(root)
+    .bind(json!([{"dep_field": "/greeting", "src_field": "/message"}]))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    c.call(
+        M::GET,
+        "/api/v1/resources",
+        "/api/v1/resources?limit=1",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/resources",
+        "/api/v1/resources?owner=hello/app&phase=Ready&label=team:web",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/resources",
+        "/api/v1/resources?limit=0",
+        None,
+        422,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/resources",
+        "/api/v1/resources?owner=hello/none",
+        None,
+        404,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/resources/roots",
+        "/api/v1/resources/roots",
+        None,
+        200,
+    )
+    .await;
+    let summary = "/api/v1/resources/summary";
+    c.call(M::GET, summary, summary, None, 200).await;
+    c.call(
+        M::GET,
+        summary,
+        "/api/v1/resources/summary?owner=hello/app",
+        None,
+        200,
+    )
+    .await;
+    let one = "/api/v1/resources/{kind}/{name}";
+    c.call(M::GET, one, "/api/v1/resources/hello/app", None, 200)
+        .await;
+    c.call(M::GET, one, "/api/v1/resources/hello/app-b", None, 200)
+        .await;
+    c.call(M::GET, one, "/api/v1/resources/hello/none", None, 404)
+        .await;
+    for (template, uri) in [
+        (
+            "/api/v1/resources/{kind}/{name}/children",
+            "/api/v1/resources/hello/app/children",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/summary",
+            "/api/v1/resources/hello/app/summary",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/dependencies",
+            "/api/v1/resources/hello/app-b/dependencies",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/dependencies",
+            "/api/v1/resources/hello/app-a/dependencies",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/graph",
+            "/api/v1/resources/hello/app/graph?limit=2",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/events",
+            "/api/v1/resources/hello/app/events?limit=5",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/spec-history",
+            "/api/v1/resources/hello/app/spec-history",
+        ),
+        (
+            "/api/v1/raw/resources/{kind}/{name}/spec/{generation}",
+            "/api/v1/raw/resources/hello/app/spec/1",
+        ),
+        (
+            "/api/v1/resources/{kind}/{name}/ops",
+            "/api/v1/resources/hello/app/ops",
+        ),
+    ] {
+        c.call(M::GET, template, uri, None, 200).await;
+    }
+    c.call(
+        M::GET,
+        "/api/v1/resources/{kind}/{name}/events",
+        "/api/v1/resources/hello/app/events?x=1",
+        None,
+        400,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/resources/{kind}/{name}/ops/{uid}",
+        "/api/v1/resources/hello/app/ops/nope",
+        None,
+        404,
+    )
+    .await;
+    c.call(
+        M::POST,
+        "/api/v1/resources/{kind}/{name}/ops",
+        "/api/v1/resources/hello/app/ops",
+        Some(json!({"verb": "nope"})),
+        422,
+    )
+    .await;
+    let reconcile = "/api/v1/resources/{kind}/{name}/reconcile";
+    c.call(
+        M::POST,
+        reconcile,
+        "/api/v1/resources/hello/app/reconcile",
+        None,
+        202,
+    )
+    .await;
+    c.call(
+        M::POST,
+        "/api/v1/resources/{kind}/{name}/quarantine",
+        "/api/v1/resources/hello/app/quarantine",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::POST,
+        reconcile,
+        "/api/v1/resources/hello/app/reconcile",
+        None,
+        409,
+    )
+    .await;
+    c.call(
+        M::POST,
+        "/api/v1/resources/{kind}/{name}/unquarantine",
+        "/api/v1/resources/hello/app/unquarantine",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::POST,
+        "/api/v1/resources/{kind}/{name}/rollback",
+        "/api/v1/resources/hello/app/rollback",
+        Some(json!({"generation": 1})),
+        202,
+    )
+    .await;
+
+    // A batch with an applied and a refused item; a body of the wrong type.
+    let batch = json!([
+        {"kind": "hello", "kind_version": 1, "name": "other", "spec": {}},
+        bad,
+    ]);
+    let r = c
+        .call(
+            M::POST,
+            "/api/v1/resources:batch",
+            "/api/v1/resources:batch",
+            Some(batch),
+            200,
+        )
+        .await;
+    assert_eq!(
+        (r["created"].as_u64(), r["failed"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
+    let req = Request::post("/api/v1/resources")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from("x"))
+        .unwrap();
+    c.send(req, "/api/v1/resources", 415).await;
+
+    // Provider configs and reactor bindings.
+    let pc = json!({"name": "hello-default", "kind": "hello", "kind_version": 1, "is_default": true,
+        "spec": {}, "data": "aGk="});
+    c.call(
+        M::POST,
+        "/api/v1/providerconfigs",
+        "/api/v1/providerconfigs",
+        Some(pc.clone()),
+        201,
+    )
+    .await;
+    c.call(
+        M::POST,
+        "/api/v1/providerconfigs",
+        "/api/v1/providerconfigs",
+        Some(pc),
+        200,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/providerconfigs",
+        "/api/v1/providerconfigs?kind=hello",
+        None,
+        200,
+    )
+    .await;
+    let named = "/api/v1/providerconfigs/{name}";
+    c.call(
+        M::GET,
+        named,
+        "/api/v1/providerconfigs/hello-default",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::DELETE,
+        named,
+        "/api/v1/providerconfigs/hello-default",
+        None,
+        204,
+    )
+    .await;
+    c.call(
+        M::DELETE,
+        named,
+        "/api/v1/providerconfigs/hello-default",
+        None,
+        404,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/reactor-bindings",
+        "/api/v1/reactor-bindings",
+        None,
+        200,
+    )
+    .await;
+    c.call(
+        M::GET,
+        "/api/v1/reactor-bindings/{name}",
+        "/api/v1/reactor-bindings/none",
+        None,
+        404,
+    )
+    .await;
+
+    c.call(M::DELETE, one, "/api/v1/resources/hello/app", None, 202)
+        .await;
+    assert!(c.seen.len() >= 50, "only {} answers checked", c.seen.len());
+    db.pool.close().await;
+}
