@@ -46,6 +46,10 @@ enum Command {
         #[arg(long, env = "CONVERGE_DEV_PG_PORT")]
         pg_port: Option<u16>,
     },
+    /// Print the HTTP API's OpenAPI document (what `GET /openapi.json` serves), for
+    /// `scripts/gen-api-types.sh`; needs no database or configuration.
+    #[command(hide = true)]
+    Openapi,
 }
 
 #[derive(Subcommand)]
@@ -129,12 +133,17 @@ async fn main() -> anyhow::Result<()> {
     {
         return token_new(name, *role, kinds);
     }
+    if let Some(Command::Openapi) = &cli.command {
+        print!("{}", converge_control::http::openapi::document_json());
+        return Ok(());
+    }
     logging::init()?;
     let cfg = Config::from_env()?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Token {
             action: TokenAction::New { name, role, kinds },
         } => token_new(&name, role, &kinds),
+        Command::Openapi => unreachable!("answered before the configuration is read"),
         Command::Serve => server::run(cfg, shutdown_on_signal()).await,
         Command::Migrate { action } => {
             let url = cfg
