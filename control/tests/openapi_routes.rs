@@ -144,9 +144,16 @@ async fn each_documented_path_answers_exactly_its_documented_methods() {
 }
 
 #[test]
-fn every_api_operation_documents_its_problems() {
+fn operations_are_named_once_and_document_their_problems() {
     let doc = document();
     assert_eq!(doc["openapi"], "3.1.0");
+    let mut ids = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap_or_default();
+            assert!(ids.insert(id.to_string()), "{method} {path}: operationId {id:?} twice");
+        }
+    }
     let problem = &doc["components"]["schemas"]["Problem"];
     for field in [
         "type",

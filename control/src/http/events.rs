@@ -21,7 +21,7 @@ const MAX_PAGE: i64 = 1000;
 
 /// `{items, next_cursor}`; `next_cursor` is null on the last page.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/events", tag = "resources",
+    get, operation_id = "events_list", path = "/resources/{kind}/{name}/events", tag = "resources",
     params(ResourcePath, EventQuery),
     responses((status = 200, description = "One page of its events, oldest first.", body = EventPage)),
 )]

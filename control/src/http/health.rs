@@ -26,21 +26,21 @@ async fn live() -> Json<Value> {
 }
 
 /// `GET /livez`: the process is up (no database needed).
-#[utoipa::path(get, path = "/livez", tag = "meta",
+#[utoipa::path(get, operation_id = "health_livez", path = "/livez", tag = "meta",
     responses((status = 200, description = "Alive.", body = StatusOk)))]
 async fn livez() -> Json<Value> {
     live().await
 }
 
 /// `GET /healthz`: the same as `/livez`.
-#[utoipa::path(get, path = "/healthz", tag = "meta",
+#[utoipa::path(get, operation_id = "health_healthz", path = "/healthz", tag = "meta",
     responses((status = 200, description = "Alive.", body = StatusOk)))]
 async fn healthz() -> Json<Value> {
     live().await
 }
 
 /// `GET /readyz`: the primary answers a ping within 2 s.
-#[utoipa::path(get, path = "/readyz", tag = "meta",
+#[utoipa::path(get, operation_id = "health_ready", path = "/readyz", tag = "meta",
     responses(
         (status = 200, description = "Ready.", body = StatusOk),
         (status = 503, response = Unavailable),
@@ -61,7 +61,7 @@ async fn ready_check(pool: &sqlx::PgPool) -> Result<Json<Value>, ApiError> {
 }
 
 /// `GET /api/v1/version`.
-#[utoipa::path(get, path = "/version", tag = "meta",
+#[utoipa::path(get, operation_id = "health_version", path = "/version", tag = "meta",
     responses((status = 200, description = "The build and the API versions it serves.", body = VersionInfo)))]
 pub async fn version() -> Json<Value> {
     Json(json!({"version": build_version(), "api_version": "v1", "api_versions": ["v1"]}))

@@ -33,7 +33,7 @@ use crate::{
 /// lists the breaking changes when resources already use this kind version (make a new
 /// version instead, or force it).
 #[utoipa::path(
-    put, path = "/kinds/{kind}/manifest", tag = "kinds",
+    put, operation_id = "kinds_put_manifest", path = "/kinds/{kind}/manifest", tag = "kinds",
     params(KindPath, ManifestPutQuery),
     request_body = KindManifestIn,
     responses(
@@ -205,7 +205,7 @@ fn manifest_body(m: db::kinds::StoredManifest) -> Json<Value> {
 
 /// `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default).
 #[utoipa::path(
-    get, path = "/kinds/{kind}/manifest", tag = "kinds",
+    get, operation_id = "kinds_get_manifest", path = "/kinds/{kind}/manifest", tag = "kinds",
     params(KindPath, ManifestQuery),
     responses((status = 200, description = "The manifest.", body = KindManifestOut), (status = 404, response = NotFound)),
 )]
@@ -227,7 +227,7 @@ pub async fn get_manifest(
 
 /// `GET /api/v1/kinds/{kind}/versions/{version}/manifest`.
 #[utoipa::path(
-    get, path = "/kinds/{kind}/versions/{version}/manifest", tag = "kinds",
+    get, operation_id = "kinds_get_manifest_version", path = "/kinds/{kind}/versions/{version}/manifest", tag = "kinds",
     params(KindVersionPath),
     responses((status = 200, description = "The manifest.", body = KindManifestOut), (status = 404, response = NotFound)),
 )]
@@ -256,7 +256,7 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
 
 /// `GET /api/v1/kinds`: every kind version with its reactions and live operational config.
 #[utoipa::path(
-    get, path = "/kinds", tag = "kinds",
+    get, operation_id = "kinds_list", path = "/kinds", tag = "kinds",
     responses((status = 200, description = "Every kind version.", body = KindList)),
 )]
 pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -296,7 +296,7 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
 /// `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
 /// (every field required, all ≥ 0); no restart needed.
 #[utoipa::path(
-    put, path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
+    put, operation_id = "kinds_put_config", path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
     params(KindVersionPath),
     request_body = KindConfigEdit,
     responses((status = 200, description = "The config now in force.", body = KindConfig), (status = 404, response = NotFound)),
@@ -339,7 +339,7 @@ pub async fn put_config(
 
 /// `GET /api/v1/kinds/{kind}/versions/{version}/config`.
 #[utoipa::path(
-    get, path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
+    get, operation_id = "kinds_get_config", path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
     params(KindVersionPath),
     responses((status = 200, description = "The config in force.", body = KindConfig), (status = 404, response = NotFound)),
 )]

@@ -206,7 +206,7 @@ pub fn document() -> &'static openapi::OpenApi {
 }
 
 /// The document as served: pretty JSON, the same bytes `converge openapi` prints and
-/// `ui/openapi.json` holds.
+/// `control/openapi.json` holds.
 pub fn document_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
@@ -220,7 +220,7 @@ pub fn document_json() -> &'static str {
 
 /// `GET /openapi.json`: this document.
 #[utoipa::path(
-    get,
+    operation_id = "openapi_serve_document", get,
     path = "/openapi.json",
     tag = "meta",
     responses((status = 200, description = "This OpenAPI 3.1 document.", body = Object)),

@@ -43,7 +43,7 @@ async fn target(s: &AppState, kind: &str, name: &str) -> Result<Target, ApiError
 /// `POST .../ops` → 202 with the operation (state `pending`). 422 for a verb the kind does
 /// not declare, 409 while the resource is being deleted.
 #[utoipa::path(
-    post, path = "/resources/{kind}/{name}/ops", tag = "resources",
+    post, operation_id = "operations_create", path = "/resources/{kind}/{name}/ops", tag = "resources",
     params(ResourcePath),
     request_body = OperateBody,
     responses((status = 202, description = "Recorded and queued.", body = Operation), (status = 404, response = NotFound), (status = 409, response = Conflict)),
@@ -96,7 +96,7 @@ pub async fn create(
 
 /// `GET .../ops` → `{items: [...]}`, newest first (at most 100).
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/ops", tag = "resources",
+    get, operation_id = "operations_list", path = "/resources/{kind}/{name}/ops", tag = "resources",
     params(ResourcePath),
     responses((status = 200, description = "Its latest operations.", body = OperationList), (status = 404, response = NotFound)),
 )]
@@ -114,7 +114,7 @@ pub async fn list(
 
 /// `GET .../ops/{uid}` → the operation.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/ops/{uid}", tag = "resources",
+    get, operation_id = "operations_get", path = "/resources/{kind}/{name}/ops/{uid}", tag = "resources",
     params(OperationPath),
     responses((status = 200, description = "The operation.", body = Operation), (status = 404, response = NotFound)),
 )]

@@ -66,7 +66,7 @@ pub struct PutBody {
     pub is_default: bool,
     /// Config spec (a JSON object), checked against the kind's `config_schema`.
     #[serde(default = "empty_object")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = std::collections::BTreeMap<String, serde_json::Value>)]
     pub spec: Value,
     /// Bundle, base64 (standard alphabet).
     #[serde(default)]
@@ -80,7 +80,7 @@ fn empty_object() -> Value {
 /// `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config (its
 /// writeOnly values masked). 409 when a kept secret's config changed meanwhile.
 #[utoipa::path(
-    post, path = "/providerconfigs", tag = "providerconfigs",
+    post, operation_id = "providerconfigs_put", path = "/providerconfigs", tag = "providerconfigs",
     request_body = PutBody,
     responses(
         (status = 201, description = "Created.", body = ProviderConfig),
@@ -327,7 +327,7 @@ fn check_cel_graph(schemas: &KindSchemas, spec: &Value) -> Result<(), ApiError> 
 /// `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its
 /// bundle as base64 `data`.
 #[utoipa::path(
-    get, path = "/providerconfigs/{name}", tag = "providerconfigs",
+    get, operation_id = "providerconfigs_get", path = "/providerconfigs/{name}", tag = "providerconfigs",
     params(NamePath),
     responses((status = 200, description = "The config with its bundle.", body = ProviderConfig), (status = 404, response = NotFound)),
 )]
@@ -356,7 +356,7 @@ const MAX_PAGE: i64 = 500;
 /// `{items, total, offset, limit}` ordered by name (writeOnly values masked; bundles are not
 /// included).
 #[utoipa::path(
-    get, path = "/providerconfigs", tag = "providerconfigs",
+    get, operation_id = "providerconfigs_list", path = "/providerconfigs", tag = "providerconfigs",
     params(ProviderConfigQuery),
     responses((status = 200, description = "One page, by name.", body = ProviderConfigList)),
 )]
@@ -414,7 +414,7 @@ pub async fn list(
 /// `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a
 /// composite owns it.
 #[utoipa::path(
-    delete, path = "/providerconfigs/{name}", tag = "providerconfigs",
+    delete, operation_id = "providerconfigs_delete", path = "/providerconfigs/{name}", tag = "providerconfigs",
     params(NamePath),
     responses((status = 204, description = "Deleted."), (status = 404, response = NotFound), (status = 409, response = Conflict)),
 )]

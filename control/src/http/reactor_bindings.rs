@@ -102,7 +102,7 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
 
 /// `POST /api/v1/reactor-bindings` → 201 (created) or 200 (replaced) with the binding.
 #[utoipa::path(
-    post, path = "/reactor-bindings", tag = "reactor-bindings",
+    post, operation_id = "reactor_bindings_put", path = "/reactor-bindings", tag = "reactor-bindings",
     request_body = BindingBody,
     responses(
         (status = 201, description = "Created.", body = ReactorBinding),
@@ -141,7 +141,7 @@ pub async fn put(
 
 /// `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
 #[utoipa::path(
-    get, path = "/reactor-bindings", tag = "reactor-bindings",
+    get, operation_id = "reactor_bindings_list", path = "/reactor-bindings", tag = "reactor-bindings",
     params(BindingQuery),
     responses((status = 200, description = "Every binding, by name.", body = ReactorBindingList)),
 )]
@@ -171,7 +171,7 @@ pub async fn list(
 
 /// `GET /api/v1/reactor-bindings/{name}`.
 #[utoipa::path(
-    get, path = "/reactor-bindings/{name}", tag = "reactor-bindings",
+    get, operation_id = "reactor_bindings_get", path = "/reactor-bindings/{name}", tag = "reactor-bindings",
     params(NamePath),
     responses((status = 200, description = "The binding.", body = ReactorBinding), (status = 404, response = NotFound)),
 )]
@@ -189,7 +189,7 @@ pub async fn get(
 
 /// `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).
 #[utoipa::path(
-    delete, path = "/reactor-bindings/{name}", tag = "reactor-bindings",
+    delete, operation_id = "reactor_bindings_delete", path = "/reactor-bindings/{name}", tag = "reactor-bindings",
     params(NamePath),
     responses((status = 204, description = "Deleted."), (status = 404, response = NotFound)),
 )]

@@ -21,7 +21,7 @@ fn not_found(kind: &str, name: &str) -> ApiError {
 /// queues a reconcile of the live generation even when the resource is synced (trigger
 /// `manual`). 409 while it is quarantined, orphaned or being deleted.
 #[utoipa::path(
-    post, path = "/resources/{kind}/{name}/reconcile", tag = "resources",
+    post, operation_id = "resource_actions_reconcile", path = "/resources/{kind}/{name}/reconcile", tag = "resources",
     params(ResourcePath),
     responses((status = 202, description = "Queued.", body = ReconcileAccepted), (status = 404, response = NotFound), (status = 409, response = Conflict)),
 )]
@@ -60,7 +60,7 @@ pub async fn reconcile(
 /// resource aside (phase Quarantined), frozen from every scheduler; its pending reconcile task
 /// is dropped. Idempotent.
 #[utoipa::path(
-    post, path = "/resources/{kind}/{name}/quarantine", tag = "resources",
+    post, operation_id = "resource_actions_quarantine", path = "/resources/{kind}/{name}/quarantine", tag = "resources",
     params(ResourcePath),
     responses((status = 200, description = "Quarantined.", body = Quarantined), (status = 404, response = NotFound)),
 )]
@@ -89,7 +89,7 @@ pub async fn quarantine(
 /// quarantine (never an orphan-grace deadline) and re-schedules the resource if it is behind
 /// its spec. Idempotent.
 #[utoipa::path(
-    post, path = "/resources/{kind}/{name}/unquarantine", tag = "resources",
+    post, operation_id = "resource_actions_unquarantine", path = "/resources/{kind}/{name}/unquarantine", tag = "resources",
     params(ResourcePath),
     responses((status = 200, description = "Released.", body = Quarantined), (status = 404, response = NotFound)),
 )]
@@ -123,7 +123,7 @@ pub async fn unquarantine(
 /// the rest are removed as soon as nothing hangs below them. The row disappears when its
 /// own teardown is done. Idempotent: a second DELETE marks nothing new.
 #[utoipa::path(
-    delete, path = "/resources/{kind}/{name}", tag = "resources",
+    delete, operation_id = "resource_actions_delete", path = "/resources/{kind}/{name}", tag = "resources",
     params(ResourcePath),
     responses((status = 202, description = "Teardown started.", body = DeleteAccepted), (status = 404, response = NotFound)),
 )]

@@ -104,7 +104,7 @@ fn failed(index: usize, e: ApiError) -> Value {
 
 /// `POST /api/v1/resources:batch`.
 #[utoipa::path(
-    post, path = "/resources:batch", tag = "resources",
+    post, operation_id = "resource_batch_apply_batch", path = "/resources:batch", tag = "resources",
     request_body(
         description = "At most 10,000 apply bodies: a JSON array, or one JSON object per line.",
         content((Vec<ApplyBody> = "application/json"), (String = "application/x-ndjson")),

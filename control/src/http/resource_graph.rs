@@ -37,7 +37,7 @@ async fn node(s: &AppState, kind: &str, name: &str) -> Result<GraphNode, ApiErro
 /// last change, and the values each flows into this spec); the dependents are the resources
 /// waiting for this one. Both ordered by kind and name; 404 for an unknown resource.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/dependencies", tag = "views",
+    get, operation_id = "resource_graph_dependencies", path = "/resources/{kind}/{name}/dependencies", tag = "views",
     params(ResourcePath),
     responses((status = 200, description = "Its edges both ways.", body = Dependencies), (status = 404, response = NotFound)),
 )]
@@ -88,7 +88,7 @@ struct NodeOut {
 /// at most `limit` of them. `total_nodes` counts the whole subtree including the resource;
 /// `truncated` says the limit cut nodes or edges. 404 for an unknown resource.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/graph", tag = "views",
+    get, operation_id = "resource_graph_graph", path = "/resources/{kind}/{name}/graph", tag = "views",
     params(ResourcePath, GraphQuery),
     responses((status = 200, description = "The graph.", body = Graph), (status = 404, response = NotFound), (status = 422, response = Unprocessable)),
 )]

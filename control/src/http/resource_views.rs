@@ -31,7 +31,7 @@ use crate::db::{
 /// with `resource_count` (its descendants). Filters `kind`, `phase` (repeatable unions), `name`
 /// (substring), `label` (AND), `limit` (default 50, max 500), `cursor`; `X-Next-Cursor`.
 #[utoipa::path(
-    get, path = "/resources/roots", tag = "views",
+    get, operation_id = "resource_views_roots", path = "/resources/roots", tag = "views",
     params(TreeListQuery),
     responses(
         (status = 200, description = "One page of roots, oldest first.", body = RootList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
@@ -68,7 +68,7 @@ async fn one_owner(s: &AppState, kind: &str, name: &str) -> Result<ResourceKey, 
 /// `GET /api/v1/resources/{kind}/{name}/children`: the direct children of one resource, with
 /// the list's filters and keyset cursor (default limit 100).
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/children", tag = "views",
+    get, operation_id = "resource_views_children", path = "/resources/{kind}/{name}/children", tag = "views",
     params(ResourcePath, TreeListQuery),
     responses(
         (status = 200, description = "One page of direct children, oldest first.", body = ChildList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
@@ -129,7 +129,7 @@ fn summarise(counts: &[PhaseCount]) -> (Value, i64, Value) {
 /// and per kind of the given owners' descendants (each counted once), or of all roots when
 /// no owner is given.
 #[utoipa::path(
-    get, path = "/resources/summary", tag = "views",
+    get, operation_id = "resource_views_summary", path = "/resources/summary", tag = "views",
     params(SummaryQuery),
     responses((status = 200, description = "Counts.", body = Summary), (status = 404, response = NotFound), (status = 422, response = Unprocessable)),
 )]
@@ -157,7 +157,7 @@ pub async fn summary(
 /// `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
 /// kind.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/summary", tag = "views",
+    get, operation_id = "resource_views_owner_summary", path = "/resources/{kind}/{name}/summary", tag = "views",
     params(ResourcePath),
     responses((status = 200, description = "Counts of its subtree.", body = OwnerSummary), (status = 404, response = NotFound)),
 )]

@@ -48,7 +48,7 @@ pub struct ApplyBody {
     pub labels: serde_json::Map<String, Value>,
     /// Spec (a JSON object), checked against the kind's `spec_schema`.
     #[serde(default = "empty_object")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = std::collections::BTreeMap<String, serde_json::Value>)]
     pub spec: Value,
     /// Attached provider config (per-resource override).
     #[serde(default)]
@@ -249,7 +249,7 @@ pub(crate) async fn validate_apply(
 /// `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
 /// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
 #[utoipa::path(
-    post, path = "/resources", tag = "resources",
+    post, operation_id = "resources_apply", path = "/resources", tag = "resources",
     request_body = ApplyBody,
     responses(
         (status = 201, description = "Created.", body = Applied, headers(("x-apply-result" = String, description = "created"))),
@@ -305,7 +305,7 @@ pub(crate) fn applied_json(
 
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}", tag = "resources",
+    get, operation_id = "resources_get", path = "/resources/{kind}/{name}", tag = "resources",
     params(ResourcePath),
     responses((status = 200, description = "The resource.", body = ResourceDetail), (status = 404, response = NotFound)),
 )]
@@ -497,7 +497,7 @@ pub(crate) fn page<T>(
 /// `GET /api/v1/resources`: one keyset page (no COUNT), `X-Next-Cursor` for the next one.
 /// Filters: see [`parse_list_query`]; `owner` lists the direct children of those owners.
 #[utoipa::path(
-    get, path = "/resources", tag = "resources",
+    get, operation_id = "resources_list", path = "/resources", tag = "resources",
     params(ResourceListQuery),
     responses(
         (status = 200, description = "One page, oldest first.", body = ResourceList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),

@@ -33,7 +33,7 @@ async fn resource_id(s: &AppState, kind: &str, name: &str) -> Result<uuid::Uuid,
 
 /// `GET .../spec-history` → `{items: [{generation, spec, created_at}]}`, newest first.
 #[utoipa::path(
-    get, path = "/resources/{kind}/{name}/spec-history", tag = "resources",
+    get, operation_id = "spec_history_history", path = "/resources/{kind}/{name}/spec-history", tag = "resources",
     params(ResourcePath),
     responses((status = 200, description = "Its recorded specs.", body = SpecHistory), (status = 404, response = NotFound)),
 )]
@@ -53,7 +53,7 @@ pub async fn history(
 /// applied as a new generation (or nothing happens when it equals the live spec). 404 when
 /// that generation is not recorded.
 #[utoipa::path(
-    post, path = "/resources/{kind}/{name}/rollback", tag = "resources",
+    post, operation_id = "spec_history_rollback", path = "/resources/{kind}/{name}/rollback", tag = "resources",
     params(ResourcePath),
     request_body = RollbackBody,
     responses((status = 202, description = "The spec is that generation's again.", body = RolledBack), (status = 404, response = NotFound)),
@@ -91,7 +91,7 @@ pub async fn rollback(
 
 /// `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}` → the spec document itself.
 #[utoipa::path(
-    get, path = "/raw/resources/{kind}/{name}/spec/{generation}", tag = "resources",
+    get, operation_id = "spec_history_raw_spec", path = "/raw/resources/{kind}/{name}/spec/{generation}", tag = "resources",
     params(SpecPath),
     responses((status = 200, description = "The spec recorded for that generation, as it was applied.", body = Object), (status = 404, response = NotFound)),
 )]

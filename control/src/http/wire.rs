@@ -637,62 +637,103 @@ pub struct RolledBack {
 pub struct Reaction {
     /// Stable handle; the worker picks its handler by (kind, name).
     pub name: String,
-    /// What fires it (`specChange`, `operation`, `deleteRequested`, `childrenSettled`, ...).
+    /// What fires it: `specChange`, `childrenSettled`, `deleteRequested`, `operation` or
+    /// `reactor`.
     pub trigger: String,
-    /// Which parts of the outcome the core applies.
+    /// Which parts of the outcome the core applies (`children`, `edges`, `configs`,
+    /// `status`, `conditions`, `finalizer`).
+    #[serde(default)]
     pub emits: Vec<String>,
     /// Only for `operation`: the verb it handles.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verb: Option<String>,
+    #[serde(default)]
+    pub verb: String,
     /// Only for `deleteRequested`: the finalizer it strips.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finalizer: Option<String>,
-    /// Only for `childrenSettled`: `summary` or `full`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub descendants: Option<String>,
+    #[serde(default)]
+    pub finalizer: String,
+    /// Only for `childrenSettled`: `summary` (the default) or `full`.
+    #[serde(default)]
+    pub descendants: String,
 }
 
-/// A kind manifest as written: its schemas, reactions and operational defaults. The fields
-/// beyond `kind`, `kind_version` and `reactions` are described in the README's manifest
-/// reference; unknown ones are refused (422).
-#[derive(Serialize, ToSchema)]
-pub struct KindManifestIn {
-    /// Optional discriminator for CLI files; `manifest` when present.
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
-    /// The kind's name; defaults to the path's kind, must match it when given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// The kind version this manifest describes (at least 1).
-    #[schema(minimum = 1)]
-    pub kind_version: i32,
-    /// Reactions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reactions: Option<Vec<Value>>,
-    /// JSON Schema of a resource's spec.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spec_schema: Option<Value>,
-    /// JSON Schema of a resource's status.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status_schema: Option<Value>,
-    /// JSON Schema of a provider config's spec.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub config_schema: Option<Value>,
+/// Declares a manifest schema with the fields a manifest may carry besides its identity, so
+/// the body written and the body read list them once.
+macro_rules! manifest_schema {
+    ($(#[$doc:meta])* $name:ident { $($head:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Serialize, ToSchema)]
+        pub struct $name {
+            $($head)*
+            /// What the kind is for.
+            #[serde(default)]
+            pub description: String,
+            /// JSON Schema of a resource's spec.
+            #[serde(default)]
+            pub spec_schema: Value,
+            /// JSON Schema of a resource's status.
+            #[serde(default)]
+            pub status_schema: Value,
+            /// JSON Schema of a provider config's spec.
+            #[serde(default)]
+            pub config_schema: Value,
+            /// Which built-in provider runs it (`exec`, `starlark`, `cel`, `wasm`, `sdk`).
+            #[serde(default)]
+            pub provider: String,
+            /// The finalizer its resources carry.
+            #[serde(default)]
+            pub finalizer_name: String,
+            /// Initial global concurrency cap (0 = unlimited).
+            #[serde(default)]
+            pub max_inflight: i32,
+            /// Initial per-task deadline in seconds (0 = none).
+            #[serde(default)]
+            pub task_deadline_secs: i32,
+            /// Initial drift re-observe interval in seconds (0 = off).
+            #[serde(default)]
+            pub resync_interval_secs: i32,
+            /// Whether resync re-runs the composer.
+            #[serde(default)]
+            pub resync_recomposes: bool,
+            /// Initial orphan grace in seconds.
+            #[serde(default)]
+            pub orphan_grace_secs: i32,
+            /// Initial transient attempts before terminal (0 = unbounded).
+            #[serde(default)]
+            pub max_transient_attempts: i32,
+        }
+    };
 }
 
-/// A stored kind manifest and its content hash.
-#[derive(Serialize, ToSchema)]
-pub struct KindManifestOut {
-    /// The kind's name.
-    pub kind: String,
-    /// The kind version.
-    pub kind_version: i32,
-    /// Description.
-    pub description: String,
-    /// Reactions.
-    pub reactions: Vec<Reaction>,
-    /// The manifest's content hash.
-    pub manifest_version: i64,
+manifest_schema! {
+    /// A kind manifest as written: its schemas, reactions and operational defaults (see the
+    /// README's manifest reference; every legality rule is checked, 422 lists each broken).
+    KindManifestIn {
+        /// Optional discriminator for CLI files; `manifest` when present.
+        #[serde(rename = "type", default)]
+        pub type_: String,
+        /// The kind's name; defaults to the path's kind, must match it when given.
+        #[serde(default)]
+        pub kind: String,
+        /// The kind version this manifest describes.
+        #[schema(minimum = 1)]
+        pub kind_version: i32,
+        /// Reactions.
+        #[serde(default)]
+        pub reactions: Vec<Reaction>,
+    }
+}
+
+manifest_schema! {
+    /// A stored kind manifest and its content hash.
+    KindManifestOut {
+        /// The kind's name.
+        pub kind: String,
+        /// The kind version.
+        pub kind_version: i32,
+        /// Reactions.
+        pub reactions: Vec<Reaction>,
+        /// The manifest's content hash.
+        pub manifest_version: i64,
+    }
 }
 
 /// The answer to a manifest apply.
@@ -749,11 +790,11 @@ pub struct KindConfigEdit {
     /// Transient attempts before terminal (0 = unbounded).
     pub max_transient_attempts: i32,
     /// Whether resync re-runs the composer (default false).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resync_recomposes: Option<bool>,
+    #[serde(default)]
+    pub resync_recomposes: bool,
     /// A retired version accepts no new resources (default false).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retired: Option<bool>,
+    #[serde(default)]
+    pub retired: bool,
 }
 
 /// One kind version in the kinds list.
