@@ -146,7 +146,8 @@ function ConfigEditor({ initial, onClose }: { initial?: ProviderConfig; onClose:
       kind: at > 0 ? form.kindRef.slice(0, at) : form.kindRef,
       kind_version: at > 0 ? Number(form.kindRef.slice(at + 1)) : 0,
       is_default: form.is_default,
-      spec,
+      // Sent as typed: the server answers a spec that is no object with a 422 at /spec.
+      spec: spec as ProviderConfigPut['spec'],
     };
     if (form.data.trim()) body.data = form.data.trim();
     save.mutate(body);
