@@ -151,7 +151,10 @@ fn operations_are_named_once_and_document_their_problems() {
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             let id = op["operationId"].as_str().unwrap_or_default();
-            assert!(ids.insert(id.to_string()), "{method} {path}: operationId {id:?} twice");
+            assert!(
+                ids.insert(id.to_string()),
+                "{method} {path}: operationId {id:?} twice"
+            );
         }
     }
     let problem = &doc["components"]["schemas"]["Problem"];
@@ -204,4 +207,57 @@ fn operations_are_named_once_and_document_their_problems() {
             }
         }
     }
+}
+
+/// GETs `uri` from a router without a database; returns (status, content type, body).
+async fn get_text(uri: &str) -> (StatusCode, String, String) {
+    let pool = sqlx::PgPool::connect_lazy("postgres://localhost/unused").unwrap();
+    let req = Request::get(uri).body(Body::empty()).unwrap();
+    let resp = app(pool).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let ctype = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, ctype, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn the_reference_page_is_served_from_the_binary_alone() {
+    let (status, _, _) = get_text("/docs").await;
+    assert!(status.is_redirection(), "/docs answers {status}");
+    let (status, ctype, html) = get_text("/docs/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(ctype.starts_with("text/html"), "{ctype}");
+    // Every script and stylesheet the page names is one of its own files, served here.
+    let mut assets = Vec::new();
+    for attr in ["src=\"", "href=\""] {
+        for part in html.split(attr).skip(1) {
+            let url = part.split('"').next().unwrap();
+            assert!(
+                !url.contains("://") && !url.starts_with("//"),
+                "the page loads {url} from elsewhere"
+            );
+            assets.push(url.trim_start_matches("./").to_string());
+        }
+    }
+    assert!(assets.iter().any(|a| a.ends_with(".js")), "{html}");
+    for asset in assets {
+        let (status, _, body) = get_text(&format!("/docs/{asset}")).await;
+        assert_eq!(status, StatusCode::OK, "/docs/{asset}");
+        if asset.ends_with("initializer.js") {
+            assert!(body.contains("/openapi.json"), "{body}");
+            assert!(!body.contains("://"), "{body}");
+        }
+    }
+    let (status, ctype, doc) = get_text("/openapi.json").await;
+    assert_eq!(
+        (status, ctype.as_str()),
+        (StatusCode::OK, "application/json")
+    );
+    assert_eq!(doc, openapi::document_json());
 }

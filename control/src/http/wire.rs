@@ -780,14 +780,19 @@ pub struct KindConfig {
 #[serde(deny_unknown_fields)]
 pub struct KindConfigEdit {
     /// Global concurrency cap (0 = unlimited).
+    #[schema(minimum = 0)]
     pub max_inflight: i32,
     /// Per-task deadline in seconds (0 = none).
+    #[schema(minimum = 0)]
     pub task_deadline_seconds: i32,
     /// Drift re-observe interval (0 = off).
+    #[schema(minimum = 0)]
     pub resync_interval_seconds: i32,
     /// Orphan grace in seconds.
+    #[schema(minimum = 0)]
     pub orphan_grace_seconds: i32,
     /// Transient attempts before terminal (0 = unbounded).
+    #[schema(minimum = 0)]
     pub max_transient_attempts: i32,
     /// Whether resync re-runs the composer (default false).
     #[serde(default)]
@@ -975,12 +980,12 @@ pub struct ResourceListQuery {
     pub phase: Option<Vec<Phase>>,
     /// Only the direct children of these owners, `kind/name` (repeatable: a union; 404 when
     /// one does not exist).
-    #[param(style = Form, explode)]
+    #[param(style = Form, explode, pattern = "^[^/]+/[^/]+$")]
     pub owner: Option<Vec<String>>,
     /// Names containing this, case-insensitively.
     pub name: Option<String>,
     /// Only resources carrying this label, `key:value` (repeatable: all must match).
-    #[param(style = Form, explode)]
+    #[param(style = Form, explode, pattern = "^[^:]+:")]
     pub label: Option<Vec<String>>,
     /// Page size (default 100).
     #[param(minimum = 1, maximum = 500)]
@@ -1003,7 +1008,7 @@ pub struct TreeListQuery {
     /// Names containing this, case-insensitively.
     pub name: Option<String>,
     /// Only resources carrying this label, `key:value` (repeatable: all must match).
-    #[param(style = Form, explode)]
+    #[param(style = Form, explode, pattern = "^[^:]+:")]
     pub label: Option<Vec<String>>,
     /// Page size (default 50 for roots, 100 for children).
     #[param(minimum = 1, maximum = 500)]
@@ -1017,7 +1022,7 @@ pub struct TreeListQuery {
 #[into_params(parameter_in = Query)]
 pub struct SummaryQuery {
     /// Count these owners' subtrees, `kind/name` (repeatable); none: count every root's.
-    #[param(style = Form, explode)]
+    #[param(style = Form, explode, pattern = "^[^/]+/[^/]+$")]
     pub owner: Option<Vec<String>>,
 }
 
