@@ -158,6 +158,19 @@ conformance_steps() {
     step "conformance" "$ROOT/conformance/run.sh"
 }
 
+# --- HTTP API contract (control/openapi.json) --------------------------------------------
+# The committed OpenAPI document and the UI's types generated from it must be what the
+# handlers produce now (scripts/gen-api-types.sh --check names the command that fixes a
+# drift); then schemathesis fuzzes a live converge against that document and fails on any
+# 5xx or answer the document does not describe (scripts/api-fuzz.sh). Both use the binary
+# built by rust_steps.
+api_contract_steps() {
+    [[ -f "$ROOT/control/openapi.json" ]] || return 0
+    local bin="${CONVERGE_BIN:-$CARGO_TARGET_DIR/debug/converge}"
+    step "api contract drift" env CONVERGE_BIN="$bin" "$ROOT/scripts/gen-api-types.sh" --check
+    step "api fuzz (schemathesis)" env CONVERGE_BIN="$bin" "$ROOT/scripts/api-fuzz.sh"
+}
+
 # --- UI (ui/) -----------------------------------------------------------------------------
 # Typecheck, Vitest, the production build embedded into converge, and the browser tests
 # (Playwright + Debian's Chromium, installed when missing) against the real converge.
@@ -172,6 +185,7 @@ main() {
     check_toolchains
     start_postgres
     rust_steps
+    api_contract_steps
     side_workspace_steps
     wasm_guest_steps
     python_sdk_steps
