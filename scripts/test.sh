@@ -171,6 +171,16 @@ api_contract_steps() {
     step "api fuzz (schemathesis)" env CONVERGE_BIN="$bin" "$ROOT/scripts/api-fuzz.sh"
 }
 
+# --- Deployment (Containerfile, stdworker/Containerfile, deploy/helm/converge) -------------
+# The Containerfiles' paths, packages and users; helm lint and helm template of the chart,
+# each rendering validated by kubeconform -strict against Kubernetes' schemas and the
+# ServiceMonitor CRD's, offline. Helm, kubeconform and the schemas are installed at pinned
+# versions by scripts/deploy-tools.sh (Go module proxy, PyPI); failing to install fails the step.
+deploy_steps() {
+    [[ -d "$ROOT/deploy" ]] || return 0
+    step "deploy (containerfiles, helm chart)" "$ROOT/scripts/deploy-check.sh"
+}
+
 # --- UI (ui/) -----------------------------------------------------------------------------
 # Typecheck, Vitest, the production build embedded into converge, and the browser tests
 # (Playwright + Debian's Chromium, installed when missing) against the real converge.
@@ -191,6 +201,7 @@ main() {
     python_sdk_steps
     go_sdk_steps
     conformance_steps
+    deploy_steps
     ui_steps
     stop_postgres
 
