@@ -148,14 +148,14 @@ class Check:
         services = self.of("Service")
         for sm in self.of("ServiceMonitor"):
             sel = sm["spec"]["selector"]["matchLabels"]
-            hit = [s for s in services if selects(sel, s["metadata"]["labels"])]
-            if len(hit) != 1:
-                self.fail(sm, f"selects {len(hit)} Services, expected 1")
+            svc = [s for s in services if selects(sel, s["metadata"]["labels"])]
+            if len(svc) != 1:
+                self.fail(sm, f"selects {len(svc)} Services, expected 1")
                 continue
-            names = {p["name"] for p in hit[0]["spec"]["ports"]}
+            ports = {p["name"] for p in svc[0]["spec"]["ports"]}
             for ep in sm["spec"]["endpoints"]:
-                if ep["port"] not in names or ep.get("path") != "/metrics":
-                    self.fail(sm, f"endpoint {ep['port']}{ep.get('path')} is not /metrics on a port of {hit[0]['metadata']['name']}")
+                if ep["port"] not in ports or ep.get("path") != "/metrics":
+                    self.fail(sm, f"endpoint {ep['port']}{ep.get('path')} is not /metrics on a port of {svc[0]['metadata']['name']}")
 
 
 def main() -> int:

@@ -236,8 +236,8 @@ class Checker:
                 todo += [Path(dep["path"]) for dep in p["dependencies"] if dep.get("path")]
         # Files the compiled crates (what the build's packages need, dev-dependencies aside)
         # take in from outside their own directory.
-        names = [cargo_args[i + 1] for i, a in enumerate(cargo_args) if a == "-p"]
-        start = [d for d, p in by_dir.items() if p.get("name") in names] or [(self.root / manifest).parent.resolve()]
+        selected = [cargo_args[i + 1] for i, a in enumerate(cargo_args) if a == "-p"]
+        start = [d for d, p in by_dir.items() if p.get("name") in selected] or [(self.root / manifest).parent.resolve()]
         compiled: set[Path] = set()
         while start:
             d = start.pop()
