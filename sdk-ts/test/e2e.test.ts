@@ -1,0 +1,417 @@
+/**
+ * End to end against the real `converge` binary over real gRPC: each test gets a fresh
+ * database and a converge process; TypeScript providers run in-process (or as a subprocess
+ * for the kill test) and results are checked through the HTTP API.
+ */
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type TestContext, test } from "node:test";
+
+import {
+  ChildSpec,
+  Condition,
+  DepEdge,
+  KindVersion,
+  type Logger,
+  Outcome,
+  type Provider,
+  type ProviderConfig,
+  type ReactionRequest,
+  ResourceRef,
+  TerminalError,
+  ValueFlow,
+  WorkerConfig,
+  type WorkerConfigInit,
+  serve,
+  setLogger,
+} from "../src/index.js";
+import { Broker, Converge, REPO, e2eDatabase, stopProcess, waitFor } from "./e2e-harness.js";
+
+const T = 30_000;
+
+/** Runs `body` with a fresh converge that has the conformance kinds; stops it afterwards. */
+async function withConverge(t: TestContext, body: (c: Converge) => Promise<void>): Promise<void> {
+  const url = e2eDatabase(t);
+  if (url === undefined) {
+    return;
+  }
+  const c = new Converge(url);
+  try {
+    await c.start();
+    await c.applyConformanceKinds();
+    await body(c);
+  } finally {
+    await c.stop();
+  }
+}
+
+/** Serves `providers` in-process until `body` returns, then drains. */
+async function worker(providers: Provider[], cfg: WorkerConfigInit, body: () => Promise<void>): Promise<void> {
+  const stop = new AbortController();
+  const config = new WorkerConfig({ reconnectMinMs: 100, reconnectMaxMs: 500, drainTimeoutMs: 2_000, ...cfg });
+  const done = serve(providers, { config, signal: stop.signal });
+  try {
+    await body();
+  } finally {
+    stop.abort();
+    await done;
+  }
+}
+
+class Leaf implements Provider {
+  readonly kind = new KindVersion("conf-leaf", 1);
+  calls = 0;
+
+  constructor(private readonly tag = "leaf") {}
+
+  work(req: ReactionRequest): Outcome {
+    this.calls += 1;
+    return new Outcome({
+      status: { hello: req.resource.name, spec: req.resource.spec, by: this.tag, generation: req.generation },
+    }).withCondition(Condition.ready(true, "Greeted", "ok"));
+  }
+}
+
+/** conf-fail: throws a plain error until attempt 3, or terminally when asked. */
+const flaky: Provider = {
+  kind: new KindVersion("conf-fail", 1),
+  work(req) {
+    if (req.specObject()["mode"] === "terminal") {
+      throw new TerminalError("nope, terminally");
+    }
+    if (req.attempt < 3) {
+      throw new Error(`boom ${req.attempt}`);
+    }
+    return new Outcome({ status: { ok: true, attempt: req.attempt } });
+  },
+};
+
+const ready = (v: any): boolean => v.phase === "Ready";
+
+test("a leaf reaches Ready with the returned status, and a spec edit with generation 2", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    await worker([new Leaf()], { brokerAddrs: [c.broker], workerName: "e2e-leaf" }, async () => {
+      await c.apply("conf-leaf", "world", { greeting: "hi" });
+      let r = await c.waitResource("conf-leaf", "world", "Ready", ready);
+      assert.deepEqual(r.status, { hello: "world", spec: { greeting: "hi" }, by: "leaf", generation: 1 });
+      assert.equal(r.is_ready, true);
+      await c.apply("conf-leaf", "world", { greeting: "hey" });
+      r = await c.waitResource("conf-leaf", "world", "Ready at generation 2", (v) => ready(v) && v.synced_gen === 2);
+      assert.deepEqual(r.status.spec, { greeting: "hey" });
+      assert.equal(r.status.generation, 2);
+    });
+  }),
+);
+
+test("an operation's output is recorded", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    const leaf: Provider = {
+      kind: new KindVersion("conf-leaf", 1),
+      work(req) {
+        if (req.reaction === "ping") {
+          return new Outcome({ output: { pong: req.operation?.input ?? null, name: req.resource.name } });
+        }
+        return new Outcome({ status: {} });
+      },
+    };
+    await worker([leaf], { brokerAddrs: [c.broker], workerName: "e2e-op" }, async () => {
+      await c.apply("conf-leaf", "pinged", {});
+      await c.waitResource("conf-leaf", "pinged", "Ready", ready);
+      const op = await c.call("POST", "/api/v1/resources/conf-leaf/pinged/ops", { verb: "ping", input: { n: 1 } });
+      assert.equal(op.status, 202, JSON.stringify(op.body));
+      const final = await waitFor(
+        "operation finished",
+        async () => {
+          const r = await c.call("GET", `/api/v1/resources/conf-leaf/pinged/ops/${op.body.uid}`);
+          return r.status === 200 && ["succeeded", "failed"].includes(r.body.state) ? r.body : undefined;
+        },
+        T,
+      );
+      assert.equal(final.state, "succeeded", JSON.stringify(final));
+      assert.deepEqual(final.output, { pong: { n: 1 }, name: "pinged" });
+    });
+  }),
+);
+
+test("a terminal error fails the resource once; a thrown error is transient and retried", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    await worker([flaky], { brokerAddrs: [c.broker], workerName: "e2e-fail" }, async () => {
+      await c.apply("conf-fail", "doomed", { mode: "terminal" });
+      await c.apply("conf-fail", "flaky", { mode: "transient" });
+      const doomed = await c.waitResource("conf-fail", "doomed", "Failed", (v) => v.phase === "Failed");
+      assert.equal(doomed.failure_terminal, true);
+      assert.equal(doomed.failure_attempts, 1);
+      const r = await c.waitResource("conf-fail", "flaky", "Ready", ready);
+      assert.deepEqual(r.status, { ok: true, attempt: 3 });
+    });
+  }),
+);
+
+/** conf-composite and conf-summary as KINDS.md describes them, and conf-leaf. */
+function composers(): Provider[] {
+  const children = (req: ReactionRequest): number => {
+    const n = req.specObject()["children"] ?? 2;
+    return typeof n === "number" ? n : 0;
+  };
+  const composite: Provider = {
+    kind: new KindVersion("conf-composite", 1),
+    work(req) {
+      const n = children(req);
+      const name = req.resource.name;
+      if (req.reaction === "compose") {
+        const out = new Outcome({ status: { composed: n } });
+        for (let i = 0; i < n; i++) {
+          out.withChild(new ChildSpec("conf-leaf", 1, `${name}-${i}`, { index: i }));
+          if (i >= 1) {
+            out.withEdge(
+              new DepEdge(new ResourceRef("conf-leaf", `${name}-${i}`), new ResourceRef("conf-leaf", `${name}-${i - 1}`)).withValue(
+                new ValueFlow("/upstream_index", "/echo/index"),
+              ),
+            );
+          }
+        }
+        return out;
+      }
+      return new Outcome({
+        status: { composed: n, descendants: req.descendants.length, ready: req.descendants.filter((d) => d.isReady).length },
+      });
+    },
+  };
+  const summary: Provider = {
+    kind: new KindVersion("conf-summary", 1),
+    async work(req) {
+      const n = children(req);
+      if (req.reaction === "compose") {
+        const out = new Outcome({ status: { composed: n } });
+        for (let i = 0; i < n; i++) {
+          out.withChild(new ChildSpec("conf-leaf", 1, `${req.resource.name}-${i}`, { index: i }));
+        }
+        return out;
+      }
+      const size = req.specObject()["page_size"];
+      let pages = 0;
+      const seen = new Set<string>();
+      let read = 0;
+      if (typeof size === "number" && size > 0) {
+        for await (const page of req.descendantPages(size)) {
+          pages += 1;
+          read += page.length;
+          page.forEach((d) => seen.add(d.id));
+        }
+      }
+      const s = req.summary!;
+      return new Outcome({
+        status: { total: s.total, by_phase: s.byPhase, included: req.descendantsIncluded, pages, read, distinct: seen.size },
+      });
+    },
+  };
+  const leaf: Provider = {
+    kind: new KindVersion("conf-leaf", 1),
+    work: (req) => new Outcome({ status: { echo: req.resource.spec, form: "ts" } }),
+  };
+  return [composite, summary, leaf];
+}
+
+test("a composite's children, edges, value flows and rollup", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    await worker(composers(), { brokerAddrs: [c.broker], workerName: "e2e-comp" }, async () => {
+      await c.apply("conf-composite", "tree", { children: 3 });
+      const r = await c.waitResource("conf-composite", "tree", "rolled up", (v) => ready(v) && v.status?.descendants === 3);
+      assert.deepEqual(r.status, { composed: 3, descendants: 3, ready: 3 });
+      const leaf = await c.get("conf-leaf", "tree-2");
+      assert.deepEqual(leaf.spec, { index: 2, upstream_index: 1 });
+      assert.equal(leaf.status.form, "ts");
+    });
+  }),
+);
+
+test("a rollup that pages reads every child once; one that reads nothing makes no call", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    await worker(composers(), { brokerAddrs: [c.broker], workerName: "e2e-pages" }, async () => {
+      await c.apply("conf-summary", "paged", { children: 5, page_size: 2 });
+      await c.apply("conf-summary", "counted", { children: 4, page_size: 0 });
+      for (const [name, n, pages] of [
+        ["paged", 5, 3],
+        ["counted", 4, 0],
+      ] as const) {
+        const r = await c.waitResource("conf-summary", name, `rolled up over ${n} ready children`, (v) => ready(v) && v.status?.by_phase?.Ready === n);
+        const read = pages > 0 ? n : 0;
+        assert.deepEqual(r.status, { total: n, by_phase: { Ready: n }, included: false, pages, read, distinct: read });
+      }
+    });
+  }),
+);
+
+test("a handler stopped midway is finished by a new worker", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    let started = false;
+    let sawCancel = false;
+    const stuck: Provider = {
+      kind: new KindVersion("conf-leaf", 1),
+      work: (req) =>
+        new Promise((resolve) => {
+          started = true;
+          req.signal.addEventListener("abort", () => {
+            sawCancel = true;
+            resolve(new Outcome({ status: { by: "stuck" } }));
+          });
+        }),
+    };
+    const stop = new AbortController();
+    const config = new WorkerConfig({ brokerAddrs: [c.broker], workerName: "e2e-stuck", drainTimeoutMs: 200 });
+    const first = serve([stuck], { config, signal: stop.signal });
+    await c.apply("conf-leaf", "victim", {});
+    await waitFor("the handler to start", async () => (started ? true : undefined));
+    stop.abort();
+    await first;
+    assert.ok(sawCancel, "shutdown past the drain timeout aborts the handler");
+    const second = new Leaf("second");
+    await worker([second], { brokerAddrs: [c.broker], workerName: "e2e-second" }, async () => {
+      const r = await c.waitResource("conf-leaf", "victim", "Ready", ready);
+      assert.equal(r.status.by, "second");
+      assert.equal(r.synced_gen, 1);
+    });
+  }),
+);
+
+test("a killed worker process is replaced and nothing is applied twice", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    const log = join(mkdtempSync(join(tmpdir(), "sdkts-slow-")), "slow.log");
+    const proc = spawn(process.execPath, [new URL("./slow-worker.js", import.meta.url).pathname], {
+      env: { ...process.env, BROKER_ADDR: c.broker, WORKER_NAME: "slow", SLOW_LOG: log },
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    try {
+      await c.apply("conf-leaf", "killme", { sleep_ms: 60_000 });
+      await waitFor("the subprocess worker to start the task", async () =>
+        existsSync(log) && readFileSync(log, "utf8").includes("start killme") ? true : undefined,
+      );
+    } finally {
+      await stopProcess(proc, "SIGKILL");
+    }
+    const replacement = new Leaf("replacement");
+    await worker([replacement], { brokerAddrs: [c.broker], workerName: "e2e-replacement" }, async () => {
+      const r = await c.waitResource("conf-leaf", "killme", "Ready", ready);
+      assert.equal(r.status.by, "replacement");
+    });
+    assert.equal(replacement.calls, 1, "the task runs exactly once more");
+    assert.ok(!readFileSync(log, "utf8").includes("done killme"));
+  }),
+);
+
+test("a worker process drains on SIGTERM and exits 0", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    const log = join(mkdtempSync(join(tmpdir(), "sdkts-slow-")), "slow.log");
+    const proc = spawn(process.execPath, [new URL("./slow-worker.js", import.meta.url).pathname], {
+      env: { ...process.env, BROKER_ADDR: c.broker, WORKER_NAME: "drains", SLOW_LOG: log, WORKER_DRAIN_TIMEOUT: "20s" },
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+    try {
+      await c.apply("conf-leaf", "inflight", { sleep_ms: 1_000 });
+      await waitFor("the task to start", async () =>
+        existsSync(log) && readFileSync(log, "utf8").includes("start inflight") ? true : undefined,
+      );
+      proc.kill("SIGTERM");
+      assert.equal(await exited, 0);
+      assert.ok(readFileSync(log, "utf8").includes("done inflight"), "the in-flight task finished");
+      const r = await c.waitResource("conf-leaf", "inflight", "Ready", ready);
+      assert.deepEqual(r.status, { worker: "slow" });
+    } finally {
+      await stopProcess(proc, "SIGKILL");
+    }
+  }),
+);
+
+test("a provider config push reaches onConfig and the effective config", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    const seen: ProviderConfig[] = [];
+    const cfg: Provider = {
+      kind: new KindVersion("conf-config", 1),
+      onConfig: (p) => seen.push(p),
+      work: (req) => new Outcome({ status: { config: req.effectiveConfig(), bundle_len: req.effectiveBundle().length } }),
+    };
+    await worker([cfg], { brokerAddrs: [c.broker], workerName: "e2e-cfg" }, async () => {
+      const r0 = await c.call("POST", "/api/v1/providerconfigs", {
+        name: "cfg-default",
+        kind: "conf-config",
+        kind_version: 1,
+        is_default: true,
+        spec: { a: { x: 1, y: 2 } },
+      });
+      assert.ok([200, 201].includes(r0.status), JSON.stringify(r0.body));
+      await waitFor("the config push", async () =>
+        seen.some((s) => JSON.stringify(s.spec) === JSON.stringify({ a: { x: 1, y: 2 } })) ? true : undefined,
+      );
+      await c.apply("conf-config", "c1", {});
+      const r = await c.waitResource("conf-config", "c1", "Ready", ready);
+      assert.deepEqual(r.status, { config: { a: { x: 1, y: 2 } }, bundle_len: 0 });
+    });
+  }),
+);
+
+test("a worker with two brokers keeps working when the first dies", { timeout: 120_000 }, (t) =>
+  withConverge(t, async (c) => {
+    const lines: string[] = [];
+    const capture: Logger = {
+      debug: () => {},
+      info: (m) => lines.push(m),
+      warn: (m) => lines.push(m),
+      error: (m) => lines.push(m),
+    };
+    setLogger(capture);
+    const first = await new Broker(c).start();
+    const openedOn = (addr: string): boolean => lines.some((l) => l.includes("work stream open") && l.includes(`broker ${addr})`));
+    try {
+      await worker([new Leaf("failover")], { brokerAddrs: [first.broker, c.broker], workerName: "e2e-failover" }, async () => {
+        for (let i = 0; i < 3; i++) {
+          await c.apply("conf-leaf", `before-${i}`, {});
+        }
+        for (let i = 0; i < 3; i++) {
+          await c.waitResource("conf-leaf", `before-${i}`, "Ready", ready);
+        }
+        assert.ok(openedOn(first.broker) && !openedOn(c.broker));
+        await first.kill(); // SIGKILL: the worker's stream just breaks
+        for (let i = 0; i < 3; i++) {
+          await c.apply("conf-leaf", `after-${i}`, {});
+        }
+        for (let i = 0; i < 3; i++) {
+          const r = await c.waitResource("conf-leaf", `after-${i}`, "Ready", ready);
+          assert.equal(r.status.by, "failover");
+        }
+        assert.ok(openedOn(c.broker), "served through the second broker");
+      });
+    } finally {
+      await first.kill();
+    }
+  }),
+);
+
+test("the example worker greets the world and exits 0 on SIGTERM", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    const hello = join(REPO, "examples", "hello");
+    await c.applyManifest(JSON.parse(readFileSync(join(hello, "kind-hello.json"), "utf8")) as { kind: string });
+    const world = JSON.parse(readFileSync(join(hello, "hello.json"), "utf8")) as { name: string; spec: unknown };
+    const proc = spawn(process.execPath, [new URL("../examples/hello-worker.js", import.meta.url).pathname], {
+      env: { ...process.env, BROKER_ADDR: c.broker, WORKER_NAME: "example" },
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+    try {
+      await c.apply("hello", world.name, world.spec);
+      await c.apply("hello", "doomed", { fail: "terminal" });
+      const r = await c.waitResource("hello", world.name, "Ready", ready);
+      assert.deepEqual(r.status, { message: "hello, world!", observed_generation: 1, attempt: 1 });
+      const d = await c.waitResource("hello", "doomed", "Failed", (v) => v.phase === "Failed");
+      assert.equal(d.failure_terminal, true);
+      proc.kill("SIGTERM");
+      assert.equal(await exited, 0);
+    } finally {
+      await stopProcess(proc, "SIGKILL");
+    }
+  }),
+);
