@@ -2,12 +2,13 @@
 # Builds (or locates) every worker form present in the tree and runs the conformance suite
 # (conformance/run.py) against all of them.
 #
-#   conformance/run.sh [--forms rust,python,go,exec,wasm,starlark,cel] [--only leaf,compose] [--no-build]
+#   conformance/run.sh [--forms rust,python,go,ts,exec,wasm,starlark,cel] [--only leaf,compose] [--no-build]
 #
 # Forms, each included only when its source exists:
 #   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
 #   python  conformance/workers/python/worker.py (run with $PYTHON, default the dev venv)
 #   go      sdk-go/cmd/conformance-worker       (go build)
+#   ts      conformance/workers/ts/worker.ts    (npm ci + tsc in sdk-ts and there; run with node)
 #   exec    conformance/workers/exec/worker.sh  (a launcher that execs stdworker; gets
 #                                                STDWORKER_BIN)
 #   wasm    conformance/workers/wasm/worker.sh  (stdworker's wasm provider running the Rust
@@ -28,12 +29,12 @@ export CARGO_TARGET_DIR="$TARGET"
 PYTHON="${PYTHON:-$HOME/.cache/converge-py-venv/bin/python}"
 GO_OUT="$TARGET/conformance-go"
 
-want_forms="rust,python,go,exec,wasm,starlark,cel"
+want_forms="rust,python,go,ts,exec,wasm,starlark,cel"
 only=""
 build=1
 
 usage() {
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -81,6 +82,16 @@ if wanted go && [[ -d sdk-go/cmd/conformance-worker ]] && compgen -G "sdk-go/cmd
         (cd sdk-go && go build -o "$GO_OUT/conformance-worker" ./cmd/conformance-worker)
     fi
     forms+=(--form "go=$GO_OUT/conformance-worker")
+fi
+if wanted ts && [[ -f conformance/workers/ts/worker.ts && -f sdk-ts/package.json ]]; then
+    command -v npm >/dev/null || { log "ts form present but npm is missing"; exit 1; }
+    # Compiled first, run with node: signals must reach the worker itself (SIGTERM → exit 0).
+    if [[ $build == 1 || ! -f conformance/workers/ts/dist/worker.js ]]; then
+        log "building the TypeScript form"
+        (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+        (cd conformance/workers/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+    fi
+    forms+=(--form "ts=node $ROOT/conformance/workers/ts/dist/worker.js")
 fi
 # stdworker (its own workspace: starlark must not reach the main build). Always an
 # incremental build when building: a stale binary would test yesterday's providers.
