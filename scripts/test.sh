@@ -73,6 +73,9 @@ check_toolchains() {
     if [[ -d "$ROOT/ui" ]]; then
         command -v npm >/dev/null 2>&1 || die "npm not found; install Node.js >= 20 with npm (the UI's tests need it)"
     fi
+    if [[ -d "$ROOT/sdk-ts" ]]; then
+        command -v npm >/dev/null 2>&1 || die "npm not found; install Node.js >= 20 with npm (the TypeScript SDK's tests need it)"
+    fi
     if [[ -d "$ROOT/sdk-go" ]]; then
         command -v go >/dev/null 2>&1 || die "go not found; install Go >= 1.26 (https://go.dev/dl) for the Go SDK's tests"
     fi
@@ -151,8 +154,16 @@ go_sdk_steps() {
     step "go sdk" "$ROOT/sdk-go/scripts/test.sh"
 }
 
+# --- TypeScript SDK (sdk-ts/) -------------------------------------------------------------
+# npm ci, strict tsc, the generated-code drift check, an install from a fresh copy, and
+# node:test (e2e against the real converge).
+ts_sdk_steps() {
+    [[ -d "$ROOT/sdk-ts" ]] || return 0
+    step "ts sdk" "$ROOT/sdk-ts/scripts/test.sh"
+}
+
 # --- Conformance (conformance/) -----------------------------------------------------------
-# The same scenarios against every worker form (Rust, Python, Go, exec, wasm), one table.
+# The same scenarios against every worker form (Rust, Python, Go, TypeScript, exec, wasm), one table.
 conformance_steps() {
     [[ -d "$ROOT/conformance" ]] || return 0
     step "conformance" "$ROOT/conformance/run.sh"
@@ -200,6 +211,7 @@ main() {
     wasm_guest_steps
     python_sdk_steps
     go_sdk_steps
+    ts_sdk_steps
     conformance_steps
     deploy_steps
     ui_steps
