@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check of the TypeScript SDK: installs the pinned toolchain from npm (npm ci, from
 # package-lock.json), builds dist/, type-checks the SDK, its tests, the example and the bench
-# worker under strict TypeScript, runs the generated-code drift check, checks that
+# worker under strict TypeScript, lints and format-checks them (biome), runs the
+# generated-code drift check, checks that
 # `npm install ./sdk-ts` works from a fresh copy, and runs the node:test suite (unit,
 # fake-broker stream tests and end-to-end tests against the real converge binary).
 #
@@ -41,6 +42,9 @@ npx tsc -p tsconfig.json
 step "typecheck and build the tests, example and bench worker (strict)"
 rm -rf build
 npx tsc -p tsconfig.test.json
+
+step "lint and format check (biome)"
+npx biome check
 
 step "drift check"
 scripts/check-gen.sh

@@ -223,32 +223,32 @@ export class WorkerConfig {
       throw ConfigError.missing("BROKER_ADDR");
     }
     const cfg = new WorkerConfig({ brokerAddrs: parseBrokerAddrs("BROKER_ADDR", addr) });
-    let v: string | undefined;
-    if ((v = get("WORKER_MAX_PARALLEL")) !== undefined) {
-      cfg.maxParallel = parseBounded("WORKER_MAX_PARALLEL", v, 1, MAX_PARALLEL_LIMIT);
+    const maxParallel = get("WORKER_MAX_PARALLEL");
+    if (maxParallel !== undefined) {
+      cfg.maxParallel = parseBounded("WORKER_MAX_PARALLEL", maxParallel, 1, MAX_PARALLEL_LIMIT);
     }
-    if ((v = get("WORKER_DRAIN_TIMEOUT")) !== undefined) {
+    const drain = get("WORKER_DRAIN_TIMEOUT");
+    if (drain !== undefined) {
       try {
-        cfg.drainTimeoutMs = parseDuration(v);
+        cfg.drainTimeoutMs = parseDuration(drain);
       } catch (e) {
-        throw ConfigError.invalid("WORKER_DRAIN_TIMEOUT", v, (e as Error).message);
+        throw ConfigError.invalid("WORKER_DRAIN_TIMEOUT", drain, (e as Error).message);
       }
     }
-    if ((v = get("WORKER_KINDS")) !== undefined) {
-      const kinds = v
+    const kinds = get("WORKER_KINDS");
+    if (kinds !== undefined) {
+      cfg.kinds = kinds
         .split(",")
         .map((k) => k.trim())
         .filter((k) => k);
-      if (kinds.length === 0) {
-        throw ConfigError.invalid("WORKER_KINDS", v, "expected a comma-separated list of kinds");
+      if (cfg.kinds.length === 0) {
+        throw ConfigError.invalid("WORKER_KINDS", kinds, "expected a comma-separated list of kinds");
       }
-      cfg.kinds = kinds;
     }
-    if ((v = get("WORKER_NAME")) !== undefined) {
-      cfg.workerName = v;
-    }
-    if ((v = get("GRPC_MAX_MESSAGE_BYTES")) !== undefined) {
-      cfg.maxMessageBytes = parseBounded("GRPC_MAX_MESSAGE_BYTES", v, 1, MAX_MESSAGE_BYTES_LIMIT);
+    cfg.workerName = get("WORKER_NAME") ?? cfg.workerName;
+    const maxMessage = get("GRPC_MAX_MESSAGE_BYTES");
+    if (maxMessage !== undefined) {
+      cfg.maxMessageBytes = parseBounded("GRPC_MAX_MESSAGE_BYTES", maxMessage, 1, MAX_MESSAGE_BYTES_LIMIT);
     }
     cfg.token = get("WORKER_TOKEN");
     cfg.tokenFile = get("WORKER_TOKEN_FILE");
@@ -303,9 +303,7 @@ export class WorkerConfig {
           ? null
           : readPem("BROKER_CA_FILE", this.caFile, "-----BEGIN CERTIFICATE-----", "CERTIFICATE"),
       key:
-        this.keyFile === undefined
-          ? null
-          : readPem("WORKER_KEY_FILE", this.keyFile, "PRIVATE KEY-----", "PRIVATE KEY"),
+        this.keyFile === undefined ? null : readPem("WORKER_KEY_FILE", this.keyFile, "PRIVATE KEY-----", "PRIVATE KEY"),
       chain:
         this.certFile === undefined
           ? null
@@ -323,9 +321,7 @@ export class WorkerConfig {
     }
     if ((this.certFile === undefined) !== (this.keyFile === undefined)) {
       const [have, lack] =
-        this.certFile !== undefined
-          ? ["WORKER_CERT_FILE", "WORKER_KEY_FILE"]
-          : ["WORKER_KEY_FILE", "WORKER_CERT_FILE"];
+        this.certFile !== undefined ? ["WORKER_CERT_FILE", "WORKER_KEY_FILE"] : ["WORKER_KEY_FILE", "WORKER_CERT_FILE"];
       throw new ConfigError(lack, `${have} is set but ${lack} is not; a client certificate needs both`);
     }
     if (!this.tls) {

@@ -19,6 +19,7 @@ export interface Provider {
   /** The pair this provider serves; the version must be at least 1. */
   readonly kind: KindVersion;
   /** Runs one task. Long handlers should watch `req.signal`. */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler may return nothing (an empty Outcome).
   work(req: ReactionRequest): Promise<Outcome | void> | Outcome | void;
   /**
    * Called with the kind's default provider config when first loaded and on every push

@@ -12,6 +12,7 @@
 import { randomUUID } from "node:crypto";
 
 import {
+  type HandlerResult,
   MalformedTask,
   echoOf,
   failComplete,
@@ -83,7 +84,7 @@ export function request(kind: string, spec: Json = {}, options: RequestOptions =
  */
 export async function run(provider: Provider, req: ReactionRequest): Promise<Outcome> {
   let timer: NodeJS.Timeout | undefined;
-  let result;
+  let result: HandlerResult;
   if (req.deadline === undefined) {
     result = await invoke(provider, req);
   } else {
@@ -177,4 +178,3 @@ export async function executeTask(
   }
   return resultComplete(echo, first);
 }
-

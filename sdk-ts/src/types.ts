@@ -9,7 +9,7 @@
 
 import {
   DEFAULT_PAGE_SIZE,
-  RollupSummary,
+  type RollupSummary,
   Subtree,
   checkedPageSize,
   includedPage,

@@ -129,7 +129,10 @@ test("validate refuses unusable fields", () => {
   const ok = { brokerAddrs: ["http://a:1"] };
   assert.throws(() => new WorkerConfig({ ...ok, maxParallel: 0 }).validate(), /maxParallel/);
   assert.throws(() => new WorkerConfig({ ...ok, reconnectMaxMs: 6_000 }).validate(), /must not exceed 5000ms/);
-  assert.throws(() => new WorkerConfig({ ...ok, reconnectMinMs: 300, reconnectMaxMs: 200 }).validate(), /reconnectMaxMs/);
+  assert.throws(
+    () => new WorkerConfig({ ...ok, reconnectMinMs: 300, reconnectMaxMs: 200 }).validate(),
+    /reconnectMaxMs/,
+  );
   assert.throws(() => new WorkerConfig({ ...ok, heartbeatEveryMs: 0 }).validate(), /heartbeatEveryMs/);
   assert.throws(() => new WorkerConfig({ brokerAddrs: [] }).validate(), /non-empty list/);
   assert.throws(() => new WorkerConfig({ brokerAddrs: ["http://a:1", "b"] }).validate(), /entry 2 of 2/);
@@ -186,7 +189,12 @@ test("TLS files need an https broker, come in pairs, and must hold PEM", () => {
   writeFileSync(key, "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n");
   const junk = join(dir, "junk");
   writeFileSync(junk, "not pem");
-  const c = WorkerConfig.fromEnv({ BROKER_ADDR: "https://a:1", BROKER_CA_FILE: pem, WORKER_CERT_FILE: pem, WORKER_KEY_FILE: key });
+  const c = WorkerConfig.fromEnv({
+    BROKER_ADDR: "https://a:1",
+    BROKER_CA_FILE: pem,
+    WORKER_CERT_FILE: pem,
+    WORKER_KEY_FILE: key,
+  });
   const m = c.tlsMaterial();
   assert.ok(m.roots?.includes("BEGIN CERTIFICATE"));
   assert.ok(m.key?.includes("PRIVATE KEY"));
@@ -194,7 +202,11 @@ test("TLS files need an https broker, come in pairs, and must hold PEM", () => {
     [{ BROKER_ADDR: "a:1", BROKER_CA_FILE: pem }, "BROKER_CA_FILE", /is plaintext/],
     [{ BROKER_ADDR: "https://a:1", WORKER_CERT_FILE: pem }, "WORKER_KEY_FILE", /needs both/],
     [{ BROKER_ADDR: "https://a:1", BROKER_CA_FILE: junk }, "BROKER_CA_FILE", /no PEM CERTIFICATE/],
-    [{ BROKER_ADDR: "https://a:1", WORKER_CERT_FILE: pem, WORKER_KEY_FILE: junk }, "WORKER_KEY_FILE", /no PEM PRIVATE KEY/],
+    [
+      { BROKER_ADDR: "https://a:1", WORKER_CERT_FILE: pem, WORKER_KEY_FILE: junk },
+      "WORKER_KEY_FILE",
+      /no PEM PRIVATE KEY/,
+    ],
   ] as const) {
     const e = configError(() => WorkerConfig.fromEnv(env));
     assert.equal(e.variable, variable, e.message);

@@ -72,7 +72,10 @@ test("OPERATE, REACT and ROLLUP payloads decode", () => {
     reaction: "ping",
     request: {
       case: "operateReq",
-      value: { resource: { kind: "k", name: "r" }, operation: { verb: "ping", input: Buffer.from("[1]"), attempts: 2 } },
+      value: {
+        resource: { kind: "k", name: "r" },
+        operation: { verb: "ping", input: Buffer.from("[1]"), attempts: 2 },
+      },
     },
   });
   const r1 = requestFromTask(op, { config: new ProviderConfig() });
@@ -116,7 +119,10 @@ test("malformed tasks are refused with a reason", () => {
   assert.throws(() => requestFromTask(noPayload, { config: new ProviderConfig() }), /no payload for stage STAGE_WORK/);
   const mismatch = task(workTask("L"));
   mismatch.stage = pb.Stage.COMPOSE;
-  assert.throws(() => requestFromTask(mismatch, { config: new ProviderConfig() }), /does not match stage STAGE_COMPOSE/);
+  assert.throws(
+    () => requestFromTask(mismatch, { config: new ProviderConfig() }),
+    /does not match stage STAGE_COMPOSE/,
+  );
   const unspecified = task(workTask("L"));
   unspecified.stage = pb.Stage.UNSPECIFIED;
   assert.throws(() => requestFromTask(unspecified, { config: new ProviderConfig() }), /unknown stage 0/);
@@ -129,7 +135,9 @@ test("a compose outcome encodes children, edges, flows, configs and conditions",
   const out = new Outcome({ status: { composed: 2 } })
     .withChild(new ChildSpec("leaf", 1, "a", { i: 0 }).withLabel("x", "y"))
     .withChild(new ChildSpec("leaf", 1, "b", { i: 1 }))
-    .withEdge(new DepEdge(new ResourceRef("leaf", "b"), new ResourceRef("leaf", "a")).withValue(new ValueFlow("/up", "/echo")))
+    .withEdge(
+      new DepEdge(new ResourceRef("leaf", "b"), new ResourceRef("leaf", "a")).withValue(new ValueFlow("/up", "/echo")),
+    )
     .withConfig(new ProviderConfigSpec({ name: "cfg", kind: "leaf", isDefault: true, spec: { z: 1 } }))
     .withCondition(Condition.ready(true, "Composed"));
   const c = resultComplete(echo, { ok: true, value: out });
@@ -143,10 +151,16 @@ test("a compose outcome encodes children, edges, flows, configs and conditions",
       ["leaf", "b", { i: 1 }, {}, 1],
     ],
   );
-  assert.deepEqual([r.edges[0]?.from?.name, r.edges[0]?.to?.name, r.edges[0]?.values[0]?.dependentField], ["b", "a", "/up"]);
+  assert.deepEqual(
+    [r.edges[0]?.from?.name, r.edges[0]?.to?.name, r.edges[0]?.values[0]?.dependentField],
+    ["b", "a", "/up"],
+  );
   assert.deepEqual([r.configs[0]?.name, r.configs[0]?.isDefault, json(r.configs[0]!.spec)], ["cfg", true, { z: 1 }]);
   assert.deepEqual(json(r.status), { composed: 2 });
-  assert.deepEqual(r.conditions.map((x) => [x.type, x.status, x.reason]), [["Ready", "True", "Composed"]]);
+  assert.deepEqual(
+    r.conditions.map((x) => [x.type, x.status, x.reason]),
+    [["Ready", "True", "Composed"]],
+  );
   assert.equal(c.status.length, 0, "a compose result carries its status in compose");
 });
 
@@ -193,7 +207,10 @@ test("the testing helpers run a provider without a broker", async () => {
     work: (req) =>
       new Promise((_, reject) => req.signal.addEventListener("abort", () => reject(req.signal.reason as Error))),
   };
-  await assert.rejects(run(waits, request("hello", {}, { timeoutMs: 20 })), (e) => e instanceof TransientError && e.message === "deadline exceeded");
+  await assert.rejects(
+    run(waits, request("hello", {}, { timeoutMs: 20 })),
+    (e) => e instanceof TransientError && e.message === "deadline exceeded",
+  );
   const seen: unknown[] = [];
   const watcher: Provider = {
     kind: new KindVersion("hello"),

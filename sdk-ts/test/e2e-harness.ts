@@ -191,7 +191,9 @@ export class Converge {
   }
 
   async applyConformanceKinds(): Promise<void> {
-    for (const f of readdirSync(KINDS_DIR).filter((n) => n.endsWith(".json")).sort()) {
+    for (const f of readdirSync(KINDS_DIR)
+      .filter((n) => n.endsWith(".json"))
+      .sort()) {
       await this.applyManifest(JSON.parse(readFileSync(join(KINDS_DIR, f), "utf8")) as { kind: string });
     }
   }
@@ -304,9 +306,22 @@ export class CA {
   constructor() {
     this.openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", this.keyFile);
     this.openssl(
-      "req", "-x509", "-new", "-key", this.keyFile, "-sha256", "-days", "1", "-subj", "/CN=converge test CA",
-      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-      "-out", this.certFile,
+      "req",
+      "-x509",
+      "-new",
+      "-key",
+      this.keyFile,
+      "-sha256",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=converge test CA",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+      "-out",
+      this.certFile,
     );
   }
 
@@ -342,8 +357,23 @@ export class CA {
     this.openssl("pkcs8", "-topk8", "-nocrypt", "-in", `${key}.ec`, "-out", key);
     this.openssl("req", "-new", "-key", key, "-subj", `/CN=${cn}`, "-out", csr);
     this.openssl(
-      "x509", "-req", "-in", csr, "-CA", this.certFile, "-CAkey", this.keyFile, "-set_serial", String(1000 + this.serial),
-      "-days", "1", "-sha256", "-extfile", ext, "-out", cert,
+      "x509",
+      "-req",
+      "-in",
+      csr,
+      "-CA",
+      this.certFile,
+      "-CAkey",
+      this.keyFile,
+      "-set_serial",
+      String(1000 + this.serial),
+      "-days",
+      "1",
+      "-sha256",
+      "-extfile",
+      ext,
+      "-out",
+      cert,
     );
     return { cert, key };
   }

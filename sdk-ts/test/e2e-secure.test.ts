@@ -100,7 +100,12 @@ test("a worker reconciles over TLS with a token, and a wrong token gets nothing"
     // A wrong token: the broker answers UNAUTHENTICATED, the SDK logs it and retries, and
     // nothing reaches the resource.
     const lines: string[] = [];
-    const capture: Logger = { debug: () => {}, info: () => {}, warn: (m) => lines.push(m), error: (m) => lines.push(m) };
+    const capture: Logger = {
+      debug: () => {},
+      info: () => {},
+      warn: (m) => lines.push(m),
+      error: (m) => lines.push(m),
+    };
     setLogger(capture);
     const wrongToken = token();
     const wrong = WorkerConfig.fromEnv({
@@ -110,7 +115,9 @@ test("a worker reconciles over TLS with a token, and a wrong token gets nothing"
       WORKER_NAME: "wrong-token",
     });
     await running(wrong, async () => {
-      const msg = await waitFor("the wrong token's UNAUTHENTICATED", async () => lines.find((l) => l.includes("UNAUTHENTICATED")));
+      const msg = await waitFor("the wrong token's UNAUTHENTICATED", async () =>
+        lines.find((l) => l.includes("UNAUTHENTICATED")),
+      );
       assert.ok(!msg.includes(wrongToken), "the token is never logged");
     });
     const r = await c.get(KIND, "secure");

@@ -168,16 +168,21 @@ function composers(): Provider[] {
           out.withChild(new ChildSpec("conf-leaf", 1, `${name}-${i}`, { index: i }));
           if (i >= 1) {
             out.withEdge(
-              new DepEdge(new ResourceRef("conf-leaf", `${name}-${i}`), new ResourceRef("conf-leaf", `${name}-${i - 1}`)).withValue(
-                new ValueFlow("/upstream_index", "/echo/index"),
-              ),
+              new DepEdge(
+                new ResourceRef("conf-leaf", `${name}-${i}`),
+                new ResourceRef("conf-leaf", `${name}-${i - 1}`),
+              ).withValue(new ValueFlow("/upstream_index", "/echo/index")),
             );
           }
         }
         return out;
       }
       return new Outcome({
-        status: { composed: n, descendants: req.descendants.length, ready: req.descendants.filter((d) => d.isReady).length },
+        status: {
+          composed: n,
+          descendants: req.descendants.length,
+          ready: req.descendants.filter((d) => d.isReady).length,
+        },
       });
     },
   };
@@ -200,12 +205,21 @@ function composers(): Provider[] {
         for await (const page of req.descendantPages(size)) {
           pages += 1;
           read += page.length;
-          page.forEach((d) => seen.add(d.id));
+          for (const d of page) {
+            seen.add(d.id);
+          }
         }
       }
       const s = req.summary!;
       return new Outcome({
-        status: { total: s.total, by_phase: s.byPhase, included: req.descendantsIncluded, pages, read, distinct: seen.size },
+        status: {
+          total: s.total,
+          by_phase: s.byPhase,
+          included: req.descendantsIncluded,
+          pages,
+          read,
+          distinct: seen.size,
+        },
       });
     },
   };
@@ -220,7 +234,12 @@ test("a composite's children, edges, value flows and rollup", { timeout: 90_000 
   withConverge(t, async (c) => {
     await worker(composers(), { brokerAddrs: [c.broker], workerName: "e2e-comp" }, async () => {
       await c.apply("conf-composite", "tree", { children: 3 });
-      const r = await c.waitResource("conf-composite", "tree", "rolled up", (v) => ready(v) && v.status?.descendants === 3);
+      const r = await c.waitResource(
+        "conf-composite",
+        "tree",
+        "rolled up",
+        (v) => ready(v) && v.status?.descendants === 3,
+      );
       assert.deepEqual(r.status, { composed: 3, descendants: 3, ready: 3 });
       const leaf = await c.get("conf-leaf", "tree-2");
       assert.deepEqual(leaf.spec, { index: 2, upstream_index: 1 });
@@ -238,7 +257,12 @@ test("a rollup that pages reads every child once; one that reads nothing makes n
         ["paged", 5, 3],
         ["counted", 4, 0],
       ] as const) {
-        const r = await c.waitResource("conf-summary", name, `rolled up over ${n} ready children`, (v) => ready(v) && v.status?.by_phase?.Ready === n);
+        const r = await c.waitResource(
+          "conf-summary",
+          name,
+          `rolled up over ${n} ready children`,
+          (v) => ready(v) && v.status?.by_phase?.Ready === n,
+        );
         const read = pages > 0 ? n : 0;
         assert.deepEqual(r.status, { total: n, by_phase: { Ready: n }, included: false, pages, read, distinct: read });
       }
@@ -333,7 +357,8 @@ test("a provider config push reaches onConfig and the effective config", { timeo
     const cfg: Provider = {
       kind: new KindVersion("conf-config", 1),
       onConfig: (p) => seen.push(p),
-      work: (req) => new Outcome({ status: { config: req.effectiveConfig(), bundle_len: req.effectiveBundle().length } }),
+      work: (req) =>
+        new Outcome({ status: { config: req.effectiveConfig(), bundle_len: req.effectiveBundle().length } }),
     };
     await worker([cfg], { brokerAddrs: [c.broker], workerName: "e2e-cfg" }, async () => {
       const r0 = await c.call("POST", "/api/v1/providerconfigs", {
@@ -365,26 +390,31 @@ test("a worker with two brokers keeps working when the first dies", { timeout: 1
     };
     setLogger(capture);
     const first = await new Broker(c).start();
-    const openedOn = (addr: string): boolean => lines.some((l) => l.includes("work stream open") && l.includes(`broker ${addr})`));
+    const openedOn = (addr: string): boolean =>
+      lines.some((l) => l.includes("work stream open") && l.includes(`broker ${addr})`));
     try {
-      await worker([new Leaf("failover")], { brokerAddrs: [first.broker, c.broker], workerName: "e2e-failover" }, async () => {
-        for (let i = 0; i < 3; i++) {
-          await c.apply("conf-leaf", `before-${i}`, {});
-        }
-        for (let i = 0; i < 3; i++) {
-          await c.waitResource("conf-leaf", `before-${i}`, "Ready", ready);
-        }
-        assert.ok(openedOn(first.broker) && !openedOn(c.broker));
-        await first.kill(); // SIGKILL: the worker's stream just breaks
-        for (let i = 0; i < 3; i++) {
-          await c.apply("conf-leaf", `after-${i}`, {});
-        }
-        for (let i = 0; i < 3; i++) {
-          const r = await c.waitResource("conf-leaf", `after-${i}`, "Ready", ready);
-          assert.equal(r.status.by, "failover");
-        }
-        assert.ok(openedOn(c.broker), "served through the second broker");
-      });
+      await worker(
+        [new Leaf("failover")],
+        { brokerAddrs: [first.broker, c.broker], workerName: "e2e-failover" },
+        async () => {
+          for (let i = 0; i < 3; i++) {
+            await c.apply("conf-leaf", `before-${i}`, {});
+          }
+          for (let i = 0; i < 3; i++) {
+            await c.waitResource("conf-leaf", `before-${i}`, "Ready", ready);
+          }
+          assert.ok(openedOn(first.broker) && !openedOn(c.broker));
+          await first.kill(); // SIGKILL: the worker's stream just breaks
+          for (let i = 0; i < 3; i++) {
+            await c.apply("conf-leaf", `after-${i}`, {});
+          }
+          for (let i = 0; i < 3; i++) {
+            const r = await c.waitResource("conf-leaf", `after-${i}`, "Ready", ready);
+            assert.equal(r.status.by, "failover");
+          }
+          assert.ok(openedOn(c.broker), "served through the second broker");
+        },
+      );
     } finally {
       await first.kill();
     }

@@ -25,7 +25,11 @@ test("a dead first broker is skipped without waiting", async () => {
   const b = await new FakeBroker().start();
   // A wait after the refused first address would be at least 3.75 s, past the wait below;
   // the second is tried at once because the round of the list is not over.
-  const w = new Running([echo], { brokerAddrs: [await deadAddr(), b.addr], reconnectMinMs: 5_000, reconnectMaxMs: 5_000 });
+  const w = new Running([echo], {
+    brokerAddrs: [await deadAddr(), b.addr],
+    reconnectMinMs: 5_000,
+    reconnectMaxMs: 5_000,
+  });
   try {
     const s = await b.nextStream(3_000);
     await s.next("subscribe");
@@ -43,7 +47,11 @@ test("a refusing broker is left for the next at once", async () => {
   const refusing = await new FakeBroker().start();
   refusing.refuse = grpc.status.UNAUTHENTICATED;
   const good = await new FakeBroker().start();
-  const w = new Running([echo], { brokerAddrs: [refusing.addr, good.addr], reconnectMinMs: 1_000, reconnectMaxMs: 5_000 });
+  const w = new Running([echo], {
+    brokerAddrs: [refusing.addr, good.addr],
+    reconnectMinMs: 1_000,
+    reconnectMaxMs: 5_000,
+  });
   try {
     let s = await good.nextStream();
     await s.next("subscribe");

@@ -187,7 +187,11 @@ export class FakeBroker {
       return undefined;
     }
     this.refused += 1;
-    return Object.assign(new Error("no entry"), { code: this.refuse, details: "no entry", metadata: new grpc.Metadata() });
+    return Object.assign(new Error("no entry"), {
+      code: this.refuse,
+      details: "no entry",
+      metadata: new grpc.Metadata(),
+    });
   }
 
   private workStream(call: grpc.ServerDuplexStream<pb.WorkStreamClientMsg, pb.WorkStreamServerMsg>): void {

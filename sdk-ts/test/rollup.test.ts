@@ -151,7 +151,9 @@ test("the full form is one page without a call", async () => {
   serve(p);
   const s = await broker.nextStream();
   await s.next("subscribe");
-  s.push(rollupTask("F", 1n, { descendants: rows, included: true, summary: create(pb.RollupSummarySchema, { total: 3n }) }));
+  s.push(
+    rollupTask("F", 1n, { descendants: rows, included: true, summary: create(pb.RollupSummarySchema, { total: 3n }) }),
+  );
   assert.equal((await s.next("complete")).errorMessage, "");
   assert.deepEqual(
     p.pages.map((page) => page.map((d) => d.id)),

@@ -74,10 +74,20 @@ test("the config is primed before the stream and pushes flip readiness", async (
   assert.equal(broker.configPulls, 1);
   assert.deepEqual(gate.configs[0], new ProviderConfig({ ready: true }, new Uint8Array(Buffer.from("xy"))));
   await s.next("subscribe");
-  s.push({ case: "config", value: create(pb.ProviderConfigUpdateSchema, { kind: "k", kindVersion: 1, config: Buffer.from('{"ready": false}') }) });
+  s.push({
+    case: "config",
+    value: create(pb.ProviderConfigUpdateSchema, {
+      kind: "k",
+      kindVersion: 1,
+      config: Buffer.from('{"ready": false}'),
+    }),
+  });
   assert.equal((await s.next("interest")).hasWorker, false, "a push re-evaluates readiness at once");
   assert.deepEqual(gate.configs.at(-1)?.spec, { ready: false });
-  s.push({ case: "config", value: create(pb.ProviderConfigUpdateSchema, { kind: "k", kindVersion: 1, config: Buffer.from("{}") }) });
+  s.push({
+    case: "config",
+    value: create(pb.ProviderConfigUpdateSchema, { kind: "k", kindVersion: 1, config: Buffer.from("{}") }),
+  });
   assert.equal((await s.next("interest")).hasWorker, true);
 });
 
@@ -150,7 +160,10 @@ test("CancelTask aborts the handler's signal with its reason and drops its resul
   await s.next("subscribe");
   s.push(workTask("C", 2n, { name: "cancelme" }));
   await waitFor("the handler to start", () => (gate.started.length > 0 ? true : undefined));
-  s.push({ case: "cancel", value: create(pb.CancelTaskSchema, { leaseToken: "C", claimEpoch: 2n, reason: "superseded" }) });
+  s.push({
+    case: "cancel",
+    value: create(pb.CancelTaskSchema, { leaseToken: "C", claimEpoch: 2n, reason: "superseded" }),
+  });
   await waitFor("the handler to see its cancellation", () => (gate.cancelled.length > 0 ? true : undefined));
   const reason = gate.reasons[0];
   assert.ok(reason instanceof TaskCancelledError);
@@ -167,8 +180,14 @@ test("a task waiting for a permit is cancelled without running", async () => {
   s.push(workTask("A", 1n, { name: "a" }));
   s.push(workTask("B", 1n, { name: "b" }));
   await waitFor("the first handler to start", () => (gate.started.length > 0 ? true : undefined));
-  s.push({ case: "cancel", value: create(pb.CancelTaskSchema, { leaseToken: "B", claimEpoch: 1n, reason: "deleted" }) });
-  s.push({ case: "cancel", value: create(pb.CancelTaskSchema, { leaseToken: "B", claimEpoch: 1n, reason: "deleted" }) });
+  s.push({
+    case: "cancel",
+    value: create(pb.CancelTaskSchema, { leaseToken: "B", claimEpoch: 1n, reason: "deleted" }),
+  });
+  s.push({
+    case: "cancel",
+    value: create(pb.CancelTaskSchema, { leaseToken: "B", claimEpoch: 1n, reason: "deleted" }),
+  });
   // Frames are handled in order: once this push reached onConfig, so did the cancels.
   const seen = gate.configs.length;
   s.push({ case: "config", value: create(pb.ProviderConfigUpdateSchema, { kind: "k", kindVersion: 1 }) });

@@ -96,7 +96,10 @@ test("a failover that connects resets the backoff", () => {
   assert.ok(around(f.ended(10), MIN), "recovered: the outage's backoff is gone");
 });
 
-const p = (kind: string, version = 1): Provider => ({ kind: new KindVersion(kind, version), work: () => new Outcome() });
+const p = (kind: string, version = 1): Provider => ({
+  kind: new KindVersion(kind, version),
+  work: () => new Outcome(),
+});
 
 test("the registry checks versions, duplicates and WORKER_KINDS", () => {
   const r = new Registry([p("a"), p("b", 2)]);
@@ -121,7 +124,12 @@ test("stage names are the proto enum names", () => {
 });
 
 test("req.spec parses, and a parser's refusal is terminal", () => {
-  const req = new ReactionRequest({ reaction: "work", stage: Stage.WORK, kind: "k", resource: new Resource({ spec: { n: 1 } }) });
+  const req = new ReactionRequest({
+    reaction: "work",
+    stage: Stage.WORK,
+    kind: "k",
+    resource: new Resource({ spec: { n: 1 } }),
+  });
   assert.deepEqual(req.spec(), { n: 1 });
   assert.equal(
     req.spec((s) => {
@@ -143,7 +151,13 @@ test("req.spec parses, and a parser's refusal is terminal", () => {
 
 test("a fixed subtree pages like the broker; no subtree is terminal; a negative page size is refused", async () => {
   const rows = Array.from({ length: 5 }, (_, i) => new Resource({ name: `c${i}` }));
-  const req = new ReactionRequest({ reaction: "rollup", stage: Stage.ROLLUP, kind: "k", resource: new Resource(), subtree: Subtree.fixed(rows) });
+  const req = new ReactionRequest({
+    reaction: "rollup",
+    stage: Stage.ROLLUP,
+    kind: "k",
+    resource: new Resource(),
+    subtree: Subtree.fixed(rows),
+  });
   const pages: string[][] = [];
   for await (const page of req.descendantPages(2)) {
     pages.push(page.map((r) => r.name));

@@ -126,4 +126,3 @@ export async function serve(
 export function runWorker(providers: Registry | Provider | Iterable<Provider>, config?: WorkerConfig): Promise<void> {
   return serve(providers, config === undefined ? {} : { config });
 }
-
