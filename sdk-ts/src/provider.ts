@@ -48,13 +48,22 @@ export class Registry {
     }
   }
 
-  /** Adds a provider; returns the registry (builder style). */
+  /**
+   * Adds a provider; returns the registry (builder style). Its `kind` may be a KindVersion
+   * or any `{ kind, version }` object (e.g. from another copy of this package).
+   */
   register(provider: Provider): this {
-    const kv = provider.kind;
-    if (!(kv instanceof KindVersion)) {
-      throw new RegistryError(`a provider's kind must be a KindVersion, got ${String(kv)}`);
+    const kv: unknown = provider.kind;
+    if (
+      typeof kv !== "object" ||
+      kv === null ||
+      typeof (kv as KindVersion).kind !== "string" ||
+      typeof (kv as KindVersion).version !== "number"
+    ) {
+      throw new RegistryError(`a provider's kind must be a KindVersion, got ${JSON.stringify(kv)}`);
     }
-    this.entries_.push([kv, provider]);
+    const { kind, version } = kv as KindVersion;
+    this.entries_.push([kv instanceof KindVersion ? kv : new KindVersion(kind, version), provider]);
     return this;
   }
 

@@ -111,6 +111,12 @@ test("the registry checks versions, duplicates and WORKER_KINDS", () => {
   assert.throws(() => new Registry([p("a"), p("a")]).validated(), RegistryError);
   assert.throws(() => new Registry([p("a", 0)]).validated(), /versions start at 1/);
   assert.throws(() => new Registry().validated(), /no providers/);
+  const plain = { kind: { kind: "p", version: 2 } as KindVersion, work: () => new Outcome() };
+  assert.equal(new Registry([plain]).kinds()[0]?.toString(), "p@v2", "a plain { kind, version } is accepted");
+  assert.throws(
+    () => new Registry([{ kind: "p" as unknown as KindVersion, work: () => new Outcome() }]),
+    RegistryError,
+  );
 });
 
 test("VERSION matches package.json", () => {
