@@ -20,6 +20,7 @@ import {
   Outcome,
   type Provider,
   type ProviderConfig,
+  ProviderConfigSpec,
   type ReactionRequest,
   ResourceRef,
   TerminalError,
@@ -151,121 +152,63 @@ test("a terminal error fails the resource once; a thrown error is transient and 
   }),
 );
 
-/** conf-composite and conf-summary as KINDS.md describes them, and conf-leaf. */
-function composers(): Provider[] {
-  const children = (req: ReactionRequest): number => {
-    const n = req.specObject()["children"] ?? 2;
-    return typeof n === "number" ? n : 0;
-  };
-  const composite: Provider = {
-    kind: new KindVersion("conf-composite", 1),
-    work(req) {
-      const n = children(req);
-      const name = req.resource.name;
-      if (req.reaction === "compose") {
-        const out = new Outcome({ status: { composed: n } });
-        for (let i = 0; i < n; i++) {
-          out.withChild(new ChildSpec("conf-leaf", 1, `${name}-${i}`, { index: i }));
-          if (i >= 1) {
-            out.withEdge(
-              new DepEdge(
-                new ResourceRef("conf-leaf", `${name}-${i}`),
-                new ResourceRef("conf-leaf", `${name}-${i - 1}`),
-              ).withValue(new ValueFlow("/upstream_index", "/echo/index")),
-            );
-          }
-        }
-        return out;
-      }
-      return new Outcome({
-        status: {
-          composed: n,
-          descendants: req.descendants.length,
-          ready: req.descendants.filter((d) => d.isReady).length,
-        },
-      });
-    },
-  };
-  const summary: Provider = {
-    kind: new KindVersion("conf-summary", 1),
-    async work(req) {
-      const n = children(req);
-      if (req.reaction === "compose") {
-        const out = new Outcome({ status: { composed: n } });
-        for (let i = 0; i < n; i++) {
-          out.withChild(new ChildSpec("conf-leaf", 1, `${req.resource.name}-${i}`, { index: i }));
-        }
-        return out;
-      }
-      const size = req.specObject()["page_size"];
-      let pages = 0;
-      const seen = new Set<string>();
-      let read = 0;
-      if (typeof size === "number" && size > 0) {
-        for await (const page of req.descendantPages(size)) {
-          pages += 1;
-          read += page.length;
-          for (const d of page) {
-            seen.add(d.id);
-          }
-        }
-      }
-      const s = req.summary!;
-      return new Outcome({
-        status: {
-          total: s.total,
-          by_phase: s.byPhase,
-          included: req.descendantsIncluded,
-          pages,
-          read,
-          distinct: seen.size,
-        },
-      });
-    },
-  };
-  const leaf: Provider = {
-    kind: new KindVersion("conf-leaf", 1),
-    work: (req) => new Outcome({ status: { echo: req.resource.spec, form: "ts" } }),
-  };
-  return [composite, summary, leaf];
-}
+/**
+ * `ts-stack`, a composite of this test's own (the conformance suite's form `ts` covers the
+ * conformance kinds): a `db` child with a label, an `app` child that waits for it and takes
+ * its status `hello` into its spec, a provider config owned by the root, and a rollup of the
+ * summary form that reads its descendants with the paged read.
+ */
+const STACK = {
+  kind: "ts-stack",
+  kind_version: 1,
+  reactions: [
+    { name: "compose", trigger: "specChange", emits: ["children", "edges", "configs", "status"] },
+    { name: "rollup", trigger: "childrenSettled", emits: ["status"] },
+  ],
+};
 
-test("a composite's children, edges, value flows and rollup", { timeout: 90_000 }, (t) =>
-  withConverge(t, async (c) => {
-    await worker(composers(), { brokerAddrs: [c.broker], workerName: "e2e-comp" }, async () => {
-      await c.apply("conf-composite", "tree", { children: 3 });
-      const r = await c.waitResource(
-        "conf-composite",
-        "tree",
-        "rolled up",
-        (v) => ready(v) && v.status?.descendants === 3,
-      );
-      assert.deepEqual(r.status, { composed: 3, descendants: 3, ready: 3 });
-      const leaf = await c.get("conf-leaf", "tree-2");
-      assert.deepEqual(leaf.spec, { index: 2, upstream_index: 1 });
-      assert.equal(leaf.status.form, "ts");
+const stack: Provider = {
+  kind: new KindVersion("ts-stack", 1),
+  async work(req) {
+    const name = req.resource.name;
+    if (req.reaction === "compose") {
+      return new Outcome({ status: { composed: true } })
+        .withChild(new ChildSpec("conf-leaf", 1, `${name}-db`, { role: "db" }).withLabel("tier", "db"))
+        .withChild(new ChildSpec("conf-leaf", 1, `${name}-app`, { role: "app" }))
+        .withEdge(
+          new DepEdge(
+            new ResourceRef("conf-leaf", `${name}-app`),
+            new ResourceRef("conf-leaf", `${name}-db`),
+          ).withValue(new ValueFlow("/upstream", "/hello")),
+        )
+        .withConfig(new ProviderConfigSpec({ name: `${name}-cfg`, kind: "conf-config", spec: { owner: name } }));
+    }
+    const rows = await req.readDescendants();
+    return new Outcome({
+      status: {
+        names: rows.map((d) => d.name).sort(),
+        total: req.summary?.total ?? -1,
+        ready: req.summary?.ready ?? -1,
+        included: req.descendantsIncluded,
+      },
     });
-  }),
-);
+  },
+};
 
-test("a rollup that pages reads every child once; one that reads nothing makes no call", { timeout: 90_000 }, (t) =>
+test("a composite's children, labels, edges, value flows, configs and paged rollup", { timeout: 90_000 }, (t) =>
   withConverge(t, async (c) => {
-    await worker(composers(), { brokerAddrs: [c.broker], workerName: "e2e-pages" }, async () => {
-      await c.apply("conf-summary", "paged", { children: 5, page_size: 2 });
-      await c.apply("conf-summary", "counted", { children: 4, page_size: 0 });
-      for (const [name, n, pages] of [
-        ["paged", 5, 3],
-        ["counted", 4, 0],
-      ] as const) {
-        const r = await c.waitResource(
-          "conf-summary",
-          name,
-          `rolled up over ${n} ready children`,
-          (v) => ready(v) && v.status?.by_phase?.Ready === n,
-        );
-        const read = pages > 0 ? n : 0;
-        assert.deepEqual(r.status, { total: n, by_phase: { Ready: n }, included: false, pages, read, distinct: read });
-      }
+    await c.applyManifest(STACK);
+    await worker([stack, new Leaf("stack")], { brokerAddrs: [c.broker], workerName: "e2e-stack" }, async () => {
+      await c.apply("ts-stack", "shop", {});
+      const r = await c.waitResource("ts-stack", "shop", "rolled up", (v) => ready(v) && v.status?.total === 2);
+      assert.deepEqual(r.status, { names: ["shop-app", "shop-db"], total: 2, ready: 2, included: false });
+      const db = await c.get("conf-leaf", "shop-db");
+      assert.deepEqual(db.labels, { tier: "db" });
+      const app = await c.get("conf-leaf", "shop-app");
+      assert.deepEqual(app.spec, { role: "app", upstream: "shop-db" }, "the db's status flowed into the app's spec");
+      const cfg = await c.call("GET", "/api/v1/providerconfigs/shop-cfg");
+      assert.equal(cfg.status, 200, JSON.stringify(cfg.body));
+      assert.deepEqual(cfg.body.spec, { owner: "shop" });
     });
   }),
 );

@@ -72,6 +72,20 @@ function unknown(req: ReactionRequest): TerminalError {
   return new TerminalError(`${req.kind} has no reaction ${JSON.stringify(req.reaction)}`);
 }
 
+/** A provider whose one reaction is `work`: it records the `work` event, then runs `body`. */
+function workOnly(kind: string, body: (req: ReactionRequest) => Outcome | Promise<Outcome>): Provider {
+  return {
+    kind: new KindVersion(kind, 1),
+    work(req) {
+      if (req.reaction !== "work") {
+        throw unknown(req);
+      }
+      record(req, "work");
+      return body(req);
+    },
+  };
+}
+
 /** `spec[key]` as an integer in 0..50 (`fallback` when absent); anything else is terminal. */
 function specInt(req: ReactionRequest, key: string, fallback: number): number {
   const v = req.specObject()[key] ?? fallback;
@@ -81,220 +95,205 @@ function specInt(req: ReactionRequest, key: string, fallback: number): number {
   return v;
 }
 
-/** conf-leaf: echoes its spec; verb ping. */
-const leaf: Provider = {
-  kind: new KindVersion("conf-leaf", 1),
-  work(req) {
-    if (req.reaction === "work") {
-      record(req, "work");
-      return echoStatus(req);
-    }
-    if (req.reaction === "ping") {
-      record(req, "operate");
-      return new Outcome({ output: { pong: req.operation?.input ?? null, name: req.resource.name } });
-    }
-    throw unknown(req);
-  },
-};
-
-/** conf-composite: a chain of conf-leaf children with value flows, and a rollup. */
-const composite: Provider = {
-  kind: new KindVersion("conf-composite", 1),
-  work(req) {
-    const n = specInt(req, "children", 2);
-    const name = req.resource.name;
-    if (req.reaction === "compose") {
-      record(req, "compose");
-      const out = new Outcome({ status: { composed: n } });
-      for (let i = 0; i < n; i++) {
-        out.withChild(new ChildSpec("conf-leaf", 1, `${name}-${i}`, { index: i }));
-        if (i >= 1) {
-          out.withEdge(
-            new DepEdge(
-              new ResourceRef("conf-leaf", `${name}-${i}`),
-              new ResourceRef("conf-leaf", `${name}-${i - 1}`),
-            ).withValue(new ValueFlow("/upstream_index", "/echo/index")),
-          );
-        }
+/**
+ * A provider whose `work` reaction echoes its spec (conf-leaf, conf-final), and whose one
+ * other reaction `reaction` records `event` and runs `body`.
+ */
+function echoing(
+  kind: string,
+  reaction: string,
+  event: string,
+  body: (req: ReactionRequest) => Outcome | Promise<Outcome>,
+): Provider {
+  return {
+    kind: new KindVersion(kind, 1),
+    work(req) {
+      if (req.reaction === "work") {
+        record(req, "work");
+        return echoStatus(req);
       }
-      return out;
-    }
-    if (req.reaction === "rollup") {
-      record(req, "rollup");
-      return new Outcome({
-        status: {
-          composed: n,
-          descendants: req.descendants.length,
-          ready: req.descendants.filter((d) => d.isReady).length,
-        },
-      });
-    }
-    throw unknown(req);
-  },
-};
+      if (req.reaction === reaction) {
+        record(req, event);
+        return body(req);
+      }
+      throw unknown(req);
+    },
+  };
+}
+
+/** conf-leaf: echoes its spec; verb ping. */
+const leaf = echoing(
+  "conf-leaf",
+  "ping",
+  "operate",
+  (req) => new Outcome({ output: { pong: req.operation?.input ?? null, name: req.resource.name } }),
+);
+
+/**
+ * A composite serving `compose` and `rollup`: compose emits `spec.children` (default 2)
+ * conf-leaf children `<name>-<i>` with spec `{"index": i}`, chained (child i waits for child
+ * i-1 and gets its `/echo/index` as `/upstream_index`) when `chained`; `rollup` makes the
+ * rollup's outcome from the request and the child count.
+ */
+function composer(
+  kind: string,
+  chained: boolean,
+  rollup: (req: ReactionRequest, n: number) => Outcome | Promise<Outcome>,
+): Provider {
+  return {
+    kind: new KindVersion(kind, 1),
+    work(req) {
+      const n = specInt(req, "children", 2);
+      const name = req.resource.name;
+      if (req.reaction === "compose") {
+        record(req, "compose");
+        const out = new Outcome({ status: { composed: n } });
+        for (let i = 0; i < n; i++) {
+          out.withChild(new ChildSpec("conf-leaf", 1, `${name}-${i}`, { index: i }));
+          if (chained && i >= 1) {
+            out.withEdge(
+              new DepEdge(
+                new ResourceRef("conf-leaf", `${name}-${i}`),
+                new ResourceRef("conf-leaf", `${name}-${i - 1}`),
+              ).withValue(new ValueFlow("/upstream_index", "/echo/index")),
+            );
+          }
+        }
+        return out;
+      }
+      if (req.reaction === "rollup") {
+        record(req, "rollup");
+        return rollup(req, n);
+      }
+      throw unknown(req);
+    },
+  };
+}
+
+/** conf-composite: a chain of conf-leaf children with value flows, and a rollup (full form). */
+const composite = composer(
+  "conf-composite",
+  true,
+  (req, n) =>
+    new Outcome({
+      status: {
+        composed: n,
+        descendants: req.descendants.length,
+        ready: req.descendants.filter((d) => d.isReady).length,
+      },
+    }),
+);
 
 /**
  * conf-summary: children without edges, and a rollup that reads the subtree's summary and
  * pages through the descendants only when the spec's `page_size` asks it to.
  */
-const summary: Provider = {
-  kind: new KindVersion("conf-summary", 1),
-  async work(req) {
-    const n = specInt(req, "children", 2);
-    const name = req.resource.name;
-    if (req.reaction === "compose") {
-      record(req, "compose");
-      const out = new Outcome({ status: { composed: n } });
-      for (let i = 0; i < n; i++) {
-        out.withChild(new ChildSpec("conf-leaf", 1, `${name}-${i}`, { index: i }));
+const summary = composer("conf-summary", false, async (req) => {
+  const pageSize = specInt(req, "page_size", 0);
+  let pages = 0;
+  let read = 0;
+  const distinct = new Set<string>();
+  if (pageSize > 0) {
+    for await (const page of req.descendantPages(pageSize)) {
+      pages += 1;
+      read += page.length;
+      for (const d of page) {
+        distinct.add(d.id);
       }
-      return out;
     }
-    if (req.reaction === "rollup") {
-      record(req, "rollup");
-      const pageSize = specInt(req, "page_size", 0);
-      let pages = 0;
-      let read = 0;
-      const distinct = new Set<string>();
-      if (pageSize > 0) {
-        for await (const page of req.descendantPages(pageSize)) {
-          pages += 1;
-          read += page.length;
-          for (const d of page) {
-            distinct.add(d.id);
-          }
-        }
-      }
-      const s = req.summary ?? new RollupSummary();
-      return new Outcome({
-        status: {
-          sent: req.descendants.length,
-          included: req.descendantsIncluded,
-          total: s.total,
-          by_kind: s.byKind,
-          by_phase: s.byPhase,
-          not_ready: s.notReadyTotal,
-          pages,
-          read,
-          distinct: distinct.size,
-        },
-      });
-    }
-    throw unknown(req);
-  },
-};
+  }
+  const s = req.summary ?? new RollupSummary();
+  return new Outcome({
+    status: {
+      sent: req.descendants.length,
+      included: req.descendantsIncluded,
+      total: s.total,
+      by_kind: s.byKind,
+      by_phase: s.byPhase,
+      not_ready: s.notReadyTotal,
+      pages,
+      read,
+      distinct: distinct.size,
+    },
+  });
+});
 
 /** conf-final: a leaf with a finalizer whose teardown may fail transiently first. */
-const final: Provider = {
-  kind: new KindVersion("conf-final", 1),
-  work(req) {
-    if (req.reaction === "work") {
-      record(req, "work");
-      return echoStatus(req);
-    }
-    if (req.reaction === "teardown") {
-      record(req, "delete");
-      const k = req.specObject()["delete_failures"] ?? 0;
-      if (typeof k === "number" && Number.isInteger(k) && k > 0 && req.attempt <= k) {
-        throw new TransientError(`teardown failure ${req.attempt}`);
-      }
-      return new Outcome();
-    }
-    throw unknown(req);
-  },
-};
+const final = echoing("conf-final", "teardown", "delete", (req) => {
+  const k = req.specObject()["delete_failures"] ?? 0;
+  if (typeof k === "number" && Number.isInteger(k) && k > 0 && req.attempt <= k) {
+    throw new TransientError(`teardown failure ${req.attempt}`);
+  }
+  return new Outcome();
+});
 
 /** conf-fail: fails terminally, transiently or by throwing, as its spec says. */
-const fail: Provider = {
-  kind: new KindVersion("conf-fail", 1),
-  work(req) {
-    if (req.reaction !== "work") {
-      throw unknown(req);
-    }
-    record(req, "work");
-    const spec = req.specObject();
-    const mode = spec["mode"] ?? "ok";
-    const times = spec["times"] ?? 0;
-    const ok = new Outcome({ status: { ok: true, attempt: req.attempt } });
-    switch (mode) {
-      case "ok":
-        return ok;
-      case "terminal":
-        throw new TerminalError("conformance terminal");
-      case "transient":
-        if (typeof times !== "number" || !Number.isInteger(times) || times <= 0 || req.attempt <= times) {
-          throw new TransientError(`conformance transient ${req.attempt}`);
-        }
-        return ok;
-      case "panic":
-        // Not the SDK's error type: the SDK must make it a transient failure.
-        throw new RangeError("conformance panic");
-      default:
-        throw new TerminalError(`unknown mode ${JSON.stringify(mode)}`);
-    }
-  },
-};
+const fail = workOnly("conf-fail", (req) => {
+  const spec = req.specObject();
+  const mode = spec["mode"] ?? "ok";
+  const times = spec["times"] ?? 0;
+  const ok = new Outcome({ status: { ok: true, attempt: req.attempt } });
+  switch (mode) {
+    case "ok":
+      return ok;
+    case "terminal":
+      throw new TerminalError("conformance terminal");
+    case "transient":
+      if (typeof times !== "number" || !Number.isInteger(times) || times <= 0 || req.attempt <= times) {
+        throw new TransientError(`conformance transient ${req.attempt}`);
+      }
+      return ok;
+    case "panic":
+      // Not the SDK's error type: the SDK must make it a transient failure.
+      throw new RangeError("conformance panic");
+    default:
+      throw new TerminalError(`unknown mode ${JSON.stringify(mode)}`);
+  }
+});
 
 /** conf-slow: sleeps, cancellably, for spec.sleep_ms. */
-const slow: Provider = {
-  kind: new KindVersion("conf-slow", 1),
-  async work(req) {
-    if (req.reaction !== "work") {
-      throw unknown(req);
-    }
-    record(req, "work");
-    const n: Json | undefined = req.specObject()["sleep_ms"] ?? 0;
-    if (typeof n !== "number" || !Number.isInteger(n) || n < 0) {
-      throw new TerminalError(`sleep_ms must be a non-negative integer, got ${JSON.stringify(n)}`);
-    }
-    try {
-      await delay(n, undefined, { signal: req.signal });
-    } catch {
-      record(req, "cancelled");
-      throw new TransientError("cancelled");
-    }
-    return new Outcome({ status: { slept_ms: n, attempt: req.attempt } });
-  },
-};
+const slow = workOnly("conf-slow", async (req) => {
+  const n: Json | undefined = req.specObject()["sleep_ms"] ?? 0;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 0) {
+    throw new TerminalError(`sleep_ms must be a non-negative integer, got ${JSON.stringify(n)}`);
+  }
+  try {
+    await delay(n, undefined, { signal: req.signal });
+  } catch {
+    record(req, "cancelled");
+    throw new TransientError("cancelled");
+  }
+  return new Outcome({ status: { slept_ms: n, attempt: req.attempt } });
+});
 
 /** conf-ready: ready unless the default provider config says `"ready": false`. */
-class Ready implements Provider {
-  readonly kind = new KindVersion("conf-ready", 1);
-  private isReady = true;
-
-  onConfig(cfg: ProviderConfig): void {
-    const spec = cfg.spec;
-    this.isReady = !(typeof spec === "object" && spec !== null && !Array.isArray(spec) && spec["ready"] === false);
-  }
-
-  ready(): boolean {
-    return this.isReady;
-  }
-
-  work(req: ReactionRequest): Outcome {
-    if (req.reaction !== "work") {
-      throw unknown(req);
-    }
-    record(req, "work");
-    return echoStatus(req);
-  }
+function ready(): Provider {
+  let isReady = true;
+  return {
+    ...workOnly("conf-ready", echoStatus),
+    onConfig(cfg: ProviderConfig): void {
+      const spec = cfg.spec;
+      isReady = !(typeof spec === "object" && spec !== null && !Array.isArray(spec) && spec["ready"] === false);
+    },
+    ready: () => isReady,
+  };
 }
 
 /** conf-config: echoes its effective config and the effective bundle's length. */
-const configEcho: Provider = {
-  kind: new KindVersion("conf-config", 1),
-  work(req) {
-    if (req.reaction !== "work") {
-      throw unknown(req);
-    }
-    record(req, "work");
-    return new Outcome({ status: { config: req.effectiveConfig(), bundle_len: req.effectiveBundle().length } });
-  },
-};
+const configEcho = workOnly(
+  "conf-config",
+  (req) =>
+    new Outcome({
+      status: {
+        config: req.effectiveConfig(),
+        bundle_len: req.effectiveBundle().length,
+      },
+    }),
+);
 
 /** Every conformance kind. */
 export function providers(): Provider[] {
-  return [leaf, composite, summary, final, fail, slow, new Ready(), configEcho];
+  return [leaf, composite, summary, final, fail, slow, ready(), configEcho];
 }
 
 async function main(): Promise<number> {
