@@ -4,8 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import { test } from "node:test";
@@ -19,6 +18,7 @@ import {
   parseDuration,
 } from "../src/index.js";
 import { openClient } from "../src/runtime/transport.js";
+import { scratch } from "./scratch.js";
 
 function configError(fn: () => unknown): ConfigError {
   try {
@@ -30,7 +30,7 @@ function configError(fn: () => unknown): ConfigError {
   assert.fail("expected a ConfigError");
 }
 
-const tmp = (): string => mkdtempSync(join(tmpdir(), "sdkts-config-"));
+const tmp = (): string => scratch("config");
 
 test("defaults and values", () => {
   const d = WorkerConfig.fromEnv({ BROKER_ADDR: "http://127.0.0.1:9090" });

@@ -10,12 +10,14 @@
 
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { Agent, request as httpsRequest } from "node:https";
 import { createServer } from "node:net";
-import { homedir, tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
+
+import { scratch } from "./scratch.js";
 
 export const REPO = new URL("../../../", import.meta.url).pathname;
 export const KINDS_DIR = join(REPO, "conformance", "kinds");
@@ -298,7 +300,7 @@ export class Broker {
 
 /** A throwaway certificate authority made with the openssl command (EC P-256, one day). */
 export class CA {
-  readonly dir = mkdtempSync(join(tmpdir(), "sdkts-ca-"));
+  readonly dir = scratch("ca");
   readonly certFile = join(this.dir, "ca.pem");
   private readonly keyFile = join(this.dir, "ca-key.pem");
   private serial = 0;

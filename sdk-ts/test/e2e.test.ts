@@ -6,8 +6,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type TestContext, test } from "node:test";
 
@@ -31,6 +30,7 @@ import {
   setLogger,
 } from "../src/index.js";
 import { Broker, Converge, REPO, e2eDatabase, stopProcess, waitFor } from "./e2e-harness.js";
+import { scratch } from "./scratch.js";
 
 const T = 30_000;
 
@@ -247,7 +247,7 @@ test("a handler stopped midway is finished by a new worker", { timeout: 90_000 }
 
 test("a killed worker process is replaced and nothing is applied twice", { timeout: 90_000 }, (t) =>
   withConverge(t, async (c) => {
-    const log = join(mkdtempSync(join(tmpdir(), "sdkts-slow-")), "slow.log");
+    const log = join(scratch("slow"), "slow.log");
     const proc = spawn(process.execPath, [new URL("./slow-worker.js", import.meta.url).pathname], {
       env: { ...process.env, BROKER_ADDR: c.broker, WORKER_NAME: "slow", SLOW_LOG: log },
       stdio: ["ignore", "inherit", "inherit"],
@@ -272,7 +272,7 @@ test("a killed worker process is replaced and nothing is applied twice", { timeo
 
 test("a worker process drains on SIGTERM and exits 0", { timeout: 90_000 }, (t) =>
   withConverge(t, async (c) => {
-    const log = join(mkdtempSync(join(tmpdir(), "sdkts-slow-")), "slow.log");
+    const log = join(scratch("slow"), "slow.log");
     const proc = spawn(process.execPath, [new URL("./slow-worker.js", import.meta.url).pathname], {
       env: { ...process.env, BROKER_ADDR: c.broker, WORKER_NAME: "drains", SLOW_LOG: log, WORKER_DRAIN_TIMEOUT: "20s" },
       stdio: ["ignore", "inherit", "inherit"],

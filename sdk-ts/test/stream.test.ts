@@ -5,8 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, test } from "node:test";
 
@@ -15,6 +14,7 @@ import { create } from "@bufbuild/protobuf";
 import * as pb from "../src/gen/converge/worker/v1/worker_pb.js";
 import { KindVersion, type Provider, ProviderConfig, SDK, TaskCancelledError } from "../src/index.js";
 import { FakeBroker, type Stream, waitFor, workTask } from "./fake-broker.js";
+import { scratch } from "./scratch.js";
 import { Gate, Running } from "./worker-harness.js";
 
 let broker: FakeBroker;
@@ -297,7 +297,7 @@ test("no token sends no authorization", async () => {
 });
 
 test("the token file is sent on both RPCs and re-read at a reconnect", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "sdkts-token-"));
+  const dir = scratch("token");
   const token = join(dir, "token");
   writeFileSync(token, "first-token\n");
   const s = await start({ tokenFile: token });
