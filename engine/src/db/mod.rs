@@ -20,6 +20,7 @@ pub mod reactor_bindings;
 pub mod resource_deps;
 pub mod resources;
 pub mod spec_history;
+pub mod stats;
 pub mod sweeps;
 
 use std::{str::FromStr, time::Duration};
