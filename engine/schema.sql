@@ -182,7 +182,7 @@ $$;
 -- Name: apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[], p_terminal boolean[], p_errs text[], p_statuses jsonb[], p_conds jsonb[], p_health boolean[], p_advance boolean[]) RETURNS void
+CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[], p_terminal boolean[], p_errs text[], p_statuses jsonb[], p_conds jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(synced_kinds text[], synced_secs double precision[])
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -226,23 +226,32 @@ BEGIN
                          OR (coalesce(kc.max_transient_attempts, 0) > 0
                              AND r.failure_attempts + 1 >= kc.max_transient_attempts) END
                    AS failure_terminal,
-               CASE WHEN o.ok THEN NULL::text ELSE o.err END AS failure_message
+               CASE WHEN o.ok THEN NULL::text ELSE o.err END AS failure_message,
+               l.behind_since
         FROM o
         JOIN resources r ON r.id = o.id
         LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
+        LEFT JOIN resource_lag l ON l.shard_id = r.shard_id AND l.id = r.id
+    ), u AS (
+        UPDATE resources r
+        SET status = n.status, synced_gen = n.synced_gen, health_ok = n.health_ok,
+            failure_gen = n.failure_gen, failure_attempts = n.failure_attempts,
+            failure_terminal = n.failure_terminal, failure_message = n.failure_message,
+            updated_at = now()
+        FROM n
+        WHERE r.id = n.id
+          AND (r.status IS DISTINCT FROM n.status OR r.synced_gen <> n.synced_gen
+               OR r.health_ok <> n.health_ok OR r.failure_gen <> n.failure_gen
+               OR r.failure_attempts <> n.failure_attempts
+               OR r.failure_terminal <> n.failure_terminal
+               OR r.failure_message IS DISTINCT FROM n.failure_message)
+        RETURNING r.kind, r.synced_gen >= r.generation AS synced, n.behind_since
     )
-    UPDATE resources r
-    SET status = n.status, synced_gen = n.synced_gen, health_ok = n.health_ok,
-        failure_gen = n.failure_gen, failure_attempts = n.failure_attempts,
-        failure_terminal = n.failure_terminal, failure_message = n.failure_message,
-        updated_at = now()
-    FROM n
-    WHERE r.id = n.id
-      AND (r.status IS DISTINCT FROM n.status OR r.synced_gen <> n.synced_gen
-           OR r.health_ok <> n.health_ok OR r.failure_gen <> n.failure_gen
-           OR r.failure_attempts <> n.failure_attempts
-           OR r.failure_terminal <> n.failure_terminal
-           OR r.failure_message IS DISTINCT FROM n.failure_message);
+    -- Behind before (a lag row), synced now.
+    SELECT array_agg(u.kind),
+           array_agg(extract(epoch FROM clock_timestamp() - u.behind_since)::double precision)
+    INTO synced_kinds, synced_secs
+    FROM u WHERE u.synced AND u.behind_since IS NOT NULL;
 
     PERFORM set_config('converge.batch_events', 'off', true);
     IF v_old_ids IS NOT NULL THEN
@@ -287,7 +296,7 @@ BEGIN
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
     PERFORM cascade_on_ready_change(p_ids);
-
+    RETURN NEXT;
 END
 $$;
 
@@ -411,7 +420,7 @@ $$;
 -- Name: drain_outbox_batch(integer, smallint, smallint, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.drain_outbox_batch(p_max integer, p_lo smallint, p_hi smallint, p_express boolean DEFAULT false) RETURNS integer
+CREATE FUNCTION public.drain_outbox_batch(p_max integer, p_lo smallint, p_hi smallint, p_express boolean DEFAULT false) RETURNS TABLE(popped integer, synced_kinds text[], synced_secs double precision[])
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -434,12 +443,13 @@ BEGIN
     SELECT * INTO v_popped, v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds, v_health, v_advance
     FROM outbox_pop(p_max, p_lo, p_hi, p_express);
 
-    IF v_ids IS NULL THEN
-        RETURN coalesce(v_popped, 0);
+    popped := coalesce(v_popped, 0);
+    IF v_ids IS NOT NULL THEN
+        SELECT a.synced_kinds, a.synced_secs INTO synced_kinds, synced_secs
+        FROM apply_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds,
+                           v_health, v_advance) a;
     END IF;
-    PERFORM apply_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds,
-                          v_health, v_advance);
-    RETURN v_popped;
+    RETURN NEXT;
 END
 $$;
 
@@ -2146,7 +2156,7 @@ $$;
 -- Name: work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[], p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[], p_terminal boolean[], p_errors text[], p_statuses jsonb[], p_conditions jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(resource_id uuid, task_type text, claim_epoch bigint)
+CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[], p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[], p_terminal boolean[], p_errors text[], p_statuses jsonb[], p_conditions jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(resource_id uuid, task_type text, claim_epoch bigint, synced_kind text, synced_secs double precision)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -2168,6 +2178,8 @@ DECLARE
     d_conds jsonb[];
     d_health boolean[];
     d_advance boolean[];
+    s_kinds text[];
+    s_secs double precision[];
 BEGIN
     PERFORM 1
     FROM unnest(p_resource_ids, p_task_types) AS x(id, task_type)
@@ -2233,13 +2245,14 @@ BEGIN
     FROM classified c;
 
     IF d_ids IS NOT NULL THEN
-        PERFORM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
-                              d_health, d_advance);
+        SELECT a.synced_kinds, a.synced_secs INTO s_kinds, s_secs
+        FROM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
+                           d_health, d_advance) a;
     END IF;
     IF v_outboxed > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
-    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs);
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs, s_kinds, s_secs);
 END
 $$;
 

@@ -69,8 +69,12 @@ $$;
 
 -- The drainer's workhorse. Pops up to p_max outbox rows of one lane in a shard range
 -- (outbox_pop), coalesced per resource (latest wins), and applies them (apply_results).
+-- Returns how many rows it popped and, for the resources it brought to synced, their kinds
+-- and how long each had been behind (for converge_reconcile_duration_seconds).
+DROP FUNCTION IF EXISTS drain_outbox_batch(int, smallint, smallint, boolean);
 CREATE OR REPLACE FUNCTION drain_outbox_batch(p_max int, p_lo smallint, p_hi smallint,
-                                   p_express boolean DEFAULT false) RETURNS int
+                                   p_express boolean DEFAULT false)
+RETURNS TABLE (popped int, synced_kinds text[], synced_secs double precision[])
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
@@ -90,12 +94,13 @@ BEGIN
     SELECT * INTO v_popped, v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds, v_health, v_advance
     FROM outbox_pop(p_max, p_lo, p_hi, p_express);
 
-    IF v_ids IS NULL THEN
-        RETURN coalesce(v_popped, 0);
+    popped := coalesce(v_popped, 0);
+    IF v_ids IS NOT NULL THEN
+        SELECT a.synced_kinds, a.synced_secs INTO synced_kinds, synced_secs
+        FROM apply_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds,
+                           v_health, v_advance) a;
     END IF;
-    PERFORM apply_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses, v_conds,
-                          v_health, v_advance);
-    RETURN v_popped;
+    RETURN NEXT;
 END
 $$;
 
@@ -106,10 +111,19 @@ $$;
 -- by the drainer for popped outbox rows and by work_complete for the results it applies in
 -- the fencing transaction itself. Joins are primary-key probes (hash and merge joins off)
 -- whatever the tables' size.
+--
+-- Returns the kinds of the rows this call brought to synced and how long each had been
+-- behind: its resource_lag row's behind_since (set when the row fell behind: an apply, a
+-- compose, a flowed value) to now. The lag row is read by key in the statement that
+-- updates the row, just before the lag trigger deletes it, so the figure costs one probe
+-- of a page that trigger touches anyway.
+DROP FUNCTION IF EXISTS apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[],
+                                      jsonb[], boolean[], boolean[]);
 CREATE OR REPLACE FUNCTION apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[],
                                          p_terminal boolean[], p_errs text[],
                                          p_statuses jsonb[], p_conds jsonb[],
-                                         p_health boolean[], p_advance boolean[]) RETURNS void
+                                         p_health boolean[], p_advance boolean[])
+RETURNS TABLE (synced_kinds text[], synced_secs double precision[])
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
@@ -150,23 +164,32 @@ BEGIN
                          OR (coalesce(kc.max_transient_attempts, 0) > 0
                              AND r.failure_attempts + 1 >= kc.max_transient_attempts) END
                    AS failure_terminal,
-               CASE WHEN o.ok THEN NULL::text ELSE o.err END AS failure_message
+               CASE WHEN o.ok THEN NULL::text ELSE o.err END AS failure_message,
+               l.behind_since
         FROM o
         JOIN resources r ON r.id = o.id
         LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
+        LEFT JOIN resource_lag l ON l.shard_id = r.shard_id AND l.id = r.id
+    ), u AS (
+        UPDATE resources r
+        SET status = n.status, synced_gen = n.synced_gen, health_ok = n.health_ok,
+            failure_gen = n.failure_gen, failure_attempts = n.failure_attempts,
+            failure_terminal = n.failure_terminal, failure_message = n.failure_message,
+            updated_at = now()
+        FROM n
+        WHERE r.id = n.id
+          AND (r.status IS DISTINCT FROM n.status OR r.synced_gen <> n.synced_gen
+               OR r.health_ok <> n.health_ok OR r.failure_gen <> n.failure_gen
+               OR r.failure_attempts <> n.failure_attempts
+               OR r.failure_terminal <> n.failure_terminal
+               OR r.failure_message IS DISTINCT FROM n.failure_message)
+        RETURNING r.kind, r.synced_gen >= r.generation AS synced, n.behind_since
     )
-    UPDATE resources r
-    SET status = n.status, synced_gen = n.synced_gen, health_ok = n.health_ok,
-        failure_gen = n.failure_gen, failure_attempts = n.failure_attempts,
-        failure_terminal = n.failure_terminal, failure_message = n.failure_message,
-        updated_at = now()
-    FROM n
-    WHERE r.id = n.id
-      AND (r.status IS DISTINCT FROM n.status OR r.synced_gen <> n.synced_gen
-           OR r.health_ok <> n.health_ok OR r.failure_gen <> n.failure_gen
-           OR r.failure_attempts <> n.failure_attempts
-           OR r.failure_terminal <> n.failure_terminal
-           OR r.failure_message IS DISTINCT FROM n.failure_message);
+    -- Behind before (a lag row), synced now.
+    SELECT array_agg(u.kind),
+           array_agg(extract(epoch FROM clock_timestamp() - u.behind_since)::double precision)
+    INTO synced_kinds, synced_secs
+    FROM u WHERE u.synced AND u.behind_since IS NOT NULL;
 
     PERFORM set_config('converge.batch_events', 'off', true);
     IF v_old_ids IS NOT NULL THEN
@@ -211,7 +234,7 @@ BEGIN
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
     PERFORM cascade_on_ready_change(p_ids);
-
+    RETURN NEXT;
 END
 $$;
 

@@ -194,11 +194,19 @@ $$;
 --    the express lane.
 -- The direct candidates' resource rows are locked first, in id order, before the queue rows:
 -- every writer takes resources before work_queue (the drain's cascade, the API's apply).
+--
+-- The last two columns are a list of their own, padded by unnest: the kind of each directly
+-- applied result that brought its resource to synced, and how long that resource had been
+-- behind (apply_results), for the process's converge_reconcile_duration_seconds. Every such
+-- result is also an accepted row, so the list never outgrows the rows it rides on.
+DROP FUNCTION IF EXISTS work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[],
+                                      boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]);
 CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
                               p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[],
                               p_terminal boolean[], p_errors text[], p_statuses jsonb[],
                               p_conditions jsonb[], p_health boolean[], p_advance boolean[])
-RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
+RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint, synced_kind text,
+               synced_secs double precision)
 LANGUAGE plpgsql
 -- Every join here is a batch of keys against a primary key or an index (see 0011).
 SET plan_cache_mode = force_generic_plan
@@ -218,6 +226,8 @@ DECLARE
     d_conds jsonb[];
     d_health boolean[];
     d_advance boolean[];
+    s_kinds text[];
+    s_secs double precision[];
 BEGIN
     PERFORM 1
     FROM unnest(p_resource_ids, p_task_types) AS x(id, task_type)
@@ -283,12 +293,13 @@ BEGIN
     FROM classified c;
 
     IF d_ids IS NOT NULL THEN
-        PERFORM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
-                              d_health, d_advance);
+        SELECT a.synced_kinds, a.synced_secs INTO s_kinds, s_secs
+        FROM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
+                           d_health, d_advance) a;
     END IF;
     IF v_outboxed > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
-    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs);
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs, s_kinds, s_secs);
 END
 $$;

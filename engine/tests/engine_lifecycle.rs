@@ -354,10 +354,12 @@ async fn a_synced_transition_is_delivered_at_least_once_and_a_silent_claim_is_re
     .execute(p)
     .await
     .unwrap();
-    let _: i32 = sqlx::query_scalar("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
-        .fetch_one(p)
-        .await
-        .unwrap();
+    let _: i32 = sqlx::query_scalar(
+        "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
+    )
+    .fetch_one(p)
+    .await
+    .unwrap();
 
     // A failed delivery is kept and re-armed with a backoff, not acked.
     let (t1, e1) = claim_delivery(p)

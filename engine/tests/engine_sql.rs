@@ -433,15 +433,19 @@ async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
     );
 }
 
-async fn complete(
+/// One reconcile result through work_complete: $1 id, $2 token, $3 epoch, $4 ok, $5 status.
+const COMPLETE_ONE: &str = "SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true], ARRAY[true])";
+
+/// [`COMPLETE_ONE`]'s rows.
+async fn complete_rows(
     pool: &PgPool,
     id: Uuid,
     token: Uuid,
     epoch: i64,
     ok: bool,
     status: serde_json::Value,
-) -> usize {
-    sqlx::query("SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true], ARRAY[true])")
+) -> Vec<sqlx::postgres::PgRow> {
+    sqlx::query(COMPLETE_ONE)
         .bind(id)
         .bind(token)
         .bind(epoch)
@@ -450,7 +454,83 @@ async fn complete(
         .fetch_all(pool)
         .await
         .unwrap()
+}
+
+async fn complete(
+    pool: &PgPool,
+    id: Uuid,
+    token: Uuid,
+    epoch: i64,
+    ok: bool,
+    status: serde_json::Value,
+) -> usize {
+    complete_rows(pool, id, token, epoch, ok, status)
+        .await
         .len()
+}
+
+/// Dates `id`'s fall behind `secs` seconds back (its `resource_lag` row).
+async fn behind_for(pool: &PgPool, id: Uuid, secs: f64) {
+    let n = sqlx::query(
+        "UPDATE resource_lag SET behind_since = now() - make_interval(secs => $2) WHERE id = $1",
+    )
+    .bind(id)
+    .bind(secs)
+    .execute(pool)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert_eq!(n, 1, "{id} is behind");
+}
+
+#[tokio::test]
+async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_behind() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let pool = &db.pool;
+
+    // Applied by work_complete itself: reported in its rows.
+    let solo = apply(pool, "solo", json!({})).await;
+    behind_for(pool, solo, 5.0).await;
+    let (_, token, epoch) = claim(pool, 1).await.pop().unwrap();
+    let rows = complete_rows(pool, solo, token, epoch, true, json!({})).await;
+    let synced: Vec<(Option<String>, Option<f64>)> = rows
+        .iter()
+        .map(|r| (r.get("synced_kind"), r.get("synced_secs")))
+        .collect();
+    assert_eq!(synced.len(), 1);
+    assert_eq!(synced[0].0.as_deref(), Some("hello"));
+    assert!(synced[0].1.is_some_and(|s| s >= 5.0), "{synced:?}");
+
+    // Drained: reported by drain_outbox_batch.
+    let up = apply(pool, "up", json!({})).await;
+    let down = apply(pool, "down", json!({})).await;
+    sqlx::query(
+        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id) VALUES ($1, $2, $1)",
+    )
+    .bind(down)
+    .bind(up)
+    .execute(pool)
+    .await
+    .unwrap();
+    behind_for(pool, up, 7.0).await;
+    assert_eq!(claim_one_and_complete(pool, up, json!({})).await, 1);
+    let (popped, kinds, secs): (i32, Option<Vec<String>>, Option<Vec<f64>>) =
+        sqlx::query_as("SELECT * FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!((popped, kinds), (1, Some(vec!["hello".to_string()])));
+    assert!(secs.is_some_and(|s| s.len() == 1 && s[0] >= 7.0));
+
+    // A failure leaves its resource behind: nothing reported.
+    let lone = apply(pool, "lone", json!({})).await;
+    let claimed = claim(pool, 100).await;
+    let (_, token, epoch) = claimed.into_iter().find(|c| c.0 == lone).unwrap();
+    let rows = complete_rows(pool, lone, token, epoch, false, json!(null)).await;
+    assert_eq!(rows.len(), 1, "accepted");
+    let kind: Option<String> = rows[0].get("synced_kind");
+    assert_eq!(kind, None);
 }
 
 #[tokio::test]
@@ -492,11 +572,12 @@ async fn stale_epoch_result_changes_nothing() {
         "a duplicate is refused"
     );
     // A root plain leaf's result is a direct result: applied by work_complete itself.
-    let drained: i32 =
-        sqlx::query_scalar("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let drained: i32 = sqlx::query_scalar(
+        "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
     assert_eq!(drained, 0, "nothing was left for the drainer");
     let (phase, status): (String, serde_json::Value) =
         sqlx::query_as("SELECT phase, status FROM resources WHERE id = $1")
@@ -589,11 +670,12 @@ async fn a_root_leafs_result_is_applied_where_it_is_fenced_unless_something_can_
         2,
         "the later result waits behind the earlier"
     );
-    let drained: i32 =
-        sqlx::query_scalar("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
-            .fetch_one(pool)
-            .await
-            .unwrap();
+    let drained: i32 = sqlx::query_scalar(
+        "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
     assert!(drained >= 2, "drained {drained}");
     let (status, synced, generation): (serde_json::Value, i64, i64) =
         sqlx::query_as("SELECT status, synced_gen, generation FROM resources WHERE id = $1")
@@ -627,7 +709,7 @@ async fn conditions_are_written_on_transition_only() {
     let id = apply(&db.pool, "a", json!({})).await;
     let (_, token, epoch) = claim(&db.pool, 1).await.pop().unwrap();
     complete(&db.pool, id, token, epoch, true, json!({"ok": 1})).await;
-    sqlx::query("SELECT drain_outbox_batch(100, 0::smallint, 255::smallint)")
+    sqlx::query("SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
         .execute(&db.pool)
         .await
         .unwrap();
@@ -927,7 +1009,7 @@ async fn drain_all(conn: &mut sqlx::PgConnection) -> i32 {
         let mut n = 0;
         for express in [false, true] {
             let k: i32 = sqlx::query_scalar(
-                "SELECT drain_outbox_batch(1000, 0::smallint, 255::smallint, $1)",
+                "SELECT popped FROM drain_outbox_batch(1000, 0::smallint, 255::smallint, $1)",
             )
             .bind(express)
             .fetch_one(&mut *conn)
@@ -1297,7 +1379,7 @@ async fn composites_results_take_the_express_lane_and_only_it() {
             .await
             .unwrap();
     assert_eq!(express, [comp], "only the composite's result is express");
-    let drain = "SELECT drain_outbox_batch(100, 0::smallint, 255::smallint, $1)";
+    let drain = "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint, $1)";
     let drained = |express: bool| {
         let pool = db.pool.clone();
         async move {

@@ -8,20 +8,26 @@ use crate::ids::ShardRange;
 use sqlx::PgPool;
 
 /// Applies up to `max` outbox rows (with `express`, only rows marked express); returns how
-/// many were popped.
+/// many were popped. The resources the batch brought to synced are observed in
+/// `converge_reconcile_duration_seconds` here, the one place they are known.
 pub async fn outbox_drain(
     pool: &PgPool,
     shards: ShardRange,
     max: i32,
     express: bool,
 ) -> Result<i32, sqlx::Error> {
-    sqlx::query_scalar("SELECT drain_outbox_batch($1, $2, $3, $4)")
-        .bind(max)
-        .bind(shards.lo)
-        .bind(shards.hi)
-        .bind(express)
-        .fetch_one(pool)
-        .await
+    let (popped, kinds, secs): (i32, Option<Vec<String>>, Option<Vec<f64>>) =
+        sqlx::query_as("SELECT * FROM drain_outbox_batch($1, $2, $3, $4)")
+            .bind(max)
+            .bind(shards.lo)
+            .bind(shards.hi)
+            .bind(express)
+            .fetch_one(pool)
+            .await?;
+    if let (Some(kinds), Some(secs)) = (kinds, secs) {
+        crate::metrics::metrics().synced(&kinds, &secs);
+    }
+    Ok(popped)
 }
 
 /// Frees leases whose heartbeat is older than `stale_after`.
