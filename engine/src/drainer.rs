@@ -5,9 +5,16 @@
 //! every result of a kind with a rollup in that lane, and the bulk drainers never take them),
 //! so a root's Ready never waits behind a bulk batch of its children's results.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use crate::{ids::ShardRange, wake::WakeLoop};
+use crate::{
+    ids::ShardRange,
+    metrics::{LaneLabel, metrics},
+    wake::WakeLoop,
+};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -90,6 +97,7 @@ impl Drainer {
             let mut total = 0i64;
             let mut failed = false;
             loop {
+                let started = Instant::now();
                 let drained = db::sweeps::outbox_drain(
                     &self.pool,
                     self.cfg.shards,
@@ -102,6 +110,12 @@ impl Drainer {
                         backoff = RETRY_MIN;
                         total += i64::from(n);
                         if n > 0 {
+                            // Only batches that applied something: an empty poll says
+                            // nothing about how long applying results takes.
+                            metrics()
+                                .drain_batch
+                                .get_or_create(&LaneLabel { lane: self.lane() })
+                                .observe(started.elapsed().as_secs_f64());
                             // Close any straddle after each of this drainer's own commits,
                             // while the roots it armed are still behind. Left to pile up over
                             // a long backlog, a recheck running after a root's rollup had
@@ -170,6 +184,11 @@ impl Drainer {
             }
         }
         total + self.recheck_rollups().await
+    }
+
+    /// This drainer's lane, as the `lane` label names it.
+    fn lane(&self) -> &'static str {
+        if self.cfg.express { "express" } else { "bulk" }
     }
 
     /// Hints the co-located broker that drained results may have made work claimable.
