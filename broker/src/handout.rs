@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use converge_engine::{
     db::{self, compose::ComposeApplied},
     ids::LeaseToken,
+    metrics::{KindLabel, TaskResult, metrics},
 };
 use converge_proto::pb;
 
@@ -82,6 +83,7 @@ impl Handout {
             return;
         };
         tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
+        metrics().task_ended(&f.kind, f.stage, TaskResult::Deadline, None);
         self.registry.push(
             f.stream,
             pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {
@@ -108,6 +110,16 @@ impl Handout {
     /// out of the registry).
     pub async fn stage_result(&self, f: Inflight, msg: pb::StageComplete, sid: StreamId) {
         let Some(p) = f.pipeline else { return };
+        // A rollup's result ends its claim's pipeline: from the claim (made when the
+        // descendants settled) to here is the rollup's latency, short of the express drain.
+        if f.stage == pb::Stage::Rollup as i32 && msg.error_message.is_empty() {
+            metrics()
+                .rollup_latency
+                .get_or_create(&KindLabel {
+                    kind: p.kind().to_owned(),
+                })
+                .observe(p.since_claim().as_secs_f64());
+        }
         self.drive(p.on_result(f.stage, msg), Some(sid)).await;
     }
 

@@ -11,7 +11,11 @@
 //! pipeline's state and an answer, testable without a database or a stream (kube-rs's
 //! `reconcile` returning an `Action`).
 
-use std::{collections::VecDeque, sync::Arc, time::Duration};
+use std::{
+    collections::VecDeque,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Value, json};
 
@@ -47,6 +51,8 @@ pub(crate) struct Pipeline {
     conditions: Vec<Value>,
     /// What the pipeline waits for between a step and its answer.
     wait: Wait,
+    /// When the claim was made (the start of `converge_rollup_latency_seconds`).
+    claimed: Instant,
 }
 
 /// The answer a pipeline waits for. A step's answer fed to the wrong `on_*` method is a
@@ -246,7 +252,18 @@ impl Pipeline {
             status: None,
             conditions: Vec::new(),
             wait: Wait::Idle,
+            claimed: Instant::now(),
         })
+    }
+
+    /// The composite's kind.
+    pub fn kind(&self) -> &str {
+        &self.pair.kind
+    }
+
+    /// How long ago the claim this pipeline runs under was made.
+    pub fn since_claim(&self) -> Duration {
+        self.claimed.elapsed()
     }
 
     /// The first step of a fresh claim.

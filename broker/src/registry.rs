@@ -8,6 +8,10 @@
 //! closed (its session ends and releases its leases), so a client that subscribes and stops
 //! reading costs one bounded queue, never a stalled config push or dispatch.
 //!
+//! It keeps `converge_broker_streams` and `converge_broker_inflight` as streams and leases
+//! enter and leave its maps, under the same lock, so a scrape reads two gauges instead of
+//! walking the maps.
+//!
 //! A low part: it knows streams, leases and frames, and keeps a composite's [`Pipeline`]
 //! with its lease between stages, but never runs one, claims, or writes to the database.
 
@@ -15,7 +19,7 @@ use std::{
     collections::{HashMap, HashSet},
     pin::Pin,
     sync::{Arc, OnceLock},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use futures::Stream;
@@ -35,6 +39,7 @@ use converge_proto::pb::{self, work_stream_server_msg::Body};
 use converge_engine::{
     db::queue::LeaseKey,
     ids::{ClaimEpoch, KindPair, LeaseToken},
+    metrics::metrics,
 };
 
 use crate::pipeline::Pipeline;
@@ -196,6 +201,10 @@ impl StreamEntry {
 pub(crate) struct Inflight {
     /// The claim.
     pub key: LeaseKey,
+    /// Its kind (the `kind` label of the task's metrics).
+    pub kind: String,
+    /// When it was handed to the stream (`None` for an adopted lease: unknown).
+    pub sent: Option<Instant>,
     /// The stream running it.
     pub stream: StreamId,
     /// The stage sent (`0` for an adopted lease: unknown).
@@ -246,6 +255,7 @@ impl Registry {
         s.next_id += 1;
         let id = s.next_id;
         s.streams.insert(id, entry);
+        metrics().broker_streams.inc();
         id
     }
 
@@ -259,7 +269,9 @@ impl Registry {
     /// Removes a stream and hands back every lease it still held (to be released).
     pub fn remove_stream(&self, id: StreamId) -> Vec<LeaseKey> {
         let mut s = self.lock();
-        s.streams.remove(&id);
+        if s.streams.remove(&id).is_some() {
+            metrics().broker_streams.dec();
+        }
         let tokens: Vec<Uuid> = s
             .inflight
             .iter()
@@ -269,12 +281,7 @@ impl Registry {
         tokens
             .into_iter()
             .filter_map(|t| s.inflight.remove(&t))
-            .map(|f| {
-                if let Some(t) = f.timer {
-                    t.abort();
-                }
-                f.key
-            })
+            .map(Inflight::ended)
             .collect()
     }
 
@@ -339,10 +346,13 @@ impl Registry {
             }
             entry.inflight += 1;
             let token = t.key.lease_token;
+            metrics().inflight_add(&t.pair.kind, 1);
             s.inflight.insert(
                 token.0,
                 Inflight {
                     key: t.key,
+                    kind: t.pair.kind,
+                    sent: Some(Instant::now()),
                     stream: sid,
                     stage: t.stage,
                     timer: None,
@@ -377,6 +387,7 @@ impl Registry {
         if let Some(e) = s.streams.get_mut(&f.stream) {
             e.inflight = e.inflight.saturating_sub(1);
         }
+        metrics().inflight_add(&f.kind, -1);
         Some(f)
     }
 
@@ -398,17 +409,20 @@ impl Registry {
 
     /// Adopts leases found in the database for a resumed stream (a worker that reconnected
     /// to this broker while still running tasks another session handed out).
-    pub fn adopt(&self, stream: StreamId, keys: Vec<LeaseKey>) {
+    pub fn adopt(&self, stream: StreamId, keys: Vec<(LeaseKey, KindPair)>) {
         let mut s = self.lock();
         let mut n = 0;
-        for k in keys {
+        for (k, pair) in keys {
             if s.inflight.contains_key(&k.lease_token.0) {
                 continue;
             }
+            metrics().inflight_add(&pair.kind, 1);
             s.inflight.insert(
                 k.lease_token.0,
                 Inflight {
                     key: k,
+                    kind: pair.kind,
+                    sent: None,
                     stream,
                     stage: 0,
                     timer: None,
@@ -484,13 +498,18 @@ impl Registry {
         for e in s.streams.values_mut() {
             e.inflight = 0;
         }
-        all.into_iter()
-            .map(|f| {
-                if let Some(t) = f.timer {
-                    t.abort();
-                }
-                f.key
-            })
-            .collect()
+        all.into_iter().map(Inflight::ended).collect()
+    }
+}
+
+impl Inflight {
+    /// Leaves the in-flight set without a result (its stream ended, the drain window
+    /// closed): the timer stops, the gauge drops, the key goes back for release.
+    fn ended(self) -> LeaseKey {
+        if let Some(t) = self.timer {
+            t.abort();
+        }
+        metrics().inflight_add(&self.kind, -1);
+        self.key
     }
 }

@@ -17,6 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use converge_engine::{
     db::{self, descendants},
     ids::{ClaimEpoch, KindPair, LeaseToken},
+    metrics::{TaskResult, metrics},
 };
 use converge_proto::{
     manifest::is_valid_kind_name,
@@ -316,9 +317,7 @@ async fn session(
                     adopted = keys.len(),
                     "adopting resumed leases"
                 );
-                parts
-                    .registry
-                    .adopt(sid, keys.into_iter().map(|(k, _)| k).collect());
+                parts.registry.adopt(sid, keys);
             }
             Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
         }
@@ -379,6 +378,15 @@ async fn session(
     parts.dispatch.wake();
 }
 
+/// How the worker says its task ended.
+fn task_result(c: &pb::StageComplete) -> TaskResult {
+    match (c.error_message.is_empty(), c.terminal) {
+        (true, _) => TaskResult::Ok,
+        (false, true) => TaskResult::Terminal,
+        (false, false) => TaskResult::Error,
+    }
+}
+
 async fn handle(
     w: &Workers,
     sid: StreamId,
@@ -401,6 +409,9 @@ async fn handle(
                     if let Some(t) = f.timer.take() {
                         t.abort();
                     }
+                    // An adopted lease's stage is unknown here; the worker's echo says it.
+                    let stage = if f.stage != 0 { f.stage } else { c.stage };
+                    metrics().task_ended(&f.kind, stage, task_result(&c), f.sent);
                     parts.dispatch.wake();
                     if f.pipeline.is_some() {
                         let h = parts.handout.clone();
