@@ -21,8 +21,8 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 /// Routes served that are not operations of the document: Swagger UI's files, served like
-/// the web UI's.
-const NOT_OPERATIONS: [&str; 3] = ["/docs", "/docs/", "/docs/{*rest}"];
+/// the web UI's, and Prometheus's `/metrics`.
+const NOT_OPERATIONS: [&str; 4] = ["/docs", "/docs/", "/docs/{*rest}", "/metrics"];
 
 fn document() -> Value {
     serde_json::from_str(openapi::document_json()).expect("the document is JSON")

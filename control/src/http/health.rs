@@ -1,5 +1,6 @@
-//! Probes (`/livez`, `/healthz` need no database; `/readyz` pings the primary) and the
-//! version endpoint.
+//! Probes (`/livez`, `/healthz` need no database; `/readyz` pings the primary), the
+//! version endpoint, and the probe router of a broker-only process (which serves
+//! `/metrics` too).
 
 use std::time::Duration;
 
@@ -76,8 +77,9 @@ pub fn probes() -> OpenApiRouter<AppState> {
 }
 
 /// Probe-only router for broker pods (HEALTH_ADDR): liveness without a database, readiness
-/// with a ping of `pool`.
+/// with a ping of `pool`, and the process's metrics.
 pub fn probe_router(pool: sqlx::PgPool) -> Router {
+    let scrape_pool = pool.clone();
     Router::new()
         .route("/livez", get(live))
         .route("/healthz", get(live))
@@ -88,4 +90,12 @@ pub fn probe_router(pool: sqlx::PgPool) -> Router {
                 async move { ready_check(&pool).await }
             }),
         )
+        .route(
+            "/metrics",
+            get(move || {
+                let pool = scrape_pool.clone();
+                async move { super::metrics::scrape(&pool).await }
+            }),
+        )
+        .layer(axum::middleware::from_fn(super::metrics::track))
 }

@@ -1,4 +1,4 @@
-//! The HTTP API (`/api/v1/...`) and probes. Handlers validate input, call `db` functions and
+//! The HTTP API (`/api/v1/...`), probes and `/metrics`. Handlers validate input, call `db` functions and
 //! shape responses; they hold no SQL. Errors leave through [`problem::ApiError`] only.
 
 pub mod auth;
@@ -6,6 +6,7 @@ pub mod events;
 pub mod health;
 pub mod input;
 pub mod kinds;
+pub mod metrics;
 pub mod openapi;
 pub mod operations;
 pub mod problem;
@@ -28,6 +29,7 @@ use axum::{
     http::{HeaderValue, header},
     middleware::{self, Next},
     response::Response,
+    routing::get,
 };
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -100,11 +102,15 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let (documented, _) = routes().split_for_parts();
     documented
         .merge(openapi::docs_router())
+        // Not in the document: for Prometheus, not a call of the API (see `metrics`).
+        .route("/metrics", get(metrics::serve))
         .fallback(ui::serve)
         // Outside the nest, so an unknown /api/v1 path answers 401 before 404.
         .layer(middleware::from_fn_with_state(state.clone(), auth::guard))
         .layer(middleware::from_fn(standard_headers))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        // Outermost: counts every answer, the guard's 401s and the body limit's 413s too.
+        .layer(middleware::from_fn(metrics::track))
         .with_state(state)
 }
 
