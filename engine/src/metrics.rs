@@ -118,6 +118,22 @@ pub struct StateLabel {
     pub state: &'static str,
 }
 
+/// Every family, by the name it takes in the text (a counter's with `_total`).
+pub const FAMILIES: [&str; 12] = [
+    "converge_reconciles_total",
+    "converge_reconcile_duration_seconds",
+    "converge_task_duration_seconds",
+    "converge_queue_ready",
+    "converge_outbox_pending",
+    "converge_broker_streams",
+    "converge_broker_inflight",
+    "converge_drain_batch_seconds",
+    "converge_rollup_latency_seconds",
+    "converge_http_requests_total",
+    "converge_http_request_duration_seconds",
+    "converge_db_pool_connections",
+];
+
 /// How a task ended, as the broker saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskResult {
@@ -377,20 +393,7 @@ mod tests {
             .set(1);
         let mut out = String::new();
         prometheus_text::encode(&mut out, &m.registry).unwrap();
-        for name in [
-            "converge_reconciles_total",
-            "converge_reconcile_duration_seconds",
-            "converge_task_duration_seconds",
-            "converge_queue_ready",
-            "converge_outbox_pending",
-            "converge_broker_streams",
-            "converge_broker_inflight",
-            "converge_drain_batch_seconds",
-            "converge_rollup_latency_seconds",
-            "converge_http_requests_total",
-            "converge_http_request_duration_seconds",
-            "converge_db_pool_connections",
-        ] {
+        for name in FAMILIES {
             assert!(
                 out.contains(&format!("# TYPE {name} ")),
                 "{name} missing:\n{out}"

@@ -469,6 +469,21 @@ async fn complete(
         .len()
 }
 
+/// Two leaves, `up` and `down`, `down` depending on `up` (an edge owned by `down`).
+async fn up_and_down(pool: &PgPool) -> (Uuid, Uuid) {
+    let up = apply(pool, "up", json!({})).await;
+    let down = apply(pool, "down", json!({})).await;
+    sqlx::query(
+        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id) VALUES ($1, $2, $1)",
+    )
+    .bind(down)
+    .bind(up)
+    .execute(pool)
+    .await
+    .unwrap();
+    (up, down)
+}
+
 /// Dates `id`'s fall behind `secs` seconds back (its `resource_lag` row).
 async fn behind_for(pool: &PgPool, id: Uuid, secs: f64) {
     let n = sqlx::query(
@@ -503,16 +518,7 @@ async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_beh
     assert!(synced[0].1.is_some_and(|s| s >= 5.0), "{synced:?}");
 
     // Drained: reported by drain_outbox_batch.
-    let up = apply(pool, "up", json!({})).await;
-    let down = apply(pool, "down", json!({})).await;
-    sqlx::query(
-        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id) VALUES ($1, $2, $1)",
-    )
-    .bind(down)
-    .bind(up)
-    .execute(pool)
-    .await
-    .unwrap();
+    let (up, _down) = up_and_down(pool).await;
     behind_for(pool, up, 7.0).await;
     assert_eq!(claim_one_and_complete(pool, up, json!({})).await, 1);
     let (popped, kinds, secs): (i32, Option<Vec<String>>, Option<Vec<f64>>) =
@@ -638,16 +644,7 @@ async fn a_root_leafs_result_is_applied_where_it_is_fenced_unless_something_can_
 
     // A leaf something depends on: its result goes through the outbox, so the drain's
     // cascade flows its values on.
-    let up = apply(pool, "up", json!({})).await;
-    let down = apply(pool, "down", json!({})).await;
-    sqlx::query(
-        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id) VALUES ($1, $2, $1)",
-    )
-    .bind(down)
-    .bind(up)
-    .execute(pool)
-    .await
-    .unwrap();
+    let (up, _down) = up_and_down(pool).await;
     assert_eq!(claim_one_and_complete(pool, up, json!({"v": 1})).await, 1);
     assert_eq!(
         outboxed(pool, up).await,
