@@ -135,14 +135,6 @@ async fn bind(
     assert!(s == 200 || s == 201, "{s} {body}");
 }
 
-fn classic_manifest(kind: &str) -> Value {
-    let path = format!(
-        "{}/../examples/classic/manifests/{kind}.json",
-        common::manifest_dir()
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 async fn lifecycle_rows(c: &Converge) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM lifecycle_outbox")
         .fetch_one(&c.db.pool)
@@ -154,7 +146,7 @@ async fn lifecycle_rows(c: &Converge) -> i64 {
 async fn a_classicbom_synced_binding_delivers_once_per_generation_despite_two_failures() {
     let c = Converge::start(&[]).await;
     for k in ["classicbom", "account", "vpc", "tgw", "route"] {
-        c.apply_manifest(&classic_manifest(k)).await;
+        c.apply_manifest(&Converge::classic_manifest(k)).await;
     }
     c.apply_manifest(&reactor_manifest("audit")).await;
     let _classic = Worker::spawn("classic-worker", &c.broker, "classic", &[]);

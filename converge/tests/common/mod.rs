@@ -126,6 +126,16 @@ impl Converge {
         m
     }
 
+    /// The manifest of one kind of the classic example (`classicbom`, `account`, `vpc`,
+    /// `tgw`, `route`, ...), served by `classic-worker`.
+    pub fn classic_manifest(kind: &str) -> Value {
+        let path = format!(
+            "{}/../examples/classic/manifests/{kind}.json",
+            manifest_dir()
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
     /// POSTs a resource; returns (status, X-Apply-Result, body).
     pub async fn apply(&self, body: &Value) -> (u16, String, Value) {
         let r = self
