@@ -217,14 +217,14 @@ async fn http_routes_answer_by_role_with_problem_json() {
             }
         }
     }
-    // An unknown /api/v1 path is behind the door too; probes and the UI are not.
+    // An unknown /api/v1 path is behind the door too; probes, metrics and the UI are not.
     assert_eq!(
         call(&c, None, Method::GET, "/api/v1/nope", None)
             .await
             .status(),
         401
     );
-    for open in ["/livez", "/healthz", "/readyz", "/"] {
+    for open in ["/livez", "/healthz", "/readyz", "/metrics", "/"] {
         assert_eq!(
             call(&c, None, Method::GET, open, None).await.status(),
             200,
