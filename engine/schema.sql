@@ -2156,7 +2156,7 @@ $$;
 -- Name: work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[], p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[], p_terminal boolean[], p_errors text[], p_statuses jsonb[], p_conditions jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(resource_id uuid, task_type text, claim_epoch bigint, synced_kind text, synced_secs double precision)
+CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[], p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[], p_terminal boolean[], p_errors text[], p_statuses jsonb[], p_conditions jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(resource_id uuid, task_type text, claim_epoch bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -2165,31 +2165,9 @@ CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint
     SET jit TO 'off'
     AS $$
 DECLARE
-    v_outboxed int;
-    v_ids uuid[];
-    v_types text[];
-    v_epochs bigint[];
-    d_ids uuid[];
-    d_gens bigint[];
-    d_ok boolean[];
-    d_terminal boolean[];
-    d_errs text[];
-    d_statuses jsonb[];
-    d_conds jsonb[];
-    d_health boolean[];
-    d_advance boolean[];
-    s_kinds text[];
-    s_secs double precision[];
+    n int;
 BEGIN
-    PERFORM 1
-    FROM unnest(p_resource_ids, p_task_types) AS x(id, task_type)
-    JOIN resources r ON r.id = x.id
-    JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
-    WHERE x.task_type = 'reconcile' AND r.owner_id IS NULL
-      AND NOT kc.has_composer AND NOT kc.has_rollup
-    ORDER BY r.id
-    FOR UPDATE OF r;
-
+    RETURN QUERY
     WITH input AS (
         SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
                              p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
@@ -2206,53 +2184,21 @@ BEGIN
           AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
                   i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, w.kind, w.kind_version
-    ), classified AS (
-        SELECT d.*,
-               d.task_type = 'reconcile'
-               AND EXISTS (SELECT 1 FROM resources r
-                           JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
-                           WHERE r.id = d.resource_id AND r.owner_id IS NULL
-                             AND NOT kc.has_composer AND NOT kc.has_rollup)
-               AND NOT EXISTS (SELECT 1 FROM resource_deps e WHERE e.dependency_id = d.resource_id)
-               AND NOT EXISTS (SELECT 1 FROM work_outbox o
-                               WHERE o.resource_id = d.resource_id AND o.shard_id = d.shard_id)
-                   AS direct
-        FROM done d
+                  i.advance, w.kind
     ), ins AS (
         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
                                  error_message, status, conditions, health_ok, advance, express)
-        SELECT c.shard_id, c.resource_id, c.task_type, c.generation, c.ok, c.terminal,
-               c.error_message, c.status, c.conditions, c.health_ok, c.advance,
-               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = c.kind AND kc.has_rollup)
-        FROM classified c
-        WHERE NOT c.direct
+        SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
+               d.error_message, d.status, d.conditions, d.health_ok, d.advance,
+               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
+        FROM done d
         RETURNING 1
     )
-    SELECT (SELECT count(*) FROM ins)::int,
-           array_agg(c.resource_id), array_agg(c.task_type), array_agg(c.claim_epoch),
-           array_agg(c.resource_id ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.generation ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.ok ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.terminal ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.error_message ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.status ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.conditions ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.health_ok ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.advance ORDER BY c.resource_id) FILTER (WHERE c.direct)
-    INTO v_outboxed, v_ids, v_types, v_epochs, d_ids, d_gens, d_ok, d_terminal, d_errs,
-         d_statuses, d_conds, d_health, d_advance
-    FROM classified c;
-
-    IF d_ids IS NOT NULL THEN
-        SELECT a.synced_kinds, a.synced_secs INTO s_kinds, s_secs
-        FROM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
-                           d_health, d_advance) a;
-    END IF;
-    IF v_outboxed > 0 THEN
+    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
-    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs, s_kinds, s_secs);
 END
 $$;
 
@@ -4171,12 +4117,6 @@ CREATE INDEX idx_rollup_recheck_shard ON public.rollup_recheck USING btree (shar
 CREATE INDEX idx_work_outbox_express ON ONLY public.work_outbox USING btree (id) WHERE express;
 
 --
--- Name: idx_work_outbox_resource; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_work_outbox_resource ON ONLY public.work_outbox USING btree (resource_id);
-
---
 -- Name: idx_work_queue_leased; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -4201,22 +4141,10 @@ CREATE INDEX idx_work_queue_pending ON ONLY public.work_queue USING btree (kind,
 CREATE INDEX work_outbox_p0_id_idx ON public.work_outbox_p0 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p0_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p0_resource_id_idx ON public.work_outbox_p0 USING btree (resource_id);
-
---
 -- Name: work_outbox_p10_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p10_id_idx ON public.work_outbox_p10 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p10_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p10_resource_id_idx ON public.work_outbox_p10 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p11_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4225,22 +4153,10 @@ CREATE INDEX work_outbox_p10_resource_id_idx ON public.work_outbox_p10 USING btr
 CREATE INDEX work_outbox_p11_id_idx ON public.work_outbox_p11 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p11_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p11_resource_id_idx ON public.work_outbox_p11 USING btree (resource_id);
-
---
 -- Name: work_outbox_p12_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p12_id_idx ON public.work_outbox_p12 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p12_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p12_resource_id_idx ON public.work_outbox_p12 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p13_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4249,22 +4165,10 @@ CREATE INDEX work_outbox_p12_resource_id_idx ON public.work_outbox_p12 USING btr
 CREATE INDEX work_outbox_p13_id_idx ON public.work_outbox_p13 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p13_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p13_resource_id_idx ON public.work_outbox_p13 USING btree (resource_id);
-
---
 -- Name: work_outbox_p14_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p14_id_idx ON public.work_outbox_p14 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p14_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p14_resource_id_idx ON public.work_outbox_p14 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p15_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4273,22 +4177,10 @@ CREATE INDEX work_outbox_p14_resource_id_idx ON public.work_outbox_p14 USING btr
 CREATE INDEX work_outbox_p15_id_idx ON public.work_outbox_p15 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p15_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p15_resource_id_idx ON public.work_outbox_p15 USING btree (resource_id);
-
---
 -- Name: work_outbox_p1_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p1_id_idx ON public.work_outbox_p1 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p1_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p1_resource_id_idx ON public.work_outbox_p1 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p2_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4297,22 +4189,10 @@ CREATE INDEX work_outbox_p1_resource_id_idx ON public.work_outbox_p1 USING btree
 CREATE INDEX work_outbox_p2_id_idx ON public.work_outbox_p2 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p2_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p2_resource_id_idx ON public.work_outbox_p2 USING btree (resource_id);
-
---
 -- Name: work_outbox_p3_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p3_id_idx ON public.work_outbox_p3 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p3_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p3_resource_id_idx ON public.work_outbox_p3 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p4_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4321,22 +4201,10 @@ CREATE INDEX work_outbox_p3_resource_id_idx ON public.work_outbox_p3 USING btree
 CREATE INDEX work_outbox_p4_id_idx ON public.work_outbox_p4 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p4_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p4_resource_id_idx ON public.work_outbox_p4 USING btree (resource_id);
-
---
 -- Name: work_outbox_p5_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p5_id_idx ON public.work_outbox_p5 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p5_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p5_resource_id_idx ON public.work_outbox_p5 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p6_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4345,22 +4213,10 @@ CREATE INDEX work_outbox_p5_resource_id_idx ON public.work_outbox_p5 USING btree
 CREATE INDEX work_outbox_p6_id_idx ON public.work_outbox_p6 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p6_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p6_resource_id_idx ON public.work_outbox_p6 USING btree (resource_id);
-
---
 -- Name: work_outbox_p7_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p7_id_idx ON public.work_outbox_p7 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p7_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p7_resource_id_idx ON public.work_outbox_p7 USING btree (resource_id);
 
 --
 -- Name: work_outbox_p8_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -4369,22 +4225,10 @@ CREATE INDEX work_outbox_p7_resource_id_idx ON public.work_outbox_p7 USING btree
 CREATE INDEX work_outbox_p8_id_idx ON public.work_outbox_p8 USING btree (id) WHERE express;
 
 --
--- Name: work_outbox_p8_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p8_resource_id_idx ON public.work_outbox_p8 USING btree (resource_id);
-
---
 -- Name: work_outbox_p9_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX work_outbox_p9_id_idx ON public.work_outbox_p9 USING btree (id) WHERE express;
-
---
--- Name: work_outbox_p9_resource_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX work_outbox_p9_resource_id_idx ON public.work_outbox_p9 USING btree (resource_id);
 
 --
 -- Name: work_queue_p0_heartbeat_at_idx; Type: INDEX; Schema: public; Owner: -
@@ -4687,12 +4531,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p0_pkey;
 
 --
--- Name: work_outbox_p0_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p0_resource_id_idx;
-
---
 -- Name: work_outbox_p10_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4703,12 +4541,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p10_pkey;
-
---
--- Name: work_outbox_p10_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p10_resource_id_idx;
 
 --
 -- Name: work_outbox_p11_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4723,12 +4555,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p11_pkey;
 
 --
--- Name: work_outbox_p11_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p11_resource_id_idx;
-
---
 -- Name: work_outbox_p12_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4739,12 +4565,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p12_pkey;
-
---
--- Name: work_outbox_p12_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p12_resource_id_idx;
 
 --
 -- Name: work_outbox_p13_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4759,12 +4579,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p13_pkey;
 
 --
--- Name: work_outbox_p13_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p13_resource_id_idx;
-
---
 -- Name: work_outbox_p14_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4775,12 +4589,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p14_pkey;
-
---
--- Name: work_outbox_p14_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p14_resource_id_idx;
 
 --
 -- Name: work_outbox_p15_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4795,12 +4603,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p15_pkey;
 
 --
--- Name: work_outbox_p15_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p15_resource_id_idx;
-
---
 -- Name: work_outbox_p1_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4811,12 +4613,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p1_pkey;
-
---
--- Name: work_outbox_p1_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p1_resource_id_idx;
 
 --
 -- Name: work_outbox_p2_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4831,12 +4627,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p2_pkey;
 
 --
--- Name: work_outbox_p2_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p2_resource_id_idx;
-
---
 -- Name: work_outbox_p3_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4847,12 +4637,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p3_pkey;
-
---
--- Name: work_outbox_p3_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p3_resource_id_idx;
 
 --
 -- Name: work_outbox_p4_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4867,12 +4651,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p4_pkey;
 
 --
--- Name: work_outbox_p4_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p4_resource_id_idx;
-
---
 -- Name: work_outbox_p5_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4883,12 +4661,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p5_pkey;
-
---
--- Name: work_outbox_p5_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p5_resource_id_idx;
 
 --
 -- Name: work_outbox_p6_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4903,12 +4675,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p6_pkey;
 
 --
--- Name: work_outbox_p6_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p6_resource_id_idx;
-
---
 -- Name: work_outbox_p7_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4919,12 +4685,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p7_pkey;
-
---
--- Name: work_outbox_p7_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p7_resource_id_idx;
 
 --
 -- Name: work_outbox_p8_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -4939,12 +4699,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p8_pkey;
 
 --
--- Name: work_outbox_p8_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p8_resource_id_idx;
-
---
 -- Name: work_outbox_p9_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -4955,12 +4709,6 @@ ALTER INDEX public.idx_work_outbox_express ATTACH PARTITION public.work_outbox_p
 --
 
 ALTER INDEX public.work_outbox_pkey ATTACH PARTITION public.work_outbox_p9_pkey;
-
---
--- Name: work_outbox_p9_resource_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.idx_work_outbox_resource ATTACH PARTITION public.work_outbox_p9_resource_id_idx;
 
 --
 -- Name: work_queue_p0_heartbeat_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -

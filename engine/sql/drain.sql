@@ -108,9 +108,8 @@ $$;
 -- UPDATE with a no-op gate sets status, synced_gen (unless a composite waits for its
 -- children: `advance`), health_ok, failure_gen/attempts/terminal; conditions are written
 -- only on transition; the batch's phase changes are recorded; then the cascade runs. Called
--- by the drainer for popped outbox rows and by work_complete for the results it applies in
--- the fencing transaction itself. Joins are primary-key probes (hash and merge joins off)
--- whatever the tables' size.
+-- by drain_outbox_batch for the rows it popped. Joins are primary-key probes (hash and merge
+-- joins off) whatever the tables' size.
 --
 -- Returns the kinds of the rows this call brought to synced and how long each had been
 -- behind: its resource_lag row's behind_since (set when the row fell behind: an apply, a

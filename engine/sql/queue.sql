@@ -179,65 +179,25 @@ BEGIN
 END
 $$;
 
--- Records a batch of task results, fenced: a result is taken only if the queue row still
--- carries that lease and claim_epoch (the row is removed). Returns the accepted results;
--- anything missing from the output was stale and changed nothing. The finished rows are found
--- by primary key, one nested-loop probe each.
---
--- Where an accepted reconcile result goes:
---  * applied here, in this transaction (apply_results), when nothing can follow it but a
---    re-pend of the resource itself: a plain leaf (its kind neither composes nor rolls up)
---    with no owner and no dependents, and no earlier result of it still in the outbox (the
---    drainer would apply that one after this one). This spares the outbox row, its pop and
---    a second transaction on the common path;
---  * otherwise into work_outbox for the drainer, and a result of a kind with a rollup into
---    the express lane.
--- The direct candidates' resource rows are locked first, in id order, before the queue rows:
--- every writer takes resources before work_queue (the drain's cascade, the API's apply).
---
--- The last two columns are a list of their own, padded by unnest: the kind of each directly
--- applied result that brought its resource to synced, and how long that resource had been
--- behind (apply_results), for the process's converge_reconcile_duration_seconds. Every such
--- result is also an accepted row, so the list never outgrows the rows it rides on.
-DROP FUNCTION IF EXISTS work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[],
-                                      boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]);
+-- Records a batch of task results, fenced: a result lands in work_outbox (and its queue row
+-- is removed) only if the queue row still carries that lease and claim_epoch. Returns the
+-- accepted results; anything missing from the output was stale and changed nothing. The
+-- finished rows are found by primary key, one nested-loop probe each, and a result of a kind
+-- with a rollup goes to the express lane.
 CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
                               p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[],
                               p_terminal boolean[], p_errors text[], p_statuses jsonb[],
                               p_conditions jsonb[], p_health boolean[], p_advance boolean[])
-RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint, synced_kind text,
-               synced_secs double precision)
+RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
 LANGUAGE plpgsql
--- Every join here is a batch of keys against a primary key or an index (see 0011).
+-- Every join here is a batch of keys against work_queue's primary key (see 0011).
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 AS $$
 DECLARE
-    v_outboxed int;
-    v_ids uuid[];
-    v_types text[];
-    v_epochs bigint[];
-    d_ids uuid[];
-    d_gens bigint[];
-    d_ok boolean[];
-    d_terminal boolean[];
-    d_errs text[];
-    d_statuses jsonb[];
-    d_conds jsonb[];
-    d_health boolean[];
-    d_advance boolean[];
-    s_kinds text[];
-    s_secs double precision[];
+    n int;
 BEGIN
-    PERFORM 1
-    FROM unnest(p_resource_ids, p_task_types) AS x(id, task_type)
-    JOIN resources r ON r.id = x.id
-    JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
-    WHERE x.task_type = 'reconcile' AND r.owner_id IS NULL
-      AND NOT kc.has_composer AND NOT kc.has_rollup
-    ORDER BY r.id
-    FOR UPDATE OF r;
-
+    RETURN QUERY
     WITH input AS (
         SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
                              p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
@@ -254,52 +214,20 @@ BEGIN
           AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
                   i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, w.kind, w.kind_version
-    ), classified AS (
-        SELECT d.*,
-               d.task_type = 'reconcile'
-               AND EXISTS (SELECT 1 FROM resources r
-                           JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
-                           WHERE r.id = d.resource_id AND r.owner_id IS NULL
-                             AND NOT kc.has_composer AND NOT kc.has_rollup)
-               AND NOT EXISTS (SELECT 1 FROM resource_deps e WHERE e.dependency_id = d.resource_id)
-               AND NOT EXISTS (SELECT 1 FROM work_outbox o
-                               WHERE o.resource_id = d.resource_id AND o.shard_id = d.shard_id)
-                   AS direct
-        FROM done d
+                  i.advance, w.kind
     ), ins AS (
         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
                                  error_message, status, conditions, health_ok, advance, express)
-        SELECT c.shard_id, c.resource_id, c.task_type, c.generation, c.ok, c.terminal,
-               c.error_message, c.status, c.conditions, c.health_ok, c.advance,
-               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = c.kind AND kc.has_rollup)
-        FROM classified c
-        WHERE NOT c.direct
+        SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
+               d.error_message, d.status, d.conditions, d.health_ok, d.advance,
+               EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
+        FROM done d
         RETURNING 1
     )
-    SELECT (SELECT count(*) FROM ins)::int,
-           array_agg(c.resource_id), array_agg(c.task_type), array_agg(c.claim_epoch),
-           array_agg(c.resource_id ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.generation ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.ok ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.terminal ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.error_message ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.status ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.conditions ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.health_ok ORDER BY c.resource_id) FILTER (WHERE c.direct),
-           array_agg(c.advance ORDER BY c.resource_id) FILTER (WHERE c.direct)
-    INTO v_outboxed, v_ids, v_types, v_epochs, d_ids, d_gens, d_ok, d_terminal, d_errs,
-         d_statuses, d_conds, d_health, d_advance
-    FROM classified c;
-
-    IF d_ids IS NOT NULL THEN
-        SELECT a.synced_kinds, a.synced_secs INTO s_kinds, s_secs
-        FROM apply_results(d_ids, d_gens, d_ok, d_terminal, d_errs, d_statuses, d_conds,
-                           d_health, d_advance) a;
-    END IF;
-    IF v_outboxed > 0 THEN
+    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
-    RETURN QUERY SELECT * FROM unnest(v_ids, v_types, v_epochs, s_kinds, s_secs);
 END
 $$;

@@ -504,39 +504,34 @@ async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_beh
     hello_kind(&db.pool).await;
     let pool = &db.pool;
 
-    // Applied by work_complete itself: reported in its rows.
+    // Applied by the drain: reported by drain_outbox_batch.
     let solo = apply(pool, "solo", json!({})).await;
-    behind_for(pool, solo, 5.0).await;
+    behind_for(pool, solo, 7.0).await;
     let (_, token, epoch) = claim(pool, 1).await.pop().unwrap();
-    let rows = complete_rows(pool, solo, token, epoch, true, json!({})).await;
-    let synced: Vec<(Option<String>, Option<f64>)> = rows
-        .iter()
-        .map(|r| (r.get("synced_kind"), r.get("synced_secs")))
-        .collect();
-    assert_eq!(synced.len(), 1);
-    assert_eq!(synced[0].0.as_deref(), Some("hello"));
-    assert!(synced[0].1.is_some_and(|s| s >= 5.0), "{synced:?}");
-
-    // Drained: reported by drain_outbox_batch.
-    let (up, _down) = up_and_down(pool).await;
-    behind_for(pool, up, 7.0).await;
-    assert_eq!(claim_one_and_complete(pool, up, json!({})).await, 1);
+    assert_eq!(complete(pool, solo, token, epoch, true, json!({})).await, 1);
     let (popped, kinds, secs): (i32, Option<Vec<String>>, Option<Vec<f64>>) =
         sqlx::query_as("SELECT * FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
             .fetch_one(pool)
             .await
             .unwrap();
     assert_eq!((popped, kinds), (1, Some(vec!["hello".to_string()])));
-    assert!(secs.is_some_and(|s| s.len() == 1 && s[0] >= 7.0));
+    assert!(
+        secs.as_ref().is_some_and(|s| s.len() == 1 && s[0] >= 7.0),
+        "{secs:?}"
+    );
 
-    // A failure leaves its resource behind: nothing reported.
+    // A failure leaves its resource behind: drained, nothing reported.
     let lone = apply(pool, "lone", json!({})).await;
-    let claimed = claim(pool, 100).await;
-    let (_, token, epoch) = claimed.into_iter().find(|c| c.0 == lone).unwrap();
+    let (_, token, epoch) = claim(pool, 1).await.pop().unwrap();
     let rows = complete_rows(pool, lone, token, epoch, false, json!(null)).await;
     assert_eq!(rows.len(), 1, "accepted");
-    let kind: Option<String> = rows[0].get("synced_kind");
-    assert_eq!(kind, None);
+    let (popped, kinds): (i32, Option<Vec<String>>) = sqlx::query_as(
+        "SELECT popped, synced_kinds FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!((popped, kinds), (1, None));
 }
 
 #[tokio::test]
@@ -577,14 +572,13 @@ async fn stale_epoch_result_changes_nothing() {
         0,
         "a duplicate is refused"
     );
-    // A root plain leaf's result is a direct result: applied by work_complete itself.
     let drained: i32 = sqlx::query_scalar(
         "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
     )
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert_eq!(drained, 0, "nothing was left for the drainer");
+    assert_eq!(drained, 1);
     let (phase, status): (String, serde_json::Value) =
         sqlx::query_as("SELECT phase, status FROM resources WHERE id = $1")
             .bind(id)
@@ -593,110 +587,6 @@ async fn stale_epoch_result_changes_nothing() {
             .unwrap();
     assert_eq!(phase, "Ready");
     assert_eq!(status, json!({"fresh": true}));
-}
-
-/// Rows of `work_outbox` waiting for `id`.
-async fn outboxed(pool: &PgPool, id: Uuid) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM work_outbox WHERE resource_id = $1")
-        .bind(id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
-/// A reconcile result of `id` claimed and completed with `status`; returns how many were
-/// accepted.
-async fn claim_one_and_complete(pool: &PgPool, id: Uuid, status: serde_json::Value) -> usize {
-    let claimed = claim(pool, 100).await;
-    let (_, token, epoch) = claimed
-        .into_iter()
-        .find(|c| c.0 == id)
-        .expect("the resource was claimable");
-    complete(pool, id, token, epoch, true, status).await
-}
-
-#[tokio::test]
-async fn a_root_leafs_result_is_applied_where_it_is_fenced_unless_something_can_follow() {
-    let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
-    let pool = &db.pool;
-
-    // A root plain leaf with nothing depending on it: applied by work_complete itself, with
-    // its phase event, and nothing left in the outbox.
-    let solo = apply(pool, "solo", json!({})).await;
-    assert_eq!(claim_one_and_complete(pool, solo, json!({"v": 1})).await, 1);
-    assert_eq!(outboxed(pool, solo).await, 0);
-    let (phase, status): (String, serde_json::Value) =
-        sqlx::query_as("SELECT phase, status FROM resources WHERE id = $1")
-            .bind(solo)
-            .fetch_one(pool)
-            .await
-            .unwrap();
-    assert_eq!((phase.as_str(), status), ("Ready", json!({"v": 1})));
-    let event: (String, String) = sqlx::query_as(
-        "SELECT from_phase, to_phase FROM resource_events WHERE resource_id = $1 AND type = 'phase'",
-    )
-    .bind(solo)
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    assert_eq!(event, ("Reconciling".into(), "Ready".into()));
-
-    // A leaf something depends on: its result goes through the outbox, so the drain's
-    // cascade flows its values on.
-    let (up, _down) = up_and_down(pool).await;
-    assert_eq!(claim_one_and_complete(pool, up, json!({"v": 1})).await, 1);
-    assert_eq!(
-        outboxed(pool, up).await,
-        1,
-        "a dependency's result is drained"
-    );
-
-    // An earlier result still waiting in the outbox keeps a later one out of the direct path
-    // (applied first, it would be overwritten by the older one): the edge goes, a spec edit
-    // re-pends `up`, and its next result queues behind the first; the drain keeps the latest.
-    sqlx::query("DELETE FROM resource_deps WHERE dependency_id = $1")
-        .bind(up)
-        .execute(pool)
-        .await
-        .unwrap();
-    apply(pool, "up", json!({"edited": true})).await;
-    assert_eq!(claim_one_and_complete(pool, up, json!({"v": 2})).await, 1);
-    assert_eq!(
-        outboxed(pool, up).await,
-        2,
-        "the later result waits behind the earlier"
-    );
-    let drained: i32 = sqlx::query_scalar(
-        "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    assert!(drained >= 2, "drained {drained}");
-    let (status, synced, generation): (serde_json::Value, i64, i64) =
-        sqlx::query_as("SELECT status, synced_gen, generation FROM resources WHERE id = $1")
-            .bind(up)
-            .fetch_one(pool)
-            .await
-            .unwrap();
-    assert_eq!(status, json!({"v": 2}), "the newer result wins");
-    assert_eq!(synced, generation);
-
-    // A child of a composite is drained too (its owner's rollup gate follows).
-    let child = apply(pool, "child", json!({})).await;
-    sqlx::query("UPDATE resources SET owner_id = $1, root_id = $1 WHERE id = $2")
-        .bind(solo)
-        .bind(child)
-        .execute(pool)
-        .await
-        .unwrap();
-    assert_eq!(claim_one_and_complete(pool, child, json!({})).await, 1);
-    assert_eq!(
-        outboxed(pool, child).await,
-        1,
-        "a child's result is drained"
-    );
 }
 
 #[tokio::test]
@@ -1343,13 +1233,6 @@ async fn composites_results_take_the_express_lane_and_only_it() {
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    // The leaves are the composite's children: a root leaf's result would be applied
-    // directly and never reach either lane.
-    sqlx::query("UPDATE resources SET owner_id = $1, root_id = $1 WHERE kind = 'hello'")
-        .bind(comp)
-        .execute(&db.pool)
-        .await
-        .unwrap();
     let mut claimed = claim(&db.pool, 2).await;
     claimed.extend(
         sqlx::query_as::<_, (Uuid, Uuid, i64)>(

@@ -300,16 +300,7 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
         health.push(c.health_ok);
         advance.push(c.advance);
     }
-    // The last two columns list the direct results that brought their resource to synced
-    // (see work_complete); they are observed here, the one place they are known.
-    type Row = (
-        Option<Uuid>,
-        Option<String>,
-        Option<i64>,
-        Option<String>,
-        Option<f64>,
-    );
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
         "SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&ids)
@@ -326,12 +317,9 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     .bind(&advance)
     .fetch_all(pool)
     .await?;
-    let (kinds, secs): (Vec<String>, Vec<f64>) =
-        rows.iter().filter_map(|r| r.3.clone().zip(r.4)).unzip();
-    crate::metrics::metrics().synced(&kinds, &secs);
     let accepted: HashMap<(Uuid, String), i64> = rows
         .into_iter()
-        .filter_map(|(id, tt, ep, _, _)| Some(((id?, tt?), ep?)))
+        .map(|(id, tt, ep)| ((id, tt), ep))
         .collect();
     Ok(batch
         .iter()
