@@ -238,11 +238,12 @@ async fn a_broker_only_process_serves_its_metrics_on_health_addr() {
     )
     .await;
 
-    // The broker's process dispatched and recorded the task, and applied its result (the
-    // drain and rollup families belong to processes that drain and compose).
+    // The broker's process dispatched and recorded the task (the drain, apply → synced and
+    // rollup families belong to processes that drain and compose: here the control one).
     let s = scrape(&c.client, &health).await;
     let drains = [
         "converge_drain_batch_seconds",
+        "converge_reconcile_duration_seconds",
         "converge_rollup_latency_seconds",
     ];
     for f in FAMILIES.iter().filter(|f| !drains.contains(f)) {
@@ -252,19 +253,20 @@ async fn a_broker_only_process_serves_its_metrics_on_health_addr() {
     assert!(total(&s, "converge_reconciles_total", &ok) >= 1.0);
     let n = total(&s, "converge_task_duration_seconds", &[("kind", "hello")]);
     assert!(n >= 1.0);
-    let n = total(
-        &s,
-        "converge_reconcile_duration_seconds",
-        &[("kind", "hello")],
-    );
-    assert!(n >= 1.0);
     assert!(total(&s, "converge_broker_streams", &[]) >= 1.0);
     // Its own probes are counted by their routes.
     let probes = [("route", "/readyz"), ("code", "200")];
     assert!(total(&s, "converge_http_requests_total", &probes) >= 1.0);
 
-    // The control process ran no task: no worker reached its (absent) broker.
+    // The control process ran no task (no worker reached its absent broker) but drained
+    // the result, so it saw the resource reach synced.
     let control = scrape(&c.client, &c.http).await;
+    let synced = total(
+        &control,
+        "converge_reconcile_duration_seconds",
+        &[("kind", "hello")],
+    );
+    assert!(synced >= 1.0);
     assert_eq!(total(&control, "converge_reconciles_total", &[]), 0.0);
     assert_eq!(total(&control, "converge_broker_streams", &[]), 0.0);
     c.stop().await;
