@@ -119,9 +119,20 @@ async fn migrate_locked(
     // another pooled connection, so this migrator does not take it.
     let mut migrator = Migrator::with_migrations(MIGRATOR.iter().cloned().collect());
     migrator.set_locking(false);
+    let before = applied_versions(conn).await?;
     // `run_direct` on the connection itself: `run(&mut *conn)` goes through `Acquire`, whose
     // future is not `Send` for every lifetime (sqlx's own note on `run_direct`).
     migrator.run_direct(None, &mut *conn, false).await?;
+    let ran: Vec<i64> = applied_versions(conn)
+        .await?
+        .into_iter()
+        .filter(|v| !before.contains(v))
+        .collect();
+    if !ran.is_empty() {
+        // Which process of a rollout applied them (the others wait on the lock, then find
+        // nothing to do).
+        tracing::info!(versions = ?ran, "schema migrations applied");
+    }
 
     let mut applied = Vec::new();
     for file in files {
@@ -144,6 +155,19 @@ async fn migrate_locked(
         applied.push(file.name.to_owned());
     }
     Ok(applied)
+}
+
+/// The migration versions recorded as applied (none before the first migrate).
+async fn applied_versions(conn: &mut PgConnection) -> sqlx::Result<Vec<i64>> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(&mut *conn)
+        .await?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+        .fetch_all(&mut *conn)
+        .await
 }
 
 async fn apply_file(conn: &mut PgConnection, file: &EngineFile<'_>, sha: &str) -> sqlx::Result<()> {
