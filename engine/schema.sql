@@ -2264,6 +2264,24 @@ CREATE TABLE public.broker_liveness (
 );
 
 --
+-- Name: cluster_members; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.cluster_members (
+    member_id text NOT NULL,
+    role text NOT NULL,
+    version text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    addresses jsonb DEFAULT '{}'::jsonb NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    workers jsonb DEFAULT '[]'::jsonb NOT NULL,
+    workers_at timestamp with time zone,
+    CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text])))
+);
+
+--
 -- Name: engine_sql; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3620,6 +3638,13 @@ ALTER TABLE ONLY public.work_outbox ALTER COLUMN id SET DEFAULT nextval('public.
 
 ALTER TABLE ONLY public.broker_liveness
     ADD CONSTRAINT broker_liveness_pkey PRIMARY KEY (broker_id);
+
+--
+-- Name: cluster_members cluster_members_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cluster_members
+    ADD CONSTRAINT cluster_members_pkey PRIMARY KEY (member_id);
 
 --
 -- Name: engine_sql engine_sql_pkey; Type: CONSTRAINT; Schema: public; Owner: -

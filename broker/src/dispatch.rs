@@ -86,7 +86,8 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     /// Builds the dispatcher and its handle. `notify` is its wake-up, shared with the lower
-    /// parts that wake it (handout, cache refresh, liveness), which cannot name this one.
+    /// parts that wake it (handout, cache refresh; the process's membership loop
+    /// when it released a dead broker's leases), which cannot name this one.
     pub fn new(
         opts: DispatchOptions,
         pool: PgPool,

@@ -4,7 +4,10 @@
 //!
 //! Shape: [`Broker::new`] builds a cheap cloneable handle; [`Broker::run`] owns the loops
 //! (dispatcher, completion writer, LISTEN, cache refresh) until shutdown; [`grpc_service`]
-//! returns the tonic service for a server (or an in-memory transport in tests).
+//! returns the tonic service for a server (or an in-memory transport in tests);
+//! [`Broker::roster`] is what the process's membership loop (`converge_engine::membership`)
+//! publishes as this broker's connected workers, and that loop also releases the leases of
+//! brokers that stopped stamping.
 //!
 //! The parts are components that own their state and are given only the handles of the
 //! parts below them; this file alone knows them all and wires them. From the bottom:
@@ -17,7 +20,6 @@
 //! - `complete`: the completion writer (acks through `registry`);
 //! - `handout`: placement, deadlines, and the execution of pipeline steps;
 //! - `dispatch`: the claim loop (hands out through `handout`);
-//! - `liveness`: this broker's liveness row and dead peers' leases;
 //! - `service`: the WorkerService sessions.
 //!
 //! `broker/tests/module_graph.rs` fails if a `use` ever closes a circle among them.
@@ -32,7 +34,6 @@ mod configs;
 mod convert;
 mod dispatch;
 mod handout;
-pub mod liveness;
 mod manifests;
 mod pipeline;
 mod registry;
@@ -54,7 +55,8 @@ use ids::ShardRange;
 /// Broker settings (parsed from the environment by the `converge` binary).
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// This broker's identity (advisory, stamped on claims).
+    /// This broker's identity, stamped on its claims: its process's `cluster_members` id, so
+    /// the leases of a broker whose row went silent can be found and released.
     pub broker_id: String,
     /// The shard range this broker claims from.
     pub shards: ShardRange,
@@ -77,7 +79,7 @@ pub struct BrokerConfig {
 
 impl BrokerConfig {
     /// A broker id unique per process start: `<host>-<pid>-<8 random hex>`. A restarted
-    /// container keeps its hostname and pid (often 1), and broker liveness must never
+    /// container keeps its hostname and pid (often 1), and cluster membership must never
     /// mistake the new broker for the dead one.
     pub fn unique_id(host: &str) -> String {
         format!(
@@ -129,7 +131,6 @@ struct Loops {
     completer: complete::Completer,
     dispatcher: dispatch::Dispatcher,
     caches: caches::CacheRefresh,
-    liveness: liveness::Liveness,
 }
 
 impl Broker {
@@ -171,10 +172,9 @@ impl Broker {
             pool.clone(),
             manifests.clone(),
             configs.clone(),
-            wake.clone(),
+            wake,
             cfg.cache_refresh,
         );
-        let liveness = liveness::Liveness::new(pool.clone(), cfg.broker_id.clone(), wake);
         let service = service::Workers::new(
             service::ServiceOptions {
                 broker_id: cfg.broker_id.clone(),
@@ -188,6 +188,7 @@ impl Broker {
                 configs,
                 completions: completions.clone(),
                 handout,
+                manifests: manifests.clone(),
                 dispatch: dispatch.clone(),
             },
             draining.clone(),
@@ -205,7 +206,6 @@ impl Broker {
                     completer,
                     dispatcher,
                     caches,
-                    liveness,
                 })),
                 draining,
             }),
@@ -244,15 +244,20 @@ impl Broker {
         self.inner.registry.inflight_count()
     }
 
+    /// The connected workers, for the process's membership loop to publish.
+    pub fn roster(&self) -> Arc<dyn converge_engine::membership::Roster> {
+        self.inner.registry.clone()
+    }
+
     /// Runs the broker's loops until `shutdown` fires, then drains: sends `Drain` to every
     /// stream, waits up to `shutdown_drain` for in-flight results, releases what is left.
-    /// Keep the gRPC server running until this returns, so results can still arrive.
+    /// Keep the gRPC server running until this returns, so results can still arrive, and the
+    /// process's `cluster_members` row stamped (its leases are released by then).
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let Loops {
             completer,
             dispatcher,
             caches,
-            liveness,
         } = self
             .inner
             .loops
@@ -265,15 +270,12 @@ impl Broker {
         let completer = tokio::spawn(completer.run());
         let dispatcher = tokio::spawn(dispatcher.run(loops.clone()));
         let listener = tokio::spawn(caches.run(loops.clone()));
-        let alive = tokio::spawn(liveness.run(loops.clone()));
 
         shutdown.cancelled().await;
         self.drain().await;
         loops.cancel();
         let _ = dispatcher.await;
         let _ = listener.await;
-        let _ = alive.await;
-        liveness::leave(&self.inner.pool, &self.inner.cfg.broker_id).await;
         completer.abort();
         Ok(())
     }

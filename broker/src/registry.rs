@@ -13,20 +13,28 @@
 //! walking the maps.
 //!
 //! A low part: it knows streams, leases and frames, and keeps a composite's [`Pipeline`]
-//! with its lease between stages, but never runs one, claims, or writes to the database.
+//! with its lease between stages, but never runs one, claims, or writes to the database. It
+//! is also the broker's [`Roster`]: the membership loop publishes its streams as the
+//! connected workers.
 
 use std::{
     collections::{HashMap, HashSet},
     pin::Pin,
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use futures::Stream;
 use tokio::{
-    sync::mpsc::{
-        self,
-        error::{SendTimeoutError, TrySendError},
+    sync::{
+        Notify,
+        mpsc::{
+            self,
+            error::{SendTimeoutError, TrySendError},
+        },
     },
     task::AbortHandle,
 };
@@ -37,8 +45,12 @@ use uuid::Uuid;
 use converge_proto::pb::{self, work_stream_server_msg::Body};
 
 use converge_engine::{
-    db::queue::LeaseKey,
+    db::{
+        cluster::{ServedKind, WorkerInfo},
+        queue::LeaseKey,
+    },
     ids::{ClaimEpoch, KindPair, LeaseToken},
+    membership::Roster,
     metrics::metrics,
 };
 
@@ -166,10 +178,26 @@ impl StreamOut {
     }
 }
 
+/// Who a stream's worker says it is (shown in the cluster list; never trusted).
+pub(crate) struct WorkerIdentity {
+    /// `Subscribe.worker_name`, cut to 128 characters.
+    pub name: String,
+    /// `Subscribe.sdk`, cut to 64 characters.
+    pub sdk: String,
+    /// The authenticated principal, if authentication is on.
+    pub principal: Option<String>,
+    /// The peer address.
+    pub peer: Option<String>,
+    /// When it subscribed.
+    pub connected_at: chrono::DateTime<chrono::Utc>,
+}
+
 /// One subscribed stream as the registry keeps it.
 pub(crate) struct StreamEntry {
     /// Where its frames go.
     pub out: StreamOut,
+    /// Who the worker is.
+    pub who: WorkerIdentity,
     /// The (kind, version) pairs it subscribed for.
     pub pairs: HashSet<KindPair>,
     /// Pairs whose worker said it cannot take tasks right now.
@@ -242,6 +270,10 @@ struct State {
 #[derive(Default)]
 pub(crate) struct Registry {
     state: std::sync::Mutex<State>,
+    /// Bumped when a stream comes, goes or flips readiness (see [`Roster::generation`]).
+    generation: AtomicU64,
+    /// Woken with each bump.
+    changed: Arc<Notify>,
 }
 
 impl Registry {
@@ -249,13 +281,23 @@ impl Registry {
         self.state.lock().expect("registry lock poisoned")
     }
 
+    /// The set of streams changed: the membership loop republishes them.
+    fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.changed.notify_one();
+    }
+
     /// Registers a subscribed stream (not claimable until its configs were pushed).
     pub fn add_stream(&self, entry: StreamEntry) -> StreamId {
-        let mut s = self.lock();
-        s.next_id += 1;
-        let id = s.next_id;
-        s.streams.insert(id, entry);
-        metrics().broker_streams.inc();
+        let id = {
+            let mut s = self.lock();
+            s.next_id += 1;
+            let id = s.next_id;
+            s.streams.insert(id, entry);
+            metrics().broker_streams.inc();
+            id
+        };
+        self.bump();
         id
     }
 
@@ -268,31 +310,36 @@ impl Registry {
 
     /// Removes a stream and hands back every lease it still held (to be released).
     pub fn remove_stream(&self, id: StreamId) -> Vec<LeaseKey> {
-        let mut s = self.lock();
-        if s.streams.remove(&id).is_some() {
-            metrics().broker_streams.dec();
-        }
-        let tokens: Vec<Uuid> = s
-            .inflight
-            .iter()
-            .filter(|(_, f)| f.stream == id)
-            .map(|(t, _)| *t)
-            .collect();
-        tokens
-            .into_iter()
-            .filter_map(|t| s.inflight.remove(&t))
-            .map(Inflight::ended)
-            .collect()
+        let held = {
+            let mut s = self.lock();
+            if s.streams.remove(&id).is_some() {
+                metrics().broker_streams.dec();
+            }
+            let tokens: Vec<Uuid> = s
+                .inflight
+                .iter()
+                .filter(|(_, f)| f.stream == id)
+                .map(|(t, _)| *t)
+                .collect();
+            tokens
+                .into_iter()
+                .filter_map(|t| s.inflight.remove(&t))
+                .map(Inflight::ended)
+                .collect()
+        };
+        self.bump();
+        held
     }
 
     /// Records whether the stream's worker can take tasks of `pair` right now.
     pub fn set_ready(&self, id: StreamId, pair: KindPair, ready: bool) {
-        if let Some(e) = self.lock().streams.get_mut(&id) {
-            if ready {
-                e.unready.remove(&pair);
-            } else {
-                e.unready.insert(pair);
-            }
+        let flipped = match self.lock().streams.get_mut(&id) {
+            Some(e) if ready => e.unready.remove(&pair),
+            Some(e) => e.unready.insert(pair),
+            None => false,
+        };
+        if flipped {
+            self.bump();
         }
     }
 
@@ -459,11 +506,14 @@ impl Registry {
 
     /// Sends a frame to every stream and marks them draining (no more tasks).
     pub fn broadcast(&self, body: Body) {
-        let mut s = self.lock();
-        for e in s.streams.values_mut() {
-            e.draining = true;
-            e.out.push(body.clone());
+        {
+            let mut s = self.lock();
+            for e in s.streams.values_mut() {
+                e.draining = true;
+                e.out.push(body.clone());
+            }
         }
+        self.bump();
     }
 
     /// Queues a frame on every stream serving `pair`.
@@ -511,5 +561,104 @@ impl Inflight {
         }
         metrics().inflight_add(&self.kind, -1);
         self.key
+    }
+}
+
+impl Roster for Registry {
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    fn workers(&self) -> Vec<WorkerInfo> {
+        let s = self.lock();
+        let mut out: Vec<WorkerInfo> = s
+            .streams
+            .iter()
+            .map(|(id, e)| {
+                let mut kinds: Vec<ServedKind> = e
+                    .pairs
+                    .iter()
+                    .map(|p| ServedKind {
+                        kind: p.kind.clone(),
+                        kind_version: p.version,
+                        ready: !e.unready.contains(p),
+                    })
+                    .collect();
+                kinds.sort_by(|a, b| (&a.kind, a.kind_version).cmp(&(&b.kind, b.kind_version)));
+                WorkerInfo {
+                    stream: *id,
+                    name: e.who.name.clone(),
+                    sdk: e.who.sdk.clone(),
+                    principal: e.who.principal.clone(),
+                    peer: e.who.peer.clone(),
+                    kinds,
+                    max_inflight: u32::try_from(e.max_inflight).unwrap_or(u32::MAX),
+                    inflight: u32::try_from(e.inflight).unwrap_or(u32::MAX),
+                    connected_at: e.who.connected_at,
+                    draining: e.draining,
+                }
+            })
+            .collect();
+        out.sort_by_key(|w| w.stream);
+        out
+    }
+
+    fn changed(&self) -> Arc<Notify> {
+        self.changed.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, pairs: &[(&str, i32)]) -> StreamEntry {
+        StreamEntry {
+            out: StreamOut::new(4).0,
+            who: WorkerIdentity {
+                name: name.into(),
+                sdk: "rust/0.1.0".into(),
+                principal: None,
+                peer: None,
+                connected_at: chrono::Utc::now(),
+            },
+            pairs: pairs.iter().map(|(k, v)| KindPair::new(*k, *v)).collect(),
+            unready: HashSet::new(),
+            max_inflight: 8,
+            inflight: 0,
+            claimable: true,
+            draining: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_roster_follows_streams_and_readiness_but_not_each_task() {
+        let r = Registry::default();
+        let g0 = r.generation();
+        let a = r.add_stream(entry("a", &[("vpc", 1), ("db", 2)]));
+        assert!(r.generation() > g0, "a connect is a change");
+        let w = r.workers();
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].name.as_str(), w[0].max_inflight), ("a", 8));
+        let kinds: Vec<(&str, i32, bool)> = w[0]
+            .kinds
+            .iter()
+            .map(|k| (k.kind.as_str(), k.kind_version, k.ready))
+            .collect();
+        assert_eq!(kinds, [("db", 2, true), ("vpc", 1, true)]);
+
+        let g1 = r.generation();
+        r.set_ready(a, KindPair::new("vpc", 1), false);
+        assert!(r.generation() > g1, "a readiness flip is a change");
+        assert!(!r.workers()[0].kinds[1].ready);
+        let g2 = r.generation();
+        r.set_ready(a, KindPair::new("vpc", 1), false);
+        assert_eq!(r.generation(), g2, "no flip, no change");
+
+        r.adopt(a, Vec::new());
+        assert_eq!(r.generation(), g2, "in-flight counts are not a change");
+        r.remove_stream(a);
+        assert!(r.generation() > g2, "a disconnect is a change");
+        assert!(r.workers().is_empty());
     }
 }

@@ -31,7 +31,8 @@ use crate::{
     convert,
     dispatch::DispatchHandle,
     handout::Handout,
-    registry::{Closer, Outbound, Registry, StreamEntry, StreamId, StreamOut},
+    manifests::Manifests,
+    registry::{Closer, Outbound, Registry, StreamEntry, StreamId, StreamOut, WorkerIdentity},
 };
 
 /// Most tasks one stream may ask for at once.
@@ -98,6 +99,8 @@ pub(crate) struct Parts {
     pub completions: CompletionHandle,
     /// Runs a composite's next stage after a stage result.
     pub handout: Handout,
+    /// The registered kinds (a Subscribe for another is warned about).
+    pub manifests: Arc<Manifests>,
     /// Woken when a slot frees or a stream becomes claimable.
     pub dispatch: DispatchHandle,
 }
@@ -158,6 +161,7 @@ impl Workers {
         if self.inner.draining.is_cancelled() {
             return Err(Status::unavailable("broker is shutting down"));
         }
+        let peer = req.remote_addr().map(|a| a.to_string());
         let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
         let mut inbound = req.into_inner();
         let first =
@@ -184,6 +188,13 @@ impl Workers {
         let closer = out.closer().clone();
         let sid = self.inner.parts.registry.add_stream(StreamEntry {
             out,
+            who: WorkerIdentity {
+                name: name.clone(),
+                sdk: sub.sdk.chars().take(64).collect(),
+                principal: principal.as_ref().map(|p| p.name.clone()),
+                peer,
+                connected_at: chrono::Utc::now(),
+            },
             pairs: pairs.iter().cloned().collect(),
             unready: HashSet::new(),
             max_inflight,
@@ -193,6 +204,7 @@ impl Workers {
         });
         let actor = principal.as_ref().map(|p| p.name.as_str()).unwrap_or("-");
         tracing::info!(stream = sid, worker = %name, principal = %actor, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
+        self.warn_unknown_kinds(sid, &name, &pairs).await;
         let resumed: Vec<(LeaseToken, ClaimEpoch)> = sub
             .resumed
             .iter()
@@ -206,6 +218,32 @@ impl Workers {
             principal,
         ));
         Ok(Response::new(outbound))
+    }
+
+    /// Warns about the pairs of a Subscribe that no manifest registers: their tasks cannot
+    /// exist, most often because of a typo in the worker's kind or version, or a manifest not
+    /// applied yet. The cache answers for the usual subscriber; a miss is confirmed with the
+    /// database (the cache may not have heard of a manifest applied a moment ago).
+    async fn warn_unknown_kinds(&self, sid: StreamId, name: &str, pairs: &[KindPair]) {
+        let manifests = &self.inner.parts.manifests;
+        if pairs.iter().all(|p| manifests.get(p).is_some()) {
+            return;
+        }
+        let registered = match db::kinds::registered(&self.inner.pool).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not check a subscriber's kinds");
+                return;
+            }
+        };
+        let unknown: Vec<String> = pairs
+            .iter()
+            .filter(|p| !registered.contains(p))
+            .map(KindPair::to_string)
+            .collect();
+        if !unknown.is_empty() {
+            tracing::warn!(stream = sid, worker = %name, unknown = %unknown.join(", "), "worker subscribed for kinds that are not registered; it gets no tasks of them until a manifest is applied");
+        }
     }
 
     /// `GetProviderConfig`: the current defaults of the caller's kinds.

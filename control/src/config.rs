@@ -26,6 +26,14 @@ impl Role {
     pub fn broker(self) -> bool {
         matches!(self, Role::All | Role::Broker)
     }
+    /// The role as `ROLE` spells it (and `cluster_members.role` records it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::All => "all",
+            Role::Control => "control",
+            Role::Broker => "broker",
+        }
+    }
 }
 
 /// A bad environment variable.

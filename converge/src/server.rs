@@ -1,6 +1,7 @@
-//! Wires one `converge` process: its listeners, migrations, then the duties its ROLE names
-//! (control: HTTP API, drainer, reaper, schema cache; broker: WorkerService), and an orderly
-//! shutdown that lets the broker drain while the API is already closed.
+//! Wires one `converge` process: its listeners, migrations, its membership of the cluster
+//! (`cluster_members`), then the duties its ROLE names (control: HTTP API, drainer, reaper,
+//! schema cache; broker: WorkerService), and an orderly shutdown that lets the broker drain
+//! while the API is already closed, and leaves the cluster last.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -21,8 +22,9 @@ use converge_control::{
     http,
 };
 use converge_engine::{
-    db,
+    db::{self, cluster::Member},
     drainer::{Drainer, DrainerConfig},
+    membership::Membership,
     reaper::{Reaper, ReaperConfig},
 };
 
@@ -123,6 +125,7 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
 
 /// Runs until `shutdown` fires, then stops in order: HTTP, broker drain, gRPC, sweepers.
 pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let started_at = chrono::Utc::now();
     let url = cfg.database_url.clone().context(
         "DATABASE_URL is required (or run `converge dev`, which starts its own PostgreSQL)",
     )?;
@@ -144,6 +147,15 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     } else {
         None
     };
+    let mut addresses = serde_json::Map::new();
+    let http_name = if cfg.role.control() { "http" } else { "health" };
+    addresses.insert(
+        http_name.into(),
+        http_listener.local_addr()?.to_string().into(),
+    );
+    if let Some(l) = &broker_listener {
+        addresses.insert("grpc".into(), l.local_addr()?.to_string().into());
+    }
     let pool = db::connect(&url, cfg.db_max_connections, &settings)
         .await
         .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
@@ -166,11 +178,13 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     );
     let http_listener = GuardedListener::new(http_listener, budget.clone());
     let broker_listener = broker_listener.map(|l| GuardedListener::new(l, budget.clone()));
+    // One id per process start: the cluster_members row's, and the broker's on its claims.
+    let member_id = BrokerConfig::unique_id(&hostname());
     let broker = cfg.role.broker().then(|| {
         Broker::new(
             pool.clone(),
             BrokerConfig {
-                broker_id: BrokerConfig::unique_id(&hostname()),
+                broker_id: member_id.clone(),
                 shards: ShardRange::ALL,
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.broker_failsafe,
@@ -180,6 +194,23 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             },
         )
     });
+    let mut membership = Membership::new(
+        pool.clone(),
+        Member {
+            id: member_id,
+            role: cfg.role.name().into(),
+            version: http::health::build_version().into(),
+            host: hostname(),
+            pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+            addresses: addresses.into(),
+            started_at,
+        },
+    );
+    if let Some(b) = &broker {
+        membership = membership.with_roster(b.roster(), b.dispatch_notify());
+    }
+    // Stopped with the other loops, after the broker drained: the row outlives its leases.
+    tasks.spawn(membership.run(loops.clone()));
 
     let http_stop = CancellationToken::new();
     let app = if cfg.role.control() {

@@ -1,13 +1,14 @@
 //! The converge engine as seen from Rust: the embedded migrator, every SQL wrapper over the
 //! plpgsql engine (`db`), the id newtypes and shard ranges (`ids`), the LISTEN wake-ups
-//! (`wake`), the two control loops that only talk to PostgreSQL, the drainer and the
-//! reaper, and the process's Prometheus metrics (`metrics`). The broker and the control
-//! plane both build on it; neither depends on the other, and the `converge` binary wires
-//! them. ARCHITECTURE.md walks through it.
+//! (`wake`), the loops that only talk to PostgreSQL (the drainer and the reaper), every
+//! process's cluster membership (`membership`) and the process's Prometheus metrics
+//! (`metrics`). The broker and the control plane both build on it; neither depends on the
+//! other, and the `converge` binary wires them. ARCHITECTURE.md walks through it.
 
 pub mod db;
 pub mod drainer;
 pub mod ids;
+pub mod membership;
 pub mod metrics;
 pub mod reaper;
 pub mod wake;

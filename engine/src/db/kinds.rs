@@ -101,6 +101,15 @@ pub async fn manifest_list(pool: &PgPool) -> Result<Vec<StoredManifest>, sqlx::E
     rows.iter().map(stored_manifest).collect()
 }
 
+/// Every registered (kind, version), without the manifests.
+pub async fn registered(pool: &PgPool) -> Result<Vec<KindPair>, sqlx::Error> {
+    let rows: Vec<(String, i32)> =
+        sqlx::query_as("SELECT kind, kind_version FROM kind_manifest ORDER BY kind, kind_version")
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().map(|(k, v)| KindPair::new(k, v)).collect())
+}
+
 /// Decodes a `kind, kind_version, manifest, manifest_version` row.
 fn stored_manifest(r: &sqlx::postgres::PgRow) -> Result<StoredManifest, sqlx::Error> {
     Ok(StoredManifest {

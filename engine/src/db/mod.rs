@@ -7,12 +7,12 @@
 //! the caller names the operation that failed when it wraps the error (`Error::db(op)` in
 //! the broker, `ApiError::db(op)` in the API).
 
+pub mod cluster;
 pub mod compose;
 pub mod descendants;
 pub mod engine_sql;
 pub mod events;
 pub mod kinds;
-pub mod liveness;
 pub mod operations;
 pub mod providerconfigs;
 pub mod queue;

@@ -383,7 +383,7 @@ pub async fn lease_lookup(
 
 /// Takes over the queue rows still leased under the given (token, epoch) pairs for
 /// `broker_id` (a worker resumed them on this broker after its old one went away), so the
-/// old broker's death no longer concerns them (see `liveness`). Epochs are unchanged: the
+/// old broker's death no longer concerns them (see `cluster::release_dead`). Epochs are unchanged: the
 /// worker's result stays valid.
 pub async fn lease_adopt(
     pool: &PgPool,

@@ -1,0 +1,246 @@
+//! SQL of `cluster_members` (migration 0004): each process's row and heartbeat, a broker's
+//! connected workers, the release of what a silent member held, and the reads behind
+//! `GET /api/v1/cluster`, the worker counts of `GET /api/v1/kinds` and a resource's
+//! `waiting_for`. Reads count only members stamped within the dead-after window they are
+//! given, so a crashed process stops counting before anyone deletes its row.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::{FromRow, PgPool, Result, types::Json};
+
+use super::interval;
+
+/// What a process says about itself when it joins.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Unique per process start; a broker's id is also the `broker_id` on its claims.
+    pub id: String,
+    /// `all`, `control` or `broker`.
+    pub role: String,
+    /// The build's version.
+    pub version: String,
+    /// The host (pod) name.
+    pub host: String,
+    /// The process id.
+    pub pid: i32,
+    /// The listeners' addresses by name (`http`, `grpc`, `health`).
+    pub addresses: Value,
+    /// When the process started.
+    pub started_at: DateTime<Utc>,
+}
+
+/// One (kind, version) a worker subscribed for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedKind {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Whether the worker takes tasks of it right now (its readiness).
+    pub ready: bool,
+}
+
+/// One worker stream connected to a broker, as the broker publishes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// The stream's number within its broker.
+    pub stream: u64,
+    /// The worker's advisory name (`Subscribe.worker_name`).
+    pub name: String,
+    /// The SDK that built it (`Subscribe.sdk`).
+    pub sdk: String,
+    /// The authenticated principal, when authentication is on.
+    pub principal: Option<String>,
+    /// The worker's address as the broker sees it.
+    pub peer: Option<String>,
+    /// What it serves.
+    pub kinds: Vec<ServedKind>,
+    /// Most tasks it takes at once.
+    pub max_inflight: u32,
+    /// Tasks it holds now.
+    pub inflight: u32,
+    /// When it subscribed.
+    pub connected_at: DateTime<Utc>,
+    /// Whether the broker told it to drain (no more tasks).
+    pub draining: bool,
+}
+
+/// One member's row.
+#[derive(Debug, Clone, FromRow)]
+pub struct MemberRow {
+    /// Its id.
+    pub member_id: String,
+    /// `all`, `control` or `broker`.
+    pub role: String,
+    /// The build's version.
+    pub version: String,
+    /// The host (pod) name.
+    pub host: String,
+    /// The process id.
+    pub pid: i32,
+    /// Listener addresses by name.
+    pub addresses: Value,
+    /// When the process started.
+    pub started_at: DateTime<Utc>,
+    /// Its last stamp.
+    pub heartbeat_at: DateTime<Utc>,
+    /// Its connected workers (brokers; empty otherwise).
+    pub workers: Json<Vec<WorkerInfo>>,
+    /// When `workers` was written.
+    pub workers_at: Option<DateTime<Utc>>,
+}
+
+/// Stamps `m`'s row, creating it if missing, and replaces its worker list when `workers` is
+/// given; true if the row had to be created (the first beat, or a peer presumed this member
+/// dead and released what it held meanwhile).
+pub async fn beat(pool: &PgPool, m: &Member, workers: Option<&[WorkerInfo]>) -> Result<bool> {
+    sqlx::query_scalar(
+        "INSERT INTO cluster_members AS c
+             (member_id, role, version, host, pid, addresses, started_at, workers, workers_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, '[]'::jsonb),
+                 CASE WHEN $8 IS NULL THEN NULL ELSE now() END)
+         ON CONFLICT (member_id) DO UPDATE SET
+             heartbeat_at = now(),
+             workers = COALESCE($8, c.workers),
+             workers_at = CASE WHEN $8 IS NULL THEN c.workers_at ELSE now() END
+         RETURNING (xmax = 0)",
+    )
+    .bind(&m.id)
+    .bind(&m.role)
+    .bind(&m.version)
+    .bind(&m.host)
+    .bind(m.pid)
+    .bind(&m.addresses)
+    .bind(m.started_at)
+    .bind(workers.map(Json))
+    .fetch_one(pool)
+    .await
+}
+
+/// Deletes the rows of members other than `me` silent for `dead_after` and, in the same
+/// transaction, releases every lease and reactor delivery they held (epochs bumped, so a
+/// late result from them is refused). Returns the dead members and the number released. A
+/// member never judges itself: a failed stamp of its own must not release its live leases.
+pub async fn release_dead(
+    pool: &PgPool,
+    me: &str,
+    dead_after: Duration,
+) -> Result<(Vec<String>, u64)> {
+    let mut tx = pool.begin().await?;
+    let dead: Vec<String> = sqlx::query_scalar(
+        "DELETE FROM cluster_members WHERE heartbeat_at < now() - $1 AND member_id <> $2
+         RETURNING member_id",
+    )
+    .bind(interval(dead_after))
+    .bind(me)
+    .fetch_all(&mut *tx)
+    .await?;
+    if dead.is_empty() {
+        tx.rollback().await?;
+        return Ok((dead, 0));
+    }
+    let queue = sqlx::query(
+        "UPDATE work_queue w
+         SET lease_token = NULL, claim_epoch = w.claim_epoch + 1, broker_id = NULL,
+             worker_id = NULL, claimed_at = NULL, heartbeat_at = NULL
+         WHERE w.broker_id = ANY($1) AND w.lease_token IS NOT NULL",
+    )
+    .bind(&dead)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    // Its reactor deliveries too (otherwise they wait 2 x LEASE_STALE_AFTER for the reaper).
+    let deliveries = sqlx::query(
+        "UPDATE lifecycle_outbox l
+         SET claim_token = NULL, claim_epoch = l.claim_epoch + 1, broker_id = NULL,
+             claimed_at = NULL, heartbeat_at = NULL
+         WHERE l.broker_id = ANY($1) AND l.claim_token IS NOT NULL",
+    )
+    .bind(&dead)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    for (n, channel) in [(queue, "work_ready"), (deliveries, "lifecycle_ready")] {
+        if n > 0 {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(channel)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    let freed = queue + deliveries;
+    tx.commit().await?;
+    Ok((dead, freed))
+}
+
+/// Deletes member `id`'s row (clean shutdown; a broker's leases are released by then).
+pub async fn leave(pool: &PgPool, id: &str) -> Result<()> {
+    sqlx::query("DELETE FROM cluster_members WHERE member_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Every member stamped within `dead_after`, oldest first.
+pub async fn members(pool: &PgPool, dead_after: Duration) -> Result<Vec<MemberRow>> {
+    sqlx::query_as(
+        "SELECT member_id, role, version, host, pid, addresses, started_at, heartbeat_at,
+                workers, workers_at
+         FROM cluster_members WHERE heartbeat_at >= now() - $1
+         ORDER BY started_at, member_id",
+    )
+    .bind(interval(dead_after))
+    .fetch_all(pool)
+    .await
+}
+
+/// How many connected workers serve one (kind, version), over every live broker.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Coverage {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Worker streams subscribed for it.
+    pub workers: i64,
+    /// Those of them ready to take its tasks now.
+    pub ready: i64,
+}
+
+/// Worker counts per (kind, version) over the brokers stamped within `dead_after`.
+pub async fn coverage(pool: &PgPool, dead_after: Duration) -> Result<Vec<Coverage>> {
+    sqlx::query_as(
+        "SELECT k->>'kind' AS kind, (k->>'kind_version')::int AS kind_version,
+                count(*) AS workers,
+                count(*) FILTER (WHERE (k->>'ready')::boolean) AS ready
+         FROM cluster_members m,
+              jsonb_array_elements(m.workers) w,
+              jsonb_array_elements(w->'kinds') k
+         WHERE m.heartbeat_at >= now() - $1
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(interval(dead_after))
+    .fetch_all(pool)
+    .await
+}
+
+/// Whether any worker of a broker stamped within `dead_after` serves (kind, version).
+pub async fn served(pool: &PgPool, kind: &str, version: i32, dead_after: Duration) -> Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (
+             SELECT 1 FROM cluster_members m,
+                  jsonb_array_elements(m.workers) w,
+                  jsonb_array_elements(w->'kinds') k
+             WHERE m.heartbeat_at >= now() - $3
+               AND k->>'kind' = $1 AND (k->>'kind_version')::int = $2)",
+    )
+    .bind(kind)
+    .bind(version)
+    .bind(interval(dead_after))
+    .fetch_one(pool)
+    .await
+}
