@@ -141,6 +141,38 @@ async fn child(db: &TestDb, name: &str, root: Uuid, ready: bool) -> Uuid {
     .unwrap()
 }
 
+/// Stamps a broker's `cluster_members` row as its membership loop would, with one worker.
+async fn broker_with_a_worker(db: &TestDb) {
+    use converge_control::db::cluster::{self, Member, ServedKind, WorkerInfo};
+    let served = |kind: &str| ServedKind {
+        kind: kind.into(),
+        kind_version: 1,
+        ready: true,
+    };
+    let me = Member {
+        id: "broker-1-abcdef01".into(),
+        role: "broker".into(),
+        version: "0.1.0".into(),
+        host: "broker".into(),
+        pid: 1,
+        addresses: json!({"grpc": "10.0.0.2:9090", "health": "10.0.0.2:8081"}),
+        started_at: chrono::Utc::now(),
+    };
+    let worker = WorkerInfo {
+        stream: 1,
+        name: "w".into(),
+        sdk: "rust/0.1.0".into(),
+        principal: None,
+        peer: Some("10.0.0.9:50000".into()),
+        kinds: vec![served("hello"), served("helo")],
+        max_inflight: 8,
+        inflight: 0,
+        connected_at: chrono::Utc::now(),
+        draining: false,
+    };
+    cluster::beat(&db.pool, &me, Some(&[worker])).await.unwrap();
+}
+
 #[tokio::test]
 async fn real_answers_validate_against_the_document() {
     use Method as M;
@@ -208,8 +240,19 @@ async fn real_answers_validate_against_the_document() {
         404,
     )
     .await;
-    c.call(M::GET, "/api/v1/kinds", "/api/v1/kinds", None, 200)
+    // A broker with one worker serving hello and a kind nobody registered.
+    broker_with_a_worker(&db).await;
+    let kinds = c
+        .call(M::GET, "/api/v1/kinds", "/api/v1/kinds", None, 200)
         .await;
+    assert_eq!(kinds["kinds"][0]["workers"], 1, "{kinds}");
+    let cluster = c
+        .call(M::GET, "/api/v1/cluster", "/api/v1/cluster", None, 200)
+        .await;
+    assert_eq!(
+        cluster["members"][0]["workers"][0]["unknown_kinds"],
+        json!([{"kind": "helo", "kind_version": 1}])
+    );
     let version_manifest = "/api/v1/kinds/{kind}/versions/{version}/manifest";
     c.call(
         M::GET,

@@ -254,7 +254,8 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
         })
 }
 
-/// `GET /api/v1/kinds`: every kind version with its reactions and live operational config.
+/// `GET /api/v1/kinds`: every kind version with its reactions, live operational config, and
+/// how many connected workers serve it.
 #[utoipa::path(
     get, operation_id = "kinds_list", path = "/kinds", tag = "kinds",
     responses((status = 200, description = "Every kind version.", body = KindList)),
@@ -266,6 +267,7 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     let configs = db::kinds::kind_config_list(&s.pool)
         .await
         .map_err(ApiError::db("list kind configs"))?;
+    let coverage = super::cluster::coverage(&s).await?;
     let kinds: Vec<Value> = manifests
         .into_iter()
         .map(|m| {
@@ -279,6 +281,7 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
                 Some(c.kind.as_str()) == kind.as_str()
                     && Some(i64::from(c.kind_version)) == version.as_i64()
             });
+            let served = coverage.get(&m.pair);
             json!({
                 "kind": kind,
                 "kind_version": version,
@@ -287,6 +290,8 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
                 "finalizer_name": m.manifest.get("finalizer_name").cloned().unwrap_or(Value::Null),
                 "manifest_version": m.manifest_version,
                 "operational": op,
+                "workers": served.map_or(0, |c| c.workers),
+                "ready_workers": served.map_or(0, |c| c.ready),
             })
         })
         .collect();

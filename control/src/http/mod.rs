@@ -2,6 +2,7 @@
 //! shape responses; they hold no SQL. Errors leave through [`problem::ApiError`] only.
 
 pub mod auth;
+pub mod cluster;
 pub mod events;
 pub mod health;
 pub mod input;
@@ -120,6 +121,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
 pub(crate) fn routes() -> OpenApiRouter<AppState> {
     let api = OpenApiRouter::new()
         .routes(routes!(health::version))
+        .routes(routes!(cluster::get))
         .routes(routes!(kinds::list))
         .routes(routes!(kinds::put_manifest, kinds::get_manifest))
         .routes(routes!(kinds::get_manifest_version))

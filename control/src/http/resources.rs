@@ -317,6 +317,7 @@ pub async fn get(
         .await
         .map_err(ApiError::db("read a resource"))?
         .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))?;
+    let waiting_for = super::cluster::waiting_for(&s, &row, !work.is_empty()).await?;
     let mut v = serde_json::to_value(&row).expect("row serialises");
     let o = v.as_object_mut().expect("object");
     let owner = match (o.remove("owner_kind"), o.remove("owner_name")) {
@@ -332,6 +333,7 @@ pub async fn get(
         "work".into(),
         serde_json::to_value(work.into_iter().next()).expect("serialises"),
     );
+    o.insert("waiting_for".into(), waiting_for.into());
     let events = db::events::events_recent(&s.pool, &kind, &name, 10)
         .await
         .map_err(ApiError::db("read recent events"))?;

@@ -359,6 +359,10 @@ pub struct ResourceDetail {
     /// The live claim, if any.
     #[schema(required = true)]
     pub work: Option<LiveWork>,
+    /// Why nothing can progress it, when it has work to do and no connected worker serves
+    /// its kind version: `no worker serves KIND vN`. Null otherwise.
+    #[schema(required = true)]
+    pub waiting_for: Option<String>,
     /// The last ten events, newest first.
     pub recent_events: Vec<ResourceEvent>,
 }
@@ -823,6 +827,10 @@ pub struct KindSummary {
     /// The live operational config.
     #[schema(required = true)]
     pub operational: Option<KindConfig>,
+    /// Connected worker streams that serve it, over every broker.
+    pub workers: i64,
+    /// Those of them taking its tasks now.
+    pub ready_workers: i64,
 }
 
 /// Every kind version.

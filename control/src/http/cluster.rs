@@ -1,0 +1,280 @@
+//! Who is here: `GET /api/v1/cluster` lists the converge processes stamped within the
+//! dead-after window (`cluster_members`), each broker's connected workers as it published
+//! them, and per kind version how many workers serve it. A worker subscribed for a kind
+//! version nobody registered says so in its `unknown_kinds` (a typo in the worker, or a
+//! manifest not applied yet: its tasks cannot exist). The same counts feed the kinds list and
+//! a resource's `waiting_for`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::{Json, extract::State};
+use chrono::{DateTime, Utc};
+use converge_engine::{ids::KindPair, membership::DEAD_AFTER};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::{AppState, problem::ApiError};
+use crate::db::{
+    self,
+    cluster::{Coverage, MemberRow, ServedKind, WorkerInfo},
+    resources::ResourceRow,
+};
+
+/// The cluster as the database knows it.
+#[derive(Serialize, ToSchema)]
+pub struct Cluster {
+    /// Every live process, oldest first.
+    pub members: Vec<ClusterMember>,
+    /// Every registered kind version, and every other one a worker subscribed for, with the
+    /// workers that serve it.
+    pub kinds: Vec<KindCoverage>,
+}
+
+/// A process's role.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberRole {
+    /// Control plane and broker in one process.
+    All,
+    /// HTTP API, drainers, reaper.
+    Control,
+    /// WorkerService only.
+    Broker,
+}
+
+/// One converge process.
+#[derive(Serialize, ToSchema)]
+pub struct ClusterMember {
+    /// Unique per process start (a broker's id on its claims).
+    pub id: String,
+    /// What it runs.
+    pub role: MemberRole,
+    /// Its build's version.
+    pub version: String,
+    /// Its host (pod) name.
+    pub host: String,
+    /// Its process id.
+    pub pid: i32,
+    /// Its listeners by name: `http` (API), `grpc` (WorkerService), `health` (a broker's
+    /// probes).
+    pub addresses: BTreeMap<String, String>,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// Its last heartbeat (about every second).
+    pub heartbeat_at: DateTime<Utc>,
+    /// The workers connected to it (a broker; empty for a control process).
+    pub workers: Vec<ClusterWorker>,
+    /// When the worker list was written (on connect and disconnect, else at most every 5 s:
+    /// in-flight counts may lag that much).
+    #[schema(required = true)]
+    pub workers_at: Option<DateTime<Utc>>,
+}
+
+/// One worker stream connected to a broker.
+#[derive(Serialize, ToSchema)]
+pub struct ClusterWorker {
+    /// The stream's number within its broker.
+    pub stream: u64,
+    /// The worker's advisory name.
+    pub name: String,
+    /// The SDK that built it.
+    pub sdk: String,
+    /// Its principal, when authentication is on.
+    #[schema(required = true)]
+    pub principal: Option<String>,
+    /// Its address as the broker sees it.
+    #[schema(required = true)]
+    pub peer: Option<String>,
+    /// What it subscribed for, and whether it takes those tasks now.
+    pub kinds: Vec<WorkerKind>,
+    /// What it subscribed for that no manifest registers: it gets no tasks of them.
+    pub unknown_kinds: Vec<KindVersionRef>,
+    /// Most tasks it takes at once.
+    pub max_inflight: u32,
+    /// Tasks it holds.
+    pub inflight: u32,
+    /// When it subscribed.
+    pub connected_at: DateTime<Utc>,
+    /// Whether its broker told it to drain (shutting down).
+    pub draining: bool,
+}
+
+/// A kind version a worker serves.
+#[derive(Serialize, ToSchema)]
+pub struct WorkerKind {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Whether it takes tasks of it now.
+    pub ready: bool,
+}
+
+/// A kind version.
+#[derive(Serialize, ToSchema)]
+pub struct KindVersionRef {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+}
+
+/// Who serves one kind version.
+#[derive(Serialize, ToSchema)]
+pub struct KindCoverage {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Whether a manifest registers it.
+    pub registered: bool,
+    /// Worker streams subscribed for it, over every broker.
+    pub workers: i64,
+    /// Those of them taking its tasks now.
+    pub ready_workers: i64,
+}
+
+/// `GET /api/v1/cluster`: the live members, each broker's workers, and per kind version
+/// how many workers serve it.
+#[utoipa::path(
+    get, operation_id = "cluster_get", path = "/cluster", tag = "cluster",
+    responses((status = 200, description = "The live members and who serves each kind.", body = Cluster)),
+)]
+pub async fn get(State(s): State<AppState>) -> Result<Json<Cluster>, ApiError> {
+    let rows = db::cluster::members(&s.pool, DEAD_AFTER)
+        .await
+        .map_err(ApiError::db("list cluster members"))?;
+    let registered: BTreeSet<KindPair> = db::kinds::registered(&s.pool)
+        .await
+        .map_err(ApiError::db("list registered kinds"))?
+        .into_iter()
+        .collect();
+    let covered = coverage(&s).await?;
+    let members = rows.into_iter().map(|m| member(m, &registered)).collect();
+    let mut kinds: BTreeMap<KindPair, KindCoverage> = registered
+        .iter()
+        .map(|p| (p.clone(), kind_coverage(p, true, None)))
+        .collect();
+    for c in covered.values() {
+        let p = KindPair::new(&c.kind, c.kind_version);
+        let registered = registered.contains(&p);
+        kinds.insert(p.clone(), kind_coverage(&p, registered, Some(c)));
+    }
+    Ok(Json(Cluster {
+        members,
+        kinds: kinds.into_values().collect(),
+    }))
+}
+
+fn kind_coverage(p: &KindPair, registered: bool, c: Option<&Coverage>) -> KindCoverage {
+    KindCoverage {
+        kind: p.kind.clone(),
+        kind_version: p.version,
+        registered,
+        workers: c.map_or(0, |c| c.workers),
+        ready_workers: c.map_or(0, |c| c.ready),
+    }
+}
+
+fn member(m: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
+    let role = match m.role.as_str() {
+        "broker" => MemberRole::Broker,
+        "control" => MemberRole::Control,
+        _ => MemberRole::All,
+    };
+    let addresses = match m.addresses {
+        Value::Object(o) => o
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    ClusterMember {
+        id: m.member_id,
+        role,
+        version: m.version,
+        host: m.host,
+        pid: m.pid,
+        addresses,
+        started_at: m.started_at,
+        heartbeat_at: m.heartbeat_at,
+        workers: m
+            .workers
+            .0
+            .into_iter()
+            .map(|w| worker(w, registered))
+            .collect(),
+        workers_at: m.workers_at,
+    }
+}
+
+fn worker(w: WorkerInfo, registered: &BTreeSet<KindPair>) -> ClusterWorker {
+    let unknown_kinds = w
+        .kinds
+        .iter()
+        .filter(|k| !registered.contains(&KindPair::new(&k.kind, k.kind_version)))
+        .map(|k| KindVersionRef {
+            kind: k.kind.clone(),
+            kind_version: k.kind_version,
+        })
+        .collect();
+    ClusterWorker {
+        stream: w.stream,
+        name: w.name,
+        sdk: w.sdk,
+        principal: w.principal,
+        peer: w.peer,
+        kinds: w
+            .kinds
+            .into_iter()
+            .map(
+                |ServedKind {
+                     kind,
+                     kind_version,
+                     ready,
+                 }| WorkerKind {
+                    kind,
+                    kind_version,
+                    ready,
+                },
+            )
+            .collect(),
+        unknown_kinds,
+        max_inflight: w.max_inflight,
+        inflight: w.inflight,
+        connected_at: w.connected_at,
+        draining: w.draining,
+    }
+}
+
+/// Worker counts by kind version over the live brokers (for the kinds list).
+pub(crate) async fn coverage(s: &AppState) -> Result<BTreeMap<KindPair, Coverage>, ApiError> {
+    Ok(db::cluster::coverage(&s.pool, DEAD_AFTER)
+        .await
+        .map_err(ApiError::db("count the workers of each kind"))?
+        .into_iter()
+        .map(|c| (KindPair::new(&c.kind, c.kind_version), c))
+        .collect())
+}
+
+/// What a resource waits for that no one can give it: `no worker serves KIND vN` when it
+/// has work to do (a queued or running task, or a spec ahead of what was reconciled and
+/// nothing holding it back on purpose) and no live broker has a worker subscribed for its
+/// kind version. `None` otherwise.
+pub(crate) async fn waiting_for(
+    s: &AppState,
+    r: &ResourceRow,
+    queued: bool,
+) -> Result<Option<String>, ApiError> {
+    let set_aside = matches!(r.phase.as_str(), "Quarantined" | "Orphaned");
+    let stopped = r.failure_terminal && r.failure_gen == r.generation;
+    let needs_worker = queued || (r.synced_gen < r.generation && !set_aside && !stopped);
+    if !needs_worker {
+        return Ok(None);
+    }
+    let served = db::cluster::served(&s.pool, &r.kind, r.kind_version, DEAD_AFTER)
+        .await
+        .map_err(ApiError::db("look for a worker of the kind"))?;
+    Ok((!served).then(|| format!("no worker serves {} v{}", r.kind, r.kind_version)))
+}
