@@ -1,7 +1,9 @@
 //! `conctl`: the command-line client of the converge HTTP API — apply JSON/YAML files, get,
-//! list, delete, and the operator actions (reconcile, quarantine, unquarantine).
+//! list, delete, the operator actions (reconcile, quarantine, unquarantine), and who is
+//! here (cluster).
 
 mod client;
+mod cluster;
 mod docs;
 mod output;
 mod transport;
@@ -147,6 +149,9 @@ enum Command {
         /// KIND/NAME.
         target: String,
     },
+    /// Show who is here: the converge processes, the workers on each broker, and how many
+    /// workers serve each kind version.
+    Cluster,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -301,6 +306,9 @@ fn print_resource(r: &Value) {
     }
     if let Some(msg) = r["failure_message"].as_str() {
         println!("\nLast failure: {msg}");
+    }
+    if let Some(why) = r["waiting_for"].as_str() {
+        println!("\nWaiting for: {why}");
     }
     let conditions = r["conditions"].as_array().cloned().unwrap_or_default();
     if !conditions.is_empty() {
@@ -585,6 +593,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             let r = c.call(Method::POST, &path, None).await?;
             report(f, format!("{target}: unquarantined"), &r.body)?;
         }
+        Command::Cluster => cluster::show(&c, f).await?,
     }
     Ok(true)
 }
