@@ -204,3 +204,16 @@ test('reactor bindings are created, edited and deleted, with validation errors s
   await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
   await expect(page.getByText('No reactor bindings.')).toBeVisible();
 });
+
+test('the cluster page lists converge, the classic worker and who serves each kind', async ({ page }) => {
+  await page.goto(ui('/cluster'));
+  const members = page.getByRole('table', { name: 'Members' });
+  await expect(members.locator('tbody tr')).toHaveCount(1);
+  await expect(members.locator('tbody tr').first().locator('td').first()).toHaveText('all');
+  const worker = page.getByRole('table', { name: 'Workers' }).locator('tr[data-worker="ui-e2e"]');
+  await expect(worker).toContainText('classicbom v1');
+  await expect(worker).not.toContainText('not registered');
+  const bom = page.getByRole('table', { name: 'Kind coverage' }).locator('tr[data-kind="classicbom@1"]');
+  await expect(bom.locator('td').nth(2)).toHaveText('1');
+  await shot(page, '11-cluster');
+});

@@ -5,6 +5,7 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { SignIn } from './components/SignIn';
 import { ProviderConfigsPage } from './pages/admin/ProviderConfigsPage';
 import { ReactorBindingsPage } from './pages/admin/ReactorBindingsPage';
+import { ClusterPage } from './pages/cluster/ClusterPage';
 import { KindsPage } from './pages/kinds/KindsPage';
 import { ResourcesPage } from './pages/resources/ResourcesPage';
 
@@ -31,6 +32,7 @@ export function App() {
           <NavLink to="/kinds">Kinds</NavLink>
           <NavLink to="/providerconfigs">Provider configs</NavLink>
           <NavLink to="/reactor-bindings">Reactor bindings</NavLink>
+          <NavLink to="/cluster">Cluster</NavLink>
         </nav>
         <ApiStatus />
         {auth.signedIn && (
@@ -60,6 +62,7 @@ export function App() {
           <Route path="/kinds" element={<KindsPage />} />
           <Route path="/providerconfigs" element={<ProviderConfigsPage />} />
           <Route path="/reactor-bindings" element={<ReactorBindingsPage />} />
+          <Route path="/cluster" element={<ClusterPage />} />
           <Route path="*" element={<p className="error">No page here. <NavLink to="/resources/summary">Go to resources</NavLink></p>} />
         </Routes>
         )}

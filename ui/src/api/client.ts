@@ -5,6 +5,7 @@
 import { getToken, unauthorized } from './auth';
 import { filterQuery, type ResourceFilter } from '../lib/filters';
 import type {
+  Cluster,
   Dependencies,
   Graph,
   Json,
@@ -127,6 +128,9 @@ export const api = {
   providerConfig: (name: string) => json<ProviderConfig>('GET', `/providerconfigs/${enc(name)}`),
   putProviderConfig: (c: ProviderConfigPut) => json<ProviderConfig>('POST', '/providerconfigs', c),
   deleteProviderConfig: (name: string) => json<void>('DELETE', `/providerconfigs/${enc(name)}`),
+
+  // Cluster
+  cluster: () => json<Cluster>('GET', '/cluster'),
 
   // Reactor bindings
   reactorBindings: () => json<{ items: ReactorBinding[] }>('GET', '/reactor-bindings'),

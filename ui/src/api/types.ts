@@ -59,6 +59,11 @@ export type ProviderConfig = S.ProviderConfig;
 export type ProviderConfigPut = S.PutBody;
 export type ReactorBinding = S.ReactorBinding;
 export type ReactorBindingPut = S.BindingBody;
+/** `GET /cluster`: the converge processes, each broker's workers, who serves each kind. */
+export type Cluster = S.Cluster;
+export type ClusterMember = S.ClusterMember;
+export type ClusterWorker = S.ClusterWorker;
+export type KindCoverage = S.KindCoverage;
 
 export const TRANSITIONS = ['created', 'synced', 'degraded', 'failed', 'deleted'] as const;
 

@@ -103,6 +103,12 @@ function ResourceDetailBody({ r, onOpen }: { r: ResourceDetail; onOpen: Props["o
         <dt>Created</dt>
         <dd>{when(r.created_at)}</dd>
       </dl>
+      {r.waiting_for && (
+        <div className="failure" role="note" aria-label="Waiting for">
+          <strong>Waiting:</strong> {r.waiting_for}. Start a worker for it, or check the worker's kinds on the{' '}
+          <Link to="/cluster">Cluster</Link> page.
+        </div>
+      )}
       {r.failure_message && (
         <div className="failure" role="note" aria-label="Failure">
           <strong>{r.failure_terminal ? 'Terminal failure' : 'Failure'}</strong> (generation {r.failure_gen}, {r.failure_attempts} attempt

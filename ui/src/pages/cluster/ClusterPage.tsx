@@ -1,0 +1,187 @@
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { api, POLL_MS } from '../../api/client';
+import type { Cluster, ClusterMember, ClusterWorker, KindCoverage } from '../../api/types';
+import { QueryState } from '../../components/QueryState';
+import { age, when } from '../../lib/time';
+
+/** `/cluster`: who is here — the converge processes, the workers on each broker, and per kind
+ * version how many workers serve it (a kind nobody serves cannot progress). Polled. */
+export function ClusterPage() {
+  const q = useQuery({ queryKey: ['cluster'], queryFn: api.cluster, refetchInterval: POLL_MS, placeholderData: keepPreviousData });
+  return (
+    <div className="cluster-page">
+      <div className="page-head">
+        <h2>Cluster</h2>
+      </div>
+      <QueryState what="the cluster" data={q.data} error={q.error} isLoading={q.isLoading}>
+        {(c) => <ClusterBody c={c} />}
+      </QueryState>
+    </div>
+  );
+}
+
+function ClusterBody({ c }: { c: Cluster }) {
+  const workers = c.members.flatMap((m) => m.workers.map((w) => ({ broker: m, w })));
+  return (
+    <>
+      <h3>Members</h3>
+      <Members members={c.members} />
+      <h3>Workers</h3>
+      <Workers rows={workers} />
+      <h3>Kind coverage</h3>
+      <Coverage kinds={c.kinds} />
+    </>
+  );
+}
+
+function Members({ members }: { members: ClusterMember[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="table" aria-label="Members">
+        <thead>
+          <tr>
+            <th>Role</th>
+            <th>Member</th>
+            <th>Version</th>
+            <th>Workers</th>
+            <th className="hide-narrow">Addresses</th>
+            <th className="hide-narrow">Started</th>
+            <th>Heartbeat</th>
+          </tr>
+        </thead>
+        <tbody>
+          {members.map((m) => (
+            <tr key={m.id} data-member={m.id}>
+              <td>{m.role}</td>
+              <td title={`${m.host} pid ${m.pid}`}>{m.id}</td>
+              <td>{m.version}</td>
+              <td>{m.role === 'control' ? '—' : m.workers.length}</td>
+              <td className="hide-narrow">
+                {Object.entries(m.addresses).map(([k, v]) => (
+                  <span key={k} className="label">
+                    {k} {v}
+                  </span>
+                ))}
+              </td>
+              <td className="hide-narrow" title={when(m.started_at)}>
+                {age(m.started_at)} ago
+              </td>
+              <td>{age(m.heartbeat_at)} ago</td>
+            </tr>
+          ))}
+          {members.length === 0 && (
+            <tr>
+              <td colSpan={7} className="empty">
+                No converge process has stamped its row lately.
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function Workers({ rows }: { rows: { broker: ClusterMember; w: ClusterWorker }[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="table" aria-label="Workers">
+        <thead>
+          <tr>
+            <th>Worker</th>
+            <th>Broker</th>
+            <th>Kinds</th>
+            <th>In flight</th>
+            <th className="hide-narrow">SDK</th>
+            <th className="hide-narrow">Connected</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(({ broker, w }) => (
+            <tr key={`${broker.id}/${w.stream}`} data-worker={w.name}>
+              <td>
+                {w.name || <span className="muted">unnamed</span>}
+                {w.draining && <span className="warn"> draining</span>}
+              </td>
+              <td>{broker.id}</td>
+              <td>
+                <div className="reactions">
+                  {w.kinds.map((k) => {
+                    const unknown = w.unknown_kinds.some((u) => u.kind === k.kind && u.kind_version === k.kind_version);
+                    const note = unknown ? ' — not registered' : k.ready ? '' : ' — not ready';
+                    return (
+                      <span key={`${k.kind}@${k.kind_version}`} className={unknown || !k.ready ? 'label warn' : 'label'}>
+                        {k.kind} v{k.kind_version}
+                        {note}
+                      </span>
+                    );
+                  })}
+                </div>
+              </td>
+              <td>
+                {w.inflight} / {w.max_inflight}
+              </td>
+              <td className="hide-narrow">{w.sdk || '—'}</td>
+              <td className="hide-narrow" title={when(w.connected_at)}>
+                {age(w.connected_at)} ago
+              </td>
+            </tr>
+          ))}
+          {rows.length === 0 && (
+            <tr>
+              <td colSpan={6} className="empty">
+                No worker is connected to any broker.
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function Coverage({ kinds }: { kinds: KindCoverage[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="table" aria-label="Kind coverage">
+        <thead>
+          <tr>
+            <th>Kind</th>
+            <th>Version</th>
+            <th>Workers</th>
+            <th>Ready</th>
+            <th>Note</th>
+          </tr>
+        </thead>
+        <tbody>
+          {kinds.map((k) => (
+            <tr key={`${k.kind}@${k.kind_version}`} data-kind={`${k.kind}@${k.kind_version}`}>
+              <td>{k.kind}</td>
+              <td>{k.kind_version}</td>
+              <td>{k.workers}</td>
+              <td>{k.ready_workers}</td>
+              <td>
+                {!k.registered ? (
+                  <span className="warn">not registered: workers subscribe for it, no manifest declares it</span>
+                ) : k.workers === 0 ? (
+                  <span className="warn">no worker serves it: its resources wait</span>
+                ) : k.ready_workers === 0 ? (
+                  <span className="warn">no worker is ready for it</span>
+                ) : (
+                  ''
+                )}
+              </td>
+            </tr>
+          ))}
+          {kinds.length === 0 && (
+            <tr>
+              <td colSpan={5} className="empty">
+                No kinds yet.
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
