@@ -84,7 +84,7 @@ fn member(id: &str) -> Member {
 /// The names of `id`'s workers, if its row is live.
 async fn workers_of(db: &TestDb, id: &str) -> Option<Vec<String>> {
     let rows = cluster::members(&db.pool, DEAD_AFTER).await.unwrap();
-    let row = rows.into_iter().find(|m| m.member_id == id)?;
+    let row = rows.into_iter().find(|m| m.member.id == id)?;
     Some(row.workers.0.into_iter().map(|w| w.name).collect())
 }
 

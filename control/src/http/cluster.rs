@@ -177,7 +177,8 @@ fn kind_coverage(p: &KindPair, registered: bool, c: Option<&Coverage>) -> KindCo
     }
 }
 
-fn member(m: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
+fn member(row: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
+    let m = row.member;
     let role = match m.role.as_str() {
         "broker" => MemberRole::Broker,
         "control" => MemberRole::Control,
@@ -191,21 +192,21 @@ fn member(m: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
         _ => BTreeMap::new(),
     };
     ClusterMember {
-        id: m.member_id,
+        id: m.id,
         role,
         version: m.version,
         host: m.host,
         pid: m.pid,
         addresses,
         started_at: m.started_at,
-        heartbeat_at: m.heartbeat_at,
-        workers: m
+        heartbeat_at: row.heartbeat_at,
+        workers: row
             .workers
             .0
             .into_iter()
             .map(|w| worker(w, registered))
             .collect(),
-        workers_at: m.workers_at,
+        workers_at: row.workers_at,
     }
 }
 

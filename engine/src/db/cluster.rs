@@ -13,10 +13,11 @@ use sqlx::{FromRow, PgPool, Result, types::Json};
 
 use super::interval;
 
-/// What a process says about itself when it joins.
-#[derive(Debug, Clone)]
+/// What a process says about itself when it joins (and reads back in [`MemberRow`]).
+#[derive(Debug, Clone, FromRow)]
 pub struct Member {
     /// Unique per process start; a broker's id is also the `broker_id` on its claims.
+    #[sqlx(rename = "member_id")]
     pub id: String,
     /// `all`, `control` or `broker`.
     pub role: String,
@@ -71,20 +72,9 @@ pub struct WorkerInfo {
 /// One member's row.
 #[derive(Debug, Clone, FromRow)]
 pub struct MemberRow {
-    /// Its id.
-    pub member_id: String,
-    /// `all`, `control` or `broker`.
-    pub role: String,
-    /// The build's version.
-    pub version: String,
-    /// The host (pod) name.
-    pub host: String,
-    /// The process id.
-    pub pid: i32,
-    /// Listener addresses by name.
-    pub addresses: Value,
-    /// When the process started.
-    pub started_at: DateTime<Utc>,
+    /// What it said about itself.
+    #[sqlx(flatten)]
+    pub member: Member,
     /// Its last stamp.
     pub heartbeat_at: DateTime<Utc>,
     /// Its connected workers (brokers; empty otherwise).
