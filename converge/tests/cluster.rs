@@ -10,7 +10,6 @@ mod common;
 use std::{process::Stdio, time::Duration};
 
 use common::{Converge, Worker};
-use converge_control::testing::wait_for;
 use converge_sdk::{HandlerError, KindVersion, Outcome, Provider, ReactionRequest, Registry};
 use converge_testkit::Method;
 use serde_json::{Value, json};
@@ -57,24 +56,12 @@ fn leaf(kind: &str, version: i32) -> Value {
 
 /// The cluster once `pred` holds for it.
 async fn cluster_when(c: &Converge, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    wait_for(T, what, || async {
-        let (s, v) = c.call(Method::GET, "cluster", None).await;
-        assert_eq!(s, 200, "{v}");
-        pred(&v).then_some(v)
-    })
-    .await
+    common::cluster_when(c, T, what, pred).await
 }
 
-/// The names of the workers of the cluster's only member.
+/// The sorted names of the workers of the cluster's only member.
 fn worker_names(cluster: &Value) -> Vec<String> {
-    let mut names: Vec<String> = cluster["members"][0]["workers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|w| w["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
+    common::worker_names(cluster["members"].get(0))
 }
 
 /// The worker named `name` in `cluster`.

@@ -210,13 +210,6 @@ async fn assert_migrated_once(db: &TestDb, procs: &[&Proc]) {
     assert_eq!(files, i64::try_from(ENGINE_FILES.len()).unwrap());
 }
 
-/// The cluster as the control process lists it.
-async fn cluster(api: &Api) -> Value {
-    let (s, v) = api.call(Method::GET, "cluster", None).await;
-    assert_eq!(s, 200, "{v}");
-    v
-}
-
 /// The member whose WorkerService is on `grpc`.
 fn member_on(cluster: &Value, grpc: u16) -> Option<&Value> {
     let addr = format!("127.0.0.1:{grpc}");
@@ -228,14 +221,7 @@ fn member_on(cluster: &Value, grpc: u16) -> Option<&Value> {
 
 /// The sorted names of the workers on the broker at `grpc` (none when it is not listed).
 fn workers_on(cluster: &Value, grpc: u16) -> Vec<String> {
-    let mut names: Vec<String> = member_on(cluster, grpc)
-        .and_then(|m| m["workers"].as_array())
-        .into_iter()
-        .flatten()
-        .map(|w| w["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
+    common::worker_names(member_on(cluster, grpc))
 }
 
 /// The sorted roles of the listed members.
@@ -250,13 +236,9 @@ fn roles(cluster: &Value) -> Vec<String> {
     r
 }
 
-/// The cluster once `pred` holds for it.
+/// The cluster as the control process lists it, once `pred` holds for it.
 async fn cluster_when(api: &Api, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    wait_for(T, what, || async {
-        let v = cluster(api).await;
-        pred(&v).then_some(v)
-    })
-    .await
+    common::cluster_when(api, T, what, pred).await
 }
 
 /// Applies `n` hello resources `{prefix}-{i}` that each take [`SLEEP_MS`].

@@ -191,6 +191,36 @@ pub async fn wait_ready_at(
     .await
 }
 
+/// `GET /api/v1/cluster` on `api` once `pred` holds for the answer, which it returns.
+///
+/// # Panics
+/// On an answer other than 200, or after `within`, naming `what`.
+pub async fn cluster_when(
+    api: &Api,
+    within: Duration,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_for(within, what, || async {
+        let (s, v) = api.call(reqwest::Method::GET, "cluster", None).await;
+        assert_eq!(s, 200, "GET /api/v1/cluster: {v}");
+        pred(&v).then_some(v)
+    })
+    .await
+}
+
+/// The sorted names of the workers of a member of `GET /api/v1/cluster` (none without one).
+pub fn worker_names(member: Option<&Value>) -> Vec<String> {
+    let mut names: Vec<String> = member
+        .and_then(|m| m["workers"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|w| w["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Another converge process on the same database.
 pub struct Peer {
     pub child: Child,
