@@ -2,6 +2,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { api, POLL_MS } from '../../api/client';
 import type { Cluster, ClusterMember, ClusterWorker, KindCoverage } from '../../api/types';
 import { QueryState } from '../../components/QueryState';
+import { SimpleTable } from '../../components/SimpleTable';
 import { age, when } from '../../lib/time';
 
 /** `/cluster`: who is here — the converge processes, the workers on each broker, and per kind
@@ -35,153 +36,97 @@ function ClusterBody({ c }: { c: Cluster }) {
 }
 
 function Members({ members }: { members: ClusterMember[] }) {
-  return (
-    <div className="table-wrap">
-      <table className="table" aria-label="Members">
-        <thead>
-          <tr>
-            <th>Role</th>
-            <th>Member</th>
-            <th>Version</th>
-            <th>Workers</th>
-            <th className="hide-narrow">Addresses</th>
-            <th className="hide-narrow">Started</th>
-            <th>Heartbeat</th>
-          </tr>
-        </thead>
-        <tbody>
-          {members.map((m) => (
-            <tr key={m.id} data-member={m.id}>
-              <td>{m.role}</td>
-              <td title={`${m.host} pid ${m.pid}`}>{m.id}</td>
-              <td>{m.version}</td>
-              <td>{m.role === 'control' ? '—' : m.workers.length}</td>
-              <td className="hide-narrow">
-                {Object.entries(m.addresses).map(([k, v]) => (
-                  <span key={k} className="label">
-                    {k} {v}
-                  </span>
-                ))}
-              </td>
-              <td className="hide-narrow" title={when(m.started_at)}>
-                {age(m.started_at)} ago
-              </td>
-              <td>{age(m.heartbeat_at)} ago</td>
-            </tr>
-          ))}
-          {members.length === 0 && (
-            <tr>
-              <td colSpan={7} className="empty">
-                No converge process has stamped its row lately.
-              </td>
-            </tr>
-          )}
-        </tbody>
-      </table>
-    </div>
-  );
+  const columns = [
+    { head: 'Role' },
+    { head: 'Member' },
+    { head: 'Version' },
+    { head: 'Workers' },
+    { head: 'Addresses', hideNarrow: true },
+    { head: 'Started', hideNarrow: true },
+    { head: 'Heartbeat' },
+  ];
+  const rows = members.map((m) => (
+    <tr key={m.id} data-member={m.id}>
+      <td>{m.role}</td>
+      <td title={`${m.host} pid ${m.pid}`}>{m.id}</td>
+      <td>{m.version}</td>
+      <td>{m.role === 'control' ? '—' : m.workers.length}</td>
+      <td className="hide-narrow">
+        {Object.entries(m.addresses).map(([k, v]) => (
+          <span key={k} className="label">
+            {k} {v}
+          </span>
+        ))}
+      </td>
+      <td className="hide-narrow" title={when(m.started_at)}>
+        {age(m.started_at)} ago
+      </td>
+      <td>{age(m.heartbeat_at)} ago</td>
+    </tr>
+  ));
+  return <SimpleTable label="Members" columns={columns} rows={rows} empty="No converge process has stamped its row lately." />;
 }
 
 function Workers({ rows }: { rows: { broker: ClusterMember; w: ClusterWorker }[] }) {
-  return (
-    <div className="table-wrap">
-      <table className="table" aria-label="Workers">
-        <thead>
-          <tr>
-            <th>Worker</th>
-            <th>Broker</th>
-            <th>Kinds</th>
-            <th>In flight</th>
-            <th className="hide-narrow">SDK</th>
-            <th className="hide-narrow">Connected</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map(({ broker, w }) => (
-            <tr key={`${broker.id}/${w.stream}`} data-worker={w.name}>
-              <td>
-                {w.name || <span className="muted">unnamed</span>}
-                {w.draining && <span className="warn"> draining</span>}
-              </td>
-              <td>{broker.id}</td>
-              <td>
-                <div className="reactions">
-                  {w.kinds.map((k) => {
-                    const unknown = w.unknown_kinds.some((u) => u.kind === k.kind && u.kind_version === k.kind_version);
-                    const note = unknown ? ' — not registered' : k.ready ? '' : ' — not ready';
-                    return (
-                      <span key={`${k.kind}@${k.kind_version}`} className={unknown || !k.ready ? 'label warn' : 'label'}>
-                        {k.kind} v{k.kind_version}
-                        {note}
-                      </span>
-                    );
-                  })}
-                </div>
-              </td>
-              <td>
-                {w.inflight} / {w.max_inflight}
-              </td>
-              <td className="hide-narrow">{w.sdk || '—'}</td>
-              <td className="hide-narrow" title={when(w.connected_at)}>
-                {age(w.connected_at)} ago
-              </td>
-            </tr>
-          ))}
-          {rows.length === 0 && (
-            <tr>
-              <td colSpan={6} className="empty">
-                No worker is connected to any broker.
-              </td>
-            </tr>
-          )}
-        </tbody>
-      </table>
-    </div>
-  );
+  const columns = [
+    { head: 'Worker' },
+    { head: 'Broker' },
+    { head: 'Kinds' },
+    { head: 'In flight' },
+    { head: 'SDK', hideNarrow: true },
+    { head: 'Connected', hideNarrow: true },
+  ];
+  const body = rows.map(({ broker, w }) => (
+    <tr key={`${broker.id}/${w.stream}`} data-worker={w.name}>
+      <td>
+        {w.name || <span className="muted">unnamed</span>}
+        {w.draining && <span className="warn"> draining</span>}
+      </td>
+      <td>{broker.id}</td>
+      <td>
+        <div className="reactions">
+          {w.kinds.map((k) => {
+            const unknown = w.unknown_kinds.some((u) => u.kind === k.kind && u.kind_version === k.kind_version);
+            const note = unknown ? ' — not registered' : k.ready ? '' : ' — not ready';
+            return (
+              <span key={`${k.kind}@${k.kind_version}`} className={unknown || !k.ready ? 'label warn' : 'label'}>
+                {k.kind} v{k.kind_version}
+                {note}
+              </span>
+            );
+          })}
+        </div>
+      </td>
+      <td>
+        {w.inflight} / {w.max_inflight}
+      </td>
+      <td className="hide-narrow">{w.sdk || '—'}</td>
+      <td className="hide-narrow" title={when(w.connected_at)}>
+        {age(w.connected_at)} ago
+      </td>
+    </tr>
+  ));
+  return <SimpleTable label="Workers" columns={columns} rows={body} empty="No worker is connected to any broker." />;
+}
+
+/** Why a kind version cannot progress, if it cannot. */
+function coverageNote(k: KindCoverage): string {
+  if (!k.registered) return 'not registered: workers subscribe for it, no manifest declares it';
+  if (k.workers === 0) return 'no worker serves it: its resources wait';
+  if (k.ready_workers === 0) return 'no worker is ready for it';
+  return '';
 }
 
 function Coverage({ kinds }: { kinds: KindCoverage[] }) {
-  return (
-    <div className="table-wrap">
-      <table className="table" aria-label="Kind coverage">
-        <thead>
-          <tr>
-            <th>Kind</th>
-            <th>Version</th>
-            <th>Workers</th>
-            <th>Ready</th>
-            <th>Note</th>
-          </tr>
-        </thead>
-        <tbody>
-          {kinds.map((k) => (
-            <tr key={`${k.kind}@${k.kind_version}`} data-kind={`${k.kind}@${k.kind_version}`}>
-              <td>{k.kind}</td>
-              <td>{k.kind_version}</td>
-              <td>{k.workers}</td>
-              <td>{k.ready_workers}</td>
-              <td>
-                {!k.registered ? (
-                  <span className="warn">not registered: workers subscribe for it, no manifest declares it</span>
-                ) : k.workers === 0 ? (
-                  <span className="warn">no worker serves it: its resources wait</span>
-                ) : k.ready_workers === 0 ? (
-                  <span className="warn">no worker is ready for it</span>
-                ) : (
-                  ''
-                )}
-              </td>
-            </tr>
-          ))}
-          {kinds.length === 0 && (
-            <tr>
-              <td colSpan={5} className="empty">
-                No kinds yet.
-              </td>
-            </tr>
-          )}
-        </tbody>
-      </table>
-    </div>
-  );
+  const columns = [{ head: 'Kind' }, { head: 'Version' }, { head: 'Workers' }, { head: 'Ready' }, { head: 'Note' }];
+  const rows = kinds.map((k) => (
+    <tr key={`${k.kind}@${k.kind_version}`} data-kind={`${k.kind}@${k.kind_version}`}>
+      <td>{k.kind}</td>
+      <td>{k.kind_version}</td>
+      <td>{k.workers}</td>
+      <td>{k.ready_workers}</td>
+      <td>{coverageNote(k) && <span className="warn">{coverageNote(k)}</span>}</td>
+    </tr>
+  ));
+  return <SimpleTable label="Kind coverage" columns={columns} rows={rows} empty="No kinds yet." />;
 }
