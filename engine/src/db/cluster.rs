@@ -1,4 +1,4 @@
-//! SQL of `cluster_members` (migration 0004): each process's row and heartbeat, a broker's
+//! SQL of `cluster_members` (migration 0003): each process's row and heartbeat, a broker's
 //! connected workers, the release of what a silent member held, and the reads behind
 //! `GET /api/v1/cluster`, the worker counts of `GET /api/v1/kinds` and a resource's
 //! `waiting_for`. Reads count only members stamped within the dead-after window they are
