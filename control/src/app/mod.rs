@@ -1,6 +1,7 @@
 //! Control-plane loops that need more than PostgreSQL: the schema cache (compiled JSON
-//! Schemas and CEL graphs for the API). It follows the loop shape of the engine's drainer and
+//! Schemas and CEL graphs for the API) and the event-log tail behind the API's watches. It follows the loop shape of the engine's drainer and
 //! reaper (`converge_engine::{drainer, reaper}`): a typed config, a `run(self, shutdown)` that
 //! owns its loop, and a cheap `Handle` as the only way in.
 
 pub mod schemas;
+pub mod watch;
