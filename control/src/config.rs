@@ -89,6 +89,8 @@ pub struct Config {
     pub claim_batch: usize,
     /// MAX_BODY_BYTES: largest accepted request body.
     pub max_body_bytes: usize,
+    /// MAX_WATCHERS: `?watch=true` streams open at once (503 beyond).
+    pub max_watchers: usize,
     /// MAX_CONNECTIONS: connections open at once over every listener (default: the
     /// descriptor limit less a reserve, see `converge_auth::listen::Limits::from_nofile`).
     pub max_connections: Option<usize>,
@@ -319,6 +321,7 @@ impl Config {
             drainers: read(&get, "DRAINERS", 2, num)?,
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
+            max_watchers: read(&get, "MAX_WATCHERS", 256, num)?,
             max_connections: read(&get, "MAX_CONNECTIONS", None, |v| num(v).map(Some))?,
             max_connections_per_peer: read(&get, "MAX_CONNECTIONS_PER_PEER", None, |v| {
                 num(v).map(Some)
@@ -349,6 +352,12 @@ impl Config {
             return Err(ConfigError {
                 var: "CLAIM_BATCH",
                 reason: "must be 1..=10000".into(),
+            });
+        }
+        if !(1..=100_000).contains(&cfg.max_watchers) {
+            return Err(ConfigError {
+                var: "MAX_WATCHERS",
+                reason: "must be 1..=100000".into(),
             });
         }
         if cfg.max_connections.is_some_and(|n| n < 16) {

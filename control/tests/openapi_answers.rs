@@ -11,10 +11,12 @@ use axum::{
     http::{Method, Request, header},
 };
 use converge_control::{
+    app::watch::{WatchConfig, WatchHub},
     http::{self, AppState, openapi},
     testing::TestDb,
 };
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use uuid::Uuid;
 
@@ -68,6 +70,52 @@ impl Contract {
         self.validate(&method, template, status, ctype.as_deref(), &body);
         self.seen.insert((method, template.to_string(), status));
         body
+    }
+
+    /// Opens the watch `uri` (resuming after `last_event_id`), checks it answers an event
+    /// stream, and validates its first message's data against the document's
+    /// `text/event-stream` schema; returns that data.
+    async fn first_message(
+        &mut self,
+        template: &str,
+        uri: &str,
+        last_event_id: Option<&str>,
+    ) -> Value {
+        use futures::StreamExt;
+        let mut req = Request::get(uri);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = self
+            .app
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "GET {uri}");
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "text/event-stream");
+        let mut body = resp.into_body().into_data_stream();
+        let mut text = String::new();
+        let data = loop {
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), body.next())
+                .await
+                .expect("a message within 30 s")
+                .expect("the stream is open")
+                .unwrap();
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+            // Messages end in a blank line; a keep-alive is a comment with no `data:`.
+            let complete = text.rsplit_once("\n\n").map_or("", |(done, _)| done);
+            if let Some(data) = complete
+                .split("\n\n")
+                .find_map(|m| m.lines().find_map(|l| l.strip_prefix("data: ")))
+            {
+                break serde_json::from_str::<Value>(data).unwrap();
+            }
+        };
+        self.validate("get", template, 200, Some("text/event-stream"), &data);
+        self.seen
+            .insert(("get".into(), format!("{template} (watch)"), 200));
+        data
     }
 
     fn validate(
@@ -182,6 +230,11 @@ async fn real_answers_validate_against_the_document() {
         schemas: Default::default(),
         dispatch_hint: None,
         auth: None,
+        watches: WatchHub::start(
+            db.pool.clone(),
+            WatchConfig::default(),
+            CancellationToken::new(),
+        ),
     };
     let mut c = Contract {
         app: http::router(state, 1 << 20),
@@ -400,6 +453,41 @@ async fn real_answers_validate_against_the_document() {
         .await;
     c.call(M::GET, one, "/api/v1/resources/hello/none", None, 404)
         .await;
+    c.call(
+        M::GET,
+        one,
+        "/api/v1/resources/hello/app?watch=maybe",
+        None,
+        400,
+    )
+    .await;
+    c.call(
+        M::GET,
+        one,
+        "/api/v1/resources/hello/none?watch=true",
+        None,
+        404,
+    )
+    .await;
+    // A watch's messages: the first (the state) and, resumed, a log entry.
+    let first = c
+        .first_message(one, "/api/v1/resources/hello/app?watch=true", None)
+        .await;
+    assert!(first["event"].is_null() && first["resource"]["name"] == "app");
+    let entry = c
+        .first_message(one, "/api/v1/resources/hello/app?watch=true", Some("0"))
+        .await;
+    assert_eq!(entry["event"]["type"], "created");
+    let log = "/api/v1/events";
+    c.call(M::GET, log, "/api/v1/events?limit=2", None, 200)
+        .await;
+    c.call(M::GET, log, "/api/v1/events?kind=hello&name=app", None, 200)
+        .await;
+    c.call(M::GET, log, "/api/v1/events?x=1", None, 400).await;
+    let e = c
+        .first_message(log, "/api/v1/events?watch=true&cursor=0", None)
+        .await;
+    assert_eq!(e["kind"], "hello");
     for (template, uri) in [
         (
             "/api/v1/resources/{kind}/{name}/children",

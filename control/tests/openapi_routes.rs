@@ -14,10 +14,12 @@ use axum::{
     http::{Method, Request, StatusCode, header},
 };
 use converge_control::{
+    app::watch::{WatchConfig, WatchHub},
     http::{self, AppState, openapi},
     testing::TestDb,
 };
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 /// Routes served that are not operations of the document: Swagger UI's files, served like
@@ -38,7 +40,19 @@ fn documented_paths(doc: &Value) -> BTreeSet<String> {
 }
 
 fn app(pool: sqlx::PgPool) -> axum::Router {
+    router(pool, CancellationToken::new())
+}
+
+/// The router over a pool that must never connect: its event-log tail is stopped at once.
+fn app_without_db(pool: sqlx::PgPool) -> axum::Router {
+    let stopped = CancellationToken::new();
+    stopped.cancel();
+    router(pool, stopped)
+}
+
+fn router(pool: sqlx::PgPool, stop: CancellationToken) -> axum::Router {
     let state = AppState {
+        watches: WatchHub::start(pool.clone(), WatchConfig::default(), stop),
         pool,
         schemas: Default::default(),
         dispatch_hint: None,
@@ -62,7 +76,7 @@ async fn the_router_serves_exactly_the_documented_paths() {
     // No request reaches the database here: a lazy pool never connects.
     let pool = sqlx::PgPool::connect_lazy("postgres://localhost/unused").unwrap();
     // Only the path router: the fallback router lists the fallback's own catch-all.
-    let debug = format!("{:?}", app(pool));
+    let debug = format!("{:?}", app_without_db(pool));
     let paths = debug.split("fallback_router").next().unwrap();
     let served = quoted_paths(paths);
     assert!(
@@ -213,7 +227,7 @@ fn operations_are_named_once_and_document_their_problems() {
 async fn get_text(uri: &str) -> (StatusCode, String, String) {
     let pool = sqlx::PgPool::connect_lazy("postgres://localhost/unused").unwrap();
     let req = Request::get(uri).body(Body::empty()).unwrap();
-    let resp = app(pool).oneshot(req).await.unwrap();
+    let resp = app_without_db(pool).oneshot(req).await.unwrap();
     let status = resp.status();
     let ctype = resp
         .headers()

@@ -17,7 +17,10 @@ use converge_auth::{
 };
 
 use converge_control::{
-    app::schemas::Schemas,
+    app::{
+        schemas::Schemas,
+        watch::{WatchConfig, WatchHub},
+    },
     config::{AuthMode, Config},
     http,
 };
@@ -282,11 +285,21 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             loops.clone(),
         ));
 
+        // The watches' one event-log tail. Its streams end with the HTTP server (an open
+        // stream would otherwise hold the graceful shutdown for ever).
+        let watches = WatchHub::start(
+            pool.clone(),
+            WatchConfig {
+                max_watchers: cfg.max_watchers,
+            },
+            http_stop.clone(),
+        );
         let state = http::AppState {
             pool: pool.clone(),
             schemas,
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
             auth: security.auth.clone(),
+            watches,
         };
         http::router(state, cfg.max_body_bytes)
     } else {

@@ -1,20 +1,24 @@
-//! A resource's event log: `GET /api/v1/resources/{kind}/{name}/events?cursor=&limit=`,
-//! oldest first, paged by the last event's id. Works after the resource is deleted.
+//! The event log: one resource's (`GET /api/v1/resources/{kind}/{name}/events?cursor=&limit=`,
+//! oldest first, paged by the last event's id; works after the resource is deleted), and
+//! everyone's (`GET /api/v1/events`), paged or watched as Server-Sent Events.
 
 use axum::{
     Json,
     extract::{RawQuery, State},
+    http::HeaderMap,
+    response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
 
-use super::wire::{EventPage, EventQuery, ResourcePath};
+use super::openapi::Unavailable;
+use super::wire::{EventPage, EventQuery, LogQuery, ResourceEvent, ResourcePath, WatchResume};
 use super::{
     AppState,
     input::ApiPath,
     problem::{ApiError, quote},
     query_pairs,
 };
-use crate::db;
+use crate::db::{self, events::EventFilter};
 
 const PAGE: i64 = 100;
 const MAX_PAGE: i64 = 1000;
@@ -64,4 +68,78 @@ pub async fn list(
         .then(|| items.last().map(|e| e.id.to_string()))
         .flatten();
     Ok(Json(json!({"items": items, "next_cursor": next})))
+}
+
+/// `GET /api/v1/events`: every resource's events (or one kind's, `kind`; or one name's,
+/// `name`) after `cursor`, oldest first, `{items, next_cursor}`. A page ends at the log's
+/// safe horizon, never at an id whose predecessors may still commit, so following
+/// `next_cursor` (or the last id) later skips nothing. With `watch=true`: a `text/event-stream`
+/// of the same events as they commit, from `cursor`, `Last-Event-ID`, or now.
+#[utoipa::path(
+    get, operation_id = "events_log", path = "/events", tag = "resources",
+    params(LogQuery, WatchResume),
+    responses(
+        (status = 200, description = "One page of events, oldest first; with `watch=true`, a \
+            stream of Server-Sent Events, one per event (each `data` a `ResourceEvent`, each \
+            `id` its log position).",
+            content((EventPage = "application/json"), (ResourceEvent = "text/event-stream"))),
+        (status = 503, response = Unavailable),
+    ),
+)]
+#[tracing::instrument(skip(s, headers))]
+pub async fn log(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (mut filter, mut after, mut limit, mut watch) = (EventFilter::default(), None, PAGE, false);
+    for (k, v) in query_pairs(q.as_deref()) {
+        let bad = |what: &str| ApiError::BadRequest(format!("{}={}: {what}", quote(&k), quote(&v)));
+        match k.as_str() {
+            "kind" => filter.kind = Some(v.clone()),
+            "name" => filter.name = Some(v.clone()),
+            "cursor" => {
+                after = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|n: &i64| *n >= 0)
+                        .ok_or_else(|| bad("not a cursor from a previous page"))?,
+                );
+            }
+            "limit" => {
+                limit = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or_else(|| bad(&format!("expected 1..={MAX_PAGE}")))?;
+            }
+            "watch" => watch = super::watch::parse_watch(&v)?,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {}",
+                    quote(&k)
+                )));
+            }
+        }
+    }
+    if watch {
+        let from = super::watch::last_event_id(&headers)?.or(after);
+        let w = super::watch::open(&s, filter, from).await?;
+        let msgs = super::watch::messages(w, |batch| async move {
+            Ok(batch
+                .iter()
+                .map(|e| super::watch::message(e.id, e.as_ref()))
+                .collect())
+        });
+        return Ok(super::watch::respond(msgs));
+    }
+    let upto = s.watches.horizon().await.map_err(super::watch::refused)?;
+    let after = after.unwrap_or(0);
+    let items = db::events::events_between(&s.pool, &filter, after, upto, limit)
+        .await
+        .map_err(ApiError::db("read events"))?;
+    let next = (items.len() as i64 == limit)
+        .then(|| items.last().map(|e| e.id.to_string()))
+        .flatten();
+    Ok(Json(json!({"items": items, "next_cursor": next})).into_response())
 }

@@ -20,6 +20,7 @@ pub mod resource_views;
 pub mod resources;
 pub mod spec_history;
 pub mod ui;
+pub mod watch;
 pub mod wire;
 
 use std::sync::{Arc, OnceLock};
@@ -37,7 +38,10 @@ use tokio::sync::Notify;
 use utoipa::OpenApi as _;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::app::schemas::{KindSchemas, Schemas};
+use crate::app::{
+    schemas::{KindSchemas, Schemas},
+    watch::WatchHub,
+};
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -50,6 +54,8 @@ pub struct AppState {
     pub dispatch_hint: Option<Arc<Notify>>,
     /// Who may call the API (`None`: authentication is off).
     pub auth: Option<Arc<converge_auth::Authenticator>>,
+    /// The event-log tail that `?watch=true` streams follow.
+    pub watches: Arc<WatchHub>,
 }
 
 impl AppState {
@@ -145,6 +151,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(operations::create, operations::list))
         .routes(routes!(operations::get))
         .routes(routes!(events::list))
+        .routes(routes!(events::log))
         .routes(routes!(spec_history::history))
         .routes(routes!(spec_history::rollback))
         .routes(routes!(spec_history::raw_spec))

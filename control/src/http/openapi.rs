@@ -85,7 +85,9 @@ problem_responses! {
     /// 500.
     Internal => "The server failed (the cause is in its log, never in the answer).";
     /// 503.
-    Unavailable => "The database is unreachable.";
+    Unavailable => "The database is unreachable, or (a watch, the event log) the server holds \
+        the most watches it allows (`MAX_WATCHERS`), is stopping, or has its event log held back \
+        by a long-running transaction; `Retry-After` says when to try again.";
 }
 
 fn problem_response(description: &str) -> openapi::Response {

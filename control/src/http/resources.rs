@@ -5,7 +5,7 @@ use axum::{
     Json,
     extract::{RawQuery, State},
     http::{HeaderMap, HeaderValue, StatusCode},
-    response::IntoResponse,
+    response::{IntoResponse, Response},
 };
 use std::collections::HashMap;
 
@@ -16,8 +16,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::openapi::{Conflict, NotFound, Unprocessable};
-use super::wire::{Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath};
+use super::openapi::{Conflict, NotFound, Unavailable, Unprocessable};
+use super::wire::{
+    Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath, ResourceWatchEvent,
+    WatchQuery, WatchResume,
+};
 use super::{
     AppState, auth,
     input::{ApiJson, ApiPath},
@@ -303,21 +306,55 @@ pub(crate) fn applied_json(
     })
 }
 
-/// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim.
+/// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
+/// with `watch=true`, a `text/event-stream` of its changes.
 #[utoipa::path(
     get, operation_id = "resources_get", path = "/resources/{kind}/{name}", tag = "resources",
-    params(ResourcePath),
-    responses((status = 200, description = "The resource.", body = ResourceDetail), (status = 404, response = NotFound)),
+    params(ResourcePath, WatchQuery, WatchResume),
+    responses(
+        (status = 200, description = "The resource; with `watch=true`, a stream of Server-Sent \
+            Events, one per entry of its event log (each `data` a `ResourceWatchEvent`, each `id` \
+            a log position), first the resource as it is unless `Last-Event-ID` resumes a watch.",
+            content((ResourceDetail = "application/json"), (ResourceWatchEvent = "text/event-stream"))),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
 )]
 pub async fn get(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let (row, conditions, work) = db::resources::resource_get(&s.pool, &kind, &name)
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let mut watch = false;
+    for (k, v) in query_pairs(q.as_deref()) {
+        if k == "watch" {
+            watch = super::watch::parse_watch(&v)?;
+        }
+    }
+    if watch {
+        let resume = super::watch::last_event_id(&headers)?;
+        return watch_one(s, kind, name, resume).await;
+    }
+    let detail = detail(&s, &kind, &name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))?;
+    Ok(Json(detail).into_response())
+}
+
+/// The full read of (kind, name) as `GET` answers it, `None` when it does not exist.
+pub(crate) async fn detail(
+    s: &AppState,
+    kind: &str,
+    name: &str,
+) -> Result<Option<Value>, ApiError> {
+    let Some((row, conditions, work)) = db::resources::resource_get(&s.pool, kind, name)
         .await
         .map_err(ApiError::db("read a resource"))?
-        .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))?;
-    let waiting_for = super::cluster::waiting_for(&s, &row, !work.is_empty()).await?;
+    else {
+        return Ok(None);
+    };
+    let waiting_for = super::cluster::waiting_for(s, &row, !work.is_empty()).await?;
     let mut v = serde_json::to_value(&row).expect("row serialises");
     let o = v.as_object_mut().expect("object");
     let owner = match (o.remove("owner_kind"), o.remove("owner_name")) {
@@ -334,14 +371,61 @@ pub async fn get(
         serde_json::to_value(work.into_iter().next()).expect("serialises"),
     );
     o.insert("waiting_for".into(), waiting_for.into());
-    let events = db::events::events_recent(&s.pool, &kind, &name, 10)
+    let events = db::events::events_recent(&s.pool, kind, name, 10)
         .await
         .map_err(ApiError::db("read recent events"))?;
     o.insert(
         "recent_events".into(),
         serde_json::to_value(events).expect("serialises"),
     );
-    Ok(Json(v))
+    Ok(Some(v))
+}
+
+/// The watch of one resource: every entry of its event log (created, phase, operation,
+/// deleted) in order, each with the resource as read when it is sent. Opened without
+/// `resume`, it first sends the resource as it is (`event` null; 404 if it does not exist),
+/// with the watch's start as its id; a resumed watch of a deleted resource goes on, since the
+/// name may be applied again.
+async fn watch_one(
+    s: AppState,
+    kind: String,
+    name: String,
+    resume: Option<i64>,
+) -> Result<Response, ApiError> {
+    let filter = db::events::EventFilter {
+        kind: Some(kind.clone()),
+        name: Some(name.clone()),
+    };
+    let w = super::watch::open(&s, filter, resume).await?;
+    let first = match resume {
+        Some(_) => None,
+        // Read after the watch opened: the state includes every event up to its start, and
+        // an event after it is sent again even if the state already shows it.
+        None => {
+            let d = detail(&s, &kind, &name)
+                .await?
+                .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))?;
+            Some(super::watch::message(
+                w.start(),
+                &json!({"event": null, "resource": d}),
+            ))
+        }
+    };
+    let rest = super::watch::messages(w, move |batch| {
+        let (s, kind, name) = (s.clone(), kind.clone(), name.clone());
+        async move {
+            // One read per batch: every message of it carries the same, latest, state.
+            let d = detail(&s, &kind, &name).await?;
+            Ok(batch
+                .iter()
+                .map(|e| super::watch::message(e.id, &json!({"event": e, "resource": d})))
+                .collect())
+        }
+    });
+    Ok(super::watch::respond(futures::StreamExt::chain(
+        futures::stream::iter(first),
+        rest,
+    )))
 }
 
 pub(crate) fn encode_cursor(t: DateTime<Utc>, id: Uuid) -> String {

@@ -270,6 +270,10 @@ pub struct ResourceEvent {
     pub id: i64,
     /// The resource (a deleted one keeps its id here).
     pub resource_id: Uuid,
+    /// The resource's kind.
+    pub kind: String,
+    /// The resource's name.
+    pub name: String,
     /// When.
     pub at: DateTime<Utc>,
     /// created | phase | deleted | operation.
@@ -300,6 +304,21 @@ pub struct EventPage {
     /// Pass as `cursor` for the next page; null on the last one.
     #[schema(required = true)]
     pub next_cursor: Option<String>,
+}
+
+/// The `data` of one message of a resource's watch (`GET /resources/{kind}/{name}?watch=true`,
+/// `text/event-stream`). The message's SSE `id` is a position in the event log: send the last
+/// one received as `Last-Event-ID` to resume with no gap and no duplicate.
+#[derive(Serialize, ToSchema)]
+pub struct ResourceWatchEvent {
+    /// The log entry this message reports, in log order; null only in the first message of
+    /// a watch opened without `Last-Event-ID`, which reports the resource as it is.
+    #[schema(required = true)]
+    pub event: Option<ResourceEvent>,
+    /// The resource as read when the message was sent (at or after `event`: its phase,
+    /// generation and conditions may already be newer); null while it does not exist.
+    #[schema(required = true)]
+    pub resource: Option<ResourceDetail>,
 }
 
 /// The full read of one resource.
@@ -1053,6 +1072,45 @@ pub struct EventQuery {
     /// Page size (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
+}
+
+/// `watch` on a resource's read.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WatchQuery {
+    /// `true`: answer a `text/event-stream` of its changes (each message's `data` a
+    /// `ResourceWatchEvent`) instead of one read.
+    pub watch: Option<bool>,
+}
+
+/// The `Last-Event-ID` header a watch resumes from.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct WatchResume {
+    /// The SSE `id` of the last message received: the watch sends what came after it (an
+    /// `EventSource` sends it by itself when it reconnects). Only read with `watch=true`.
+    #[param(rename = "Last-Event-ID", minimum = 0, nullable = false)]
+    pub last_event_id: Option<i64>,
+}
+
+/// The filters, paging and watch of `GET /events`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LogQuery {
+    /// Only events of this kind.
+    pub kind: Option<String>,
+    /// Only events of resources of this name.
+    pub name: Option<String>,
+    /// Events after this log position: a page's `next_cursor`, or an event's `id` (default:
+    /// from the start for a page, from now for a watch).
+    #[param(minimum = 0)]
+    pub cursor: Option<i64>,
+    /// Page size (default 100; not read by a watch).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+    /// `true`: answer a `text/event-stream` of events (each message's `data` a
+    /// `ResourceEvent`, its `id` the event's) instead of one page.
+    pub watch: Option<bool>,
 }
 
 /// Which manifest version to read. Unknown parameters are ignored.
