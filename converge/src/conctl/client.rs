@@ -1,16 +1,19 @@
 //! The HTTP client conctl talks through: one place that attaches the bearer token and turns
-//! transport failures and RFC 7807 problem responses into readable errors.
+//! transport failures and RFC 7807 problem responses into readable errors. [`Client::watch`]
+//! opens a `?watch=true` stream and reads its Server-Sent Events (`sse-stream`).
 
 use std::{fmt, path::Path, time::Duration};
 
-use http_body_util::Full;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full};
 use hyper::{
     Method, Request, StatusCode,
-    body::Bytes,
+    body::{Bytes, Incoming},
     header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, USER_AGENT},
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
+use sse_stream::SseStream;
 
 use crate::transport::{Endpoint, WireError};
 
@@ -182,6 +185,57 @@ impl Client {
         })
     }
 
+    /// A request to `/api/v1{path}` with the headers every call carries.
+    fn request(&self, method: Method, path: &str, accept: &str) -> hyper::http::request::Builder {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}/api/v1{path}", self.endpoint.prefix))
+            .header(HOST, self.endpoint.authority())
+            .header(USER_AGENT, concat!("conctl/", env!("CARGO_PKG_VERSION")))
+            .header(ACCEPT, accept);
+        if let Some(Token(t)) = &self.token {
+            req = req.header(AUTHORIZATION, t.clone());
+        }
+        req
+    }
+
+    /// Opens the event stream of `/api/v1{path}` (a `?watch=true` URL), resuming after
+    /// `last_event_id` when given. `--timeout` bounds the wait for the answer's head only; the
+    /// stream itself stays open until the server ends it.
+    pub async fn watch(&self, path: &str, last_event_id: Option<&str>) -> anyhow::Result<Events> {
+        let mut req = self.request(Method::GET, path, "text/event-stream");
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let req = req.body(Full::new(Bytes::new()))?;
+        let resp = match tokio::time::timeout(self.timeout, self.endpoint.open(req)).await {
+            Err(_) => anyhow::bail!(
+                "the converge server at {} did not answer within {:?} (see --timeout)",
+                self.server,
+                self.timeout
+            ),
+            Ok(answer) => answer.map_err(|e| self.wire_error(e))?,
+        };
+        let (parts, body) = resp.into_parts();
+        if !parts.status.is_success() {
+            let raw = tokio::time::timeout(self.timeout, body.collect())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let text = String::from_utf8_lossy(&raw);
+            if parts.status == StatusCode::UNAUTHORIZED {
+                return Err(self.unauthorized(&text).into());
+            }
+            return Err(ApiProblem::from_body(parts.status, &text).into());
+        }
+        Ok(Events {
+            stream: SseStream::new(body),
+            server: self.server.clone(),
+        })
+    }
+
     /// Sends one request to `/api/v1{path}` and returns the reply, or an error that names
     /// the server (transport) or carries the problem details (non-2xx).
     pub async fn call(
@@ -190,12 +244,7 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<Reply> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("{}/api/v1{path}", self.endpoint.prefix))
-            .header(HOST, self.endpoint.authority())
-            .header(USER_AGENT, concat!("conctl/", env!("CARGO_PKG_VERSION")))
-            .header(ACCEPT, "application/json");
+        let mut req = self.request(method, path, "application/json");
         let payload = match body {
             Some(b) => {
                 req = req.header(CONTENT_TYPE, "application/json");
@@ -203,9 +252,6 @@ impl Client {
             }
             None => Bytes::new(),
         };
-        if let Some(Token(t)) = &self.token {
-            req = req.header(AUTHORIZATION, t.clone());
-        }
         let req = req.body(Full::new(payload))?;
         let (status, headers, raw) =
             match tokio::time::timeout(self.timeout, self.endpoint.exchange(req)).await {
@@ -297,6 +343,46 @@ impl Client {
                 )
             }
         }
+    }
+}
+
+/// One message of a watch: its SSE `id` (a log position to resume from) and its JSON `data`.
+#[derive(Debug)]
+pub struct Message {
+    /// The `id` field, if the message had one.
+    pub id: Option<String>,
+    /// The `data` field as JSON.
+    pub data: Value,
+}
+
+/// An open watch: its messages as they come.
+pub struct Events {
+    stream: SseStream<Incoming>,
+    server: String,
+}
+
+impl Events {
+    /// The next message; `None` when the server ended the stream (a restart, a shutdown:
+    /// the caller may resume from the last id). Keep-alive comments are skipped.
+    pub async fn next(&mut self) -> anyhow::Result<Option<Message>> {
+        while let Some(sse) = self.stream.next().await {
+            let sse = sse.map_err(|e| {
+                anyhow::anyhow!(
+                    "the watch stream from {} broke: {}",
+                    self.server,
+                    root_cause(&e)
+                )
+            })?;
+            let Some(data) = sse.data else { continue };
+            let data = serde_json::from_str(&data).map_err(|e| {
+                anyhow::anyhow!(
+                    "the server at {} sent a watch message that is not JSON: {e}",
+                    self.server
+                )
+            })?;
+            return Ok(Some(Message { id: sse.id, data }));
+        }
+        Ok(None)
     }
 }
 

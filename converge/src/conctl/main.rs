@@ -1,12 +1,13 @@
-//! `conctl`: the command-line client of the converge HTTP API — apply JSON/YAML files, get,
-//! list, delete, the operator actions (reconcile, quarantine, unquarantine), and who is
-//! here (cluster).
+//! `conctl`: the command-line client of the converge HTTP API — apply JSON/YAML files, get
+//! (or watch), list, delete, wait for a phase, the operator actions (reconcile, quarantine,
+//! unquarantine), and who is here (cluster).
 
 mod client;
 mod cluster;
 mod docs;
 mod output;
 mod transport;
+mod watch;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -44,7 +45,8 @@ struct Cli {
         default_value = "table"
     )]
     output: Format,
-    /// Per-request timeout (`500ms`, `30s`, `2m`, or seconds).
+    /// Per-request timeout (`500ms`, `30s`, `2m`, or seconds); for `wait`, how long to wait
+    /// in all.
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
     timeout: Duration,
     /// Bearer token for a converge that requires one (from `converge token new`). Prefer the
@@ -101,6 +103,20 @@ enum Command {
         /// Manifest version (default: the highest).
         #[arg(long)]
         kind_version: Option<i32>,
+        /// Keep watching a resource: print it, then every change (event and state) as it
+        /// happens, until interrupted.
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
+    /// Wait until a resource (KIND/NAME) is in a phase; exits non-zero on --timeout (default
+    /// 30s), a terminal failure, or its deletion.
+    Wait {
+        /// KIND/NAME.
+        target: String,
+        /// The phase to wait for: Ready, Degraded, Failed, Quarantined, Orphaned, Deleting or
+        /// Reconciling (any case).
+        #[arg(long = "for", value_name = "PHASE", value_parser = parse_phase)]
+        for_phase: String,
     },
     /// List resources (roots by default) or manifests.
     List {
@@ -174,6 +190,20 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} must be positive"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// A phase name for `wait --for`, in its canonical case.
+fn parse_phase(s: &str) -> Result<String, String> {
+    converge_proto::manifest::PHASES
+        .iter()
+        .find(|p| p.eq_ignore_ascii_case(s))
+        .map(|p| p.to_string())
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not a phase (one of {})",
+                converge_proto::manifest::PHASES.join(", ")
+            )
+        })
 }
 
 /// Splits KIND/NAME.
@@ -543,7 +573,20 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             object,
             name,
             kind_version,
-        } => get(&c, object, &name, kind_version, f).await?,
+            watch,
+        } => {
+            if !watch {
+                get(&c, object, &name, kind_version, f).await?;
+            } else if object == Object::Resource {
+                watch::print_changes(&c, &name, &resource_path(&name)?, f).await?;
+            } else {
+                bail!("--watch follows resources only");
+            }
+        }
+        Command::Wait { target, for_phase } => {
+            let path = resource_path(&target)?;
+            watch::wait_for(&c, &target, &path, &for_phase, cli.timeout).await?;
+        }
         Command::List {
             object: Object::Manifest,
             ..

@@ -1,5 +1,7 @@
 //! conctl's wire: one HTTP/1.1 exchange per call over TCP, or over TLS for an `https://`
-//! server (rustls with the ring provider; roots from `--ca-file`, else the webpki roots).
+//! server (rustls with the ring provider; roots from `--ca-file`, else the webpki roots). An
+//! exchange reads the whole answer; [`Endpoint::open`] hands back its body to read as it comes
+//! (a watch's event stream).
 //!
 //! Not reqwest: its rustls features would reach every reqwest client built together with this
 //! crate (the server's tests, the examples, the bench), and each of those would panic for want
@@ -9,7 +11,11 @@ use std::{path::Path, sync::Arc};
 
 use anyhow::{Context, anyhow, bail};
 use http_body_util::{BodyExt, Full};
-use hyper::{HeaderMap, Request, StatusCode, body::Bytes, http::uri::Authority};
+use hyper::{
+    HeaderMap, Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    http::uri::Authority,
+};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::{
@@ -112,6 +118,14 @@ impl Endpoint {
         &self,
         req: Request<Full<Bytes>>,
     ) -> Result<(StatusCode, HeaderMap, Bytes), WireError> {
+        let (parts, body) = self.open(req).await?.into_parts();
+        let body = body.collect().await.map_err(WireError::Http)?.to_bytes();
+        Ok((parts.status, parts.headers, body))
+    }
+
+    /// Sends `req` on a new connection and returns the answer once its head is in; the body
+    /// is read by the caller, as it arrives.
+    pub async fn open(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, WireError> {
         let tcp = TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(WireError::Connect)?;
@@ -130,10 +144,7 @@ impl Endpoint {
     }
 }
 
-async fn send<S>(
-    stream: S,
-    req: Request<Full<Bytes>>,
-) -> Result<(StatusCode, HeaderMap, Bytes), WireError>
+async fn send<S>(stream: S, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, WireError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -141,14 +152,11 @@ where
         .await
         .map_err(WireError::Http)?;
     // The connection task ends when the answer is read and `sender` dropped; its own error
-    // (if any) also fails `send_request` below, which is where it is reported.
+    // (if any) also fails `send_request` or the body's read, which is where it is reported.
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let resp = sender.send_request(req).await.map_err(WireError::Http)?;
-    let (parts, body) = resp.into_parts();
-    let body = body.collect().await.map_err(WireError::Http)?.to_bytes();
-    Ok((parts.status, parts.headers, body))
+    sender.send_request(req).await.map_err(WireError::Http)
 }
 
 /// The TLS client config: only the roots in `ca_file` when given (a private CA), else the
