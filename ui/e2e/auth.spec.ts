@@ -40,6 +40,8 @@ test('with AUTH_FILE the UI asks for a token and a viewer sees the resources', a
   await row.getByRole('button', { name: NAME }).click();
   const panel = page.getByRole('complementary', { name: 'Resource detail' });
   await expect(panel.getByRole('heading', { name: `${KIND}/${NAME}` })).toBeVisible();
+  // Its watch carries the token too (the browser's EventSource could not): the panel is live.
+  await expect(panel.locator('.live-badge')).toHaveText('live');
   await panel.getByRole('button', { name: 'Quarantine' }).click();
   const problem = panel.getByLabel('Actions').getByRole('alert');
   await expect(problem).toContainText('403');

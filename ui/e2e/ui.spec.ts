@@ -98,6 +98,9 @@ test('quarantining the failed child from the UI makes the root Ready', async ({ 
   await page.goto(ui(`/resources/list/r/route/${FAILING}?${owner}`));
   const panel = page.getByRole('complementary', { name: 'Resource detail' });
   await expect(panel.locator('.facts .phase').first()).toHaveText('Failed');
+  // The panel and the views follow the API's watches rather than polling.
+  await expect(panel.locator('.live-badge')).toHaveText('live');
+  await expect(page.getByRole('navigation', { name: 'Resource views' }).locator('.live-badge')).toHaveText('live');
   await panel.getByRole('button', { name: 'Quarantine' }).click();
   await expect(panel.locator('.facts .phase').first()).toHaveText('Quarantined');
   await expect(panel.getByRole('button', { name: 'Unquarantine' })).toBeVisible();

@@ -4,7 +4,7 @@
  */
 
 export interface paths {
-    "/api/v1/cluster": {
+    "/api/v1/events": {
         parameters: {
             query?: never;
             header?: never;
@@ -12,10 +12,13 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/cluster`: the live members, each broker's workers, and per kind version
-         *     how many workers serve it.
+         * `GET /api/v1/events`: every resource's events (or one kind's, `kind`; or one name's,
+         *     `name`) after `cursor`, oldest first, `{items, next_cursor}`. A page ends at the log's
+         *     safe horizon, never at an id whose predecessors may still commit, so following
+         *     `next_cursor` (or the last id) later skips nothing. With `watch=true`: a `text/event-stream`
+         *     of the same events as they commit, from `cursor`, `Last-Event-ID`, or now.
          */
-        get: operations["cluster_get"];
+        get: operations["events_log"];
         put?: never;
         post?: never;
         delete?: never;
@@ -31,10 +34,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * `GET /api/v1/kinds`: every kind version with its reactions, live operational config, and
-         *     how many connected workers serve it.
-         */
+        /** `GET /api/v1/kinds`: every kind version with its reactions and live operational config. */
         get: operations["kinds_list"];
         put?: never;
         post?: never;
@@ -280,7 +280,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim. */
+        /**
+         * `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
+         *     with `watch=true`, a `text/event-stream` of its changes.
+         */
         get: operations["resources_get"];
         put?: never;
         post?: never;
@@ -783,94 +786,6 @@ export interface components {
             /** @description Its children. */
             resources: components["schemas"]["ResourceItem"][];
         };
-        /** @description The cluster as the database knows it. */
-        Cluster: {
-            /** @description Every live process, oldest first. */
-            members: components["schemas"]["ClusterMember"][];
-            /**
-             * @description Every registered kind version, and every other one a worker subscribed for, with the
-             *     workers that serve it.
-             */
-            kinds: components["schemas"]["KindCoverage"][];
-        };
-        /** @description One converge process. */
-        ClusterMember: {
-            /** @description Unique per process start (a broker's id on its claims). */
-            id: string;
-            /** @description What it runs. */
-            role: components["schemas"]["MemberRole"];
-            /** @description Its build's version. */
-            version: string;
-            /** @description Its host (pod) name. */
-            host: string;
-            /**
-             * Format: int32
-             * @description Its process id.
-             */
-            pid: number;
-            /**
-             * @description Its listeners by name: `http` (API), `grpc` (WorkerService), `health` (a broker's
-             *     probes).
-             */
-            addresses: {
-                [key: string]: string;
-            };
-            /**
-             * Format: date-time
-             * @description When it started.
-             */
-            started_at: string;
-            /**
-             * Format: date-time
-             * @description Its last heartbeat (about every second).
-             */
-            heartbeat_at: string;
-            /** @description The workers connected to it (a broker; empty for a control process). */
-            workers: components["schemas"]["ClusterWorker"][];
-            /**
-             * Format: date-time
-             * @description When the worker list was written (on connect and disconnect, else at most every 5 s:
-             *     in-flight counts may lag that much).
-             */
-            workers_at: string | null;
-        };
-        /** @description One worker stream connected to a broker. */
-        ClusterWorker: {
-            /**
-             * Format: int64
-             * @description The stream's number within its broker.
-             */
-            stream: number;
-            /** @description The worker's advisory name. */
-            name: string;
-            /** @description The SDK that built it. */
-            sdk: string;
-            /** @description Its principal, when authentication is on. */
-            principal: string | null;
-            /** @description Its address as the broker sees it. */
-            peer: string | null;
-            /** @description What it subscribed for, and whether it takes those tasks now. */
-            kinds: components["schemas"]["WorkerKind"][];
-            /** @description What it subscribed for that no manifest registers: it gets no tasks of them. */
-            unknown_kinds: components["schemas"]["KindVersionRef"][];
-            /**
-             * Format: int32
-             * @description Most tasks it takes at once.
-             */
-            max_inflight: number;
-            /**
-             * Format: int32
-             * @description Tasks it holds.
-             */
-            inflight: number;
-            /**
-             * Format: date-time
-             * @description When it subscribed.
-             */
-            connected_at: string;
-            /** @description Whether its broker told it to drain (shutting down). */
-            draining: boolean;
-        };
         /** @description A stored condition. */
         Condition: {
             /** @description Ready, Synced or custom. */
@@ -1062,28 +977,6 @@ export interface components {
             /** @description Its resources by phase. */
             phases: components["schemas"]["PhaseCounts"];
         };
-        /** @description Who serves one kind version. */
-        KindCoverage: {
-            /** @description Kind. */
-            kind: string;
-            /**
-             * Format: int32
-             * @description Kind version.
-             */
-            kind_version: number;
-            /** @description Whether a manifest registers it. */
-            registered: boolean;
-            /**
-             * Format: int64
-             * @description Worker streams subscribed for it, over every broker.
-             */
-            workers: number;
-            /**
-             * Format: int64
-             * @description Those of them taking its tasks now.
-             */
-            ready_workers: number;
-        };
         /** @description Every kind version. */
         KindList: {
             /** @description By kind and version. */
@@ -1222,26 +1115,6 @@ export interface components {
              */
             manifest_version: number;
             operational: null | components["schemas"]["KindConfig"];
-            /**
-             * Format: int64
-             * @description Connected worker streams that serve it, over every broker.
-             */
-            workers: number;
-            /**
-             * Format: int64
-             * @description Those of them taking its tasks now.
-             */
-            ready_workers: number;
-        };
-        /** @description A kind version. */
-        KindVersionRef: {
-            /** @description Kind. */
-            kind: string;
-            /**
-             * Format: int32
-             * @description Kind version.
-             */
-            kind_version: number;
         };
         /** @description The live claim on a resource. */
         LiveWork: {
@@ -1296,11 +1169,6 @@ export interface components {
             /** @description What the apply did. */
             result: components["schemas"]["ApplyResult"];
         };
-        /**
-         * @description A process's role.
-         * @enum {string}
-         */
-        MemberRole: "all" | "control" | "broker";
         /** @description The request body. */
         OperateBody: {
             /** @description The verb (one the kind declares). */
@@ -1677,11 +1545,6 @@ export interface components {
             /** @description Its conditions. */
             conditions: components["schemas"]["Condition"][];
             work: null | components["schemas"]["LiveWork"];
-            /**
-             * @description Why nothing can progress it, when it has work to do and no connected worker serves
-             *     its kind version: `no worker serves KIND vN`. Null otherwise.
-             */
-            waiting_for: string | null;
             /** @description The last ten events, newest first. */
             recent_events: components["schemas"]["ResourceEvent"][];
         };
@@ -1697,6 +1560,10 @@ export interface components {
              * @description The resource (a deleted one keeps its id here).
              */
             resource_id: string;
+            /** @description The resource's kind. */
+            kind: string;
+            /** @description The resource's name. */
+            name: string;
             /**
              * Format: date-time
              * @description When.
@@ -1789,6 +1656,15 @@ export interface components {
             kind: string;
             /** @description Name. */
             name: string;
+        };
+        /**
+         * @description The `data` of one message of a resource's watch (`GET /resources/{kind}/{name}?watch=true`,
+         *     `text/event-stream`). The message's SSE `id` is a position in the event log: send the last
+         *     one received as `Last-Event-ID` to resume with no gap and no duplicate.
+         */
+        ResourceWatchEvent: {
+            event: null | components["schemas"]["ResourceEvent"];
+            resource: null | components["schemas"]["ResourceDetail"];
         };
         /** @description The rollback body. */
         RollbackBody: {
@@ -1896,18 +1772,6 @@ export interface components {
             /** @description Every API version this build serves. */
             api_versions: string[];
         };
-        /** @description A kind version a worker serves. */
-        WorkerKind: {
-            /** @description Kind. */
-            kind: string;
-            /**
-             * Format: int32
-             * @description Kind version.
-             */
-            kind_version: number;
-            /** @description Whether it takes tasks of it now. */
-            ready: boolean;
-        };
     };
     responses: {
         /** @description Malformed request: a path or query parameter of the wrong type or out of range, an unknown query parameter where the route refuses them, a NUL character, or a body that is not JSON. */
@@ -1973,7 +1837,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The database is unreachable. */
+        /** @description The database is unreachable, or (a watch, the event log) the server holds the most watches it allows (`MAX_WATCHERS`), is stopping, or has its event log held back by a long-running transaction; `Retry-After` says when to try again. */
         Unavailable: {
             headers: {
                 [name: string]: unknown;
@@ -2015,9 +1879,6 @@ export type BatchItem = components['schemas']['BatchItem'];
 export type BatchResult = components['schemas']['BatchResult'];
 export type BindingBody = components['schemas']['BindingBody'];
 export type ChildList = components['schemas']['ChildList'];
-export type Cluster = components['schemas']['Cluster'];
-export type ClusterMember = components['schemas']['ClusterMember'];
-export type ClusterWorker = components['schemas']['ClusterWorker'];
 export type Condition = components['schemas']['Condition'];
 export type DeleteAccepted = components['schemas']['DeleteAccepted'];
 export type Dependencies = components['schemas']['Dependencies'];
@@ -2030,15 +1891,12 @@ export type GraphNode = components['schemas']['GraphNode'];
 export type KindConfig = components['schemas']['KindConfig'];
 export type KindConfigEdit = components['schemas']['KindConfigEdit'];
 export type KindCounts = components['schemas']['KindCounts'];
-export type KindCoverage = components['schemas']['KindCoverage'];
 export type KindList = components['schemas']['KindList'];
 export type KindManifestIn = components['schemas']['KindManifestIn'];
 export type KindManifestOut = components['schemas']['KindManifestOut'];
 export type KindSummary = components['schemas']['KindSummary'];
-export type KindVersionRef = components['schemas']['KindVersionRef'];
 export type LiveWork = components['schemas']['LiveWork'];
 export type ManifestApplied = components['schemas']['ManifestApplied'];
-export type MemberRole = components['schemas']['MemberRole'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];
 export type OperationList = components['schemas']['OperationList'];
@@ -2062,6 +1920,7 @@ export type ResourceItem = components['schemas']['ResourceItem'];
 export type ResourceKey = components['schemas']['ResourceKey'];
 export type ResourceList = components['schemas']['ResourceList'];
 export type ResourceRef = components['schemas']['ResourceRef'];
+export type ResourceWatchEvent = components['schemas']['ResourceWatchEvent'];
 export type RollbackBody = components['schemas']['RollbackBody'];
 export type RolledBack = components['schemas']['RolledBack'];
 export type RootItem = components['schemas']['RootItem'];
@@ -2073,7 +1932,6 @@ export type Summary = components['schemas']['Summary'];
 export type Upstream = components['schemas']['Upstream'];
 export type ValueMapping = components['schemas']['ValueMapping'];
 export type VersionInfo = components['schemas']['VersionInfo'];
-export type WorkerKind = components['schemas']['WorkerKind'];
 export type ResponseBadRequest = components['responses']['BadRequest'];
 export type ResponseConflict = components['responses']['Conflict'];
 export type ResponseForbidden = components['responses']['Forbidden'];
@@ -2086,28 +1944,53 @@ export type ResponseUnprocessable = components['responses']['Unprocessable'];
 export type ResponseUnsupportedMediaType = components['responses']['UnsupportedMediaType'];
 export type $defs = Record<string, never>;
 export interface operations {
-    cluster_get: {
+    events_log: {
         parameters: {
-            query?: never;
-            header?: never;
+            query?: {
+                /** @description Only events of this kind. */
+                kind?: string;
+                /** @description Only events of resources of this name. */
+                name?: string;
+                /**
+                 * @description Events after this log position: a page's `next_cursor`, or an event's `id` (default:
+                 *     from the start for a page, from now for a watch).
+                 */
+                cursor?: number;
+                /** @description Page size (default 100; not read by a watch). */
+                limit?: number;
+                /**
+                 * @description `true`: answer a `text/event-stream` of events (each message's `data` a
+                 *     `ResourceEvent`, its `id` the event's) instead of one page.
+                 */
+                watch?: boolean;
+            };
+            header?: {
+                /**
+                 * @description The SSE `id` of the last message received: the watch sends what came after it (an
+                 *     `EventSource` sends it by itself when it reconnects). Only read with `watch=true`.
+                 */
+                "Last-Event-ID"?: number;
+            };
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The live members and who serves each kind. */
+            /** @description One page of events, oldest first; with `watch=true`, a stream of Server-Sent Events, one per event (each `data` a `ResourceEvent`, each `id` its log position). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Cluster"];
+                    "application/json": components["schemas"]["EventPage"];
+                    "text/event-stream": components["schemas"]["ResourceEvent"];
                 };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     kinds_list: {
@@ -2763,8 +2646,20 @@ export interface operations {
     };
     resources_get: {
         parameters: {
-            query?: never;
-            header?: never;
+            query?: {
+                /**
+                 * @description `true`: answer a `text/event-stream` of its changes (each message's `data` a
+                 *     `ResourceWatchEvent`) instead of one read.
+                 */
+                watch?: boolean;
+            };
+            header?: {
+                /**
+                 * @description The SSE `id` of the last message received: the watch sends what came after it (an
+                 *     `EventSource` sends it by itself when it reconnects). Only read with `watch=true`.
+                 */
+                "Last-Event-ID"?: number;
+            };
             path: {
                 /** @description The resource's kind. */
                 kind: string;
@@ -2775,13 +2670,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The resource. */
+            /** @description The resource; with `watch=true`, a stream of Server-Sent Events, one per entry of its event log (each `data` a `ResourceWatchEvent`, each `id` a log position), first the resource as it is unless `Last-Event-ID` resumes a watch. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ResourceDetail"];
+                    "text/event-stream": components["schemas"]["ResourceWatchEvent"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2789,6 +2685,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     resource_actions_delete: {

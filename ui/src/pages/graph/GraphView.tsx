@@ -8,6 +8,8 @@ import type { Graph, RootItem } from '../../api/types';
 import { PhaseBadge } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import type { ResourceFilter } from '../../lib/filters';
+import { useListsLive } from '../../lib/liveResources';
+import { pollWhileOffline } from '../../lib/useEventStream';
 import { layoutGraph, NODE_H, NODE_W } from './graphModel';
 
 interface Props {
@@ -61,10 +63,11 @@ export function GraphView({ filter, setFilter, onOpen }: Props) {
 }
 
 function GraphCanvas({ kind, name, limit, onOpen }: { kind: string; name: string; limit: number; onOpen: Props['onOpen'] }) {
+  const live = useListsLive();
   const q = useQuery({
     queryKey: ['graph', kind, name, limit],
     queryFn: () => api.graph(kind, name, limit),
-    refetchInterval: POLL_MS,
+    refetchInterval: pollWhileOffline(live, POLL_MS),
     placeholderData: keepPreviousData,
   });
   return (
@@ -150,7 +153,13 @@ function NodeLabel({ kind, name, phase }: { kind: string; name: string; phase: s
 }
 
 function RootPicker({ onPick }: { onPick: (ref: string) => void }) {
-  const roots = useQuery({ queryKey: ['roots'], queryFn: () => api.listRoots({}, 100), refetchInterval: POLL_MS, placeholderData: keepPreviousData });
+  const live = useListsLive();
+  const roots = useQuery({
+    queryKey: ['roots'],
+    queryFn: () => api.listRoots({}, 100),
+    refetchInterval: pollWhileOffline(live, POLL_MS),
+    placeholderData: keepPreviousData,
+  });
   return (
     <section aria-label="Choose a root">
       <p>Choose a root to draw its dependency graph.</p>

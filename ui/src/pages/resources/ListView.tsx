@@ -6,21 +6,24 @@ import { Pager } from '../../components/Pager';
 import { PhaseBadge } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import { filterKey, type ResourceFilter } from '../../lib/filters';
+import { useListsLive } from '../../lib/liveResources';
+import { pollWhileOffline } from '../../lib/useEventStream';
 import { age } from '../../lib/time';
 import { useCursorStack } from '../../lib/useCursorStack';
 
 const PAGE_SIZES = [25, 50, 100, 200];
 
-/** One keyset page of resources matching the filter, polled; Next/Prev walk a cursor stack. */
+/** One keyset page of resources matching the filter, kept fresh; Next/Prev walk a cursor stack. */
 export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter; onOpen: (k: string, n: string) => void; selected?: string }) {
   const [params, setParams] = useSearchParams();
   const limit = Math.min(500, Math.max(1, Number(params.get('limit')) || 50));
   const key = filterKey(filter);
   const pager = useCursorStack(`${key}|${limit}`);
+  const live = useListsLive();
   const q = useQuery({
     queryKey: ['resources', key, limit, pager.cursor],
     queryFn: () => api.listResources(filter, limit, pager.cursor),
-    refetchInterval: POLL_MS,
+    refetchInterval: pollWhileOffline(live, POLL_MS),
     placeholderData: keepPreviousData,
   });
   const rows = q.data?.body.resources ?? [];

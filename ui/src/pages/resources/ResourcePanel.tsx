@@ -3,9 +3,12 @@ import { Link } from 'react-router-dom';
 import { api, POLL_MS } from '../../api/client';
 import type { ResourceDetail } from '../../api/types';
 import { JsonView } from '../../components/JsonView';
+import { LiveBadge } from '../../components/LiveBadge';
 import { PhaseBadge } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
+import { useResourceLive } from '../../lib/liveResources';
 import { when } from '../../lib/time';
+import { pollWhileOffline } from '../../lib/useEventStream';
 import { ConditionsTable } from './ConditionsTable';
 import { DependenciesSection } from './DependenciesSection';
 import { EventsList } from './EventsList';
@@ -20,12 +23,17 @@ interface Props {
   onOpen: (kind: string, name: string) => void;
 }
 
-/** The detail of one resource, polled: spec, status, conditions, events, claim, actions. */
+/**
+ * The detail of one resource: spec, status, conditions, events, claim, actions. It is read
+ * again when one of its events arrives on the page's event-log stream, and polled only while
+ * that stream is down.
+ */
 export function ResourcePanel({ kind, name, onClose, onOpen }: Props) {
+  const live = useResourceLive(kind, name);
   const q = useQuery({
     queryKey: ['resource', kind, name],
     queryFn: () => api.resource(kind, name),
-    refetchInterval: POLL_MS,
+    refetchInterval: pollWhileOffline(live, POLL_MS),
     placeholderData: (prev, prevQuery) => (prevQuery?.queryKey[1] === kind && prevQuery?.queryKey[2] === name ? prev : undefined),
   });
   return (
@@ -35,6 +43,7 @@ export function ResourcePanel({ kind, name, onClose, onOpen }: Props) {
           <span className="muted">{kind}/</span>
           {name}
         </h2>
+        <LiveBadge live={live} />
         <button type="button" className="close" aria-label="Close detail" onClick={onClose}>
           ×
         </button>

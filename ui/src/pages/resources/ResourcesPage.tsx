@@ -2,6 +2,8 @@ import { NavLink, useLocation, useNavigate, useParams } from 'react-router-dom';
 import { useQuery } from '@tanstack/react-query';
 import { api } from '../../api/client';
 import { FilterBar } from '../../components/FilterBar';
+import { LiveBadge } from '../../components/LiveBadge';
+import { EventLogContext, useEventLog } from '../../lib/liveResources';
 import { useResourceFilter } from '../../lib/useResourceFilter';
 import { GraphView } from '../graph/GraphView';
 import { ListView } from './ListView';
@@ -14,7 +16,10 @@ const VIEWS = [
   { id: 'graph', label: 'Graph' },
 ] as const;
 
-/** `/resources/:view[/r/:kind/:name]`: the summary, list or graph, plus a detail panel. */
+/**
+ * `/resources/:view[/r/:kind/:name]`: the summary, list or graph, plus a detail panel. The
+ * views refetch when the event log moves (polling only while its stream is down).
+ */
 export function ResourcesPage() {
   const { view = 'summary', kind, name } = useParams();
   const { search } = useLocation();
@@ -24,8 +29,10 @@ export function ResourcesPage() {
   const kindNames = [...new Set((kinds.data?.kinds ?? []).map((k) => k.kind))];
   const open = (k: string, n: string) => navigate(`/resources/${view}/r/${encodeURIComponent(k)}/${encodeURIComponent(n)}${search}`);
   const close = () => navigate(`/resources/${view}${search}`);
+  const log = useEventLog();
 
   return (
+    <EventLogContext.Provider value={log}>
     <div className={`resources${kind && name ? ' with-panel' : ''}`}>
       <div className="resources-main">
         <nav className="tabs" aria-label="Resource views">
@@ -34,6 +41,7 @@ export function ResourcesPage() {
               {v.label}
             </NavLink>
           ))}
+          <LiveBadge live={log.live} />
         </nav>
         {view === 'list' && <FilterBar value={filter} onChange={setFilter} kinds={kindNames} />}
         {view === 'summary' && <SummaryView filter={filter} setFilter={setFilter} />}
@@ -43,5 +51,7 @@ export function ResourcesPage() {
       </div>
       {kind && name && <ResourcePanel kind={kind} name={name} onClose={close} onOpen={open} />}
     </div>
+    </EventLogContext.Provider>
   );
 }
+

@@ -6,6 +6,8 @@ import { PhaseBadge } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import { TokenInput } from '../../components/TokenInput';
 import { EMPTY_FILTER, isRef, writeFilter, type ResourceFilter } from '../../lib/filters';
+import { useListsLive } from '../../lib/liveResources';
+import { pollWhileOffline } from '../../lib/useEventStream';
 
 interface Props {
   filter: ResourceFilter;
@@ -15,10 +17,11 @@ interface Props {
 /** Totals per phase and counts per kind, for the roots or the chosen owners' descendants. */
 export function SummaryView({ filter, setFilter }: Props) {
   const owners = filter.owners;
+  const live = useListsLive();
   const summary = useQuery({
     queryKey: ['summary', owners],
     queryFn: () => api.summary(owners),
-    refetchInterval: POLL_MS,
+    refetchInterval: pollWhileOffline(live, POLL_MS),
     placeholderData: keepPreviousData,
   });
   const listLink = (f: Partial<ResourceFilter>) => `/resources/list?${writeFilter(new URLSearchParams(), { ...EMPTY_FILTER, owners, ...f })}`;
@@ -100,10 +103,11 @@ function SummaryTables({ s, listLink }: { s: Summary; listLink: (f: Partial<Reso
 
 function RootsTable({ onChoose }: { onChoose: (ref: string) => void }) {
   const { search } = useLocation();
+  const live = useListsLive();
   const roots = useQuery({
     queryKey: ['roots'],
     queryFn: () => api.listRoots({}, 100),
-    refetchInterval: POLL_MS,
+    refetchInterval: pollWhileOffline(live, POLL_MS),
     placeholderData: keepPreviousData,
   });
   return (
