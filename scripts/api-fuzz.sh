@@ -11,6 +11,7 @@
 #
 # Bounded: examples per operation (no --max-time, which would repeat fuzzing until it is
 # spent), a 10 s request timeout, and the whole run under `timeout` (API_FUZZ_TIMEOUT, 900 s).
+# A `watch=true` stream never ends by itself: scripts/api_fuzz_hooks.py drops that value.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -74,7 +75,8 @@ curl -fsS -H 'content-type: application/json' \
 
 status=0
 # From the work dir: hypothesis keeps its example database there, not in the repository.
-(cd "$work" && timeout "${API_FUZZ_TIMEOUT:-900}" "$venv/bin/schemathesis" run "$base/openapi.json" \
+(cd "$work" && PYTHONPATH="$ROOT/scripts" SCHEMATHESIS_HOOKS=api_fuzz_hooks \
+    timeout "${API_FUZZ_TIMEOUT:-900}" "$venv/bin/schemathesis" run "$base/openapi.json" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --max-examples "$max_examples" \
     --seed "$seed" \
