@@ -1,10 +1,12 @@
 """Schemathesis hooks for scripts/api-fuzz.sh (loaded through SCHEMATHESIS_HOOKS).
 
 `watch=true` turns a read into a Server-Sent Events stream that stays open until the client
-leaves, so a fuzzed request with it would wait out the request timeout and count as a failure.
-Those cases drop the parameter and fuzz the plain read instead; every other value of `watch`
-(false, or garbage that must answer 400) is kept. The streams themselves are tested by
-control/tests/openapi_answers.rs and converge/tests/watch.rs.
+leaves: schemathesis reads it for the whole request timeout (10 s) and then checks the events
+it got against the stream's schema. Its coverage phase sends a few such requests (it does not
+pass through hooks); the fuzzing phase would send hundreds, so there the parameter is dropped
+and the plain read fuzzed instead. Every other value of `watch` (false, or garbage that must
+answer 400) is kept. The streams are tested by control/tests/openapi_answers.rs and
+converge/tests/watch.rs.
 """
 
 import schemathesis

@@ -105,14 +105,31 @@ impl Contract {
             text.push_str(std::str::from_utf8(&chunk).unwrap());
             // Messages end in a blank line; a keep-alive is a comment with no `data:`.
             let complete = text.rsplit_once("\n\n").map_or("", |(done, _)| done);
-            if let Some(data) = complete
+            let field = |m: &str, name: &str| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+                    .map(str::to_string)
+            };
+            if let Some(event) = complete
                 .split("\n\n")
-                .find_map(|m| m.lines().find_map(|l| l.strip_prefix("data: ")))
+                .find_map(|m| Some(json!({"id": field(m, "id")?, "data": field(m, "data")?})))
             {
-                break serde_json::from_str::<Value>(data).unwrap();
+                break event;
             }
         };
+        // The event as a stream's schema describes it (its fields), then its data as JSON
+        // against the schema its `contentSchema` names.
         self.validate("get", template, 200, Some("text/event-stream"), &data);
+        let op = &self.doc["paths"][template]["get"];
+        let mut event = &op["responses"]["200"]["content"]["text/event-stream"]["schema"];
+        if let Some(r) = event["$ref"].as_str() {
+            let name = r.trim_start_matches("#/components/schemas/");
+            event = &self.doc["components"]["schemas"][name];
+        }
+        let content = &event["properties"]["data"]["contentSchema"];
+        assert!(content.is_object(), "{template}: no contentSchema for data");
+        let data: Value = serde_json::from_str(data["data"].as_str().unwrap()).unwrap();
+        self.check(&format!("{template} (watch data)"), content, &data);
         self.seen
             .insert(("get".into(), format!("{template} (watch)"), 200));
         data
@@ -148,6 +165,11 @@ impl Contract {
             schema.is_object(),
             "{at}: content type {essence} not documented: {response}"
         );
+        self.check(&at, schema, body);
+    }
+
+    /// Validates `body` against `schema`, with formats.
+    fn check(&self, at: &str, schema: &Value, body: &Value) {
         // The schema with the document's components beside it, so its `$ref`s resolve.
         let mut root = schema.clone();
         root["components"] = self.doc["components"].clone();

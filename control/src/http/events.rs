@@ -11,7 +11,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use super::openapi::Unavailable;
-use super::wire::{EventPage, EventQuery, LogQuery, ResourceEvent, ResourcePath, WatchResume};
+use super::wire::{EventLogStream, EventPage, EventQuery, LogQuery, ResourcePath, WatchResume};
 use super::{
     AppState,
     input::ApiPath,
@@ -82,7 +82,7 @@ pub async fn list(
         (status = 200, description = "One page of events, oldest first; with `watch=true`, a \
             stream of Server-Sent Events, one per event (each `data` a `ResourceEvent`, each \
             `id` its log position).",
-            content((EventPage = "application/json"), (ResourceEvent = "text/event-stream"))),
+            content((EventPage = "application/json"), (EventLogStream = "text/event-stream"))),
         (status = 503, response = Unavailable),
     ),
 )]

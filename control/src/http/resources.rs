@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::openapi::{Conflict, NotFound, Unavailable, Unprocessable};
 use super::wire::{
-    Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath, ResourceWatchEvent,
+    Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath, ResourceWatchStream,
     WatchQuery, WatchResume,
 };
 use super::{
@@ -315,7 +315,7 @@ pub(crate) fn applied_json(
         (status = 200, description = "The resource; with `watch=true`, a stream of Server-Sent \
             Events, one per entry of its event log (each `data` a `ResourceWatchEvent`, each `id` \
             a log position), first the resource as it is unless `Last-Event-ID` resumes a watch.",
-            content((ResourceDetail = "application/json"), (ResourceWatchEvent = "text/event-stream"))),
+            content((ResourceDetail = "application/json"), (ResourceWatchStream = "text/event-stream"))),
         (status = 404, response = NotFound),
         (status = 503, response = Unavailable),
     ),

@@ -321,6 +321,86 @@ pub struct ResourceWatchEvent {
     pub resource: Option<ResourceDetail>,
 }
 
+/// One Server-Sent Event (`text/event-stream`) as OpenAPI 3.1 describes an event stream: an
+/// object of the event's fields, `data` a string of JSON whose schema `contentSchema` names.
+/// Implemented by hand: utoipa has no `contentSchema`, so it travels in the schema's
+/// extensions map, which is written out as it is.
+fn sse_event(data: &str, about: &str) -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    use utoipa::openapi::{ObjectBuilder, Type, extensions::Extensions, schema::SchemaType};
+    let string = |description: &str| {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .description(Some(description))
+    };
+    let mut data_field = string(&format!("A `{data}` as JSON."))
+        .content_media_type("application/json")
+        .build();
+    let mut content = Extensions::default();
+    content.insert(
+        "contentSchema".into(),
+        serde_json::json!({"$ref": format!("#/components/schemas/{data}")}),
+    );
+    data_field.extensions = Some(content);
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::Object))
+        .description(Some(about))
+        .property(
+            "id",
+            string("A position in the event log: send the last one received as `Last-Event-ID` to resume after it."),
+        )
+        .property("data", data_field)
+        .property("event", string("Always `message` (the default)."))
+        .required("id")
+        .required("data")
+        .into()
+}
+
+/// One event of a resource's watch (`text/event-stream`); its `data` is a
+/// [`ResourceWatchEvent`].
+pub struct ResourceWatchStream;
+
+impl utoipa::PartialSchema for ResourceWatchStream {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        sse_event(
+            "ResourceWatchEvent",
+            "One Server-Sent Event of a resource's watch.",
+        )
+    }
+}
+
+impl ToSchema for ResourceWatchStream {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
+        schemas.push((
+            ResourceWatchEvent::name().into(),
+            <ResourceWatchEvent as utoipa::PartialSchema>::schema(),
+        ));
+        <ResourceWatchEvent as ToSchema>::schemas(schemas);
+    }
+}
+
+/// One event of the event log's watch (`text/event-stream`); its `data` is a
+/// [`ResourceEvent`].
+pub struct EventLogStream;
+
+impl utoipa::PartialSchema for EventLogStream {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        sse_event(
+            "ResourceEvent",
+            "One Server-Sent Event of the event log's watch.",
+        )
+    }
+}
+
+impl ToSchema for EventLogStream {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
+        schemas.push((
+            ResourceEvent::name().into(),
+            <ResourceEvent as utoipa::PartialSchema>::schema(),
+        ));
+        <ResourceEvent as ToSchema>::schemas(schemas);
+    }
+}
+
 /// The full read of one resource.
 #[derive(Serialize, ToSchema)]
 pub struct ResourceDetail {

@@ -830,6 +830,15 @@ export interface components {
             /** @description The values this resource flows into the dependent's spec. */
             value_mappings: components["schemas"]["ValueMapping"][];
         };
+        /** @description One Server-Sent Event of the event log's watch. */
+        EventLogStream: {
+            /** @description A position in the event log: send the last one received as `Last-Event-ID` to resume after it. */
+            id: string;
+            /** @description A `ResourceEvent` as JSON. */
+            data: string;
+            /** @description Always `message` (the default). */
+            event?: string;
+        };
         /** @description A page of events. */
         EventPage: {
             /** @description Events in log order. */
@@ -1666,6 +1675,15 @@ export interface components {
             event: null | components["schemas"]["ResourceEvent"];
             resource: null | components["schemas"]["ResourceDetail"];
         };
+        /** @description One Server-Sent Event of a resource's watch. */
+        ResourceWatchStream: {
+            /** @description A position in the event log: send the last one received as `Last-Event-ID` to resume after it. */
+            id: string;
+            /** @description A `ResourceWatchEvent` as JSON. */
+            data: string;
+            /** @description Always `message` (the default). */
+            event?: string;
+        };
         /** @description The rollback body. */
         RollbackBody: {
             /**
@@ -1883,6 +1901,7 @@ export type Condition = components['schemas']['Condition'];
 export type DeleteAccepted = components['schemas']['DeleteAccepted'];
 export type Dependencies = components['schemas']['Dependencies'];
 export type Downstream = components['schemas']['Downstream'];
+export type EventLogStream = components['schemas']['EventLogStream'];
 export type EventPage = components['schemas']['EventPage'];
 export type FieldError = components['schemas']['FieldError'];
 export type Graph = components['schemas']['Graph'];
@@ -1921,6 +1940,7 @@ export type ResourceKey = components['schemas']['ResourceKey'];
 export type ResourceList = components['schemas']['ResourceList'];
 export type ResourceRef = components['schemas']['ResourceRef'];
 export type ResourceWatchEvent = components['schemas']['ResourceWatchEvent'];
+export type ResourceWatchStream = components['schemas']['ResourceWatchStream'];
 export type RollbackBody = components['schemas']['RollbackBody'];
 export type RolledBack = components['schemas']['RolledBack'];
 export type RootItem = components['schemas']['RootItem'];
@@ -1983,7 +2003,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EventPage"];
-                    "text/event-stream": components["schemas"]["ResourceEvent"];
+                    "text/event-stream": components["schemas"]["EventLogStream"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2677,7 +2697,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ResourceDetail"];
-                    "text/event-stream": components["schemas"]["ResourceWatchEvent"];
+                    "text/event-stream": components["schemas"]["ResourceWatchStream"];
                 };
             };
             400: components["responses"]["BadRequest"];
