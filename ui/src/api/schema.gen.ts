@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/api/v1/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /api/v1/cluster`: the live members, each broker's workers, and per kind version
+         *     how many workers serve it.
+         */
+        get: operations["cluster_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -34,7 +54,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/kinds`: every kind version with its reactions and live operational config. */
+        /**
+         * `GET /api/v1/kinds`: every kind version with its reactions, live operational config, and
+         *     how many connected workers serve it.
+         */
         get: operations["kinds_list"];
         put?: never;
         post?: never;
@@ -786,6 +809,94 @@ export interface components {
             /** @description Its children. */
             resources: components["schemas"]["ResourceItem"][];
         };
+        /** @description The cluster as the database knows it. */
+        Cluster: {
+            /** @description Every live process, oldest first. */
+            members: components["schemas"]["ClusterMember"][];
+            /**
+             * @description Every registered kind version, and every other one a worker subscribed for, with the
+             *     workers that serve it.
+             */
+            kinds: components["schemas"]["KindCoverage"][];
+        };
+        /** @description One converge process. */
+        ClusterMember: {
+            /** @description Unique per process start (a broker's id on its claims). */
+            id: string;
+            /** @description What it runs. */
+            role: components["schemas"]["MemberRole"];
+            /** @description Its build's version. */
+            version: string;
+            /** @description Its host (pod) name. */
+            host: string;
+            /**
+             * Format: int32
+             * @description Its process id.
+             */
+            pid: number;
+            /**
+             * @description Its listeners by name: `http` (API), `grpc` (WorkerService), `health` (a broker's
+             *     probes).
+             */
+            addresses: {
+                [key: string]: string;
+            };
+            /**
+             * Format: date-time
+             * @description When it started.
+             */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description Its last heartbeat (about every second).
+             */
+            heartbeat_at: string;
+            /** @description The workers connected to it (a broker; empty for a control process). */
+            workers: components["schemas"]["ClusterWorker"][];
+            /**
+             * Format: date-time
+             * @description When the worker list was written (on connect and disconnect, else at most every 5 s:
+             *     in-flight counts may lag that much).
+             */
+            workers_at: string | null;
+        };
+        /** @description One worker stream connected to a broker. */
+        ClusterWorker: {
+            /**
+             * Format: int64
+             * @description The stream's number within its broker.
+             */
+            stream: number;
+            /** @description The worker's advisory name. */
+            name: string;
+            /** @description The SDK that built it. */
+            sdk: string;
+            /** @description Its principal, when authentication is on. */
+            principal: string | null;
+            /** @description Its address as the broker sees it. */
+            peer: string | null;
+            /** @description What it subscribed for, and whether it takes those tasks now. */
+            kinds: components["schemas"]["WorkerKind"][];
+            /** @description What it subscribed for that no manifest registers: it gets no tasks of them. */
+            unknown_kinds: components["schemas"]["KindVersionRef"][];
+            /**
+             * Format: int32
+             * @description Most tasks it takes at once.
+             */
+            max_inflight: number;
+            /**
+             * Format: int32
+             * @description Tasks it holds.
+             */
+            inflight: number;
+            /**
+             * Format: date-time
+             * @description When it subscribed.
+             */
+            connected_at: string;
+            /** @description Whether its broker told it to drain (shutting down). */
+            draining: boolean;
+        };
         /** @description A stored condition. */
         Condition: {
             /** @description Ready, Synced or custom. */
@@ -986,6 +1097,28 @@ export interface components {
             /** @description Its resources by phase. */
             phases: components["schemas"]["PhaseCounts"];
         };
+        /** @description Who serves one kind version. */
+        KindCoverage: {
+            /** @description Kind. */
+            kind: string;
+            /**
+             * Format: int32
+             * @description Kind version.
+             */
+            kind_version: number;
+            /** @description Whether a manifest registers it. */
+            registered: boolean;
+            /**
+             * Format: int64
+             * @description Worker streams subscribed for it, over every broker.
+             */
+            workers: number;
+            /**
+             * Format: int64
+             * @description Those of them taking its tasks now.
+             */
+            ready_workers: number;
+        };
         /** @description Every kind version. */
         KindList: {
             /** @description By kind and version. */
@@ -1124,6 +1257,26 @@ export interface components {
              */
             manifest_version: number;
             operational: null | components["schemas"]["KindConfig"];
+            /**
+             * Format: int64
+             * @description Connected worker streams that serve it, over every broker.
+             */
+            workers: number;
+            /**
+             * Format: int64
+             * @description Those of them taking its tasks now.
+             */
+            ready_workers: number;
+        };
+        /** @description A kind version. */
+        KindVersionRef: {
+            /** @description Kind. */
+            kind: string;
+            /**
+             * Format: int32
+             * @description Kind version.
+             */
+            kind_version: number;
         };
         /** @description The live claim on a resource. */
         LiveWork: {
@@ -1178,6 +1331,11 @@ export interface components {
             /** @description What the apply did. */
             result: components["schemas"]["ApplyResult"];
         };
+        /**
+         * @description A process's role.
+         * @enum {string}
+         */
+        MemberRole: "all" | "control" | "broker";
         /** @description The request body. */
         OperateBody: {
             /** @description The verb (one the kind declares). */
@@ -1554,6 +1712,11 @@ export interface components {
             /** @description Its conditions. */
             conditions: components["schemas"]["Condition"][];
             work: null | components["schemas"]["LiveWork"];
+            /**
+             * @description Why nothing can progress it, when it has work to do and no connected worker serves
+             *     its kind version: `no worker serves KIND vN`. Null otherwise.
+             */
+            waiting_for: string | null;
             /** @description The last ten events, newest first. */
             recent_events: components["schemas"]["ResourceEvent"][];
         };
@@ -1790,6 +1953,18 @@ export interface components {
             /** @description Every API version this build serves. */
             api_versions: string[];
         };
+        /** @description A kind version a worker serves. */
+        WorkerKind: {
+            /** @description Kind. */
+            kind: string;
+            /**
+             * Format: int32
+             * @description Kind version.
+             */
+            kind_version: number;
+            /** @description Whether it takes tasks of it now. */
+            ready: boolean;
+        };
     };
     responses: {
         /** @description Malformed request: a path or query parameter of the wrong type or out of range, an unknown query parameter where the route refuses them, a NUL character, or a body that is not JSON. */
@@ -1897,6 +2072,9 @@ export type BatchItem = components['schemas']['BatchItem'];
 export type BatchResult = components['schemas']['BatchResult'];
 export type BindingBody = components['schemas']['BindingBody'];
 export type ChildList = components['schemas']['ChildList'];
+export type Cluster = components['schemas']['Cluster'];
+export type ClusterMember = components['schemas']['ClusterMember'];
+export type ClusterWorker = components['schemas']['ClusterWorker'];
 export type Condition = components['schemas']['Condition'];
 export type DeleteAccepted = components['schemas']['DeleteAccepted'];
 export type Dependencies = components['schemas']['Dependencies'];
@@ -1910,12 +2088,15 @@ export type GraphNode = components['schemas']['GraphNode'];
 export type KindConfig = components['schemas']['KindConfig'];
 export type KindConfigEdit = components['schemas']['KindConfigEdit'];
 export type KindCounts = components['schemas']['KindCounts'];
+export type KindCoverage = components['schemas']['KindCoverage'];
 export type KindList = components['schemas']['KindList'];
 export type KindManifestIn = components['schemas']['KindManifestIn'];
 export type KindManifestOut = components['schemas']['KindManifestOut'];
 export type KindSummary = components['schemas']['KindSummary'];
+export type KindVersionRef = components['schemas']['KindVersionRef'];
 export type LiveWork = components['schemas']['LiveWork'];
 export type ManifestApplied = components['schemas']['ManifestApplied'];
+export type MemberRole = components['schemas']['MemberRole'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];
 export type OperationList = components['schemas']['OperationList'];
@@ -1952,6 +2133,7 @@ export type Summary = components['schemas']['Summary'];
 export type Upstream = components['schemas']['Upstream'];
 export type ValueMapping = components['schemas']['ValueMapping'];
 export type VersionInfo = components['schemas']['VersionInfo'];
+export type WorkerKind = components['schemas']['WorkerKind'];
 export type ResponseBadRequest = components['responses']['BadRequest'];
 export type ResponseConflict = components['responses']['Conflict'];
 export type ResponseForbidden = components['responses']['Forbidden'];
@@ -1964,6 +2146,30 @@ export type ResponseUnprocessable = components['responses']['Unprocessable'];
 export type ResponseUnsupportedMediaType = components['responses']['UnsupportedMediaType'];
 export type $defs = Record<string, never>;
 export interface operations {
+    cluster_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live members and who serves each kind. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Cluster"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
     events_log: {
         parameters: {
             query?: {
