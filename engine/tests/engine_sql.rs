@@ -469,21 +469,6 @@ async fn complete(
         .len()
 }
 
-/// Two leaves, `up` and `down`, `down` depending on `up` (an edge owned by `down`).
-async fn up_and_down(pool: &PgPool) -> (Uuid, Uuid) {
-    let up = apply(pool, "up", json!({})).await;
-    let down = apply(pool, "down", json!({})).await;
-    sqlx::query(
-        "INSERT INTO resource_deps (dependent_id, dependency_id, owner_id) VALUES ($1, $2, $1)",
-    )
-    .bind(down)
-    .bind(up)
-    .execute(pool)
-    .await
-    .unwrap();
-    (up, down)
-}
-
 /// Dates `id`'s fall behind `secs` seconds back (its `resource_lag` row).
 async fn behind_for(pool: &PgPool, id: Uuid, secs: f64) {
     let n = sqlx::query(
