@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{Converge, Worker};
 use futures::StreamExt;
+use reqwest::Method;
 use serde_json::{Value, json};
 use sse_stream::{Sse, SseStream};
 use tokio::process::Command;
@@ -96,26 +97,25 @@ fn transitions(msgs: &[(String, Value)]) -> Vec<String> {
         .collect()
 }
 
-/// Every event id of hello/`name` in the log after `after`.
-async fn log_ids(c: &Converge, name: &str, after: i64) -> Vec<i64> {
-    let page = c
-        .client
-        .get(format!(
-            "{}/api/v1/resources/hello/{name}/events?cursor={after}&limit=1000",
-            c.http
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+/// The ids of a page of events at `path` (under /api/v1).
+async fn page_ids(c: &Converge, path: &str) -> Vec<i64> {
+    let (status, page) = c.call(Method::GET, path, None).await;
+    assert_eq!(status, 200, "{path}: {page}");
     page["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["id"].as_i64().unwrap())
         .collect()
+}
+
+/// Every event id of hello/`name` in the log after `after`.
+async fn log_ids(c: &Converge, name: &str, after: i64) -> Vec<i64> {
+    page_ids(
+        c,
+        &format!("resources/hello/{name}/events?cursor={after}&limit=1000"),
+    )
+    .await
 }
 
 fn ids(msgs: &[(String, Value)]) -> Vec<i64> {
@@ -175,13 +175,10 @@ async fn a_watch_reports_reconciling_then_ready_in_order_and_resumes_without_gap
         transitions(&resumed),
         ["Ready->Reconciling@3", "Reconciling->Ready@3"]
     );
-    let op = c
-        .client
-        .post(format!("{}/api/v1/resources/hello/app/quarantine", c.http))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(op.status(), 200);
+    let (status, _) = c
+        .call(Method::POST, "resources/hello/app/quarantine", None)
+        .await;
+    assert_eq!(status, 200);
     let live = w.until(|e| is_phase(e, "Ready", "Quarantined")).await;
 
     let mut all = before;
@@ -213,21 +210,7 @@ async fn the_event_watch_follows_the_whole_log_and_pages_agree() {
         msgs.push((id.parse::<i64>().unwrap(), e));
     }
     // The same events, paged from the start of the log.
-    let page: Value = c
-        .client
-        .get(format!("{}/api/v1/events?kind=hello&limit=1000", c.http))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let paged: Vec<i64> = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["id"].as_i64().unwrap())
-        .collect();
+    let paged = page_ids(&c, "events?kind=hello&limit=1000").await;
     let watched: Vec<i64> = msgs.iter().map(|(id, _)| *id).collect();
     assert!(
         paged.starts_with(&watched),
@@ -369,12 +352,7 @@ async fn watches_beyond_the_limit_get_a_503_problem() {
         "{p}"
     );
     // A plain read is not a watch.
-    let r = c
-        .client
-        .get(format!("{}/api/v1/resources/hello/app", c.http))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let (status, _) = c.call(Method::GET, "resources/hello/app", None).await;
+    assert_eq!(status, 200);
     c.stop().await;
 }

@@ -35,39 +35,66 @@ pub async fn list(
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let (mut after, mut limit) = (0i64, PAGE);
+    let mut page = Page::default();
     for (k, v) in query_pairs(q.as_deref()) {
-        let bad = |what: &str| ApiError::BadRequest(format!("{}={}: {what}", quote(&k), quote(&v)));
-        match k.as_str() {
+        if !page.take(&k, &v)? {
+            return Err(unknown(&k));
+        }
+    }
+    let items =
+        db::events::events_after(&s.pool, &kind, &name, page.after.unwrap_or(0), page.limit)
+            .await
+            .map_err(ApiError::db("read events"))?;
+    Ok(Json(page.answer(items)))
+}
+
+/// The paging parameters both event lists read: `cursor` and `limit`.
+struct Page {
+    after: Option<i64>,
+    limit: i64,
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Page {
+            after: None,
+            limit: PAGE,
+        }
+    }
+}
+
+impl Page {
+    /// Reads `k=v` if it is a paging parameter (`Ok(false)` if it is not).
+    fn take(&mut self, k: &str, v: &str) -> Result<bool, ApiError> {
+        let bad = |what: &str| ApiError::BadRequest(format!("{}={}: {what}", quote(k), quote(v)));
+        match k {
             "cursor" => {
-                after = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n >= 0)
-                    .ok_or_else(|| bad("not a cursor from a previous page"))?;
+                let after = v.parse().ok().filter(|n: &i64| *n >= 0);
+                self.after = Some(after.ok_or_else(|| bad("not a cursor from a previous page"))?);
             }
             "limit" => {
-                limit = v
+                self.limit = v
                     .parse()
                     .ok()
                     .filter(|n| (1..=MAX_PAGE).contains(n))
                     .ok_or_else(|| bad(&format!("expected 1..={MAX_PAGE}")))?;
             }
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "unknown query parameter {}",
-                    quote(&k)
-                )));
-            }
+            _ => return Ok(false),
         }
+        Ok(true)
     }
-    let items = db::events::events_after(&s.pool, &kind, &name, after, limit)
-        .await
-        .map_err(ApiError::db("read events"))?;
-    let next = (items.len() as i64 == limit)
-        .then(|| items.last().map(|e| e.id.to_string()))
-        .flatten();
-    Ok(Json(json!({"items": items, "next_cursor": next})))
+
+    /// `{items, next_cursor}`: `next_cursor` is null on the last page.
+    fn answer(&self, items: Vec<db::events::Event>) -> Value {
+        let next = (items.len() as i64 == self.limit)
+            .then(|| items.last().map(|e| e.id.to_string()))
+            .flatten();
+        json!({"items": items, "next_cursor": next})
+    }
+}
+
+fn unknown(k: &str) -> ApiError {
+    ApiError::BadRequest(format!("unknown query parameter {}", quote(k)))
 }
 
 /// `GET /api/v1/events`: every resource's events (or one kind's, `kind`; or one name's,
@@ -92,38 +119,18 @@ pub async fn log(
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (mut filter, mut after, mut limit, mut watch) = (EventFilter::default(), None, PAGE, false);
+    let (mut filter, mut page, mut watch) = (EventFilter::default(), Page::default(), false);
     for (k, v) in query_pairs(q.as_deref()) {
-        let bad = |what: &str| ApiError::BadRequest(format!("{}={}: {what}", quote(&k), quote(&v)));
         match k.as_str() {
-            "kind" => filter.kind = Some(v.clone()),
-            "name" => filter.name = Some(v.clone()),
-            "cursor" => {
-                after = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|n: &i64| *n >= 0)
-                        .ok_or_else(|| bad("not a cursor from a previous page"))?,
-                );
-            }
-            "limit" => {
-                limit = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=MAX_PAGE).contains(n))
-                    .ok_or_else(|| bad(&format!("expected 1..={MAX_PAGE}")))?;
-            }
+            "kind" => filter.kind = Some(v),
+            "name" => filter.name = Some(v),
             "watch" => watch = super::watch::parse_watch(&v)?,
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "unknown query parameter {}",
-                    quote(&k)
-                )));
-            }
+            _ if page.take(&k, &v)? => {}
+            _ => return Err(unknown(&k)),
         }
     }
     if watch {
-        let from = super::watch::last_event_id(&headers)?.or(after);
+        let from = super::watch::last_event_id(&headers)?.or(page.after);
         let w = super::watch::open(&s, filter, from).await?;
         let msgs = super::watch::messages(w, |batch| async move {
             Ok(batch
@@ -134,12 +141,9 @@ pub async fn log(
         return Ok(super::watch::respond(msgs));
     }
     let upto = s.watches.horizon().await.map_err(super::watch::refused)?;
-    let after = after.unwrap_or(0);
-    let items = db::events::events_between(&s.pool, &filter, after, upto, limit)
-        .await
-        .map_err(ApiError::db("read events"))?;
-    let next = (items.len() as i64 == limit)
-        .then(|| items.last().map(|e| e.id.to_string()))
-        .flatten();
-    Ok(Json(json!({"items": items, "next_cursor": next})).into_response())
+    let items =
+        db::events::events_between(&s.pool, &filter, page.after.unwrap_or(0), upto, page.limit)
+            .await
+            .map_err(ApiError::db("read events"))?;
+    Ok(Json(page.answer(items)).into_response())
 }

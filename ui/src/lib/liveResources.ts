@@ -6,10 +6,11 @@
 // the stream is down they poll as before, and they refetch once when it comes (back) up, for
 // what they may have missed in between.
 
-import { useQueryClient } from '@tanstack/react-query';
+import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef } from 'react';
+import { api, POLL_MS } from '../api/client';
 import type { ResourceEvent } from '../api/types';
-import { useEventStream, type OpenStream } from './useEventStream';
+import { pollWhileOffline, useEventStream, type OpenStream } from './useEventStream';
 
 /** The query keys the event log refreshes: every list, summary and graph of resources. */
 export const LIST_KEYS = [['resources'], ['summary'], ['roots'], ['graph']] as const;
@@ -85,4 +86,15 @@ export function useResourceLive(kind: string, name: string): boolean {
     if (live) void qc.invalidateQueries({ queryKey: ['resource', kind, name] });
   }, [live, qc, kind, name]);
   return live;
+}
+
+/** The first 100 roots (the summary's table, the graph's picker), kept fresh like the lists. */
+export function useRoots() {
+  const live = useListsLive();
+  return useQuery({
+    queryKey: ['roots'],
+    queryFn: () => api.listRoots({}, 100),
+    refetchInterval: pollWhileOffline(live, POLL_MS),
+    placeholderData: keepPreviousData,
+  });
 }

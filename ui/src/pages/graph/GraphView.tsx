@@ -8,7 +8,7 @@ import type { Graph, RootItem } from '../../api/types';
 import { PhaseBadge } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import type { ResourceFilter } from '../../lib/filters';
-import { useListsLive } from '../../lib/liveResources';
+import { useListsLive, useRoots } from '../../lib/liveResources';
 import { pollWhileOffline } from '../../lib/useEventStream';
 import { layoutGraph, NODE_H, NODE_W } from './graphModel';
 
@@ -153,13 +153,7 @@ function NodeLabel({ kind, name, phase }: { kind: string; name: string; phase: s
 }
 
 function RootPicker({ onPick }: { onPick: (ref: string) => void }) {
-  const live = useListsLive();
-  const roots = useQuery({
-    queryKey: ['roots'],
-    queryFn: () => api.listRoots({}, 100),
-    refetchInterval: pollWhileOffline(live, POLL_MS),
-    placeholderData: keepPreviousData,
-  });
+  const roots = useRoots();
   return (
     <section aria-label="Choose a root">
       <p>Choose a root to draw its dependency graph.</p>

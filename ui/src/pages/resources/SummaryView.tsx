@@ -6,7 +6,7 @@ import { PhaseBadge } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import { TokenInput } from '../../components/TokenInput';
 import { EMPTY_FILTER, isRef, writeFilter, type ResourceFilter } from '../../lib/filters';
-import { useListsLive } from '../../lib/liveResources';
+import { useListsLive, useRoots } from '../../lib/liveResources';
 import { pollWhileOffline } from '../../lib/useEventStream';
 
 interface Props {
@@ -103,13 +103,7 @@ function SummaryTables({ s, listLink }: { s: Summary; listLink: (f: Partial<Reso
 
 function RootsTable({ onChoose }: { onChoose: (ref: string) => void }) {
   const { search } = useLocation();
-  const live = useListsLive();
-  const roots = useQuery({
-    queryKey: ['roots'],
-    queryFn: () => api.listRoots({}, 100),
-    refetchInterval: pollWhileOffline(live, POLL_MS),
-    placeholderData: keepPreviousData,
-  });
+  const roots = useRoots();
   return (
     <section aria-label="Roots">
       <h3>Roots</h3>
