@@ -355,51 +355,46 @@ fn sse_event(data: &str, about: &str) -> utoipa::openapi::RefOr<utoipa::openapi:
         .into()
 }
 
-/// One event of a resource's watch (`text/event-stream`); its `data` is a
-/// [`ResourceWatchEvent`].
-pub struct ResourceWatchStream;
+/// Declares the schema of one watch stream's events (`text/event-stream`) whose `data` is a
+/// `$data`, registering `$data` beside it (the `contentSchema` names it).
+macro_rules! sse_stream {
+    ($(#[$doc:meta])* $name:ident, $data:ident, $about:literal) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl utoipa::PartialSchema for ResourceWatchStream {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        sse_event(
-            "ResourceWatchEvent",
-            "One Server-Sent Event of a resource's watch.",
-        )
-    }
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+                sse_event(stringify!($data), $about)
+            }
+        }
+
+        impl ToSchema for $name {
+            fn schemas(
+                schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>,
+            ) {
+                schemas.push((
+                    $data::name().into(),
+                    <$data as utoipa::PartialSchema>::schema(),
+                ));
+                <$data as ToSchema>::schemas(schemas);
+            }
+        }
+    };
 }
 
-impl ToSchema for ResourceWatchStream {
-    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
-        schemas.push((
-            ResourceWatchEvent::name().into(),
-            <ResourceWatchEvent as utoipa::PartialSchema>::schema(),
-        ));
-        <ResourceWatchEvent as ToSchema>::schemas(schemas);
-    }
-}
+sse_stream!(
+    /// One event of a resource's watch; its `data` is a [`ResourceWatchEvent`].
+    ResourceWatchStream,
+    ResourceWatchEvent,
+    "One Server-Sent Event of a resource's watch."
+);
 
-/// One event of the event log's watch (`text/event-stream`); its `data` is a
-/// [`ResourceEvent`].
-pub struct EventLogStream;
-
-impl utoipa::PartialSchema for EventLogStream {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        sse_event(
-            "ResourceEvent",
-            "One Server-Sent Event of the event log's watch.",
-        )
-    }
-}
-
-impl ToSchema for EventLogStream {
-    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
-        schemas.push((
-            ResourceEvent::name().into(),
-            <ResourceEvent as utoipa::PartialSchema>::schema(),
-        ));
-        <ResourceEvent as ToSchema>::schemas(schemas);
-    }
-}
+sse_stream!(
+    /// One event of the event log's watch; its `data` is a [`ResourceEvent`].
+    EventLogStream,
+    ResourceEvent,
+    "One Server-Sent Event of the event log's watch."
+);
 
 /// The full read of one resource.
 #[derive(Serialize, ToSchema)]
