@@ -380,12 +380,20 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// few unary calls); a peer cannot make the broker hold unbounded stream state.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 
-/// A gRPC server router with the WorkerService, server reflection and `grpc.health.v1`.
+/// A gRPC server router with the WorkerService, `grpc.health.v1`, and server reflection that
+/// lists both, as `grpc.reflection.v1` and as `v1alpha` (what older grpcurl builds ask).
 pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection()
         .build_v1()
-        .expect("the embedded descriptor set is valid");
+        .expect("the embedded descriptor sets are valid");
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .expect("the embedded descriptor sets are valid");
     let (health_reporter, health) = tonic_health::server::health_reporter();
     tokio::spawn(async move {
         health_reporter
@@ -397,6 +405,7 @@ pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .add_service(health)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(grpc_service(broker))
 }
