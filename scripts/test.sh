@@ -107,6 +107,13 @@ rust_steps() {
     step "rust test" cargo test --workspace --all-features --no-fail-fast
 }
 
+# --- WorkerService contract (proto/) -------------------------------------------------------
+# buf lint and buf breaking against the previous commit's proto (scripts/buf.sh installs a
+# pinned buf with go install, and fails rather than skips when it cannot).
+proto_steps() {
+    step "proto (buf lint, buf breaking)" "$ROOT/scripts/buf.sh"
+}
+
 # --- Separate Rust workspaces (compose-dsl/, wasm-host/, stdworker/) -------------------------
 # Kept out of the main workspace on purpose (starlark turns on serde_json's
 # arbitrary_precision for every crate in a build; wasmtime is heavy), so each is checked on
@@ -206,6 +213,7 @@ main() {
     check_toolchains
     start_postgres
     rust_steps
+    proto_steps
     api_contract_steps
     side_workspace_steps
     wasm_guest_steps

@@ -27,6 +27,23 @@ const ReconnectCap = 5 * time.Second
 // maxParallelLimit bounds MaxParallel: it travels as a uint32 and sizes a semaphore.
 const maxParallelLimit = 1 << 20
 
+// The message size limit (GRPC_MAX_MESSAGE_BYTES): the default and the accepted range are
+// the broker's. The ceiling leaves room for a compose result of about a million small
+// children (~280 MB); the floor is gRPC's own default receive limit.
+const (
+	DefaultMaxMessageBytes = 64 << 20
+	MaxMessageBytesFloor   = 4 << 20
+	MaxMessageBytesCeiling = 512 << 20
+)
+
+// The values of GRPC_COMPRESSION / Config.Compression.
+const (
+	// CompressionNone sends plain frames (the default): cheapest on a local network.
+	CompressionNone = "none"
+	// CompressionGzip gzips what the worker sends; the broker then answers in gzip too.
+	CompressionGzip = "gzip"
+)
+
 // Config is how a worker connects and how much work it takes.
 type Config struct {
 	// BrokerAddrs are the brokers (BROKER_ADDR, comma-separated), dialled in order: the
@@ -72,6 +89,13 @@ type Config struct {
 	CertFile string
 	// KeyFile is CertFile's PEM private key (WORKER_KEY_FILE).
 	KeyFile string
+	// MaxMessageBytes is the largest message sent or accepted, decompressed
+	// (GRPC_MAX_MESSAGE_BYTES, 4 MiB to 512 MiB, default 64 MiB). Raise it together with
+	// the broker's for compose results past 64 MiB. Zero means the default.
+	MaxMessageBytes int
+	// Compression is CompressionGzip to gzip what the worker sends (the broker answers in
+	// kind) or CompressionNone (GRPC_COMPRESSION, default none; "" means none).
+	Compression string
 }
 
 // String shows the Config with the token hidden, so that printing or logging it (with
@@ -100,13 +124,17 @@ func NewConfig(brokerAddrs ...string) Config {
 		ReadinessPoll:  DefaultReadinessPoll,
 		ReconnectMin:   DefaultReconnectMin,
 		ReconnectMax:   DefaultReconnectMax,
+
+		MaxMessageBytes: DefaultMaxMessageBytes,
+		Compression:     CompressionNone,
 	}
 }
 
 // ConfigFromEnv reads BROKER_ADDR (required: one broker or a comma-separated list, all TLS
 // or all plaintext), WORKER_MAX_PARALLEL, WORKER_DRAIN_TIMEOUT,
-// WORKER_KINDS, WORKER_NAME, WORKER_TOKEN or WORKER_TOKEN_FILE, BROKER_CA_FILE and
-// WORKER_CERT_FILE + WORKER_KEY_FILE from the process environment. A malformed value is a
+// WORKER_KINDS, WORKER_NAME, WORKER_TOKEN or WORKER_TOKEN_FILE, BROKER_CA_FILE,
+// WORKER_CERT_FILE + WORKER_KEY_FILE, GRPC_MAX_MESSAGE_BYTES and GRPC_COMPRESSION from the
+// process environment. A malformed value is a
 // *ConfigError naming the variable, never a silent default; the token and TLS files are
 // read once here so that a mistake fails the start instead of every connect.
 func ConfigFromEnv() (Config, error) {
@@ -173,6 +201,23 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 			*f.dst = strings.TrimSpace(v)
 		}
 	}
+	if v, ok := get("GRPC_MAX_MESSAGE_BYTES"); ok {
+		n, err := parseMaxMessageBytes("GRPC_MAX_MESSAGE_BYTES", v)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.MaxMessageBytes = n
+	}
+	if v, ok := get("GRPC_COMPRESSION"); ok {
+		c := strings.ToLower(strings.TrimSpace(v))
+		if c == "identity" {
+			c = CompressionNone
+		}
+		if err := checkCompression("GRPC_COMPRESSION", c); err != nil {
+			return Config{}, err
+		}
+		cfg.Compression = c
+	}
 	if err := cfg.checkTransport(); err != nil {
 		return Config{}, err
 	}
@@ -217,6 +262,41 @@ func (c Config) validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return invalid("DrainTimeout", c.DrainTimeout.String(), "must not be negative")
+	}
+	if c.MaxMessageBytes != 0 {
+		if _, err := parseMaxMessageBytes("MaxMessageBytes", strconv.Itoa(c.MaxMessageBytes)); err != nil {
+			return err
+		}
+	}
+	if c.Compression == "" {
+		return nil
+	}
+	return checkCompression("Compression", c.Compression)
+}
+
+// maxMessageBytes is MaxMessageBytes, or the default when it is zero.
+func (c Config) maxMessageBytes() int {
+	if c.MaxMessageBytes == 0 {
+		return DefaultMaxMessageBytes
+	}
+	return c.MaxMessageBytes
+}
+
+// parseMaxMessageBytes reads a whole number of bytes in the broker's accepted range.
+func parseMaxMessageBytes(name, v string) (int, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, invalid(name, v, "expected a whole number of bytes (e.g. 536870912 for 512 MiB)")
+	}
+	if n < MaxMessageBytesFloor || n > MaxMessageBytesCeiling {
+		return 0, invalid(name, v, fmt.Sprintf("must be within %d..=%d (4 MiB to 512 MiB)", MaxMessageBytesFloor, MaxMessageBytesCeiling))
+	}
+	return int(n), nil
+}
+
+func checkCompression(name, v string) error {
+	if v != CompressionNone && v != CompressionGzip {
+		return invalid(name, v, "expected gzip or none")
 	}
 	return nil
 }

@@ -58,6 +58,27 @@ func TestConfigReadsEveryVariable(t *testing.T) {
 	}
 }
 
+func TestTransportVariablesSetTheMessageLimitAndCompression(t *testing.T) {
+	cfg, err := parseEnv(map[string]string{"BROKER_ADDR": "http://b:1"})
+	if err != nil || cfg.MaxMessageBytes != 64<<20 || cfg.Compression != CompressionNone {
+		t.Fatalf("defaults: %d %q %v", cfg.MaxMessageBytes, cfg.Compression, err)
+	}
+	cfg, err = parseEnv(map[string]string{"BROKER_ADDR": "http://b:1", "GRPC_MAX_MESSAGE_BYTES": "536870912", "GRPC_COMPRESSION": " GZIP "})
+	if err != nil || cfg.MaxMessageBytes != 512<<20 || cfg.Compression != CompressionGzip {
+		t.Fatalf("set: %d %q %v", cfg.MaxMessageBytes, cfg.Compression, err)
+	}
+	// A Config written as a literal leaves both at their zero values, which mean the defaults.
+	lit := Config{BrokerAddrs: []string{"http://b:1"}, MaxParallel: 1, HeartbeatEvery: 1, ReadinessPoll: 1, ReconnectMin: 1, ReconnectMax: 1}
+	if err := lit.validate(); err != nil || lit.maxMessageBytes() != DefaultMaxMessageBytes {
+		t.Fatalf("zero values: %d %v", lit.maxMessageBytes(), err)
+	}
+	lit.MaxMessageBytes = MaxMessageBytesCeiling + 1
+	var ce *ConfigError
+	if err := lit.validate(); !errors.As(err, &ce) || ce.Var != "MaxMessageBytes" {
+		t.Fatalf("over the ceiling: %v", err)
+	}
+}
+
 func TestMalformedConfigIsAnErrorNamingTheVariable(t *testing.T) {
 	cases := []struct {
 		vars map[string]string
@@ -77,6 +98,10 @@ func TestMalformedConfigIsAnErrorNamingTheVariable(t *testing.T) {
 		{map[string]string{"BROKER_ADDR": "http://b:1", "WORKER_DRAIN_TIMEOUT": "5d"}, "WORKER_DRAIN_TIMEOUT"},
 		{map[string]string{"BROKER_ADDR": "http://b:1", "WORKER_DRAIN_TIMEOUT": "-1s"}, "WORKER_DRAIN_TIMEOUT"},
 		{map[string]string{"BROKER_ADDR": "http://b:1", "WORKER_KINDS": " , ,"}, "WORKER_KINDS"},
+		{map[string]string{"BROKER_ADDR": "http://b:1", "GRPC_MAX_MESSAGE_BYTES": "536870913"}, "GRPC_MAX_MESSAGE_BYTES"},
+		{map[string]string{"BROKER_ADDR": "http://b:1", "GRPC_MAX_MESSAGE_BYTES": "1024"}, "GRPC_MAX_MESSAGE_BYTES"},
+		{map[string]string{"BROKER_ADDR": "http://b:1", "GRPC_MAX_MESSAGE_BYTES": "64MiB"}, "GRPC_MAX_MESSAGE_BYTES"},
+		{map[string]string{"BROKER_ADDR": "http://b:1", "GRPC_COMPRESSION": "zstd"}, "GRPC_COMPRESSION"},
 	}
 	for _, c := range cases {
 		_, err := parseEnv(c.vars)

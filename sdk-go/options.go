@@ -60,6 +60,13 @@ func WithReconnectBackoff(min, max time.Duration) Option {
 	return edit(func(c *Config) { c.ReconnectMin, c.ReconnectMax = min, max })
 }
 
+// WithMaxMessageBytes overrides the largest message sent or accepted (4 MiB to 512 MiB).
+func WithMaxMessageBytes(n int) Option { return edit(func(c *Config) { c.MaxMessageBytes = n }) }
+
+// WithCompression overrides the compression of sent messages: CompressionGzip or
+// CompressionNone.
+func WithCompression(c string) Option { return edit(func(cfg *Config) { cfg.Compression = c }) }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 

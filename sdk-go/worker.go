@@ -11,11 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/keepalive"
 )
-
-// maxMessageBytes matches the broker's message size limit.
-const maxMessageBytes = 64 << 20
 
 // Connection liveness: an HTTP/2 PING every keepaliveTime (also with no call open; the
 // broker does not limit pings) and the connection dropped when one is not answered within
@@ -89,8 +87,13 @@ func Serve(ctx context.Context, providers []Provider, opts ...Option) error {
 	defer w.workCancel()
 	// The transport credentials and the token are added at each dial (transportOptions),
 	// before these, so that WithDialOptions can still override them.
+	callOpts := []grpc.CallOption{grpc.MaxCallRecvMsgSize(cfg.maxMessageBytes()), grpc.MaxCallSendMsgSize(cfg.maxMessageBytes())}
+	if cfg.Compression == CompressionGzip {
+		// The broker answers gzip only to a worker that sends it.
+		callOpts = append(callOpts, grpc.UseCompressor(gzip.Name))
+	}
 	w.dialOpts = append([]grpc.DialOption{
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		grpc.WithDefaultCallOptions(callOpts...),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 		// One attempt per session (the worker's own failover retries): a short connect
 		// deadline, and the channel's backoff capped like the worker's.

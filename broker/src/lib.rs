@@ -20,7 +20,8 @@
 //! - `complete`: the completion writer (acks through `registry`);
 //! - `handout`: placement, deadlines, and the execution of pipeline steps;
 //! - `dispatch`: the claim loop (hands out through `handout`);
-//! - `service`: the WorkerService sessions.
+//! - `service`: the WorkerService sessions;
+//! - `wire`: transport rules (gzip answered in kind, the oversized-frame status).
 //!
 //! `broker/tests/module_graph.rs` fails if a `use` ever closes a circle among them.
 
@@ -38,6 +39,7 @@ mod manifests;
 mod pipeline;
 mod registry;
 mod service;
+pub mod wire;
 
 use std::{sync::Arc, time::Duration};
 
@@ -72,6 +74,9 @@ pub struct BrokerConfig {
     pub subscribe_timeout: Duration,
     /// Failsafe re-read of manifests and default provider configs.
     pub cache_refresh: Duration,
+    /// Largest WorkerService message accepted or sent, decompressed
+    /// (`GRPC_MAX_MESSAGE_BYTES`).
+    pub max_message_bytes: usize,
     /// Who may speak the WorkerService (`None`: authentication is off, loopback or
     /// AUTH=none).
     pub auth: Option<Arc<converge_auth::Authenticator>>,
@@ -101,6 +106,7 @@ impl Default for BrokerConfig {
             shutdown_drain: Duration::from_secs(45),
             subscribe_timeout: Duration::from_secs(10),
             cache_refresh: Duration::from_secs(15),
+            max_message_bytes: converge_proto::MAX_MESSAGE_BYTES,
             auth: None,
         }
     }
@@ -180,6 +186,7 @@ impl Broker {
                 broker_id: cfg.broker_id.clone(),
                 default_max_inflight: cfg.default_max_inflight,
                 subscribe_timeout: cfg.subscribe_timeout,
+                max_message_bytes: cfg.max_message_bytes,
                 auth: cfg.auth.clone(),
             },
             pool.clone(),
@@ -342,11 +349,23 @@ impl pb::worker_service_server::WorkerService for Broker {
     }
 }
 
-/// The tonic service for `broker`, with converge's message size limits.
-pub fn grpc_service(broker: &Broker) -> pb::worker_service_server::WorkerServiceServer<Broker> {
-    pb::worker_service_server::WorkerServiceServer::new(broker.clone())
-        .max_decoding_message_size(converge_proto::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(converge_proto::MAX_MESSAGE_BYTES)
+/// The WorkerService as tonic serves it (with [`wire::mirror_compression`] in front).
+pub type GrpcService = tonic::service::interceptor::InterceptedService<
+    pb::worker_service_server::WorkerServiceServer<Broker>,
+    wire::MirrorCompression,
+>;
+
+/// The tonic service for `broker`: the message size limit of its config both ways, and gzip
+/// accepted from any worker and sent to the workers that send it (plain frames still work).
+pub fn grpc_service(broker: &Broker) -> GrpcService {
+    use tonic::codec::CompressionEncoding::Gzip;
+    let limit = broker.config().max_message_bytes;
+    let server = pb::worker_service_server::WorkerServiceServer::new(broker.clone())
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit)
+        .accept_compressed(Gzip)
+        .send_compressed(Gzip);
+    tonic::service::interceptor::InterceptedService::new(server, wire::mirror_compression)
 }
 
 /// How often the broker pings each connection (HTTP/2 PING), and how long it waits for the
@@ -361,12 +380,20 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// few unary calls); a peer cannot make the broker hold unbounded stream state.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 
-/// A gRPC server router with the WorkerService, server reflection and `grpc.health.v1`.
+/// A gRPC server router with the WorkerService, `grpc.health.v1`, and server reflection that
+/// lists both, as `grpc.reflection.v1` and as `v1alpha` (what older grpcurl builds ask).
 pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection()
         .build_v1()
-        .expect("the embedded descriptor set is valid");
+        .expect("the embedded descriptor sets are valid");
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .expect("the embedded descriptor sets are valid");
     let (health_reporter, health) = tonic_health::server::health_reporter();
     tokio::spawn(async move {
         health_reporter
@@ -378,6 +405,7 @@ pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .add_service(health)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(grpc_service(broker))
 }

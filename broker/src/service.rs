@@ -33,6 +33,7 @@ use crate::{
     handout::Handout,
     manifests::Manifests,
     registry::{Closer, Outbound, Registry, StreamEntry, StreamId, StreamOut, WorkerIdentity},
+    wire,
 };
 
 /// Most tasks one stream may ask for at once.
@@ -85,6 +86,8 @@ pub(crate) struct ServiceOptions {
     pub default_max_inflight: u32,
     /// How long a new stream may take to send its Subscribe frame.
     pub subscribe_timeout: Duration,
+    /// The message size limit (`GRPC_MAX_MESSAGE_BYTES`), named when a frame is over it.
+    pub max_message_bytes: usize,
     /// Who may speak the WorkerService (`None`: authentication is off).
     pub auth: Option<Arc<converge_auth::Authenticator>>,
 }
@@ -402,7 +405,12 @@ async fn session(
                 }
             }
             Ok(None) => break "closed by worker".to_string(),
-            Err(s) => break format!("transport: {}", s.message()),
+            Err(s) => {
+                if let Some(status) = wire::oversized(&s, w.inner.opts.max_message_bytes) {
+                    closer.close(status);
+                }
+                break format!("transport: {}", s.message());
+            }
         }
     };
     let held = parts.registry.remove_stream(sid);

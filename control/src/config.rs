@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use converge_auth::tls::TlsFiles;
-use converge_proto::duration::parse_duration;
+use converge_proto::{duration::parse_duration, wire};
 
 /// Which duties this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +91,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// MAX_WATCHERS: `?watch=true` streams open at once (503 beyond).
     pub max_watchers: usize,
+    /// GRPC_MAX_MESSAGE_BYTES: largest WorkerService message the broker accepts or sends
+    /// (decompressed), 4 MiB..=512 MiB, default 64 MiB (`converge_proto::wire`).
+    pub grpc_max_message_bytes: usize,
     /// MAX_CONNECTIONS: connections open at once over every listener (default: the
     /// descriptor limit less a reserve, see `converge_auth::listen::Limits::from_nofile`).
     pub max_connections: Option<usize>,
@@ -322,6 +325,12 @@ impl Config {
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
             max_watchers: read(&get, "MAX_WATCHERS", 256, num)?,
+            grpc_max_message_bytes: read(
+                &get,
+                wire::MAX_MESSAGE_BYTES_VAR,
+                wire::DEFAULT_MAX_MESSAGE_BYTES,
+                wire::parse_max_message_bytes,
+            )?,
             max_connections: read(&get, "MAX_CONNECTIONS", None, |v| num(v).map(Some))?,
             max_connections_per_peer: read(&get, "MAX_CONNECTIONS_PER_PEER", None, |v| {
                 num(v).map(Some)
@@ -514,6 +523,18 @@ mod tests {
             .tls
             .unwrap();
         assert!(t.client_ca.is_none());
+    }
+
+    #[test]
+    fn grpc_message_limit_is_bounded() {
+        assert_eq!(cfg(&[]).unwrap().grpc_max_message_bytes, 64 << 20);
+        let c = cfg(&[("GRPC_MAX_MESSAGE_BYTES", "536870912")]).unwrap();
+        assert_eq!(c.grpc_max_message_bytes, 512 << 20);
+        for v in ["536870913", "1024", "64MiB"] {
+            let e = cfg(&[("GRPC_MAX_MESSAGE_BYTES", v)]).unwrap_err();
+            assert_eq!(e.var, "GRPC_MAX_MESSAGE_BYTES");
+            assert!(e.to_string().contains("GRPC_MAX_MESSAGE_BYTES"), "{e}");
+        }
     }
 
     #[test]

@@ -192,6 +192,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.broker_failsafe,
                 shutdown_drain: cfg.shutdown_drain,
+                max_message_bytes: cfg.grpc_max_message_bytes,
                 auth: security.auth.clone(),
                 ..BrokerConfig::default()
             },

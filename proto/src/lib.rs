@@ -2,11 +2,13 @@
 //!
 //! `worker::v1` is generated from `proto/converge/worker/v1/worker.proto` at build time.
 //! `manifest` holds the KindManifest model and its validation (the SDK half of the DB's
-//! `validate_kind_manifest` CHECK).
+//! `validate_kind_manifest` CHECK); `wire` the transport settings (message size limit,
+//! compression) both ends read from the environment.
 
 pub mod compat;
 pub mod duration;
 pub mod manifest;
+pub mod wire;
 
 /// Generated code for the `converge.worker.v1` protobuf package.
 pub mod worker {
@@ -23,6 +25,6 @@ pub mod worker {
 
 pub use worker::v1 as pb;
 
-/// Largest gRPC message either side accepts (decoded), in bytes. A compose of a very large
-/// bill of materials is the biggest frame; 64 MiB bounds memory per stream while leaving room.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Largest gRPC message either side accepts (decoded) unless `GRPC_MAX_MESSAGE_BYTES` says
+/// otherwise, in bytes (see [`wire`]).
+pub const MAX_MESSAGE_BYTES: usize = wire::DEFAULT_MAX_MESSAGE_BYTES;

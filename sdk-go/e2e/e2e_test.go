@@ -51,6 +51,21 @@ func TestLeafReachesReadyWithItsStatus(t *testing.T) {
 	}
 }
 
+func TestAGzipWorkerReachesReady(t *testing.T) {
+	// GRPC_COMPRESSION=gzip: every message the worker sends is gzipped, and the broker
+	// answers in gzip (before it accepted gzip, such a worker got UNIMPLEMENTED).
+	s := startServer(t)
+	s.applyManifest(leafManifest("go-zipped", 30))
+	startWorker(t, s, "go-e2e-gzip", []converge.Provider{greeter("go-zipped")},
+		converge.WithCompression(converge.CompressionGzip), converge.WithMaxMessageBytes(converge.MaxMessageBytesCeiling))
+
+	s.apply("go-zipped", "world", map[string]any{"greeting": "hi"})
+	r := s.waitResource("go-zipped", "world", "Ready", phaseIs("Ready"))
+	if msg := r["status"].(map[string]any)["message"]; msg != "hi, world!" {
+		t.Fatalf("unexpected status: %v", r["status"])
+	}
+}
+
 func TestTerminalErrorFails(t *testing.T) {
 	s := startServer(t)
 	s.applyManifest(leafManifest("go-doomed", 30))

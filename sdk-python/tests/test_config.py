@@ -118,6 +118,10 @@ def test_empty_counts_as_unset() -> None:
         (env(WORKER_DRAIN_TIMEOUT="5d"), "WORKER_DRAIN_TIMEOUT"),
         (env(WORKER_DRAIN_TIMEOUT="-1s"), "WORKER_DRAIN_TIMEOUT"),
         (env(WORKER_KINDS=" , "), "WORKER_KINDS"),
+        (env(GRPC_MAX_MESSAGE_BYTES="536870913"), "GRPC_MAX_MESSAGE_BYTES"),
+        (env(GRPC_MAX_MESSAGE_BYTES="1024"), "GRPC_MAX_MESSAGE_BYTES"),
+        (env(GRPC_MAX_MESSAGE_BYTES="64MiB"), "GRPC_MAX_MESSAGE_BYTES"),
+        (env(GRPC_COMPRESSION="zstd"), "GRPC_COMPRESSION"),
     ],
 )
 def test_malformed_values_name_the_variable(kv: dict[str, str], var: str) -> None:
@@ -125,6 +129,19 @@ def test_malformed_values_name_the_variable(kv: dict[str, str], var: str) -> Non
         WorkerConfig.from_env(kv)
     assert e.value.var == var
     assert var in str(e.value)
+
+
+def test_transport_variables_set_the_message_limit_and_compression() -> None:
+    c = WorkerConfig.from_env(env())
+    assert (c.max_message_bytes, c.compression) == (64 << 20, "none")
+    c = WorkerConfig.from_env(env(GRPC_MAX_MESSAGE_BYTES="536870912", GRPC_COMPRESSION=" GZIP "))
+    assert (c.max_message_bytes, c.compression) == (512 << 20, "gzip")
+    assert WorkerConfig.from_env(env(GRPC_COMPRESSION="identity")).compression == "none"
+    for field, value in (("max_message_bytes", (512 << 20) + 1), ("compression", "br")):
+        c = WorkerConfig(broker_addrs=["http://h:1"])
+        setattr(c, field, value)
+        with pytest.raises(ConfigError, match=field):
+            c.validate()
 
 
 def test_missing_broker_addr() -> None:

@@ -177,6 +177,31 @@ async def test_a_rollup_that_pages_reads_every_child_once(converge: Converge) ->
             }
 
 
+async def test_a_gzip_worker_composes_rolls_up_and_pages(converge: Converge) -> None:
+    # GRPC_COMPRESSION=gzip: grpcio compresses every message of the WorkStream and of the
+    # unary GetProviderConfig and ListDescendants calls, as the original implementation's
+    # workers did; the broker refused gzip (UNIMPLEMENTED) before it accepted it.
+    conf = _load_conformance_worker()
+    cfg = fast_config(converge.broker, "e2e-gzip")
+    cfg.compression = WorkerConfig.from_env(
+        {"BROKER_ADDR": converge.broker, "GRPC_COMPRESSION": "gzip"}
+    ).compression
+    assert cfg.compression == "gzip"
+    async with worker(conf.providers(), cfg):
+        await converge.apply("conf-composite", "zipped", {"children": 3})
+        await converge.apply("conf-summary", "zipped-pages", {"children": 3, "page_size": 2})
+        r = await converge.wait_resource(
+            "conf-composite", "zipped", "rolled up",
+            lambda v: v["phase"] == "Ready" and (v.get("status") or {}).get("descendants") == 3,
+        )
+        assert r["status"] == {"composed": 3, "descendants": 3, "ready": 3}
+        r = await converge.wait_resource(
+            "conf-summary", "zipped-pages", "rolled up over 3 pages read",
+            lambda v: v["phase"] == "Ready" and (v.get("status") or {}).get("read") == 3,
+        )
+        assert r["status"]["pages"] == 2
+
+
 async def test_handler_stopped_midway_is_finished_by_a_new_worker(converge: Converge) -> None:
     started = asyncio.Event()
     saw_cancel = asyncio.Event()

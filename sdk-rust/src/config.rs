@@ -7,7 +7,13 @@
 //! `runtime::dial`), so a rotated token or certificate is picked up at the next reconnect
 //! without a restart.
 
-use converge_proto::duration::parse_duration;
+use converge_proto::{
+    duration::parse_duration,
+    wire::{
+        self, COMPRESSION_VAR, MAX_MESSAGE_BYTES_CEILING, MAX_MESSAGE_BYTES_FLOOR,
+        MAX_MESSAGE_BYTES_VAR,
+    },
+};
 use std::{fmt, path::PathBuf, time::Duration};
 
 use crate::error::ConfigError;
@@ -28,6 +34,17 @@ pub const DEFAULT_RECONNECT_MIN: Duration = Duration::from_secs(1);
 pub const RECONNECT_CAP: Duration = Duration::from_secs(5);
 /// Default reconnect (and config-prime) backoff ceiling: [`RECONNECT_CAP`].
 pub const DEFAULT_RECONNECT_MAX: Duration = RECONNECT_CAP;
+
+/// Whether the worker compresses the messages it sends (`GRPC_COMPRESSION`). The broker
+/// answers in kind: a gzip worker gets gzip frames back, a plain one plain frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain frames (`none`, the default): cheapest on a local network.
+    #[default]
+    None,
+    /// gzip both ways (`gzip`): for large compose results or rollup pages over a slow link.
+    Gzip,
+}
 
 /// Where the worker's bearer token comes from. Its `Debug` never shows a token.
 #[derive(Clone, PartialEq, Eq)]
@@ -119,6 +136,13 @@ pub struct WorkerConfig {
     pub kinds: Option<Vec<String>>,
     /// Advisory display name (`WORKER_NAME`, default `<hostname>-<pid>`).
     pub worker_name: String,
+    /// Largest message sent or accepted, decompressed (`GRPC_MAX_MESSAGE_BYTES`, 4 MiB to
+    /// 512 MiB, default 64 MiB). Raise it together with the broker's for compose results
+    /// past 64 MiB (a 1,000,000-child bill of materials is about 280 MB).
+    pub max_message_bytes: usize,
+    /// Whether sent messages are gzipped (`GRPC_COMPRESSION`: `gzip` or `none`, default
+    /// none).
+    pub compression: Compression,
     /// Interval of the coalesced heartbeat of running tasks (5 s).
     pub heartbeat_every: Duration,
     /// Interval of the `Provider::ready` poll (2 s).
@@ -149,6 +173,8 @@ impl WorkerConfig {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             kinds: None,
             worker_name: default_worker_name(),
+            max_message_bytes: wire::DEFAULT_MAX_MESSAGE_BYTES,
+            compression: Compression::None,
             heartbeat_every: DEFAULT_HEARTBEAT_EVERY,
             readiness_poll: DEFAULT_READINESS_POLL,
             reconnect_min: DEFAULT_RECONNECT_MIN,
@@ -159,7 +185,8 @@ impl WorkerConfig {
     /// Reads `BROKER_ADDR` (required: one broker or a comma-separated list of them, all TLS or
     /// all plaintext), `WORKER_TOKEN` or `WORKER_TOKEN_FILE`,
     /// `BROKER_CA_FILE`, `WORKER_CERT_FILE` + `WORKER_KEY_FILE`, `WORKER_MAX_PARALLEL`,
-    /// `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME` from the process environment.
+    /// `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS`, `WORKER_NAME`, `GRPC_MAX_MESSAGE_BYTES` and
+    /// `GRPC_COMPRESSION` from the process environment.
     ///
     /// Both token variables, one of the client certificate pair without the other, or TLS
     /// files with a non-`https://` address are errors naming the variables. The files
@@ -236,6 +263,17 @@ impl WorkerConfig {
         if let Some(v) = get("WORKER_NAME")? {
             cfg.worker_name = v.trim().to_string();
         }
+        if let Some(v) = get(MAX_MESSAGE_BYTES_VAR)? {
+            cfg.max_message_bytes = wire::parse_max_message_bytes(&v)
+                .map_err(|reason| ConfigError::invalid(MAX_MESSAGE_BYTES_VAR, &v, reason))?;
+        }
+        if let Some(v) = get(COMPRESSION_VAR)? {
+            cfg.compression = match wire::parse_compression(&v) {
+                Ok(true) => Compression::Gzip,
+                Ok(false) => Compression::None,
+                Err(reason) => return Err(ConfigError::invalid(COMPRESSION_VAR, &v, reason)),
+            };
+        }
         Ok(cfg)
     }
 
@@ -308,6 +346,17 @@ impl WorkerConfig {
                 "max_parallel",
                 self.max_parallel,
                 format!("must be between 1 and {MAX_PARALLEL_LIMIT}"),
+            ));
+        }
+        if !(MAX_MESSAGE_BYTES_FLOOR..=MAX_MESSAGE_BYTES_CEILING).contains(&self.max_message_bytes)
+        {
+            return Err(ConfigError::invalid(
+                "max_message_bytes",
+                self.max_message_bytes,
+                format!(
+                    "must be between {MAX_MESSAGE_BYTES_FLOOR} and {MAX_MESSAGE_BYTES_CEILING} \
+                     (4 MiB to 512 MiB)"
+                ),
             ));
         }
         for (name, d) in [

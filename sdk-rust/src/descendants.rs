@@ -83,7 +83,7 @@ enum Source {
 
 /// The task's lease and the connection it arrived on.
 struct Remote {
-    channel: Channel,
+    client: WorkerServiceClient<Channel>,
     bearer: Option<AsciiMetadataValue>,
     resource_id: Vec<u8>,
     lease_token: String,
@@ -111,7 +111,8 @@ impl Subtree {
 /// The connection a session's tasks arrived on, for the paged reads of its ROLLUP tasks.
 #[derive(Clone)]
 pub(crate) struct Lister {
-    pub(crate) channel: Channel,
+    /// The session's client (its message limit and compression).
+    pub(crate) client: WorkerServiceClient<Channel>,
     pub(crate) bearer: Option<AsciiMetadataValue>,
 }
 
@@ -119,7 +120,7 @@ impl Lister {
     /// The subtree of a task that arrived on this connection.
     pub(crate) fn subtree(&self, task: &pb::StageTask) -> Subtree {
         Subtree(Source::Remote(Arc::new(Remote {
-            channel: self.channel.clone(),
+            client: self.client.clone(),
             bearer: self.bearer.clone(),
             resource_id: task.resource_id.to_vec(),
             lease_token: task.lease_token.clone(),
@@ -191,8 +192,9 @@ async fn remote_page(
     if let Some(b) = &r.bearer {
         request.metadata_mut().insert("authorization", b.clone());
     }
-    let resp = WorkerServiceClient::new(r.channel.clone())
-        .max_decoding_message_size(converge_proto::MAX_MESSAGE_BYTES)
+    let resp = r
+        .client
+        .clone()
         .list_descendants(request)
         .await
         .map_err(|s| {

@@ -24,6 +24,8 @@
 //! | `WORKER_DRAIN_TIMEOUT` | how long shutdown waits for in-flight work (`500ms`, `30s`, `2m`, `7`) | 50s |
 //! | `WORKER_KINDS` | comma-separated subset of the registry's kinds to serve | all |
 //! | `WORKER_NAME` | advisory display name | `<hostname>-<pid>` |
+//! | `GRPC_MAX_MESSAGE_BYTES` | largest message sent or accepted (decompressed), in bytes, 4194304..=536870912; raise it together with the broker's for compose results past 64 MiB | 67108864 (64 MiB) |
+//! | `GRPC_COMPRESSION` | `gzip` compresses what the worker sends (the broker then answers in gzip too), `none` sends plain frames | none |
 //!
 //! Both token variables, half of the certificate pair, or TLS files with a non-`https://`
 //! address are [`ConfigError::Conflict`]s. The token, CA, certificate and key files are read
@@ -88,8 +90,9 @@ mod types;
 
 pub use bytes::Bytes;
 pub use config::{
-    DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEARTBEAT_EVERY, DEFAULT_MAX_PARALLEL, DEFAULT_READINESS_POLL,
-    DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, RECONNECT_CAP, WorkerConfig, WorkerToken,
+    Compression, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEARTBEAT_EVERY, DEFAULT_MAX_PARALLEL,
+    DEFAULT_READINESS_POLL, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN, RECONNECT_CAP,
+    WorkerConfig, WorkerToken,
 };
 /// The generated wire types of `converge.worker.v1` (for `testing::execute_task` and tests).
 pub use converge_proto::pb;

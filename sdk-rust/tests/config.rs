@@ -3,7 +3,9 @@
 
 use std::{collections::HashMap, path::PathBuf, time::Duration};
 
-use converge_sdk::{ConfigError, RECONNECT_CAP, Registry, WorkerConfig, WorkerError, WorkerToken};
+use converge_sdk::{
+    Compression, ConfigError, RECONNECT_CAP, Registry, WorkerConfig, WorkerError, WorkerToken,
+};
 
 fn parse(vars: &[(&str, &str)]) -> Result<WorkerConfig, ConfigError> {
     let map: HashMap<String, String> = vars
@@ -126,6 +128,35 @@ fn every_entry_is_checked_when_the_worker_starts() {
 }
 
 #[test]
+fn the_transport_variables_set_the_message_limit_and_compression() {
+    let cfg = parse(&[("BROKER_ADDR", "http://b:1")]).unwrap();
+    assert_eq!(cfg.max_message_bytes, 64 << 20);
+    assert_eq!(cfg.compression, Compression::None);
+    let cfg = parse(&[
+        ("BROKER_ADDR", "http://b:1"),
+        ("GRPC_MAX_MESSAGE_BYTES", "536870912"),
+        ("GRPC_COMPRESSION", "gzip"),
+    ])
+    .unwrap();
+    assert_eq!(cfg.max_message_bytes, 512 << 20);
+    assert_eq!(cfg.compression, Compression::Gzip);
+    // Set in code, the limit is checked when the worker starts.
+    let mut cfg = WorkerConfig::new("http://a:1");
+    cfg.max_message_bytes = (512 << 20) + 1;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = rt
+        .block_on(converge_sdk::run_worker(cfg, Registry::new(), async {}))
+        .expect_err("refused");
+    assert!(
+        matches!(&err, WorkerError::Config(e) if e.var() == "max_message_bytes"),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn every_variable_is_read() {
     let cfg = parse(&[
         ("BROKER_ADDR", "http://broker:9090"),
@@ -190,6 +221,24 @@ fn malformed_values_are_errors_naming_the_variable() {
         (
             &[("BROKER_ADDR", "http://b:1"), ("WORKER_KINDS", " , ")],
             "WORKER_KINDS",
+        ),
+        (
+            &[
+                ("BROKER_ADDR", "http://b:1"),
+                ("GRPC_MAX_MESSAGE_BYTES", "536870913"),
+            ],
+            "GRPC_MAX_MESSAGE_BYTES",
+        ),
+        (
+            &[
+                ("BROKER_ADDR", "http://b:1"),
+                ("GRPC_MAX_MESSAGE_BYTES", "64MiB"),
+            ],
+            "GRPC_MAX_MESSAGE_BYTES",
+        ),
+        (
+            &[("BROKER_ADDR", "http://b:1"), ("GRPC_COMPRESSION", "zstd")],
+            "GRPC_COMPRESSION",
         ),
     ];
     for (vars, var) in cases {

@@ -9,7 +9,7 @@ use converge_proto::pb::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
+use tonic::{Streaming, transport::Channel};
 
 use super::Converge;
 
@@ -25,9 +25,20 @@ impl RawWorker {
     }
 
     pub async fn connect_to(broker: &str, first: Out) -> Result<RawWorker, tonic::Status> {
-        let mut client = WorkerServiceClient::connect(broker.to_string())
-            .await
-            .unwrap();
+        RawWorker::connect_with(broker, first, |c| c).await
+    }
+
+    /// [`RawWorker::connect_to`] with a client shaped by `shape` (compression, size limits).
+    pub async fn connect_with(
+        broker: &str,
+        first: Out,
+        shape: impl FnOnce(WorkerServiceClient<Channel>) -> WorkerServiceClient<Channel>,
+    ) -> Result<RawWorker, tonic::Status> {
+        let mut client = shape(
+            WorkerServiceClient::connect(broker.to_string())
+                .await
+                .unwrap(),
+        );
         let (tx, rx) = mpsc::channel(16);
         tx.send(pb::WorkStreamClientMsg { body: Some(first) })
             .await

@@ -5,7 +5,9 @@ comma-separated list, dialled in order with failover), `WORKER_MAX_PARALLEL`,
 `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME`, and the transport-security ones:
 `WORKER_TOKEN` or `WORKER_TOKEN_FILE` (a bearer token sent on every RPC), `BROKER_CA_FILE`
 (roots to trust for an `https://` broker) and `WORKER_CERT_FILE` + `WORKER_KEY_FILE` (a client
-certificate for mutual TLS). A malformed value is a `ConfigError` naming the variable, never a
+certificate for mutual TLS), and the gRPC transport's: `GRPC_MAX_MESSAGE_BYTES` (the largest
+message sent or accepted, as the broker reads it) and `GRPC_COMPRESSION` (`gzip` or `none`).
+A malformed value is a `ConfigError` naming the variable, never a
 silent default; an empty variable counts as unset. The token never appears in a repr, a log
 line or an error message.
 """
@@ -40,6 +42,16 @@ DEFAULT_RECONNECT_MAX = RECONNECT_CAP
 
 MAX_PARALLEL_LIMIT = 1 << 20
 """Upper bound of `max_parallel` (it travels as a uint32)."""
+
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Default largest message either side sends or accepts, decompressed (the broker's too)."""
+MAX_MESSAGE_BYTES_FLOOR = 4 * 1024 * 1024
+"""The least `GRPC_MAX_MESSAGE_BYTES` may be (gRPC's own default receive limit)."""
+MAX_MESSAGE_BYTES_CEILING = 512 * 1024 * 1024
+"""The most `GRPC_MAX_MESSAGE_BYTES` may be (the broker's ceiling: room for a compose of
+about a million small children, ~280 MB)."""
+COMPRESSIONS = ("none", "gzip")
+"""The values of `GRPC_COMPRESSION` / `WorkerConfig.compression`."""
 
 _DURATION = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ms|s|m|h)?$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -180,6 +192,12 @@ class WorkerConfig:
     """PEM client certificate chain for mutual TLS (`WORKER_CERT_FILE`; needs `key_file`)."""
     key_file: str | None = None
     """PEM private key of `cert_file` (`WORKER_KEY_FILE`)."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest message sent or accepted, decompressed (`GRPC_MAX_MESSAGE_BYTES`, 4 MiB to
+    512 MiB). Raise it together with the broker's for compose results past 64 MiB."""
+    compression: str = "none"
+    """`gzip` compresses what the worker sends, and the broker then answers in gzip too;
+    `none` sends plain frames (`GRPC_COMPRESSION`)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerConfig:
@@ -215,6 +233,13 @@ class WorkerConfig:
         cfg.ca_file = get("BROKER_CA_FILE")
         cfg.cert_file = get("WORKER_CERT_FILE")
         cfg.key_file = get("WORKER_KEY_FILE")
+        if (v := get("GRPC_MAX_MESSAGE_BYTES")) is not None:
+            cfg.max_message_bytes = _parse_max_message_bytes("GRPC_MAX_MESSAGE_BYTES", v)
+        if (v := get("GRPC_COMPRESSION")) is not None:
+            cfg.compression = v.lower()
+            if cfg.compression == "identity":
+                cfg.compression = "none"
+            _check_compression("GRPC_COMPRESSION", cfg.compression)
         cfg._check_transport()
         return cfg
 
@@ -318,6 +343,8 @@ class WorkerConfig:
             raise ConfigError.invalid(
                 "max_parallel", self.max_parallel, f"must be between 1 and {MAX_PARALLEL_LIMIT}"
             )
+        _parse_max_message_bytes("max_message_bytes", str(self.max_message_bytes))
+        _check_compression("compression", self.compression)
         for name in ("heartbeat_every", "readiness_poll", "reconnect_min"):
             if not getattr(self, name) > 0:
                 raise ConfigError.invalid(name, getattr(self, name), "must be positive")
@@ -342,6 +369,27 @@ def _parse_max_parallel(var: str, v: str) -> int:
     if not 1 <= n <= MAX_PARALLEL_LIMIT:
         raise ConfigError.invalid(var, v, f"must be between 1 and {MAX_PARALLEL_LIMIT}")
     return n
+
+
+def _parse_max_message_bytes(var: str, v: str) -> int:
+    """A whole number of bytes in the broker's accepted range, as the broker parses it."""
+    if not v.strip().isdigit():
+        raise ConfigError.invalid(
+            var, v, "expected a whole number of bytes (e.g. 536870912 for 512 MiB)"
+        )
+    n = int(v)
+    if not MAX_MESSAGE_BYTES_FLOOR <= n <= MAX_MESSAGE_BYTES_CEILING:
+        raise ConfigError.invalid(
+            var, v,
+            f"must be within {MAX_MESSAGE_BYTES_FLOOR}..={MAX_MESSAGE_BYTES_CEILING} "
+            "(4 MiB to 512 MiB)",
+        )
+    return n
+
+
+def _check_compression(var: str, v: str) -> None:
+    if v not in COMPRESSIONS:
+        raise ConfigError.invalid(var, v, "expected gzip or none")
 
 
 def _read_file(var: str, path: str) -> bytes:

@@ -3,9 +3,8 @@
 
 use std::{error::Error as StdError, fmt, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
-use converge_proto::{
-    MAX_MESSAGE_BYTES,
-    pb::{self, work_stream_server_msg::Body, worker_service_client::WorkerServiceClient},
+use converge_proto::pb::{
+    self, work_stream_server_msg::Body, worker_service_client::WorkerServiceClient,
 };
 use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -18,7 +17,14 @@ use super::{
     state::{LeaseKey, Shared, provider_config},
     task,
 };
-use crate::{convert::wire_version, descendants::Lister, error::ConfigError, types::KindVersion};
+use crate::{
+    config::{Compression, WorkerConfig},
+    convert::wire_version,
+    descendants::Lister,
+    error::ConfigError,
+    types::KindVersion,
+};
+use tonic::codec::CompressionEncoding;
 
 /// Bound on one GetProviderConfig call.
 const CONFIG_PULL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -101,10 +107,21 @@ pub(crate) fn chain(e: &dyn StdError) -> String {
     s
 }
 
-fn client(channel: tonic::transport::Channel) -> WorkerServiceClient<tonic::transport::Channel> {
-    WorkerServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+/// A WorkerService client on `channel` with the configured message limit both ways and, with
+/// `GRPC_COMPRESSION=gzip`, gzip both ways (the broker answers gzip only to gzip).
+fn client(
+    channel: tonic::transport::Channel,
+    cfg: &WorkerConfig,
+) -> WorkerServiceClient<tonic::transport::Channel> {
+    let c = WorkerServiceClient::new(channel)
+        .max_decoding_message_size(cfg.max_message_bytes)
+        .max_encoding_message_size(cfg.max_message_bytes);
+    match cfg.compression {
+        Compression::None => c,
+        Compression::Gzip => c
+            .send_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Gzip),
+    }
 }
 
 /// A connected channel and the credentials read for it.
@@ -139,7 +156,7 @@ async fn pull_configs(
     let mut request = tonic::Request::new(req);
     request.set_timeout(CONFIG_PULL_TIMEOUT);
     conn.dial.authorize(request.metadata_mut());
-    let resp = client(conn.channel.clone())
+    let resp = client(conn.channel.clone(), &shared.cfg)
         .get_provider_config(request)
         .await
         .map_err(SessionError::Refused)?;
@@ -233,11 +250,13 @@ async fn session(
     // Answers (headers) come once the broker has taken the Subscribe: from here on the
     // stream counts as opened.
     // The session's tasks page through descendants on the same connection and credentials.
+    let client = client(conn.channel, &shared.cfg);
     let lister = Lister {
-        channel: conn.channel.clone(),
+        client: client.clone(),
         bearer: conn.dial.bearer(),
     };
-    let mut inbound = client(conn.channel)
+    let mut inbound = client
+        .clone()
         .work_stream(request)
         .await
         .map_err(SessionError::Refused)?

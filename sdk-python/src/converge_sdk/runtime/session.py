@@ -13,6 +13,7 @@ import grpc
 
 from .._proto import worker_pb2 as pb
 from .._proto import worker_pb2_grpc as pb_grpc
+from ..config import WorkerConfig
 from ..convert import wire_version
 from ..errors import ConfigError
 from ..types import KindVersion
@@ -26,9 +27,6 @@ log = logging.getLogger("converge_sdk")
 CONFIG_PULL_TIMEOUT = 10.0
 """Bound on one GetProviderConfig call, seconds."""
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-"""Largest frame either side accepts (the broker uses the same bound)."""
-
 KEEPALIVE_TIME_MS = 10_000
 """How often an HTTP/2 PING goes out (the broker does not limit pings)."""
 KEEPALIVE_TIMEOUT_MS = 10_000
@@ -41,8 +39,6 @@ CONNECT_TIMEOUT_MS = 5_000
 black-holed address fails over in seconds."""
 
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
     ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
     ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
@@ -51,6 +47,22 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
     ("grpc.enable_retries", 0),
 ]
+
+
+def channel_options(cfg: WorkerConfig) -> list[tuple[str, Any]]:
+    """`CHANNEL_OPTIONS` plus the configured message limit (`GRPC_MAX_MESSAGE_BYTES`) both
+    ways."""
+    return [
+        ("grpc.max_send_message_length", cfg.max_message_bytes),
+        ("grpc.max_receive_message_length", cfg.max_message_bytes),
+        *CHANNEL_OPTIONS,
+    ]
+
+
+def _compression(cfg: WorkerConfig) -> grpc.Compression:
+    """The channel's compression of sent messages (`GRPC_COMPRESSION`); the broker answers
+    gzip only to a worker that sends gzip."""
+    return grpc.Compression.Gzip if cfg.compression == "gzip" else grpc.Compression.NoCompression
 
 
 def _stub(channel: grpc.aio.Channel) -> Any:
@@ -68,13 +80,15 @@ def open_channel(shared: Shared, index: int) -> tuple[grpc.aio.Channel, Metadata
     cfg = shared.cfg
     target = cfg.targets[index]
     metadata = cfg.call_metadata()
+    options, compression = channel_options(cfg), _compression(cfg)
     if cfg.tls:
         roots, key, chain = cfg.tls_material()
         creds = grpc.ssl_channel_credentials(
             root_certificates=roots, private_key=key, certificate_chain=chain
         )
-        return grpc.aio.secure_channel(target, creds, options=CHANNEL_OPTIONS), metadata
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS), metadata
+        channel = grpc.aio.secure_channel(target, creds, options=options, compression=compression)
+        return channel, metadata
+    return grpc.aio.insecure_channel(target, options=options, compression=compression), metadata
 
 
 async def pull_configs(channel: grpc.aio.Channel, metadata: Metadata, shared: Shared) -> list[Any]:

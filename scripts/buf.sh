@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Checks the WorkerService contract with buf (configuration and lint exceptions in
+# proto/buf.yaml): `buf lint`, then `buf breaking` against the proto of an earlier commit
+# (HEAD~1 by default: on main that is the state before the last commit or merge; set
+# BUF_AGAINST_REF, e.g. to `$(git merge-base main HEAD)`, to check a whole branch).
+#
+# buf is installed with `go install` at a pinned version into
+# ${CONVERGE_TOOLS_DIR:-$HOME/.cache/converge-tools}/buf-<version> (outside the clone, so a
+# warm machine does not rebuild it). Nothing is skipped: if buf cannot be installed or the
+# base commit cannot be read (a shallow clone), this fails and says why.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUF_VERSION="v1.75.0"
+BIN_DIR="${CONVERGE_TOOLS_DIR:-$HOME/.cache/converge-tools}/buf-$BUF_VERSION"
+BUF="$BIN_DIR/buf"
+
+die() {
+    echo "buf.sh: error: $*" >&2
+    exit 1
+}
+
+if [[ ! -x "$BUF" ]]; then
+    command -v go >/dev/null 2>&1 ||
+        die "go not found; install Go >= 1.26 (https://go.dev/dl): buf is built with go install"
+    echo "buf.sh: installing buf $BUF_VERSION into $BIN_DIR (go install, a few minutes once)"
+    mkdir -p "$BIN_DIR"
+    # From outside any module, so no go.mod of the repository steers the build.
+    (cd / && GOBIN="$BIN_DIR" go install "github.com/bufbuild/buf/cmd/buf@$BUF_VERSION") ||
+        die "go install github.com/bufbuild/buf/cmd/buf@$BUF_VERSION failed (see above)"
+fi
+[[ "$("$BUF" --version)" == "${BUF_VERSION#v}" ]] ||
+    die "$BUF is not buf $BUF_VERSION; delete $BIN_DIR and run again"
+
+cd "$ROOT/proto"
+echo "buf.sh: buf lint proto/"
+"$BUF" lint
+
+against="${BUF_AGAINST_REF:-HEAD~1}"
+base="$(git -C "$ROOT" rev-parse --verify --quiet "$against^{commit}")" ||
+    die "cannot resolve $against to a commit (a shallow clone? fetch at least two commits, or set BUF_AGAINST_REF)"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/converge-buf.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+# The base's proto/ as files (git archive also works in a worktree, where buf's own
+# `.git#ref=` input would look in the wrong place).
+git -C "$ROOT" archive "$base" proto | tar -x -C "$tmp"
+echo "buf.sh: buf breaking proto/ against $against ($(git -C "$ROOT" rev-parse --short "$base"))"
+"$BUF" breaking . --against "$tmp/proto"
+echo "buf.sh: the contract is lint-clean and compatible with $against"
