@@ -268,10 +268,13 @@ BEGIN
         FROM o, jsonb_array_elements(o.conds) c
         WHERE o.ok AND jsonb_typeof(o.conds) = 'array' AND coalesce(c->>'type', '') <> ''
         UNION ALL
-        SELECT o.id, 'Synced', 'False',
+        -- A failure is also not Ready, whatever an earlier success reported: a Failed row
+        -- must never keep showing Ready=True. The next clean reconcile clears both (below)
+        -- unless its worker reports them again.
+        SELECT o.id, t.type, 'False',
                CASE WHEN o.terminal THEN 'TerminalError' ELSE 'ReconcileError' END,
                left(coalesce(o.err, ''), 4096)
-        FROM o WHERE NOT o.ok
+        FROM o, (VALUES ('Synced'), ('Ready')) AS t(type) WHERE NOT o.ok
     )
     INSERT INTO resource_conditions AS rc (resource_id, type, status, reason, message)
     SELECT DISTINCT ON (id, type) id, type, status, reason, message

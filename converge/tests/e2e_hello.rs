@@ -207,6 +207,80 @@ async fn terminal_error_stops_retries_until_the_spec_changes() {
     c.stop().await;
 }
 
+/// The condition named `type` of a resource read, if it has one.
+fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
+    r["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_turns_ready_false_and_a_waiting_retry_says_when() {
+    // A long backoff keeps the retry waiting while the test reads it.
+    let c = setup(&[("RETRY_BASE", "30s"), ("RETRY_MAX", "60s")]).await;
+    let _w = Worker::hello(&c.broker, "w1", &[]);
+    c.apply(&hello("turns", json!({"greeting": "hi"}))).await;
+    let r = c
+        .wait_resource("hello", "turns", "Ready", T, |v| v["phase"] == "Ready")
+        .await;
+    assert_eq!(condition(&r, "Ready").unwrap()["status"], "True", "{r}");
+    assert!(r["next_attempt_at"].is_null(), "{r}");
+
+    // The worker reported Ready=True before; a terminal failure must not leave it standing.
+    c.apply(&hello("turns", json!({"fail": "terminal"}))).await;
+    let r = c
+        .wait_resource("hello", "turns", "terminally Failed", T, |v| {
+            v["phase"] == "Failed" && v["failure_terminal"] == true
+        })
+        .await;
+    let ready = condition(&r, "Ready").expect("a Ready condition");
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&json!("False"), &json!("TerminalError")),
+        "{r}"
+    );
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("terminal failure"),
+        "the failure's message: {r}"
+    );
+    assert!(r["next_attempt_at"].is_null(), "nothing is retried: {r}");
+
+    // A transient failure: Ready=False for that reason, and the detail says when it is retried.
+    c.apply(&hello("turns", json!({"fail": "transient"}))).await;
+    let r = c
+        .wait_resource("hello", "turns", "a retry waiting", T, |v| {
+            v["phase"] == "Failed"
+                && v["failure_terminal"] == false
+                && !v["next_attempt_at"].is_null()
+        })
+        .await;
+    assert_eq!(
+        condition(&r, "Ready").unwrap()["reason"],
+        "ReconcileError",
+        "{r}"
+    );
+    let at = chrono::DateTime::parse_from_rfc3339(r["next_attempt_at"].as_str().unwrap())
+        .expect("an RFC 3339 time");
+    let work_at = chrono::DateTime::parse_from_rfc3339(r["work"]["not_before"].as_str().unwrap())
+        .expect("the queue row's not_before");
+    assert_eq!(at, work_at, "the retry time is the queued task's: {r}");
+
+    // Fixed: Ready=True again, no stored False condition, nothing waiting.
+    c.apply(&hello("turns", json!({"greeting": "back"}))).await;
+    let r = c
+        .wait_resource("hello", "turns", "Ready again", T, |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(condition(&r, "Ready").unwrap()["status"], "True", "{r}");
+    assert!(r["next_attempt_at"].is_null(), "{r}");
+    c.stop().await;
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -107,7 +107,7 @@ $$;
 -- Applies reconcile results to resources (one per resource, in ascending id order): one
 -- UPDATE with a no-op gate sets status, synced_gen (unless a composite waits for its
 -- children: `advance`), health_ok, failure_gen/attempts/terminal; conditions are written
--- only on transition; the batch's phase changes are recorded; then the cascade runs. Called
+-- only on transition (a failure sets Synced and Ready to False with its reason); the batch's phase changes are recorded; then the cascade runs. Called
 -- by drain_outbox_batch for the rows it popped. Joins are primary-key probes (hash and merge
 -- joins off) whatever the tables' size.
 --
@@ -205,10 +205,13 @@ BEGIN
         FROM o, jsonb_array_elements(o.conds) c
         WHERE o.ok AND jsonb_typeof(o.conds) = 'array' AND coalesce(c->>'type', '') <> ''
         UNION ALL
-        SELECT o.id, 'Synced', 'False',
+        -- A failure is also not Ready, whatever an earlier success reported: a Failed row
+        -- must never keep showing Ready=True. The next clean reconcile clears both (below)
+        -- unless its worker reports them again.
+        SELECT o.id, t.type, 'False',
                CASE WHEN o.terminal THEN 'TerminalError' ELSE 'ReconcileError' END,
                left(coalesce(o.err, ''), 4096)
-        FROM o WHERE NOT o.ok
+        FROM o, (VALUES ('Synced'), ('Ready')) AS t(type) WHERE NOT o.ok
     )
     INSERT INTO resource_conditions AS rc (resource_id, type, status, reason, message)
     SELECT DISTINCT ON (id, type) id, type, status, reason, message

@@ -355,6 +355,12 @@ pub(crate) async fn detail(
         return Ok(None);
     };
     let waiting_for = super::cluster::waiting_for(s, &row, !work.is_empty()).await?;
+    // A transient failure's retry waits in the queue, unclaimed, until its backoff ends.
+    let next_attempt_at = work
+        .iter()
+        .find(|w| !w.claimed && w.not_before.is_some())
+        .filter(|_| row.failure_gen != 0 && !row.failure_terminal)
+        .and_then(|w| w.not_before);
     let mut v = serde_json::to_value(&row).expect("row serialises");
     let o = v.as_object_mut().expect("object");
     let owner = match (o.remove("owner_kind"), o.remove("owner_name")) {
@@ -371,6 +377,10 @@ pub(crate) async fn detail(
         serde_json::to_value(work.into_iter().next()).expect("serialises"),
     );
     o.insert("waiting_for".into(), waiting_for.into());
+    o.insert(
+        "next_attempt_at".into(),
+        serde_json::to_value(next_attempt_at).expect("serialises"),
+    );
     let events = db::events::events_recent(&s.pool, kind, name, 10)
         .await
         .map_err(ApiError::db("read recent events"))?;

@@ -457,6 +457,10 @@ pub struct ResourceDetail {
     /// its kind version: `no worker serves KIND vN`. Null otherwise.
     #[schema(required = true)]
     pub waiting_for: Option<String>,
+    /// While a transient failure waits to be retried: when the next attempt may start (its
+    /// backoff ends). Null when nothing waits for a retry.
+    #[schema(required = true)]
+    pub next_attempt_at: Option<DateTime<Utc>>,
     /// The last ten events, newest first.
     pub recent_events: Vec<ResourceEvent>,
 }

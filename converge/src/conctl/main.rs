@@ -337,6 +337,9 @@ fn print_resource(r: &Value) {
     if let Some(msg) = r["failure_message"].as_str() {
         println!("\nLast failure: {msg}");
     }
+    if let Some(at) = r["next_attempt_at"].as_str() {
+        println!("Next attempt at: {at}");
+    }
     if let Some(why) = r["waiting_for"].as_str() {
         println!("\nWaiting for: {why}");
     }

@@ -1717,6 +1717,12 @@ export interface components {
              *     its kind version: `no worker serves KIND vN`. Null otherwise.
              */
             waiting_for: string | null;
+            /**
+             * Format: date-time
+             * @description While a transient failure waits to be retried: when the next attempt may start (its
+             *     backoff ends). Null when nothing waits for a retry.
+             */
+            next_attempt_at: string | null;
             /** @description The last ten events, newest first. */
             recent_events: components["schemas"]["ResourceEvent"][];
         };

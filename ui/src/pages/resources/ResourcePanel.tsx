@@ -122,6 +122,7 @@ function ResourceDetailBody({ r, onOpen }: { r: ResourceDetail; onOpen: Props["o
         <div className="failure" role="note" aria-label="Failure">
           <strong>{r.failure_terminal ? 'Terminal failure' : 'Failure'}</strong> (generation {r.failure_gen}, {r.failure_attempts} attempt
           {r.failure_attempts === 1 ? '' : 's'}): {r.failure_message}
+          {r.next_attempt_at && <> Next attempt at {when(r.next_attempt_at)}.</>}
         </div>
       )}
       <ResourceActions r={r} />
