@@ -110,6 +110,15 @@ struct Args {
     /// a worker token) and the API behind an admin token.
     #[arg(long)]
     secure: bool,
+    /// Leaf mode: after the bulk apply (with --preload: before any worker connects, so every
+    /// resource is still queued), time this many sequential `GET /metrics` scrapes and add
+    /// `scrape_ms` (p50/p99/max) to the JSON; issue 27 asks under 5 ms at 1M resources.
+    #[arg(long, default_value_t = 0)]
+    scrape_samples: usize,
+    /// With --scrape-samples: stop after the scrapes instead of reconciling everything
+    /// (the figure wanted at 1M resources does not need the hour-long reconcile).
+    #[arg(long, requires = "scrape_samples")]
+    scrape_only: bool,
 }
 
 /// The no-op leaf: reports a tiny status.
@@ -583,12 +592,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(children) = args.bom_children {
         let out = run_bom(&args, &server, &client, &pool, children, &stop).await?;
         stop.cancel();
-        let pid = server.child.id().unwrap_or(0).to_string();
-        let _ = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(pid)
-            .status();
-        let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
+        stop_server(&mut server).await;
         return report(out, probe_before.as_ref(), &args);
     }
 
@@ -625,6 +629,22 @@ async fn main() -> anyhow::Result<()> {
         args.batch,
     )
     .await?;
+    let scrape = if args.scrape_samples > 0 {
+        eprintln!("timing {} /metrics scrapes ...", args.scrape_samples);
+        Some(scrape_latency(&client, &server.http, args.scrape_samples).await?)
+    } else {
+        None
+    };
+    if args.scrape_only {
+        let ms = scrape.unwrap_or_default();
+        let out = json!({
+            "n": args.n,
+            "apply_secs": apply_time.as_secs_f64(),
+            "scrape_ms": {"n": ms.len(), "p50": percentile(&ms, 50.0), "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(0.0)},
+        });
+        stop_server(&mut server).await;
+        return report(out, probe_before.as_ref(), &args);
+    }
     let workers_at = chrono::Utc::now();
     if args.preload {
         eprintln!("starting {} workers ...", args.workers);
@@ -661,16 +681,45 @@ async fn main() -> anyhow::Result<()> {
         "idle_single_apply_to_ready_ms": {"n": idle.len(), "p50": percentile(&idle, 50.0), "p99": percentile(&idle, 99.0), "max": idle.last().copied().unwrap_or(0.0)},
         "converge_peak_rss_mb": rss,
     });
+    let mut out = out;
+    if let Some(ms) = &scrape {
+        out["scrape_ms"] = json!({"n": ms.len(), "p50": percentile(ms, 50.0), "p99": percentile(ms, 99.0), "max": ms.last().copied().unwrap_or(0.0)});
+    }
     stop.cancel();
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }
+    stop_server(&mut server).await;
+    report(out, probe_before.as_ref(), &args)
+}
+
+/// Times `n` sequential scrapes of `/metrics` (the whole body read), sorted ascending in ms.
+async fn scrape_latency(
+    client: &reqwest::Client,
+    http: &str,
+    n: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut ms = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = client.get(format!("{http}/metrics")).send().await?;
+        if !r.status().is_success() {
+            bail!("/metrics answered {}", r.status());
+        }
+        r.bytes().await?;
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms)
+}
+
+/// Sends SIGTERM to converge and waits up to 20 s for it to exit.
+async fn stop_server(server: &mut Server) {
     let _ = std::process::Command::new("kill")
         .arg("-TERM")
         .arg(server.child.id().unwrap_or(0).to_string())
         .status();
     let _ = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
-    report(out, probe_before.as_ref(), &args)
 }
 
 /// Prints the benchmark's JSON line; with `--probe`, after the second probe (run once
