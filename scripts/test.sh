@@ -129,6 +129,15 @@ side_workspace_steps() {
     done
 }
 
+# --- The docs (README.md, examples/*/README.md) ------------------------------------------
+# Every shell block, run as pasted and in order against a live converge on a fresh database
+# (scripts/docs-run.py; its header has the markers for background, skipped and failing
+# blocks). It runs the binaries built above: converge, conctl and the example workers by
+# rust_steps, stdworker by side_workspace_steps.
+docs_steps() {
+    step "docs (README shell blocks)" python3 "$ROOT/scripts/docs-run.py"
+}
+
 # --- WASM guests (wasm-host/guests/) ---------------------------------------------------
 # The committed Rust guest fixture must be what its sources build (byte for byte; skipped
 # with a message when the wasm32-wasip2 target cannot be had). The Python guest is built
@@ -216,6 +225,7 @@ main() {
     proto_steps
     api_contract_steps
     side_workspace_steps
+    docs_steps
     wasm_guest_steps
     python_sdk_steps
     go_sdk_steps
