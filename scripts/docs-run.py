@@ -315,26 +315,38 @@ class Proc:
         return more + "\n".join("    | " + line for line in cut)
 
     def kill(self) -> None:
-        """SIGTERM to the whole process group, SIGKILL to what is left after 5 s."""
+        kill_all([self])
+
+
+def kill_all(procs: list[Proc], grace: float = 5.0) -> None:
+    """SIGTERM to each one's whole process group at once, SIGKILL to what is left after `grace`."""
+
+    def alive(p: Proc) -> bool:
+        p.p.poll()
         try:
-            os.killpg(self.p.pid, signal.SIGTERM)
+            os.killpg(p.p.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+    for p in procs:
+        try:
+            os.killpg(p.p.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            self.p.poll()
-            try:
-                os.killpg(self.p.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            try:
-                os.killpg(self.p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    deadline = time.monotonic() + grace
+    left = [p for p in procs if alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if alive(p)]
+    for p in left:
         try:
-            self.p.wait(timeout=5)
+            os.killpg(p.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        try:
+            p.p.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
 
@@ -518,7 +530,7 @@ class FileRun:
         return f"{self.path}:{line or b.line}"
 
     def start_converge(self, b: Block | None) -> None:
-        env = dict(self.env, DATABASE_URL=self.db.url(self.dbname), SHUTDOWN_DRAIN="2s")
+        env = dict(self.env, DATABASE_URL=self.db.url(self.dbname), SHUTDOWN_DRAIN="200ms")
         if b is None:
             print(f"docs-run: {self.path}: converge dev (fresh database {self.dbname})", flush=True)
             env["LOG_LEVEL"] = "warn"
@@ -639,11 +651,11 @@ class FileRun:
 
     def stop(self) -> None:
         # Workers and watches first, then converge, then the database.
-        for proc in reversed(self.procs):
-            if proc is not self.converge:
-                proc.kill()
+        t = time.monotonic()
+        kill_all([p for p in self.procs if p is not self.converge])
         if self.converge is not None:
-            self.converge.kill()
+            kill_all([self.converge])
+        print(f"docs-run: {self.path}: stopped its processes ({time.monotonic() - t:.1f}s)", flush=True)
         try:
             self.db.sql(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
         except subprocess.CalledProcessError:
@@ -677,6 +689,10 @@ def main() -> int:
                 print(f"{f}:{b.line} {b.lang} {b.marker.kind}{extra}")
                 for _, t in b.lines:
                     print(f"    {t}")
+                if b.marker.instead:
+                    print("  instead:")
+                    for _, t in b.marker.instead:
+                        print(f"    {t}")
         return 0
 
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.path.expanduser("~"), ".cache/converge-target")
