@@ -3,6 +3,7 @@
 
     scripts/docs-run.py [FILE.md ...]    # default: README.md and examples/*/README.md
     scripts/docs-run.py --list [FILE...] # print the blocks and their markers, run nothing
+    scripts/docs-run.py --self-test      # check the runner itself on sample documents
 
 Every fenced block labelled sh, bash, shell or console (console: the `$ ` lines) runs, in
 document order, from the repository root, with $CARGO_TARGET_DIR/debug first on PATH (so a
@@ -35,7 +36,8 @@ GitHub, changes how that block runs:
         The block must fail (a documented error).
     Any marker may add `timeout=SECS` (a foreground block's limit, default 120 s) and
     `env="K=V ..."`: variables the runner adds to that block's environment ($VARS expanded),
-    for a knob the docs describe (e.g. a prebuilt binary instead of a release build).
+    for a knob the docs describe (e.g. a prebuilt binary instead of a release build); a
+    marker of options alone (`<!-- docs-run: timeout=300 -->`) runs the block as usual.
 
 The environment of a block is the runner's, less what would point it elsewhere (DATABASE_URL,
 CONVERGE_*, BROKER_*, WORKER_*, ...). `curl` runs with --fail-with-body unless the command
@@ -73,7 +75,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHELL_LANGS = {"sh", "bash", "shell", "console"}
 FENCE_RE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)")
 MARKER_START = "<!-- docs-run:"
-KINDS = {"background", "starts-converge", "skip", "expect-fail"}
+KINDS = {"run", "background", "starts-converge", "skip", "expect-fail"}
 API = "http://127.0.0.1:8080"
 PORTS = (8080, 9090, 8081)
 FOREGROUND_TIMEOUT = 120.0
@@ -126,6 +128,8 @@ def parse_marker(text: str, line: int, path: str) -> Marker:
         words = shlex.split(first)
     except ValueError as e:
         raise DocsError(f"{path}:{line}: marker does not parse: {e}") from None
+    if words and "=" in words[0]:
+        words.insert(0, "run")  # options only: an ordinary block with, say, a longer timeout
     if not words or words[0] not in KINDS:
         raise DocsError(f"{path}:{line}: marker must start with one of {sorted(KINDS)}: {first.strip()!r}")
     m = Marker(kind=words[0], line=line)
@@ -323,6 +327,7 @@ def kill_all(procs: list[Proc], grace: float = 5.0) -> None:
 
     def alive(p: Proc) -> bool:
         p.p.poll()
+        reap_orphans()
         try:
             os.killpg(p.p.pid, 0)
             return True
@@ -349,6 +354,28 @@ def kill_all(procs: list[Proc], grace: float = 5.0) -> None:
             p.p.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def become_subreaper() -> None:
+    """Orphans of the blocks (`cmd &` whose shell has exited) become our children, not init's,
+    so a killed one is reaped at once instead of lingering as a zombie of its group."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_orphans() -> None:
+    """Reaps exited children nobody waits for (only called while stopping a file's processes)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def http_ok(url: str) -> bool:
@@ -484,7 +511,7 @@ class Failure(Exception):
 
 
 class FileRun:
-    def __init__(self, path: str, blocks: list[Block], db: Database, env: dict[str, str], workdir: str, n: int):
+    def __init__(self, path: str, blocks: list[Block], db: Database | None, env: dict[str, str], workdir: str, n: int):
         self.path = path
         self.blocks = blocks
         self.db = db
@@ -498,13 +525,14 @@ class FileRun:
         self.skipped = 0
 
     def run(self) -> bool:
-        busy = [] if os.environ.get("DOCS_RUN_NETNS") else ports_free()
+        busy = [] if os.environ.get("DOCS_RUN_NETNS") or self.db is None else ports_free()
         if busy:
             print(f"docs-run: {self.path}: ports {busy} are in use; the docs need them free", flush=True)
             return False
-        self.db.sql(f"CREATE DATABASE {self.dbname}")
+        if self.db is not None:
+            self.db.sql(f"CREATE DATABASE {self.dbname}")
         try:
-            if not any(b.marker.kind == "starts-converge" for b in self.blocks):
+            if self.db is not None and not any(b.marker.kind == "starts-converge" for b in self.blocks):
                 self.start_converge(None)
             for i, b in enumerate(self.blocks):
                 try:
@@ -530,6 +558,7 @@ class FileRun:
         return f"{self.path}:{line or b.line}"
 
     def start_converge(self, b: Block | None) -> None:
+        assert self.db is not None, "the self-test starts no converge"
         env = dict(self.env, DATABASE_URL=self.db.url(self.dbname), SHUTDOWN_DRAIN="200ms")
         if b is None:
             print(f"docs-run: {self.path}: converge dev (fresh database {self.dbname})", flush=True)
@@ -656,17 +685,107 @@ class FileRun:
         if self.converge is not None:
             kill_all([self.converge])
         print(f"docs-run: {self.path}: stopped its processes ({time.monotonic() - t:.1f}s)", flush=True)
+        if self.db is None:
+            return
         try:
             self.db.sql(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
         except subprocess.CalledProcessError:
             print(f"docs-run: could not drop database {self.dbname}", flush=True)
 
 
+# --- the runner's own test ----------------------------------------------------------------
+
+# (name, document, the line its failure must name, or None when it must pass). {port} is a
+# free port for a local HTTP server, {dir} a scratch directory.
+SELF_TESTS: list[tuple[str, str, int | None]] = [
+    ("an a && b whose a fails", "```sh\necho one\nfalse && echo never\necho after\n```\n", 3),
+    ("a failure inside a loop", '```bash\nfor x in 1 2; do\n  test "$x" = 1\ndone\n```\n', 2),
+    ("pipefail", "```sh\ntrue\nfalse | cat\n```\n", 3),
+    ("continuation lines", "```sh\necho a \\\n  b\nexit 5\n```\n", 4),
+    ("a console block's $ lines", "```console\n$ true\nsome output\n$ false\n```\n", 4),
+    ("expect-fail that fails", "<!-- docs-run: expect-fail -->\n```sh\nexit 3\n```\n", None),
+    ("expect-fail that succeeds", "<!-- docs-run: expect-fail -->\n```sh\ntrue\n```\n", 3),
+    ("a background block that dies", "<!-- docs-run: background -->\n```sh\nexit 3\n```\n\n```sh\nsleep 0.3\n```\n", 3),
+    (
+        "a background block that lives, and a wait",
+        '<!-- docs-run: background wait="test -e {dir}/up" -->\n```sh\nsleep 0.5\ntouch {dir}/up\nsleep 100\n```\n'
+        "```sh\ntest -e {dir}/up\nsleep 100 &\n```\n",
+        None,
+    ),
+    ("a timeout", "<!-- docs-run: skip reason=none -->\n```sh\ntrue\n```\n<!-- docs-run: timeout=1 -->\n```sh\nsleep 30\n```\n", 7),
+    ("a skip's substitute", '<!-- docs-run: skip reason="test"\ntrue\nexit 4\n-->\n```sh\nexit 0\n```\n', 3),
+    ("a skip with a syntax error", '<!-- docs-run: skip reason="test" -->\n```sh\nif then\n```\n', 2),
+    (
+        "curl fails on an HTTP error",
+        '<!-- docs-run: background wait="curl -s -o /dev/null 127.0.0.1:{port}/" -->\n```sh\n'
+        "python3 -m http.server {port} --bind 127.0.0.1\n```\n\n```sh\ncurl -sS -o /dev/null 127.0.0.1:{port}/\n"
+        "curl -sS 127.0.0.1:{port}/no-such-file\n```\n",
+        8,
+    ),
+]
+SELF_TEST_BAD_DOCS = [
+    ("a marker before prose", "<!-- docs-run: background -->\ntext\n```sh\ntrue\n```\n"),
+    ("a marker before a json block", "<!-- docs-run: background -->\n```json\n{}\n```\n"),
+    ("an unknown marker", "<!-- docs-run: sometimes -->\n```sh\ntrue\n```\n"),
+    ("a skip without a reason", "<!-- docs-run: skip -->\n```sh\ntrue\n```\n"),
+    ("an unclosed fence", "```sh\ntrue\n"),
+]
+
+
+def self_test() -> int:
+    """Runs sample documents through the runner (no converge) and checks each verdict."""
+    import contextlib
+    import io
+
+    become_subreaper()
+    workdir = tempfile.mkdtemp(prefix="docs-run-test-")
+    shim = os.path.join(workdir, "shim")
+    write_curl_shim(shim)
+    env = block_env(os.path.join(workdir, "nobin"), shim)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bad = []
+    try:
+        for i, (name, doc, want) in enumerate(SELF_TESTS):
+            path = os.path.join(workdir, f"t{i}.md")
+            with open(path, "w") as f:
+                f.write(doc.replace("{port}", str(port)).replace("{dir}", workdir))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                ok = FileRun(path, parse(path), None, env, workdir, i).run()
+            text = out.getvalue()
+            if want is None and not ok:
+                bad.append(f"{name}: failed, should pass:\n{text}")
+            elif want is not None and (ok or f"{path}:{want}: FAILED" not in text):
+                bad.append(f"{name}: should fail naming line {want}:\n{text}")
+        for i, (name, doc) in enumerate(SELF_TEST_BAD_DOCS):
+            path = os.path.join(workdir, f"bad{i}.md")
+            with open(path, "w") as f:
+                f.write(doc)
+            try:
+                parse(path)
+                bad.append(f"{name}: accepted")
+            except DocsError:
+                pass
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    for b in bad:
+        print(f"docs-run: self-test FAILED: {b}", flush=True)
+    total = len(SELF_TESTS) + len(SELF_TEST_BAD_DOCS)
+    if not bad:
+        print(f"docs-run: self-test: {total} cases pass", flush=True)
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="*", help="Markdown files, relative to the repository root")
     ap.add_argument("--list", action="store_true", help="print the blocks and their markers; run nothing")
+    ap.add_argument("--self-test", action="store_true", help="check the runner on sample documents, then exit")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     files = args.files or ["README.md"] + sorted(
         os.path.relpath(os.path.join(ROOT, "examples", d, "README.md"), ROOT)
         for d in os.listdir(os.path.join(ROOT, "examples"))
@@ -708,6 +827,7 @@ def main() -> int:
     # A CI timeout's SIGTERM unwinds like ^C: every file's processes are killed on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
+    become_subreaper()
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="docs-run-")
     os.chmod(workdir, 0o755)  # a cluster started here runs as an unprivileged user

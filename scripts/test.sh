@@ -132,10 +132,15 @@ side_workspace_steps() {
 # --- The docs (README.md, examples/*/README.md) ------------------------------------------
 # Every shell block, run as pasted and in order against a live converge on a fresh database
 # (scripts/docs-run.py; its header has the markers for background, skipped and failing
-# blocks). It runs the binaries built above: converge, conctl and the example workers by
-# rust_steps, stdworker by side_workspace_steps.
+# blocks), after the runner's own check that it fails where it should. It runs the binaries
+# built above: converge, conctl and the example workers by rust_steps, stdworker by
+# side_workspace_steps.
+docs_run() {
+    python3 "$ROOT/scripts/docs-run.py" --self-test && python3 "$ROOT/scripts/docs-run.py"
+}
+
 docs_steps() {
-    step "docs (README shell blocks)" python3 "$ROOT/scripts/docs-run.py"
+    step "docs (README shell blocks)" docs_run
 }
 
 # --- WASM guests (wasm-host/guests/) ---------------------------------------------------
