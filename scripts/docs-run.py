@@ -406,6 +406,8 @@ def enter_netns() -> None:
         return
     if not os.environ.get("CONVERGE_TEST_PG_DIR") and os.environ.get("CONVERGE_TEST_DATABASE_URL"):
         return  # a database reachable only over TCP: stay in the host's network
+    if os.getuid() != 0 and not os.environ.get("CONVERGE_TEST_DATABASE_URL"):
+        return  # as root of a user namespace, pg-test-cluster.sh could not switch users
     for flags in (["-n"], ["-rn"]):
         if subprocess.run(["unshare", *flags, "true"], capture_output=True).returncode == 0:
             env = dict(os.environ, DOCS_RUN_NETNS="1")
