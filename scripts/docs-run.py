@@ -378,9 +378,13 @@ def reap_orphans() -> None:
             return
 
 
+# Straight to the address: an http_proxy in the environment must not answer for converge.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def http_ok(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as r:
+        with DIRECT.open(url, timeout=2) as r:
             return 200 <= r.status < 300
     except OSError:
         return False
@@ -582,7 +586,12 @@ class FileRun:
             self.procs.append(proc)
 
     def expand(self, env: dict[str, str]) -> dict[str, str]:
-        return {k: os.path.expandvars(v) for k, v in env.items()}
+        """A marker's env values with $VAR / ${VAR} taken from the blocks' environment."""
+
+        def var(m: re.Match[str]) -> str:
+            return self.env.get(m.group(1) or m.group(2), "")
+
+        return {k: re.sub(r"\$(?:(\w+)|\{(\w+)\})", var, v) for k, v in env.items()}
 
     def spawn(self, b: Block, lines: list[tuple[int, str]], env: dict[str, str]) -> Proc:
         script = script_for(split_commands(lines, self.path))
