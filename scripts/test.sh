@@ -109,7 +109,7 @@ rust_steps() {
 
 # --- WorkerService contract (proto/) -------------------------------------------------------
 # buf lint and buf breaking against the previous commit's proto (scripts/buf.sh installs a
-# pinned buf with go install, and fails rather than skips when it cannot).
+# pinned buf from npm, and fails rather than skips when it cannot).
 proto_steps() {
     step "proto (buf lint, buf breaking)" "$ROOT/scripts/buf.sh"
 }
