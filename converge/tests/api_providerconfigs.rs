@@ -230,3 +230,90 @@ async fn a_cel_graph_spec_must_compile_with_every_error_located() {
     let (s, body) = pc("celnet", json!({"anything": "${not cel"})).await;
     assert_eq!(s, 200, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&json!({"kind": "celnet", "kind_version": 1, "reactions": [
+        {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]}]}))
+        .await;
+    c.apply_manifest(&json!({"kind": "vpc", "kind_version": 1,
+        "status_schema": {"type": "object", "additionalProperties": false, "properties": {
+            "vpc_id": {"type": "string"}, "prefix_len": {"type": "integer"}}},
+        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+        .await;
+    c.apply_manifest(&json!({"kind": "subnet", "kind_version": 1,
+        "spec_schema": {"type": "object", "properties": {
+            "vpc_id": {"type": "string"}, "size": {"type": "number"}}},
+        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+        .await;
+    let pc = |spec: Value| {
+        c.call(
+            Method::POST,
+            "providerconfigs",
+            Some(json!({"name": "net", "kind": "celnet", "kind_version": 1, "is_default": true, "spec": spec})),
+        )
+    };
+    let graph = |subnet_spec: Value| {
+        json!({"resources": [
+            {"id": "vpc", "template": {"kind": "vpc", "name": "${root.name}-vpc", "spec": {}}},
+            {"id": "subnet", "template": {"kind": "subnet", "name": "${root.name}-subnet",
+                                          "spec": subnet_spec}},
+        ]})
+    };
+
+    // A string status field into a number spec field: one 422 naming both ends.
+    let (s, body) = pc(graph(json!({"vpc_id": "${vpc.status.vpc_id}",
+                                     "size": "${vpc.status.vpc_id}"})))
+    .await;
+    assert_eq!(s, 422, "{body}");
+    let errors = body["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{body}");
+    assert_eq!(
+        errors[0]["location"], "/spec/resources/1/template/spec/size",
+        "{body}"
+    );
+    let msg = errors[0]["message"].as_str().unwrap();
+    for want in [
+        "vpc.status/vpc_id",
+        "kind vpc v1",
+        "subnet.spec/size",
+        "kind subnet v1",
+        "string",
+        "number",
+    ] {
+        assert!(msg.contains(want), "{want} missing from {msg}");
+    }
+
+    // A status pointer the upstream's schema cannot have.
+    let (s, body) = pc(graph(json!({"vpc_id": "${vpc.status.vpcid}"}))).await;
+    assert_eq!(s, 422, "{body}");
+    let msg = body["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("status_schema of vpc v1 has no /vpcid"),
+        "{msg}"
+    );
+    let (s, _) = c.call(Method::GET, "providerconfigs/net", None).await;
+    assert_eq!(s, 404, "a refused graph is not stored");
+
+    // Correct flows (an integer into a number included) are accepted without warnings.
+    let (s, body) = pc(graph(json!({"vpc_id": "${vpc.status.vpc_id}",
+                                     "size": "${vpc.status.prefix_len}"})))
+    .await;
+    assert_eq!(s, 201, "{body}");
+    assert!(body.get("warnings").is_none(), "{body}");
+
+    // A flow into a kind not registered yet is accepted with a warning naming it.
+    let (s, body) = pc(json!({"resources": [
+        {"id": "vpc", "template": {"kind": "vpc", "name": "v", "spec": {}}},
+        {"id": "db", "template": {"kind": "rds", "name": "d",
+                                  "spec": {"vpc": "${vpc.status.vpc_id}"}}},
+    ]}))
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let warning = body["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("kind rds version 1 is not registered"),
+        "{body}"
+    );
+}

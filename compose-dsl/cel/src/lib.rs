@@ -51,6 +51,7 @@
 mod compile;
 mod compose;
 mod error;
+mod flows;
 mod graph;
 mod limits;
 mod path;
@@ -62,6 +63,7 @@ pub use converge_compose_output::{
     ChildSpec, ComposeOutput, DepEdge, ProviderConfigSpec, ResourceRef, ValueFlow,
 };
 pub use error::{CompileError, CompileErrorKind, Error, LimitKind};
+pub use flows::{Flow, StaticKind};
 pub use graph::Graph;
 pub use limits::Limits;
 pub use value::{cel_to_json, json_to_cel};

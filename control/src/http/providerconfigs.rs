@@ -3,7 +3,11 @@
 //! `GET` and `DELETE /api/v1/providerconfigs/{name}`. A config's spec must satisfy its kind's
 //! `config_schema` (422); its bundle (`data`, base64) is at most 10 MiB; a kind version has at
 //! most one default (409). A spec with a top-level `resources` array is a CEL resource graph
-//! (stdworker's cel provider) and must compile, every problem located (422). Brokers push a
+//! (stdworker's cel provider) and must compile, every problem located (422); its value flows
+//! must type-check against the kinds they join (a pointer the upstream's `status_schema` or
+//! the dependent's `spec_schema` cannot have, or types that cannot meet, is a 422 naming
+//! both pointers and both kinds; a flow joining an unregistered kind is a `warnings` entry
+//! in the answer). Brokers push a
 //! changed default to every stream serving the kind.
 //!
 //! Secrets: every value a `"writeOnly": true` subschema of the kind's `config_schema` covers
@@ -37,7 +41,10 @@ use super::{
     problem::{ApiError, quote},
     query_pairs,
 };
-use crate::app::schemas::{FieldError, KindSchemas};
+use crate::app::{
+    flows,
+    schemas::{FieldError, KindSchemas},
+};
 use crate::db::{
     self,
     providerconfigs::{
@@ -130,7 +137,7 @@ pub async fn put(
         errors,
         violations.omitted,
     )?;
-    check_cel_graph(&schemas, &body.spec)?;
+    let warnings = check_cel_graph(&s, &schemas, &body.spec).await?;
     let data = match &body.data {
         None => None,
         Some(b64) => {
@@ -193,7 +200,11 @@ pub async fn put(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(row)))
+    let mut answer = serde_json::to_value(row).expect("row serialises");
+    if !warnings.is_empty() {
+        answer["warnings"] = json!(warnings);
+    }
+    Ok((status, Json(answer)))
 }
 
 /// For an exec kind, a 422 entry at `/spec/<field>` for each field an override may not set,
@@ -303,25 +314,61 @@ impl<'a> Masker<'a> {
 /// Compiles `spec` as a CEL resource graph when it has a top-level `resources` array, and
 /// turns every compile error into a [`FieldError`] located under `/spec` (e.g.
 /// `/spec/resources/1/template/spec/vpc_id`), its message withheld when it would show a
-/// writeOnly value. Other specs pass untouched.
-fn check_cel_graph(schemas: &KindSchemas, spec: &Value) -> Result<(), ApiError> {
+/// writeOnly value. A graph that compiles has its value flows checked against the kinds
+/// they join ([`flows::check`]); the answer is the warnings for flows left unchecked. Other
+/// specs pass untouched.
+async fn check_cel_graph(
+    s: &AppState,
+    schemas: &KindSchemas,
+    spec: &Value,
+) -> Result<Vec<String>, ApiError> {
     if !spec.get("resources").is_some_and(Value::is_array) {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    let Err(problems) = converge_cel::Graph::compile(spec, converge_cel::Limits::default()) else {
-        return Ok(());
-    };
-    let mut errors: Vec<FieldError> = problems
-        .iter()
-        .map(|p| {
-            FieldError::new(
-                format!("/spec{}", p.path),
-                format!("{:?}: {}", p.kind, p.message),
-            )
-        })
-        .collect();
+    let (mut errors, warnings, summary) =
+        match converge_cel::Graph::compile(spec, converge_cel::Limits::default()) {
+            Err(problems) => {
+                let errors = problems
+                    .iter()
+                    .map(|p| {
+                        FieldError::new(
+                            format!("/spec{}", p.path),
+                            format!("{:?}: {}", p.kind, p.message),
+                        )
+                    })
+                    .collect();
+                (errors, Vec::new(), "spec is an invalid CEL resource graph")
+            }
+            Ok(graph) => {
+                let graph_flows = graph.flows();
+                // Collected first: the lookups await, and no iterator may live across them.
+                let mut pairs: Vec<(String, i32)> = Vec::new();
+                for f in &graph_flows {
+                    pairs.extend(f.upstream_kind.clone());
+                    pairs.extend(f.dependent_kind.clone());
+                }
+                pairs.sort();
+                pairs.dedup();
+                let mut kinds = HashMap::new();
+                for (kind, version) in pairs {
+                    let k = s.kind_schemas(&kind, version).await?;
+                    kinds.insert((kind, version), k);
+                }
+                let (errors, warnings) = flows::check(&graph_flows, "/spec", |kind, version| {
+                    kinds
+                        .get(&(kind.to_string(), version))
+                        .and_then(Option::as_deref)
+                });
+                (
+                    errors,
+                    warnings,
+                    "spec's value flows cannot type-check against the kinds they join",
+                )
+            }
+        };
     schemas.redact_config_errors(spec, "/spec", &mut errors);
-    ApiError::check_fields("spec is an invalid CEL resource graph", errors)
+    ApiError::check_fields(summary, errors)?;
+    Ok(warnings)
 }
 
 /// `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its

@@ -965,6 +965,11 @@ pub struct ProviderConfig {
     /// The bundle, base64; only on the single read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
+    /// Only on a write's answer, when there are some: the value flows of a CEL resource
+    /// graph left unchecked because a kind they join is not registered yet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    pub warnings: Vec<String>,
 }
 
 /// A page of provider configs.

@@ -1,0 +1,466 @@
+//! Value flows type-checked at apply: what a kind's JSON Schema says about the value at a
+//! pointer, and whether a flow `upstream.status<source> → dependent.spec<target>` can ever
+//! carry a value the dependent's `spec_schema` accepts.
+//!
+//! The check is conservative: it refuses a flow only when the schemas make it impossible —
+//! a pointer the schema cannot have (a key `additionalProperties: false` forbids, a step
+//! through a scalar, a `false` schema) or types that cannot meet (a string into an integer,
+//! an object into a string). Whatever the schema leaves open (no `type`, an open object,
+//! `patternProperties`, conditionals, a non-local `$ref`) passes, so a correct graph is never
+//! refused. `integer` and `number` meet (3.0 is both).
+
+use std::collections::BTreeSet;
+
+use converge_cel::Flow;
+use serde_json::Value;
+
+use super::schemas::{FieldError, KindSchemas};
+
+/// A graph's flows checked against the kinds they join: one [`FieldError`] per flow that
+/// can never type-check, located at the flow in the config (`{prefix}{flow.path}`), and one
+/// warning per flow left unchecked because a kind it joins is not registered. Flows whose
+/// kinds are computed at compose time are not checked (nothing to check against).
+/// `lookup(kind, version)` gives a registered kind's manifest.
+pub fn check<'k>(
+    flows: &[Flow],
+    prefix: &str,
+    lookup: impl Fn(&str, i32) -> Option<&'k KindSchemas>,
+) -> (Vec<FieldError>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    for f in flows {
+        let (Some((up_kind, up_v)), Some((dep_kind, dep_v))) =
+            (&f.upstream_kind, &f.dependent_kind)
+        else {
+            continue;
+        };
+        let what = format!(
+            "value flow {}.status{} (kind {up_kind} v{up_v}) -> {}.spec{} (kind {dep_kind} v{dep_v})",
+            f.upstream, f.source_field, f.dependent, f.dependent_field
+        );
+        let (Some(up), Some(dep)) = (lookup(up_kind, *up_v), lookup(dep_kind, *dep_v)) else {
+            let missing = if lookup(up_kind, *up_v).is_none() {
+                (up_kind, up_v)
+            } else {
+                (dep_kind, dep_v)
+            };
+            warnings.push(format!(
+                "{what} at {prefix}{}: not checked, kind {} version {} is not registered",
+                f.path, missing.0, missing.1
+            ));
+            continue;
+        };
+        let source = up
+            .manifest
+            .status_schema
+            .as_ref()
+            .map_or(Shape::Any, |s| shape_at(s, &f.source_field));
+        let target = dep
+            .manifest
+            .spec_schema
+            .as_ref()
+            .map_or(Shape::Any, |s| shape_at(s, &f.dependent_field));
+        let why = match (&source, &target) {
+            (Shape::Never(why), _) => Some(format!(
+                "the status_schema of {up_kind} v{up_v} has no {}: {why}",
+                shown(&f.source_field)
+            )),
+            (_, Shape::Never(why)) => Some(format!(
+                "the spec_schema of {dep_kind} v{dep_v} has no {}: {why}",
+                shown(&f.dependent_field)
+            )),
+            _ => mismatch(&source, &target),
+        };
+        if let Some(why) = why {
+            errors.push(FieldError::new(
+                format!("{prefix}{}", f.path),
+                format!("{what}: {why}"),
+            ));
+        }
+    }
+    (errors, warnings)
+}
+
+/// What a schema allows at one pointer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// Any value, as far as this check can tell.
+    Any,
+    /// Only values of these JSON types (`"integer"` is a `"number"` that is whole).
+    Types(BTreeSet<String>),
+    /// No value can be there; why.
+    Never(String),
+}
+
+/// Deepest `$ref`/applicator nesting followed; beyond it the answer is [`Shape::Any`].
+const MAX_DEPTH: usize = 64;
+
+/// What `schema` (a kind's whole spec or status schema) allows at `pointer` (a JSON pointer,
+/// `""` for the whole document).
+pub fn shape_at(schema: &Value, pointer: &str) -> Shape {
+    let tokens: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    Walk { root: schema }.shape(schema, &tokens, "", 0)
+}
+
+/// Why a flow from a value of shape `source` into a place of shape `target` can never
+/// type-check, if it cannot; `None` when it may.
+pub fn mismatch(source: &Shape, target: &Shape) -> Option<String> {
+    let (Shape::Types(from), Shape::Types(to)) = (source, target) else {
+        return None;
+    };
+    if from.iter().any(|f| to.iter().any(|t| meets(f, t))) {
+        return None;
+    }
+    Some(format!(
+        "a {} cannot fill a place that takes {}",
+        join(from, " or "),
+        join(to, " or ")
+    ))
+}
+
+fn meets(a: &str, b: &str) -> bool {
+    a == b || matches!((a, b), ("integer", "number") | ("number", "integer"))
+}
+
+fn join(types: &BTreeSet<String>, sep: &str) -> String {
+    types
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+struct Walk<'s> {
+    root: &'s Value,
+}
+
+impl<'s> Walk<'s> {
+    /// The shape `node` allows at `tokens` below `at` (the pointer walked so far, for messages).
+    fn shape(&self, node: &'s Value, tokens: &[String], at: &str, depth: usize) -> Shape {
+        if depth > MAX_DEPTH {
+            return Shape::Any;
+        }
+        let map = match node {
+            Value::Bool(false) => {
+                return Shape::Never(format!("the schema at {} allows nothing", shown(at)));
+            }
+            Value::Object(m) => m,
+            _ => return Shape::Any,
+        };
+        // Every in-place part applies together: the node's own keywords, its `$ref` and each
+        // `allOf` branch narrow one another; `anyOf`/`oneOf` allow what any branch allows.
+        let mut all = vec![self.own(map, tokens, at, depth)];
+        if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+            all.push(match self.resolve(r) {
+                Some(target) => self.shape(target, tokens, at, depth + 1),
+                None => Shape::Any,
+            });
+        }
+        if let Some(Value::Array(branches)) = map.get("allOf") {
+            all.extend(
+                branches
+                    .iter()
+                    .map(|b| self.shape(b, tokens, at, depth + 1)),
+            );
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = map.get(key) {
+                all.push(union(
+                    branches
+                        .iter()
+                        .map(|b| self.shape(b, tokens, at, depth + 1)),
+                ));
+            }
+        }
+        intersect(all)
+    }
+
+    /// What the node's own keywords (`type`, `const`, `enum`, `properties`, `items`, ...)
+    /// allow at `tokens`.
+    fn own(
+        &self,
+        map: &'s serde_json::Map<String, Value>,
+        tokens: &[String],
+        at: &str,
+        depth: usize,
+    ) -> Shape {
+        let types = own_types(map);
+        let Some((token, rest)) = tokens.split_first() else {
+            return types.map_or(Shape::Any, Shape::Types);
+        };
+        let index = token.parse::<usize>().ok();
+        let allows = |t: &str| types.as_ref().is_none_or(|ts| ts.contains(t));
+        let here = format!("{at}/{}", token.replace('~', "~0").replace('/', "~1"));
+        let mut ways = Vec::new();
+        if allows("object") {
+            ways.push(self.property(map, token, rest, &here, depth));
+        }
+        if let Some(i) = index.filter(|_| allows("array")) {
+            ways.push(self.item(map, i, rest, &here, depth));
+        }
+        if ways.is_empty() {
+            let ts = types.unwrap_or_default();
+            return Shape::Never(format!(
+                "{} is a {}, so {} cannot exist",
+                shown(at),
+                join(&ts, " or "),
+                here
+            ));
+        }
+        union(ways)
+    }
+
+    fn property(
+        &self,
+        map: &'s serde_json::Map<String, Value>,
+        key: &str,
+        rest: &[String],
+        here: &str,
+        depth: usize,
+    ) -> Shape {
+        if let Some(sub) = map.get("properties").and_then(|p| p.get(key)) {
+            return self.shape(sub, rest, here, depth + 1);
+        }
+        // Keywords that may admit the key in ways this check does not evaluate.
+        let open = [
+            "patternProperties",
+            "if",
+            "then",
+            "else",
+            "dependentSchemas",
+            "unevaluatedProperties",
+        ];
+        if open.iter().any(|k| map.contains_key(*k)) {
+            return Shape::Any;
+        }
+        match map.get("additionalProperties") {
+            None => Shape::Any,
+            Some(Value::Bool(false)) => Shape::Never(format!(
+                "{here} is not a declared property and additionalProperties is false"
+            )),
+            Some(sub) => self.shape(sub, rest, here, depth + 1),
+        }
+    }
+
+    fn item(
+        &self,
+        map: &'s serde_json::Map<String, Value>,
+        i: usize,
+        rest: &[String],
+        here: &str,
+        depth: usize,
+    ) -> Shape {
+        let prefix = map.get("prefixItems").and_then(Value::as_array);
+        let sub = match (prefix, map.get("items")) {
+            (_, Some(Value::Array(tuple))) => tuple.get(i).or_else(|| map.get("additionalItems")),
+            (Some(p), items) => p.get(i).or(items),
+            (None, items) => items,
+        };
+        match sub {
+            Some(s) => self.shape(s, rest, here, depth + 1),
+            None => Shape::Any,
+        }
+    }
+
+    /// A local reference's target (`#` or `#/json/pointer`, percent-encoded or not).
+    fn resolve(&self, reference: &str) -> Option<&'s Value> {
+        let frag = reference.strip_prefix('#')?;
+        let frag = percent_encoding::percent_decode_str(frag)
+            .decode_utf8()
+            .ok()?;
+        self.root.pointer(&frag)
+    }
+}
+
+/// The JSON types a node's `type`, `const` or `enum` allows, when it says.
+fn own_types(map: &serde_json::Map<String, Value>) -> Option<BTreeSet<String>> {
+    let mut found: Option<BTreeSet<String>> = None;
+    let mut narrow = |ts: BTreeSet<String>| {
+        found = Some(match found.take() {
+            None => ts,
+            Some(prev) => meet(&prev, &ts),
+        });
+    };
+    match map.get("type") {
+        Some(Value::String(t)) => narrow([t.clone()].into()),
+        Some(Value::Array(ts)) => narrow(
+            ts.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+        ),
+        _ => {}
+    }
+    if let Some(c) = map.get("const") {
+        narrow(value_types(c));
+    }
+    if let Some(Value::Array(vs)) = map.get("enum") {
+        narrow(vs.iter().flat_map(value_types).collect());
+    }
+    found
+}
+
+/// The JSON types one value has (a whole number is both `integer` and `number`).
+fn value_types(v: &Value) -> BTreeSet<String> {
+    let names: &[&str] = match v {
+        Value::Null => &["null"],
+        Value::Bool(_) => &["boolean"],
+        Value::Number(n) if n.is_i64() || n.is_u64() => &["integer", "number"],
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => &["integer", "number"],
+        Value::Number(_) => &["number"],
+        Value::String(_) => &["string"],
+        Value::Array(_) => &["array"],
+        Value::Object(_) => &["object"],
+    };
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Types both sets allow; an `integer` meets a `number` as `integer`.
+fn meet(a: &BTreeSet<String>, b: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = a.intersection(b).cloned().collect();
+    let has = |s: &BTreeSet<String>, t: &str| s.contains(t);
+    if (has(a, "integer") && has(b, "number")) || (has(a, "number") && has(b, "integer")) {
+        out.insert("integer".into());
+    }
+    out
+}
+
+/// All of `parts` hold at once.
+fn intersect(parts: Vec<Shape>) -> Shape {
+    let mut acc = Shape::Any;
+    for p in parts {
+        acc = match (acc, p) {
+            (n @ Shape::Never(_), _) | (_, n @ Shape::Never(_)) => return n,
+            (Shape::Any, x) | (x, Shape::Any) => x,
+            (Shape::Types(a), Shape::Types(b)) => {
+                let m = meet(&a, &b);
+                if m.is_empty() {
+                    return Shape::Never(format!(
+                        "the schema requires both {} and {}",
+                        join(&a, " or "),
+                        join(&b, " or ")
+                    ));
+                }
+                Shape::Types(m)
+            }
+        };
+    }
+    acc
+}
+
+/// Any of `parts` may hold; `Never` only when every one is.
+fn union(parts: impl IntoIterator<Item = Shape>) -> Shape {
+    let mut types = BTreeSet::new();
+    let mut first_never = None;
+    let mut any_possible = false;
+    for p in parts {
+        match p {
+            Shape::Any => return Shape::Any,
+            Shape::Types(ts) => {
+                any_possible = true;
+                types.extend(ts);
+            }
+            Shape::Never(why) => {
+                first_never.get_or_insert(why);
+            }
+        }
+    }
+    if any_possible {
+        Shape::Types(types)
+    } else {
+        Shape::Never(first_never.unwrap_or_else(|| "no schema branch allows it".into()))
+    }
+}
+
+fn shown(at: &str) -> &str {
+    if at.is_empty() { "the document" } else { at }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn types(ts: &[&str]) -> Shape {
+        Shape::Types(ts.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn declared_properties_give_their_types_and_open_objects_allow_anything() {
+        let s = json!({"type": "object", "properties": {
+            "ids": {"type": "object", "properties": {"vpc": {"type": "string"}}},
+            "count": {"type": ["integer", "null"]},
+            "mode": {"enum": ["a", "b"]},
+        }});
+        assert_eq!(shape_at(&s, "/ids/vpc"), types(&["string"]));
+        assert_eq!(shape_at(&s, "/count"), types(&["integer", "null"]));
+        assert_eq!(shape_at(&s, "/mode"), types(&["string"]));
+        assert_eq!(shape_at(&s, "/ids/other"), Shape::Any);
+        assert_eq!(shape_at(&s, ""), types(&["object"]));
+        assert_eq!(shape_at(&json!({}), "/a/b/0"), Shape::Any);
+    }
+
+    #[test]
+    fn a_pointer_the_schema_forbids_is_never() {
+        let s = json!({"type": "object", "additionalProperties": false, "properties": {
+            "cidr": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "integer"}},
+        }});
+        let Shape::Never(why) = shape_at(&s, "/cdir") else {
+            panic!("a key additionalProperties forbids");
+        };
+        assert!(why.contains("/cdir"), "{why}");
+        let Shape::Never(why) = shape_at(&s, "/cidr/x") else {
+            panic!("a step through a string");
+        };
+        assert!(why.contains("/cidr is a string"), "{why}");
+        assert_eq!(shape_at(&s, "/tags/3"), types(&["integer"]));
+        assert!(matches!(shape_at(&s, "/tags/x"), Shape::Never(_)));
+    }
+
+    #[test]
+    fn refs_all_of_and_any_of_combine() {
+        let s = json!({
+            "$defs": {"id": {"type": "string"}},
+            "properties": {
+                "a": {"$ref": "#/$defs/id"},
+                "b": {"allOf": [{"type": ["string", "integer"]}, {"type": "number"}]},
+                "c": {"anyOf": [{"type": "string"}, {"type": "boolean"}]},
+                "d": {"oneOf": [{"type": "object", "additionalProperties": false},
+                                {"type": "object", "properties": {"x": {"type": "null"}}}]},
+                "loop": {"$ref": "#"},
+            }
+        });
+        assert_eq!(shape_at(&s, "/a"), types(&["string"]));
+        assert_eq!(shape_at(&s, "/b"), types(&["integer"]));
+        assert_eq!(shape_at(&s, "/c"), types(&["boolean", "string"]));
+        assert_eq!(shape_at(&s, "/d/x"), types(&["null"]));
+        assert_eq!(shape_at(&s, "/loop/loop/a"), types(&["string"]));
+        assert_eq!(shape_at(&s, "/loop/zzz"), Shape::Any);
+    }
+
+    #[test]
+    fn conditionals_and_pattern_properties_keep_a_key_possible() {
+        let s = json!({"type": "object", "additionalProperties": false,
+                       "patternProperties": {"^x-": {"type": "string"}}});
+        assert_eq!(shape_at(&s, "/x-a"), Shape::Any);
+    }
+
+    #[test]
+    fn mismatches_are_type_sets_that_never_meet() {
+        assert!(mismatch(&types(&["string"]), &types(&["integer"])).is_some());
+        assert!(mismatch(&types(&["object"]), &types(&["string"])).is_some());
+        assert_eq!(mismatch(&types(&["integer"]), &types(&["number"])), None);
+        assert_eq!(mismatch(&types(&["number"]), &types(&["integer"])), None);
+        assert_eq!(
+            mismatch(&types(&["string", "null"]), &types(&["null"])),
+            None
+        );
+        assert_eq!(mismatch(&Shape::Any, &types(&["integer"])), None);
+    }
+}
