@@ -196,7 +196,8 @@ impl Completer {
                     // without its pipeline (compose not applied, rollup not run), so it is
                     // refused and the task re-runs.
                     Some((key, pair)) if self.is_single_stage_result(key, pair, msg.stage) => {
-                        items.push((convert::completion(key.clone(), 0, &msg), Some(reply)));
+                        let c = convert::completion(key.clone(), 0, &msg);
+                        items.push((self.manifests.enforce(pair, c), Some(reply)));
                     }
                     _ => self.registry.ack(reply, token, epoch, false),
                 }

@@ -83,7 +83,7 @@ impl Handout {
             return;
         };
         tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
-        metrics().task_ended(&f.kind, f.stage, TaskResult::Deadline, None);
+        metrics().task_ended(&f.pair.kind, f.stage, TaskResult::Deadline, None);
         self.registry.push(
             f.stream,
             pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {

@@ -2,18 +2,26 @@
 //!
 //! The lowest part of the broker: it reads `kind_manifest` and knows nothing of streams,
 //! leases or loops. The LISTEN loop in `caches` calls [`Manifests::reload`] when a manifest
-//! changes; everyone else only reads.
+//! changes; everyone else only reads. It also holds each kind's compiled `status_schema`,
+//! so a result is checked against it before it is stored ([`KindInfo::enforce`]).
 
 use std::{
     collections::HashMap,
+    fmt,
     sync::{Arc, RwLock},
 };
 
-use converge_engine::{db, ids::KindPair};
+use converge_engine::{
+    db::{self, queue::Completion},
+    ids::KindPair,
+};
 use converge_proto::manifest::{Descendants, Emit, KindManifest};
 use sqlx::PgPool;
 
-use crate::error::{Error, Result};
+use crate::{
+    convert,
+    error::{Error, Result},
+};
 
 /// What routing needs from one kind manifest.
 #[derive(Debug, Clone)]
@@ -39,6 +47,45 @@ pub(crate) struct KindInfo {
     pub reactor_reaction: Option<String>,
     /// Content hash of the manifest.
     pub manifest_version: i64,
+    /// The kind's compiled `status_schema`, if it declares one.
+    pub status_schema: Option<Schema>,
+}
+
+/// A compiled JSON Schema a worker's result must satisfy.
+#[derive(Clone)]
+pub(crate) struct Schema(Arc<jsonschema::Validator>);
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Schema")
+    }
+}
+
+impl Schema {
+    /// Compiles `schema`; one the control plane let through but this build cannot compile
+    /// is logged and not enforced (the apply already checked it with the same crate).
+    fn compile(pair: &KindPair, field: &str, schema: Option<&serde_json::Value>) -> Option<Schema> {
+        let schema = schema.filter(|s| !s.is_null())?;
+        match jsonschema::validator_for(schema) {
+            Ok(v) => Some(Schema(Arc::new(v))),
+            Err(e) => {
+                tracing::error!(%pair, field, error = %e, "schema does not compile; not enforced");
+                None
+            }
+        }
+    }
+
+    /// The first way `doc` breaks the schema (its pointer, the rule and what was found), if
+    /// it does. Checking a valid document allocates nothing.
+    pub fn violation(&self, doc: &serde_json::Value) -> Option<String> {
+        let e = self.0.validate(doc).err()?;
+        let at = e.instance_path().as_str();
+        Some(format!(
+            "at {}: {e} (rule {:?})",
+            if at.is_empty() { "/" } else { at },
+            e.kind().keyword()
+        ))
+    }
 }
 
 impl KindInfo {
@@ -48,6 +95,32 @@ impl KindInfo {
         self.work_reaction.is_some()
             && self.compose_reaction.is_none()
             && self.rollup_reaction.is_none()
+    }
+
+    /// `c` as it may be stored: a successful reconcile whose status breaks the kind's
+    /// `status_schema` becomes a terminal failure naming the pointer and the rule. A failure
+    /// stores no status, so the resource keeps the status it had.
+    pub fn enforce(&self, pair: &KindPair, c: Completion) -> Completion {
+        let (Some(schema), Some(status)) = (&self.status_schema, &c.status) else {
+            return c;
+        };
+        if !c.ok || c.key.task_type != "reconcile" {
+            return c;
+        }
+        match schema.violation(status) {
+            None => c,
+            Some(why) => Completion {
+                composite: c.composite,
+                ..convert::failure(
+                    c.key,
+                    format!(
+                        "the status breaks the status_schema of {} v{} {why}",
+                        pair.kind, pair.version
+                    ),
+                    true,
+                )
+            },
+        }
     }
 }
 
@@ -76,6 +149,8 @@ impl Manifests {
         for r in rows {
             match serde_json::from_value::<KindManifest>(r.manifest) {
                 Ok(m) => {
+                    let status_schema =
+                        Schema::compile(&r.pair, "status_schema", m.status_schema.as_ref());
                     map.insert(
                         r.pair,
                         Arc::new(KindInfo {
@@ -102,6 +177,7 @@ impl Manifests {
                                 .filter_map(|x| Some((x.verb.clone()?, x.name.clone())))
                                 .collect(),
                             manifest_version: r.manifest_version,
+                            status_schema,
                         }),
                     );
                 }
@@ -121,6 +197,14 @@ impl Manifests {
             .expect("manifest cache poisoned")
             .get(pair)
             .cloned()
+    }
+
+    /// `c` (a result for a task of `pair`) as it may be stored; see [`KindInfo::enforce`].
+    pub fn enforce(&self, pair: &KindPair, c: Completion) -> Completion {
+        match self.get(pair) {
+            Some(info) => info.enforce(pair, c),
+            None => c,
+        }
     }
 
     /// Whether a reconcile of `pair` is a single WORK stage (no composer, no rollup).

@@ -274,10 +274,11 @@ impl Pipeline {
     // A pipeline's result is a composite's (see `Completion::composite`).
     fn finish(self: Box<Self>, advance: bool) -> Step {
         let p = *self;
-        Step::Complete(Completion {
+        let done = Completion {
             composite: true,
             ..convert::success(p.key, p.status, p.conditions, advance)
-        })
+        };
+        Step::Complete(p.info.enforce(&p.pair, done))
     }
 
     fn fail(self: Box<Self>, message: String, terminal: bool) -> Step {
@@ -549,6 +550,7 @@ mod tests {
             verbs: Default::default(),
             reactor_reaction: None,
             manifest_version: 1,
+            status_schema: None,
         }
     }
 

@@ -229,8 +229,9 @@ impl StreamEntry {
 pub(crate) struct Inflight {
     /// The claim.
     pub key: LeaseKey,
-    /// Its kind (the `kind` label of the task's metrics).
-    pub kind: String,
+    /// Its kind and version (the kind is the `kind` label of the task's metrics; the pair
+    /// picks the status_schema its result is checked against).
+    pub pair: KindPair,
     /// When it was handed to the stream (`None` for an adopted lease: unknown).
     pub sent: Option<Instant>,
     /// The stream running it.
@@ -398,7 +399,7 @@ impl Registry {
                 token.0,
                 Inflight {
                     key: t.key,
-                    kind: t.pair.kind,
+                    pair: t.pair,
                     sent: Some(Instant::now()),
                     stream: sid,
                     stage: t.stage,
@@ -434,7 +435,7 @@ impl Registry {
         if let Some(e) = s.streams.get_mut(&f.stream) {
             e.inflight = e.inflight.saturating_sub(1);
         }
-        metrics().inflight_add(&f.kind, -1);
+        metrics().inflight_add(&f.pair.kind, -1);
         Some(f)
     }
 
@@ -468,7 +469,7 @@ impl Registry {
                 k.lease_token.0,
                 Inflight {
                     key: k,
-                    kind: pair.kind,
+                    pair,
                     sent: None,
                     stream,
                     stage: 0,
@@ -559,7 +560,7 @@ impl Inflight {
         if let Some(t) = self.timer {
             t.abort();
         }
-        metrics().inflight_add(&self.kind, -1);
+        metrics().inflight_add(&self.pair.kind, -1);
         self.key
     }
 }

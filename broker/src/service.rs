@@ -457,7 +457,7 @@ async fn handle(
                     }
                     // An adopted lease's stage is unknown here; the worker's echo says it.
                     let stage = if f.stage != 0 { f.stage } else { c.stage };
-                    metrics().task_ended(&f.kind, stage, task_result(&c), f.sent);
+                    metrics().task_ended(&f.pair.kind, stage, task_result(&c), f.sent);
                     parts.dispatch.wake();
                     if f.pipeline.is_some() {
                         let h = parts.handout.clone();
@@ -471,7 +471,9 @@ async fn handle(
                             drop(share);
                         });
                     } else {
-                        let completion = convert::completion(f.key, f.stage, &c);
+                        let completion = parts
+                            .manifests
+                            .enforce(&f.pair, convert::completion(f.key, f.stage, &c));
                         parts.completions.submit(Job::Known {
                             completion,
                             reply: Some(sid),

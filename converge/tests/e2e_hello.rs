@@ -357,3 +357,36 @@ async fn worker_killed_mid_task_hands_the_task_to_another_worker_once() {
     let _ = std::fs::remove_dir_all(&dir);
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_breaking_the_status_schema_fails_terminally_and_keeps_the_old_status() {
+    let c = Converge::start(&[]).await;
+    // The example's schema, with messages capped at 12 characters.
+    let mut m = Converge::hello_manifest(30);
+    m["status_schema"]["properties"]["message"]["maxLength"] = 12.into();
+    c.apply_manifest(&m).await;
+    let _w = Worker::hello(&c.broker, "w1", &[]);
+    c.apply(&hello("st", json!({"greeting": "hi"}))).await;
+    let before = c
+        .wait_resource("hello", "st", "Ready", T, |v| v["phase"] == "Ready")
+        .await;
+    assert_eq!(before["status"]["message"], "hi, st!");
+
+    // "greetings, st!" is 14 characters: the result is refused, terminally, by pointer and rule.
+    c.apply(&hello("st", json!({"greeting": "greetings"})))
+        .await;
+    let r = c
+        .wait_resource("hello", "st", "terminally Failed", T, |v| {
+            v["phase"] == "Failed" && v["failure_terminal"] == true
+        })
+        .await;
+    let err = r["failure_message"].as_str().unwrap_or_default();
+    for want in ["status_schema of hello v1", "at /message", "maxLength"] {
+        assert!(err.contains(want), "{want} missing from {r}");
+    }
+    assert_eq!(
+        r["status"], before["status"],
+        "the previous status stays: {r}"
+    );
+    assert_eq!(condition(&r, "Ready").unwrap()["status"], "False", "{r}");
+}
