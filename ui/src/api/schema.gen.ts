@@ -1521,6 +1521,11 @@ export interface components {
             updated_at: string;
             /** @description The bundle, base64; only on the single read. */
             data?: string | null;
+            /**
+             * @description Only on a write's answer, when there are some: the value flows of a CEL resource
+             *     graph left unchecked because a kind they join is not registered yet.
+             */
+            warnings?: string[];
         };
         /** @description A page of provider configs. */
         ProviderConfigList: {
