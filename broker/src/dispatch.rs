@@ -265,7 +265,7 @@ impl Dispatcher {
         let rows = db::queue::lifecycle_claim(
             &self.pool,
             self.opts.shards,
-            &pair.kind,
+            pair,
             i32::try_from(n).unwrap_or(i32::MAX),
             &self.opts.broker_id,
         )
