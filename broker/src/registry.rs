@@ -237,6 +237,8 @@ pub(crate) struct Inflight {
     pub stream: StreamId,
     /// The stage sent (`0` for an adopted lease: unknown).
     pub stage: i32,
+    /// The spec generation the task runs for (`None` for an adopted lease: unknown).
+    pub generation: Option<i64>,
     /// The broker-side deadline, aborted when the result arrives.
     pub timer: Option<AbortHandle>,
     /// Set for composite pipelines (compose/work/rollup under one lease).
@@ -387,6 +389,7 @@ impl Registry {
             let entry = s.streams.get_mut(&sid).expect("stream chosen above exists");
             // A task that finds no room goes back to the queue (a stall is caught by the
             // frames that must not be dropped).
+            let generation = t.msg.generation;
             if entry.out.try_push(Body::Task(t.msg)).is_some() {
                 unplaced.push(t.key);
                 continue;
@@ -402,6 +405,7 @@ impl Registry {
                     sent: Some(Instant::now()),
                     stream: sid,
                     stage: t.stage,
+                    generation: Some(generation),
                     timer: None,
                     pipeline: t.pipeline,
                 },
@@ -444,6 +448,50 @@ impl Registry {
         self.take(token, epoch)
     }
 
+    /// The engine took these leases away (`reason`: deleted, quarantined, superseded): each
+    /// one this broker holds leaves the in-flight set (its slot frees, its deadline timer
+    /// stops, a pipeline travelling with it is dropped) and its stream is sent `CancelTask`
+    /// with the reason. Nothing is recorded: the queue row is gone or carries a newer epoch,
+    /// so the worker's late result is refused like any stale one. Tokens this broker does not
+    /// hold are ignored (every broker hears every notice). Returns the taken leases.
+    ///
+    /// Guarantees: a lease is cancelled at most once, and never after its result was taken
+    /// (both take it out of the map under the one lock).
+    pub fn revoke(&self, tokens: &[LeaseToken], reason: &str) -> Vec<Inflight> {
+        let mut s = self.lock();
+        let mut out = Vec::new();
+        for t in tokens {
+            let Some(mut f) = s.inflight.remove(&t.0) else {
+                continue;
+            };
+            if let Some(timer) = f.timer.take() {
+                timer.abort();
+            }
+            metrics().inflight_add(&f.kind, -1);
+            if let Some(e) = s.streams.get_mut(&f.stream) {
+                e.inflight = e.inflight.saturating_sub(1);
+                e.out.push(Body::Cancel(pb::CancelTask {
+                    lease_token: t.to_string(),
+                    claim_epoch: f.key.claim_epoch.0,
+                    reason: reason.to_owned(),
+                }));
+            }
+            out.push(f);
+        }
+        out
+    }
+
+    /// The queue leases in flight whose task's generation is known (not reactor deliveries,
+    /// not adopted leases), with that generation: what the revocation failsafe re-checks.
+    pub fn revocable(&self) -> Vec<(LeaseKey, i64)> {
+        self.lock()
+            .inflight
+            .values()
+            .filter(|f| f.key.task_type != converge_engine::db::queue::REACT)
+            .filter_map(|f| Some((f.key.clone(), f.generation?)))
+            .collect()
+    }
+
     /// The keys of the given leases that this broker holds (for heartbeat attestation).
     pub fn keys_for(&self, leases: &[(LeaseToken, ClaimEpoch)]) -> Vec<LeaseKey> {
         let s = self.lock();
@@ -472,6 +520,7 @@ impl Registry {
                     sent: None,
                     stream,
                     stage: 0,
+                    generation: None,
                     timer: None,
                     pipeline: None,
                 },
