@@ -18,7 +18,7 @@
 //! connected workers.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     pin::Pin,
     sync::{
         Arc, OnceLock,
@@ -266,7 +266,17 @@ struct State {
     next_id: StreamId,
     streams: HashMap<StreamId, StreamEntry>,
     inflight: HashMap<Uuid, Inflight>,
+    /// Revoked tokens that were not in flight when their notice came (see
+    /// [`Registry::revoke`]), with their arrival order for eviction; at most
+    /// [`REVOKED_KEPT`] each.
+    revoked: HashSet<Uuid>,
+    revoked_order: VecDeque<Uuid>,
 }
+
+/// How many revoked tokens not in flight the registry remembers. Every broker hears every
+/// notice, so most are other brokers' leases; the ones that matter are this broker's leases
+/// between a claim (or a composite's stage) and their placement, a window of milliseconds.
+pub(crate) const REVOKED_KEPT: usize = 4096;
 
 /// The connected streams and the leases handed out to them.
 #[derive(Default)]
@@ -369,12 +379,18 @@ impl Registry {
 
     /// Hands each task to the ready stream with the most free slots for its pair. Returns
     /// the keys that found no stream (to be released, never failed) and, for each placed task
-    /// with a deadline, what the caller must arm a timer for.
+    /// with a deadline, what the caller must arm a timer for. A task whose lease was revoked
+    /// before it could be placed (see [`Registry::revoke`]) is dropped: its row is gone or
+    /// re-pointed, so there is nothing to run or release.
     pub fn assign(&self, tasks: Vec<Outgoing>) -> (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>) {
         let mut s = self.lock();
         let mut unplaced = Vec::new();
         let mut placed = Vec::new();
         for t in tasks {
+            if !s.revoked.is_empty() && s.revoked.remove(&t.key.lease_token.0) {
+                tracing::debug!(lease = %t.key.lease_token, "lease revoked before its task was placed; dropped");
+                continue;
+            }
             let best = s
                 .streams
                 .iter()
@@ -453,7 +469,9 @@ impl Registry {
     /// stops, a pipeline travelling with it is dropped) and its stream is sent `CancelTask`
     /// with the reason. Nothing is recorded: the queue row is gone or carries a newer epoch,
     /// so the worker's late result is refused like any stale one. Tokens this broker does not
-    /// hold are ignored (every broker hears every notice). Returns the taken leases.
+    /// hold are remembered (the last [`REVOKED_KEPT`]), so that one of this broker's leases
+    /// revoked between its claim (or a composite's previous stage) and its placement is
+    /// dropped by [`Registry::assign`] instead of sent. Returns the taken leases.
     ///
     /// Guarantees: a lease is cancelled at most once, and never after its result was taken
     /// (both take it out of the map under the one lock).
@@ -462,6 +480,13 @@ impl Registry {
         let mut out = Vec::new();
         for t in tokens {
             let Some(mut f) = s.inflight.remove(&t.0) else {
+                if s.revoked_order.len() == REVOKED_KEPT
+                    && let Some(old) = s.revoked_order.pop_front()
+                {
+                    s.revoked.remove(&old);
+                }
+                s.revoked_order.push_back(t.0);
+                s.revoked.insert(t.0);
                 continue;
             };
             if let Some(timer) = f.timer.take() {
@@ -678,6 +703,81 @@ mod tests {
             claimable: true,
             draining: false,
         }
+    }
+
+    fn outgoing(token: Uuid) -> Outgoing {
+        use converge_engine::ids::{ResourceId, ShardId};
+        Outgoing {
+            key: LeaseKey {
+                resource_id: ResourceId(Uuid::nil()),
+                shard_id: ShardId(0),
+                task_type: "reconcile".into(),
+                lease_token: LeaseToken(token),
+                claim_epoch: ClaimEpoch(1),
+            },
+            pair: KindPair::new("vpc", 1),
+            stage: pb::Stage::Work as i32,
+            msg: pb::StageTask {
+                lease_token: token.to_string(),
+                claim_epoch: 1,
+                generation: 3,
+                ..Default::default()
+            },
+            deadline: None,
+            pipeline: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_revoked_lease_is_cancelled_in_flight_or_dropped_before_placement() {
+        use futures::StreamExt;
+        let r = Registry::default();
+        let (out, mut frames) = StreamOut::new(8);
+        let sid = r.add_stream(StreamEntry {
+            out,
+            ..entry("a", &[("vpc", 1)])
+        });
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        assert!(r.assign(vec![outgoing(a)]).0.is_empty());
+        assert_eq!(r.revocable(), [(outgoing(a).key, 3)]);
+        let mut next = async || frames.next().await.unwrap().unwrap().body.unwrap();
+        assert!(matches!(next().await, Body::Task(_)));
+
+        // `a` is in flight here: taken out and cancelled with the reason; `b` is not.
+        let taken = r.revoke(&[LeaseToken(a), LeaseToken(b)], "superseded");
+        assert_eq!(taken.len(), 1);
+        assert_eq!((taken[0].stream, r.inflight_count()), (sid, 0));
+        match next().await {
+            Body::Cancel(c) => assert_eq!(
+                (c.lease_token, c.claim_epoch, c.reason.as_str()),
+                (a.to_string(), 1, "superseded")
+            ),
+            other => panic!("expected CancelTask, got {other:?}"),
+        }
+        assert!(
+            r.revoke(&[LeaseToken(a)], "deleted").is_empty(),
+            "once only"
+        );
+
+        // `b` was revoked before it was placed (a claim or a composite's next stage on its
+        // way): it is dropped, neither sent nor handed back for release.
+        let (unplaced, timers) = r.assign(vec![outgoing(b)]);
+        assert!(unplaced.is_empty() && timers.is_empty());
+        assert_eq!(r.inflight_count(), 0);
+
+        // The memory of revoked leases not in flight is bounded: the oldest go first.
+        let first = Uuid::new_v4();
+        r.revoke(&[LeaseToken(first)], "deleted");
+        let more: Vec<LeaseToken> = (0..REVOKED_KEPT)
+            .map(|_| LeaseToken(Uuid::new_v4()))
+            .collect();
+        r.revoke(&more, "deleted");
+        let s = r.lock();
+        assert_eq!(
+            (s.revoked.len(), s.revoked_order.len()),
+            (REVOKED_KEPT, REVOKED_KEPT)
+        );
+        assert!(!s.revoked.contains(&first));
     }
 
     #[tokio::test]
