@@ -674,10 +674,10 @@ CREATE FUNCTION public.lag_unsettled(p_failure_gen bigint, p_generation bigint, 
              AND p_deletion_requested_at IS NULL $$;
 
 --
--- Name: lifecycle_claim(smallint, smallint, text, integer, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: lifecycle_claim(smallint, smallint, text, integer, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.lifecycle_claim(p_lo smallint, p_hi smallint, p_reactor text, p_limit integer, p_broker text) RETURNS TABLE(id bigint, shard_id smallint, resource_id uuid, transition text, generation bigint, binding_name text, resource jsonb, claim_token uuid, claim_epoch bigint, attempts integer)
+CREATE FUNCTION public.lifecycle_claim(p_lo smallint, p_hi smallint, p_reactor text, p_limit integer, p_broker text, p_kind_version integer DEFAULT NULL::integer) RETURNS TABLE(id bigint, shard_id smallint, resource_id uuid, transition text, generation bigint, binding_name text, resource jsonb, claim_token uuid, claim_epoch bigint, attempts integer, task_deadline_secs integer)
     LANGUAGE sql
     AS $$
     WITH c AS (
@@ -694,7 +694,10 @@ CREATE FUNCTION public.lifecycle_claim(p_lo smallint, p_hi smallint, p_reactor t
     FROM c
     WHERE l.id = c.id
     RETURNING l.id, l.shard_id, l.resource_id, l.transition, l.generation, l.binding_name,
-              l.resource, l.claim_token, l.claim_epoch, l.attempts
+              l.resource, l.claim_token, l.claim_epoch, l.attempts,
+              (SELECT coalesce(max(kc.task_deadline_secs), 0) FROM kind_config kc
+               WHERE kc.kind = p_reactor
+                 AND (p_kind_version IS NULL OR kc.kind_version = p_kind_version))
 $$;
 
 --
@@ -824,6 +827,25 @@ BEGIN
     END IF;
     UPDATE wake_state SET last_at = clock_timestamp() WHERE channel = p_channel;
     PERFORM pg_notify(p_channel, '');
+END
+$$;
+
+--
+-- Name: notify_lease_revoked(text, uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.notify_lease_revoked(p_reason text, p_tokens uuid[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    i int := 1;
+    n int := coalesce(cardinality(p_tokens), 0);
+BEGIN
+    WHILE i <= n LOOP
+        PERFORM pg_notify('lease_revoked',
+                          p_reason || ' ' || array_to_string(p_tokens[i:i + 199], ' '));
+        i := i + 200;
+    END LOOP;
 END
 $$;
 
@@ -1274,6 +1296,7 @@ CREATE FUNCTION public.resource_delete_now(p_id uuid) RETURNS boolean
     AS $$
 DECLARE
     v_ids uuid[];
+    v_revoked uuid[];
 BEGIN
     PERFORM 1 FROM resources WHERE id = p_id;
     IF NOT FOUND THEN
@@ -1292,9 +1315,15 @@ BEGIN
           SELECT r.id FROM resources r WHERE r.root_id = p_id) d;
 
     DELETE FROM work_outbox o WHERE o.resource_id = ANY (v_ids);
-    DELETE FROM work_queue w WHERE w.resource_id = ANY (v_ids);
+    WITH dropped AS (
+        DELETE FROM work_queue w WHERE w.resource_id = ANY (v_ids) RETURNING w.lease_token
+    )
+    SELECT array_agg(d.lease_token) FILTER (WHERE d.lease_token IS NOT NULL) INTO v_revoked
+    FROM dropped d;
     DELETE FROM work_outbox o WHERE o.resource_id = ANY (v_ids);
     DELETE FROM resources WHERE id = p_id;
+    -- The running tasks' brokers cancel them (reason `deleted`).
+    PERFORM notify_lease_revoked('deleted', v_revoked);
     RETURN FOUND;
 END
 $$;
@@ -1418,6 +1447,7 @@ CREATE FUNCTION public.resource_quarantine(p_id uuid) RETURNS boolean
     AS $$
 DECLARE
     v_shard smallint;
+    v_revoked uuid;
 BEGIN
     UPDATE resources SET frozen_until = 'infinity', updated_at = now()
     WHERE id = p_id
@@ -1427,7 +1457,10 @@ BEGIN
     END IF;
     DELETE FROM work_queue w
     WHERE w.resource_id = p_id AND w.shard_id = v_shard AND w.task_type = 'reconcile'
-      AND w.lease_token IS NULL;
+    RETURNING w.lease_token INTO v_revoked;
+    IF v_revoked IS NOT NULL THEN
+        PERFORM notify_lease_revoked('quarantined', ARRAY[v_revoked]);
+    END IF;
     PERFORM cascade_to_owners(p_id);
     RETURN true;
 END
@@ -1950,6 +1983,7 @@ CREATE FUNCTION public.teardown_mark(p_id uuid) RETURNS uuid[]
     AS $$
 DECLARE
     v_ids uuid[];
+    v_revoked uuid[];
 BEGIN
     SELECT array_agg(s.id ORDER BY s.id) INTO v_ids
     FROM (SELECT r.id FROM resources r
@@ -1971,7 +2005,13 @@ BEGIN
           LEFT JOIN kind_config kc ON kc.kind = x.kind AND kc.kind_version = x.kind_version
           WHERE x.id = ANY (v_ids)) s
     WHERE r.id = s.id;
-    DELETE FROM work_queue q WHERE q.resource_id = ANY (v_ids) AND q.task_type <> 'delete';
+    WITH dropped AS (
+        DELETE FROM work_queue q WHERE q.resource_id = ANY (v_ids) AND q.task_type <> 'delete'
+        RETURNING q.lease_token
+    )
+    SELECT array_agg(d.lease_token) FILTER (WHERE d.lease_token IS NOT NULL) INTO v_revoked
+    FROM dropped d;
+    PERFORM notify_lease_revoked('deleted', v_revoked);
     UPDATE resource_operations o
     SET state = 'failed', error = 'the resource is being deleted', updated_at = now(),
         finished_at = now()
@@ -2224,6 +2264,19 @@ CREATE FUNCTION public.work_heartbeat(p_resource_ids uuid[], p_shard_ids smallin
         RETURNING 1
     )
     SELECT count(*)::int FROM upd
+$$;
+
+--
+-- Name: work_queue_superseded(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.work_queue_superseded() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM notify_lease_revoked('superseded', ARRAY[OLD.lease_token]);
+    RETURN NULL;
+END
 $$;
 
 --
@@ -5205,6 +5258,12 @@ CREATE TRIGGER spec_versions_on_insert AFTER INSERT ON public.resources FOR EACH
 --
 
 CREATE TRIGGER spec_versions_on_update AFTER UPDATE OF spec ON public.resources FOR EACH ROW WHEN (((new.owner_id IS NULL) AND (old.spec IS DISTINCT FROM new.spec))) EXECUTE FUNCTION public.spec_versions_record();
+
+--
+-- Name: work_queue work_queue_superseded; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER work_queue_superseded AFTER UPDATE OF generation, kind_version ON public.work_queue FOR EACH ROW WHEN (((old.lease_token IS NOT NULL) AND (new.lease_token IS NULL))) EXECUTE FUNCTION public.work_queue_superseded();
 
 --
 -- Name: providerconfigs providerconfigs_owner_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

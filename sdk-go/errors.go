@@ -1,6 +1,7 @@
 package converge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -35,6 +36,51 @@ func (e *TerminalError) Unwrap() error { return e.err }
 func IsTerminal(err error) bool {
 	var t *TerminalError
 	return errors.As(err, &t)
+}
+
+// The reasons a [CancelledError] carries: the broker's CancelTask reasons, and
+// [CancelShutdown] when the worker stopped before the handler returned.
+const (
+	// CancelDeleted: the resource was deleted while its task ran.
+	CancelDeleted = "deleted"
+	// CancelQuarantined: the resource was quarantined while its task ran.
+	CancelQuarantined = "quarantined"
+	// CancelSuperseded: the resource's spec moved to a newer generation, which runs as a
+	// task of its own.
+	CancelSuperseded = "superseded"
+	// CancelDeadline: the task's deadline passed (the broker's timer or the worker's own).
+	CancelDeadline = "deadline"
+	// CancelShutdown: the worker stopped before the handler returned.
+	CancelShutdown = "shutdown"
+)
+
+// CancelledError is why a handler's context ended, as [context.Cause] reports it: the
+// broker's CancelTask (Reason is its word), the task deadline (Reason is [CancelDeadline];
+// ctx.Err() stays [context.DeadlineExceeded]) or the worker's shutdown. A cancelled task's
+// result is never sent.
+type CancelledError struct {
+	// Reason is one of the Cancel* words (a newer broker may send others).
+	Reason string
+}
+
+func (e *CancelledError) Error() string { return "task cancelled: " + e.Reason }
+
+// Unwrap makes errors.Is(cause, context.Canceled) hold for a cancellation.
+func (e *CancelledError) Unwrap() error {
+	if e.Reason == CancelDeadline {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// CancelReason is the reason ctx was cancelled for (a [CancelledError]'s Reason), or "" when
+// ctx is not done or ended for another cause.
+func CancelReason(ctx context.Context) string {
+	var c *CancelledError
+	if errors.As(context.Cause(ctx), &c) {
+		return c.Reason
+	}
+	return ""
 }
 
 // ConfigError is a worker configuration value that is missing or malformed. It always names

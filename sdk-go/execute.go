@@ -45,7 +45,7 @@ func ExecuteTask(ctx context.Context, providers []Provider, task *pb.StageTask, 
 func runRequest(ctx context.Context, log *slog.Logger, p Provider, req *ReactionRequest, echo taskEcho) *pb.StageComplete {
 	hctx, cancel := ctx, context.CancelFunc(func() {})
 	if !req.Deadline.IsZero() {
-		hctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		hctx, cancel = context.WithDeadlineCause(ctx, req.Deadline, &CancelledError{Reason: CancelDeadline})
 	}
 	defer cancel()
 	done := make(chan *pb.StageComplete, 1)

@@ -2,6 +2,7 @@ package converge
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -221,7 +222,8 @@ func serveFake(t *testing.T, addr string, providers []Provider, opts ...Option) 
 	return cancel
 }
 
-// blocker runs until its context ends, reporting each start and what ended it.
+// blocker runs until its context ends, reporting each start and what ended it (the
+// context's cause).
 type blocker struct {
 	kind    string
 	started chan string
@@ -239,7 +241,7 @@ func (b *blocker) Work(ctx context.Context, req *ReactionRequest) (*Outcome, err
 	b.started <- req.Resource.Name
 	select {
 	case <-ctx.Done():
-		b.ended <- ctx.Err()
+		b.ended <- context.Cause(ctx)
 		return nil, ctx.Err()
 	case <-b.release:
 		b.ended <- nil
@@ -301,8 +303,9 @@ func TestCancelTaskAndDeadlineCancelTheHandler(t *testing.T) {
 		}
 	}
 	s.send(&pb.WorkStreamServerMsg{Body: &pb.WorkStreamServerMsg_Cancel{Cancel: &pb.CancelTask{LeaseToken: "c1", ClaimEpoch: 1, Reason: "deleted"}}})
-	if err := <-b.ended; err == nil {
-		t.Fatal("CancelTask must cancel the handler's context")
+	var ce *CancelledError
+	if err := <-b.ended; !errors.As(err, &ce) || ce.Reason != CancelDeleted || !errors.Is(err, context.Canceled) {
+		t.Fatalf("CancelTask must cancel the handler's context with the broker's reason, got %v", err)
 	}
 
 	s.send(task("d1", 1, "k", 50))
@@ -311,8 +314,8 @@ func TestCancelTaskAndDeadlineCancelTheHandler(t *testing.T) {
 	if c.GetLeaseToken() != "d1" || c.GetErrorMessage() != "deadline exceeded" || c.GetTerminal() {
 		t.Fatalf("want a transient deadline failure for d1 (and nothing for c1), got %v", c)
 	}
-	if err := <-b.ended; err == nil {
-		t.Fatal("the deadline must cancel the handler's context")
+	if err := <-b.ended; !errors.As(err, &ce) || ce.Reason != CancelDeadline || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the deadline must cancel the handler's context (reason deadline), got %v", err)
 	}
 }
 

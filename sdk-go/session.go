@@ -274,7 +274,7 @@ func (w *worker) handle(m *pb.WorkStreamServerMsg, conn *brokerConn, session uin
 	case *pb.WorkStreamServerMsg_Cancel:
 		c := b.Cancel
 		k := leaseKey{token: c.GetLeaseToken(), epoch: c.GetClaimEpoch()}
-		known := w.st.cancelTask(k)
+		known := w.st.cancelTask(k, c.GetReason())
 		w.log.Info("task cancelled by the broker", "lease", k.token, "claim_epoch", k.epoch, "reason", c.GetReason(), "known", known)
 	case *pb.WorkStreamServerMsg_Drain:
 		running, unacked := w.st.counts()

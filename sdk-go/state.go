@@ -105,7 +105,7 @@ func (u *unacked) each(f func(leaseKey, *pb.StageComplete)) {
 
 // running is a task accepted from the broker whose handler has not returned.
 type running struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 }
 
 // state is what every loop of the runtime shares for the worker's whole life. One mutex

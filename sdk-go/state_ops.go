@@ -86,7 +86,7 @@ func (st *state) admit(parent context.Context, k leaseKey) (admission, context.C
 		st.send(completeFrame(c))
 		return admitResent, nil
 	}
-	ctx, cancel := context.WithCancel(parent)
+	ctx, cancel := context.WithCancelCause(parent)
 	st.running[k] = &running{cancel: cancel}
 	st.publish()
 	return admitRun, ctx
@@ -103,7 +103,7 @@ func (st *state) finish(k leaseKey, c *pb.StageComplete) {
 		return
 	}
 	delete(st.running, k)
-	r.cancel()
+	r.cancel(nil)
 	st.keepAndSend(k, c)
 }
 
@@ -138,15 +138,16 @@ func (st *state) ack(k leaseKey, accepted bool) {
 	st.publish()
 }
 
-// cancelTask handles a CancelTask: it cancels the handler's context and forgets the lease
-// and any kept result. It reports whether the lease was known.
-func (st *state) cancelTask(k leaseKey) bool {
+// cancelTask handles a CancelTask: it cancels the handler's context with a
+// [CancelledError] naming reason and forgets the lease and any kept result. It reports
+// whether the lease was known.
+func (st *state) cancelTask(k leaseKey, reason string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	r, wasRunning := st.running[k]
 	if wasRunning {
 		delete(st.running, k)
-		r.cancel()
+		r.cancel(&CancelledError{Reason: reason})
 	}
 	hadResult := st.unacked.remove(k)
 	st.publish()
@@ -159,7 +160,7 @@ func (st *state) cancelAll() int {
 	defer st.mu.Unlock()
 	n := len(st.running)
 	for k, r := range st.running {
-		r.cancel()
+		r.cancel(&CancelledError{Reason: CancelShutdown})
 		delete(st.running, k)
 	}
 	st.unacked = newUnacked()

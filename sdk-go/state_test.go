@@ -136,8 +136,19 @@ func TestCancelTaskCancelsAndDropsTheResult(t *testing.T) {
 	drain(ob)
 	k := leaseKey{"l", 3}
 	_, ctx := st.admit(context.Background(), k)
-	if !st.cancelTask(k) || ctx.Err() == nil {
+	if !st.cancelTask(k, CancelQuarantined) || ctx.Err() == nil {
 		t.Fatal("CancelTask must cancel the task's context")
+	}
+	if got := CancelReason(ctx); got != CancelQuarantined {
+		t.Fatalf("the handler must see the broker's reason, got %q", got)
+	}
+	_, other := st.admit(context.Background(), leaseKey{"s", 1})
+	if CancelReason(other) != "" {
+		t.Fatal("a running task has no cancel reason")
+	}
+	st.cancelAll()
+	if got := CancelReason(other); got != CancelShutdown {
+		t.Fatalf("shutdown cancels with reason shutdown, got %q", got)
 	}
 	st.finish(k, complete("l"))
 	if got := drain(ob); len(got) != 0 || st.outstanding() != 0 {

@@ -63,7 +63,7 @@ func (w *worker) runTask(taskCtx context.Context, k leaseKey, echo taskEcho, t *
 	}
 	handlerCtx, cancelHandler := taskCtx, context.CancelFunc(func() {})
 	if !deadline.IsZero() {
-		handlerCtx, cancelHandler = context.WithDeadline(taskCtx, deadline)
+		handlerCtx, cancelHandler = context.WithDeadlineCause(taskCtx, deadline, &CancelledError{Reason: CancelDeadline})
 	}
 	defer cancelHandler()
 

@@ -1,9 +1,11 @@
 //! Keeps the broker's caches fresh: one LISTEN connection (`work_ready`, `lifecycle_ready`,
-//! `kind_manifest_changed`, `providerconfig_changed`) plus a failsafe re-read of manifests
-//! and default provider configs every `cache_refresh`.
+//! `kind_manifest_changed`, `providerconfig_changed`, `lease_revoked`) plus a failsafe re-read
+//! of manifests and default provider configs every `cache_refresh`.
 //!
-//! It is given the two caches and the dispatcher's wake-up, nothing else: a wake for work is
-//! passed on, a change marks its cache dirty, and the loop re-reads what is dirty.
+//! It is given the two caches, the revocation handler and the dispatcher's wake-up, nothing
+//! else: a wake for work is passed on, a revoked lease goes to `revoke` (the broker's one
+//! LISTEN connection serves it too), a change marks its cache dirty, and the loop re-reads
+//! what is dirty.
 
 use std::{
     sync::{
@@ -19,13 +21,15 @@ use tokio_util::sync::CancellationToken;
 
 use converge_engine::wake;
 
-use crate::{configs::Configs, manifests::Manifests};
+use crate::{configs::Configs, manifests::Manifests, revoke::Revocations};
 
 /// The LISTEN + cache refresh loop.
 pub(crate) struct CacheRefresh {
     pool: PgPool,
     manifests: Arc<Manifests>,
     configs: Arc<Configs>,
+    /// Where `lease_revoked` payloads go.
+    revocations: Arc<Revocations>,
     /// The dispatcher's wake-up: work may be claimable.
     dispatch: Arc<Notify>,
     /// Failsafe re-read of both caches.
@@ -33,11 +37,13 @@ pub(crate) struct CacheRefresh {
 }
 
 impl CacheRefresh {
-    /// A loop that keeps `manifests` and `configs` fresh and wakes `dispatch`.
+    /// A loop that keeps `manifests` and `configs` fresh, hands revocations to
+    /// `revocations` and wakes `dispatch`.
     pub fn new(
         pool: PgPool,
         manifests: Arc<Manifests>,
         configs: Arc<Configs>,
+        revocations: Arc<Revocations>,
         dispatch: Arc<Notify>,
         every: Duration,
     ) -> Self {
@@ -45,6 +51,7 @@ impl CacheRefresh {
             pool,
             manifests,
             configs,
+            revocations,
             dispatch,
             every,
         }
@@ -56,11 +63,12 @@ impl CacheRefresh {
         let manifests_dirty = Arc::new(AtomicBool::new(false));
         let configs_dirty = Arc::new(AtomicBool::new(false));
         let listener = {
-            let (dispatch, refresh, md, cd, stop) = (
+            let (dispatch, refresh, md, cd, revocations, stop) = (
                 self.dispatch.clone(),
                 refresh.clone(),
                 manifests_dirty.clone(),
                 configs_dirty.clone(),
+                self.revocations.clone(),
                 stop.clone(),
             );
             let pool = self.pool.clone();
@@ -72,9 +80,11 @@ impl CacheRefresh {
                         "lifecycle_ready",
                         "kind_manifest_changed",
                         "providerconfig_changed",
+                        "lease_revoked",
                     ],
-                    move |channel, _payload| match channel {
+                    move |channel, payload| match channel {
                         "work_ready" | "lifecycle_ready" => dispatch.notify_one(),
+                        "lease_revoked" => revocations.on_notice(payload),
                         "kind_manifest_changed" => {
                             md.store(true, Ordering::Relaxed);
                             refresh.notify_one();

@@ -22,6 +22,22 @@ pub const MAX_RESULT_JSON_BYTES: usize = 4 * 1024 * 1024;
 /// Longest failure message stored.
 pub const MAX_ERROR_CHARS: usize = 4096;
 
+/// A kind's task deadline (`kind_config.task_deadline_secs`; 0 or less: none).
+pub fn kind_deadline(secs: i32) -> Option<std::time::Duration> {
+    u64::try_from(secs)
+        .ok()
+        .filter(|s| *s > 0)
+        .map(std::time::Duration::from_secs)
+}
+
+/// `StageTask.task_deadline_ms` for a remaining budget (rule 6): at least 1 ms when there is a
+/// deadline, 0 when there is none.
+pub fn deadline_ms(budget: Option<std::time::Duration>) -> i64 {
+    budget.map_or(0, |b| {
+        i64::try_from(b.as_millis()).unwrap_or(i64::MAX).max(1)
+    })
+}
+
 fn json_bytes(v: &serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
@@ -170,6 +186,7 @@ pub fn react_task(
         })),
         trigger: "reactor".to_string(),
         attempt: d.attempts,
+        task_deadline_ms: deadline_ms(kind_deadline(d.task_deadline_secs)),
         ..Default::default()
     }
 }

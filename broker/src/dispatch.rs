@@ -265,7 +265,7 @@ impl Dispatcher {
         let rows = db::queue::lifecycle_claim(
             &self.pool,
             self.opts.shards,
-            &pair.kind,
+            pair,
             i32::try_from(n).unwrap_or(i32::MAX),
             &self.opts.broker_id,
         )
@@ -279,9 +279,9 @@ impl Dispatcher {
                 pair: pair.clone(),
                 stage: pb::Stage::React as i32,
                 msg: convert::react_task(d, pair, reaction, info.manifest_version),
-                // A delivery's staleness is the reaper's (lifecycle leases); the broker arms
-                // no timer for it.
-                deadline: None,
+                // The reactor kind's deadline, as for any task: past it the delivery fails
+                // transiently (re-armed with backoff, same dedup token) and is cancelled.
+                deadline: convert::kind_deadline(d.task_deadline_secs),
                 pipeline: None,
             })
             .collect();
@@ -304,8 +304,7 @@ fn single_stage(
     reaction: &str,
     request: pb::stage_task::Request,
 ) -> Outgoing {
-    let secs = u64::try_from(t.task_deadline_secs).unwrap_or(0);
-    let deadline_ms = i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let deadline = convert::kind_deadline(t.task_deadline_secs);
     Outgoing {
         key: t.key(),
         pair: pair.clone(),
@@ -316,10 +315,10 @@ fn single_stage(
             stage,
             reaction,
             info.manifest_version,
-            deadline_ms,
+            convert::deadline_ms(deadline),
             request,
         ),
-        deadline: (secs > 0).then(|| Duration::from_secs(secs)),
+        deadline,
         pipeline: None,
     }
 }

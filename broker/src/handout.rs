@@ -95,10 +95,8 @@ impl Handout {
         self.completions.submit(Job::Known {
             completion: convert::failure(
                 f.key,
-                format!(
-                    "task deadline exceeded: no result within {}s",
-                    after.as_secs()
-                ),
+                // `after` is what was left of the claim's deadline when this stage went out.
+                format!("task deadline exceeded: no result within {after:.1?}"),
                 false,
             ),
             reply: None,

@@ -16,7 +16,9 @@
 //! - `pipeline`: a composite's stage decisions, returned as steps (uses `manifests`);
 //! - `registry`: streams and in-flight leases (keeps a `pipeline` with its lease);
 //! - `configs`: default provider configs pushed to the registry's streams;
-//! - `caches`: the LISTEN + refresh loop over `manifests` and `configs`;
+//! - `revoke`: leases the engine took away, cancelled on the registry's streams;
+//! - `caches`: the LISTEN + refresh loop over `manifests` and `configs` (and `revoke`'s
+//!   notices);
 //! - `complete`: the completion writer (acks through `registry`);
 //! - `handout`: placement, deadlines, and the execution of pipeline steps;
 //! - `dispatch`: the claim loop (hands out through `handout`);
@@ -38,6 +40,7 @@ mod handout;
 mod manifests;
 mod pipeline;
 mod registry;
+mod revoke;
 mod service;
 pub mod wire;
 
@@ -174,10 +177,16 @@ impl Broker {
             wake.clone(),
             draining.clone(),
         );
+        let revocations = Arc::new(revoke::Revocations::new(
+            pool.clone(),
+            registry.clone(),
+            wake.clone(),
+        ));
         let caches = caches::CacheRefresh::new(
             pool.clone(),
             manifests.clone(),
             configs.clone(),
+            revocations,
             wake,
             cfg.cache_refresh,
         );

@@ -11,11 +11,9 @@
 //! pipeline's state and an answer, testable without a database or a stream (kube-rs's
 //! `reconcile` returning an `Action`).
 
-use std::{
-    collections::VecDeque,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
+
+use tokio::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -51,7 +49,8 @@ pub(crate) struct Pipeline {
     conditions: Vec<Value>,
     /// What the pipeline waits for between a step and its answer.
     wait: Wait,
-    /// When the claim was made (the start of `converge_rollup_latency_seconds`).
+    /// When the claim was made: the start of its deadline budget, shared by every stage
+    /// (rule 6), and of `converge_rollup_latency_seconds`.
     claimed: Instant,
 }
 
@@ -266,6 +265,14 @@ impl Pipeline {
         self.claimed.elapsed()
     }
 
+    /// What is left of the claim's deadline (the kind's `task_deadline_secs`, counted from the
+    /// claim): `None` without a deadline, `Some(ZERO)` once it has passed. Every stage gets
+    /// the rest, never a fresh deadline: compose, work and rollup together get the kind's one.
+    fn budget(&self) -> Option<Duration> {
+        convert::kind_deadline(self.task.task_deadline_secs)
+            .map(|d| d.saturating_sub(self.claimed.elapsed()))
+    }
+
     /// The first step of a fresh claim.
     pub fn start(self: Box<Self>) -> Step {
         self.advance()
@@ -398,7 +405,17 @@ impl Pipeline {
             .stages
             .pop_front()
             .expect("send follows advance, which saw a stage");
-        let secs = u64::try_from(self.task.task_deadline_secs).unwrap_or(0);
+        let budget = self.budget();
+        if budget == Some(Duration::ZERO) {
+            // Spent on earlier stages, reads and writes: the claim fails as a stage past its
+            // deadline would (transient), without sending a task that is already late.
+            let m = format!(
+                "task deadline exceeded: {}s spent before stage {} could start",
+                self.task.task_deadline_secs,
+                stage.as_str_name()
+            );
+            return self.fail(m, false);
+        }
         let request = convert::stage_request(
             &self.task,
             &self.pair,
@@ -415,7 +432,7 @@ impl Pipeline {
             stage,
             reaction(&self.info, stage),
             self.info.manifest_version,
-            i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+            convert::deadline_ms(budget),
             request,
         );
         Step::Send(Box::new(StageSend {
@@ -423,7 +440,7 @@ impl Pipeline {
             pair: self.pair.clone(),
             stage,
             msg,
-            deadline: (secs > 0).then(|| Duration::from_secs(secs)),
+            deadline: budget,
             pipeline: self,
         }))
     }
@@ -718,8 +735,8 @@ mod tests {
             .on_result(pb::Stage::Compose as i32, compose_result())
     }
 
-    #[test]
-    fn a_compose_result_is_written_before_the_next_stage_is_sent() {
+    #[tokio::test(start_paused = true)]
+    async fn a_compose_result_is_written_before_the_next_stage_is_sent() {
         let step = up_to_apply(task("specChange", 2, 1));
         let Step::Apply {
             generation,
@@ -741,8 +758,8 @@ mod tests {
         assert_eq!(s.pipeline.status, Some(json!({"composed": true})));
     }
 
-    #[test]
-    fn a_compose_write_that_finds_the_lease_gone_refuses_the_result() {
+    #[tokio::test(start_paused = true)]
+    async fn a_compose_write_that_finds_the_lease_gone_refuses_the_result() {
         let apply = |answer| match up_to_apply(task("specChange", 2, 1)) {
             Step::Apply { pipeline, .. } => pipeline.on_applied(answer),
             other => panic!("expected Apply, got {}", name(&other)),
@@ -757,6 +774,53 @@ mod tests {
         // A database error is nobody's fault: transient.
         let failed = completed(apply(Err(sqlx::Error::PoolTimedOut)));
         assert!(!failed.ok && !failed.terminal);
+    }
+
+    /// Rule 6 across stages: compose, work and rollup share the kind's one deadline, counted
+    /// from the claim; each stage is sent with what is left, and a claim whose budget ran out
+    /// between stages fails transiently instead of sending a late stage.
+    #[tokio::test(start_paused = true)]
+    async fn every_stage_gets_what_is_left_of_the_claims_one_deadline() {
+        let Step::Apply { pipeline, .. } = up_to_apply(task("specChange", 2, 1)) else {
+            panic!("expected the compose write");
+        };
+        // The compose ran for 10 s of the 30.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let work = sent(pipeline.on_applied(Ok(ComposeApplied::Applied)));
+        assert_eq!(work.stage, pb::Stage::Work);
+        assert_eq!(work.deadline, Some(Duration::from_secs(20)));
+        assert_eq!(work.msg.task_deadline_ms, 20_000);
+        // Nearly all the rest goes to the work stage: the rollup gets the last 1.5 ms, which
+        // the wire floors at 1 ms and the timer keeps exact.
+        tokio::time::advance(Duration::from_micros(19_998_500)).await;
+        let p = work
+            .pipeline
+            .on_result(pb::Stage::Work as i32, result(pb::Stage::Work, "{}"));
+        let Step::Gate { pipeline, .. } = p else {
+            panic!("a fresh compose gates its rollup, got {}", name(&p));
+        };
+        let Step::Read { pipeline, .. } = pipeline.on_gate(Ok(false)) else {
+            panic!("a passed gate reads the subtree");
+        };
+        let rows = || Ok(Rows::Related(vec![row(1, 1, "Ready")]));
+        let rollup = sent(pipeline.on_read(rows()));
+        assert_eq!(rollup.stage, pb::Stage::Rollup);
+        assert_eq!(rollup.deadline, Some(Duration::from_micros(1_500)));
+        assert_eq!(rollup.msg.task_deadline_ms, 1);
+        // A claim whose budget ran out before its next stage could go fails transiently.
+        let Step::Apply { pipeline, .. } = up_to_apply(task("specChange", 2, 1)) else {
+            panic!("expected the compose write");
+        };
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let late = completed(pipeline.on_applied(Ok(ComposeApplied::Applied)));
+        assert!(!late.ok && !late.terminal && late.composite);
+        assert!(
+            late.error_message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("task deadline exceeded")),
+            "{:?}",
+            late.error_message
+        );
     }
 
     #[test]

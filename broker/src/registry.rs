@@ -18,7 +18,7 @@
 //! connected workers.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     pin::Pin,
     sync::{
         Arc, OnceLock,
@@ -238,6 +238,8 @@ pub(crate) struct Inflight {
     pub stream: StreamId,
     /// The stage sent (`0` for an adopted lease: unknown).
     pub stage: i32,
+    /// The spec generation the task runs for (`None` for an adopted lease: unknown).
+    pub generation: Option<i64>,
     /// The broker-side deadline, aborted when the result arrives.
     pub timer: Option<AbortHandle>,
     /// Set for composite pipelines (compose/work/rollup under one lease).
@@ -265,7 +267,17 @@ struct State {
     next_id: StreamId,
     streams: HashMap<StreamId, StreamEntry>,
     inflight: HashMap<Uuid, Inflight>,
+    /// Revoked tokens that were not in flight when their notice came (see
+    /// [`Registry::revoke`]), with their arrival order for eviction; at most
+    /// [`REVOKED_KEPT`] each.
+    revoked: HashSet<Uuid>,
+    revoked_order: VecDeque<Uuid>,
 }
+
+/// How many revoked tokens not in flight the registry remembers. Every broker hears every
+/// notice, so most are other brokers' leases; the ones that matter are this broker's leases
+/// between a claim (or a composite's stage) and their placement, a window of milliseconds.
+pub(crate) const REVOKED_KEPT: usize = 4096;
 
 /// The connected streams and the leases handed out to them.
 #[derive(Default)]
@@ -368,12 +380,18 @@ impl Registry {
 
     /// Hands each task to the ready stream with the most free slots for its pair. Returns
     /// the keys that found no stream (to be released, never failed) and, for each placed task
-    /// with a deadline, what the caller must arm a timer for.
+    /// with a deadline, what the caller must arm a timer for. A task whose lease was revoked
+    /// before it could be placed (see [`Registry::revoke`]) is dropped: its row is gone or
+    /// re-pointed, so there is nothing to run or release.
     pub fn assign(&self, tasks: Vec<Outgoing>) -> (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>) {
         let mut s = self.lock();
         let mut unplaced = Vec::new();
         let mut placed = Vec::new();
         for t in tasks {
+            if !s.revoked.is_empty() && s.revoked.remove(&t.key.lease_token.0) {
+                tracing::debug!(lease = %t.key.lease_token, "lease revoked before its task was placed; dropped");
+                continue;
+            }
             let best = s
                 .streams
                 .iter()
@@ -388,6 +406,7 @@ impl Registry {
             let entry = s.streams.get_mut(&sid).expect("stream chosen above exists");
             // A task that finds no room goes back to the queue (a stall is caught by the
             // frames that must not be dropped).
+            let generation = t.msg.generation;
             if entry.out.try_push(Body::Task(t.msg)).is_some() {
                 unplaced.push(t.key);
                 continue;
@@ -403,6 +422,7 @@ impl Registry {
                     sent: Some(Instant::now()),
                     stream: sid,
                     stage: t.stage,
+                    generation: Some(generation),
                     timer: None,
                     pipeline: t.pipeline,
                 },
@@ -445,6 +465,59 @@ impl Registry {
         self.take(token, epoch)
     }
 
+    /// The engine took these leases away (`reason`: deleted, quarantined, superseded): each
+    /// one this broker holds leaves the in-flight set (its slot frees, its deadline timer
+    /// stops, a pipeline travelling with it is dropped) and its stream is sent `CancelTask`
+    /// with the reason. Nothing is recorded: the queue row is gone or carries a newer epoch,
+    /// so the worker's late result is refused like any stale one. Tokens this broker does not
+    /// hold are remembered (the last [`REVOKED_KEPT`]), so that one of this broker's leases
+    /// revoked between its claim (or a composite's previous stage) and its placement is
+    /// dropped by [`Registry::assign`] instead of sent. Returns the taken leases.
+    ///
+    /// Guarantees: a lease is cancelled at most once, and never after its result was taken
+    /// (both take it out of the map under the one lock).
+    pub fn revoke(&self, tokens: &[LeaseToken], reason: &str) -> Vec<Inflight> {
+        let mut s = self.lock();
+        let mut out = Vec::new();
+        for t in tokens {
+            let Some(mut f) = s.inflight.remove(&t.0) else {
+                if s.revoked_order.len() == REVOKED_KEPT
+                    && let Some(old) = s.revoked_order.pop_front()
+                {
+                    s.revoked.remove(&old);
+                }
+                s.revoked_order.push_back(t.0);
+                s.revoked.insert(t.0);
+                continue;
+            };
+            if let Some(timer) = f.timer.take() {
+                timer.abort();
+            }
+            metrics().inflight_add(&f.kind, -1);
+            if let Some(e) = s.streams.get_mut(&f.stream) {
+                e.inflight = e.inflight.saturating_sub(1);
+                e.out.push(Body::Cancel(pb::CancelTask {
+                    lease_token: t.to_string(),
+                    claim_epoch: f.key.claim_epoch.0,
+                    reason: reason.to_owned(),
+                }));
+            }
+            out.push(f);
+        }
+        out
+    }
+
+    /// The queue leases in flight whose task's generation is known (not reactor deliveries,
+    /// not adopted leases), with that generation: what the revocation failsafe re-checks.
+    pub fn revocable(&self) -> Vec<(LeaseKey, i64)> {
+        self.lock()
+            .inflight
+            .values()
+            .filter(|f| f.key.task_type != converge_engine::db::queue::REACT)
+            .filter_map(|f| Some((f.key.clone(), f.generation?)))
+            .collect()
+    }
+
     /// The keys of the given leases that this broker holds (for heartbeat attestation).
     pub fn keys_for(&self, leases: &[(LeaseToken, ClaimEpoch)]) -> Vec<LeaseKey> {
         let s = self.lock();
@@ -473,6 +546,7 @@ impl Registry {
                     sent: None,
                     stream,
                     stage: 0,
+                    generation: None,
                     timer: None,
                     pipeline: None,
                 },
@@ -630,6 +704,81 @@ mod tests {
             claimable: true,
             draining: false,
         }
+    }
+
+    fn outgoing(token: Uuid) -> Outgoing {
+        use converge_engine::ids::{ResourceId, ShardId};
+        Outgoing {
+            key: LeaseKey {
+                resource_id: ResourceId(Uuid::nil()),
+                shard_id: ShardId(0),
+                task_type: "reconcile".into(),
+                lease_token: LeaseToken(token),
+                claim_epoch: ClaimEpoch(1),
+            },
+            pair: KindPair::new("vpc", 1),
+            stage: pb::Stage::Work as i32,
+            msg: pb::StageTask {
+                lease_token: token.to_string(),
+                claim_epoch: 1,
+                generation: 3,
+                ..Default::default()
+            },
+            deadline: None,
+            pipeline: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_revoked_lease_is_cancelled_in_flight_or_dropped_before_placement() {
+        use futures::StreamExt;
+        let r = Registry::default();
+        let (out, mut frames) = StreamOut::new(8);
+        let sid = r.add_stream(StreamEntry {
+            out,
+            ..entry("a", &[("vpc", 1)])
+        });
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        assert!(r.assign(vec![outgoing(a)]).0.is_empty());
+        assert_eq!(r.revocable(), [(outgoing(a).key, 3)]);
+        let mut next = async || frames.next().await.unwrap().unwrap().body.unwrap();
+        assert!(matches!(next().await, Body::Task(_)));
+
+        // `a` is in flight here: taken out and cancelled with the reason; `b` is not.
+        let taken = r.revoke(&[LeaseToken(a), LeaseToken(b)], "superseded");
+        assert_eq!(taken.len(), 1);
+        assert_eq!((taken[0].stream, r.inflight_count()), (sid, 0));
+        match next().await {
+            Body::Cancel(c) => assert_eq!(
+                (c.lease_token, c.claim_epoch, c.reason.as_str()),
+                (a.to_string(), 1, "superseded")
+            ),
+            other => panic!("expected CancelTask, got {other:?}"),
+        }
+        assert!(
+            r.revoke(&[LeaseToken(a)], "deleted").is_empty(),
+            "once only"
+        );
+
+        // `b` was revoked before it was placed (a claim or a composite's next stage on its
+        // way): it is dropped, neither sent nor handed back for release.
+        let (unplaced, timers) = r.assign(vec![outgoing(b)]);
+        assert!(unplaced.is_empty() && timers.is_empty());
+        assert_eq!(r.inflight_count(), 0);
+
+        // The memory of revoked leases not in flight is bounded: the oldest go first.
+        let first = Uuid::new_v4();
+        r.revoke(&[LeaseToken(first)], "deleted");
+        let more: Vec<LeaseToken> = (0..REVOKED_KEPT)
+            .map(|_| LeaseToken(Uuid::new_v4()))
+            .collect();
+        r.revoke(&more, "deleted");
+        let s = r.lock();
+        assert_eq!(
+            (s.revoked.len(), s.revoked_order.len()),
+            (REVOKED_KEPT, REVOKED_KEPT)
+        );
+        assert!(!s.revoked.contains(&first));
     }
 
     #[tokio::test]

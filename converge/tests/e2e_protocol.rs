@@ -1,12 +1,18 @@
 //! The WorkerService contract against the real `converge` binary, driven by a raw gRPC client
-//! so every frame can be observed: Subscribe-first, epoch fencing with CompleteAck, and the
-//! broker-side deadline with CancelTask.
+//! so every frame can be observed: Subscribe-first, epoch fencing with CompleteAck, the
+//! broker-side deadline with CancelTask, CancelTask for a deleted, quarantined or superseded
+//! resource (with the Rust SDK's handler seeing each), a reactor task's deadline, and one
+//! deadline budget across a composite's stages.
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
-use common::{Converge, raw_worker::RawWorker};
+use common::{Converge, raw_worker::RawWorker, wait_for};
 use converge_proto::pb::{
     self, work_stream_client_msg::Body as Out, work_stream_server_msg::Body as In,
 };
@@ -255,4 +261,332 @@ async fn a_result_held_across_a_broker_crash_is_accepted_by_another_broker() {
         Duration::from_secs(15),
     )
     .await;
+}
+
+/// The resource name a task is for (its WORK request's resource).
+fn name_of(t: &pb::StageTask) -> String {
+    match &t.request {
+        Some(pb::stage_task::Request::WorkReq(r)) => r.resource.as_ref().unwrap().name.clone(),
+        other => panic!("not a work task: {other:?}"),
+    }
+}
+
+/// Deletes `name`, quarantines `quar` and changes `sup`'s spec (three hello resources whose
+/// tasks are running).
+async fn delete_quarantine_and_edit(c: &Converge, del: &str, quar: &str, sup: &str) {
+    let (s, body) = c
+        .call(
+            reqwest::Method::DELETE,
+            &format!("resources/hello/{del}"),
+            None,
+        )
+        .await;
+    assert!(s == 200 || s == 202, "{s} {body}");
+    let (s, body) = c
+        .call(
+            reqwest::Method::POST,
+            &format!("resources/hello/{quar}/quarantine"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{body}");
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": sup, "spec": {"greeting": "v2"}}))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleted_quarantined_and_superseded_tasks_are_cancelled_and_their_late_results_refused() {
+    let c = setup(0).await;
+    let mut w = RawWorker::subscribe(&c).await;
+    for n in ["del", "quar", "sup"] {
+        c.apply(&json!({"kind": "hello", "kind_version": 1, "name": n, "spec": {}}))
+            .await;
+    }
+    let mut running = HashMap::new();
+    for _ in 0..3 {
+        let t = w.task().await;
+        running.insert(name_of(&t), t);
+    }
+    delete_quarantine_and_edit(&c, "del", "quar", "sup").await;
+
+    // One CancelTask per running task, with its reason, and the superseded resource's next
+    // generation as a new task (in any order: the cancel and the claim race).
+    let mut cancels: HashMap<String, pb::CancelTask> = HashMap::new();
+    let mut next = None;
+    while cancels.len() < 3 || next.is_none() {
+        match w.next(Duration::from_secs(10)).await {
+            In::Cancel(x) => {
+                let (name, t) = running
+                    .iter()
+                    .find(|(_, t)| t.lease_token == x.lease_token)
+                    .expect("a cancel for a running task");
+                assert_eq!(x.claim_epoch, t.claim_epoch);
+                assert!(cancels.insert(name.clone(), x).is_none(), "cancelled twice");
+            }
+            In::Task(t) => next = Some(t),
+            other => panic!("expected cancels and a task, got {other:?}"),
+        }
+    }
+    let reasons: HashMap<&str, &str> = cancels
+        .iter()
+        .map(|(n, x)| (n.as_str(), x.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        HashMap::from([
+            ("del", "deleted"),
+            ("quar", "quarantined"),
+            ("sup", "superseded")
+        ])
+    );
+    let next = next.unwrap();
+    assert_eq!((name_of(&next).as_str(), next.generation), ("sup", 2));
+
+    // A late result for each cancelled task is refused and changes nothing.
+    for t in running.values() {
+        w.send(done(t, t.claim_epoch, json!({"late": true}))).await;
+    }
+    for _ in 0..3 {
+        assert!(
+            !w.ack().await.accepted,
+            "a cancelled task's result is refused"
+        );
+    }
+    w.send(done(&next, next.claim_epoch, json!({"gen": 2})))
+        .await;
+    assert!(w.ack().await.accepted);
+
+    let sup = c
+        .wait_resource(
+            "hello",
+            "sup",
+            "Ready at generation 2",
+            Duration::from_secs(10),
+            |v| v["phase"] == "Ready",
+        )
+        .await;
+    assert_eq!(
+        (sup["synced_gen"].as_i64(), &sup["status"]),
+        (Some(2), &json!({"gen": 2}))
+    );
+    let quar = c.get("hello", "quar").await.unwrap();
+    assert_eq!(quar["phase"], "Quarantined");
+    assert!(quar["status"].is_null(), "{quar}");
+    wait_for(Duration::from_secs(10), "hello/del gone", || async {
+        c.get("hello", "del").await.is_none().then_some(())
+    })
+    .await;
+    c.stop().await;
+}
+
+/// A hello handler that waits for its task to be cancelled (generation 1) and records the
+/// reason it was given; a later generation succeeds at once.
+struct Cancellable {
+    started: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl converge_sdk::Provider for Cancellable {
+    fn kind(&self) -> converge_sdk::KindVersion {
+        converge_sdk::KindVersion::new("hello", 1)
+    }
+
+    async fn work(
+        &self,
+        req: converge_sdk::ReactionRequest,
+    ) -> Result<converge_sdk::Outcome, converge_sdk::HandlerError> {
+        if req.generation > 1 {
+            return Ok(converge_sdk::Outcome::status(json!({
+                "message": "again", "observed_generation": req.generation, "attempt": req.attempt
+            })));
+        }
+        self.started.lock().unwrap().push(req.resource.name.clone());
+        req.cancel.cancelled().await;
+        let reason = req.cancel_reason.get().unwrap_or("none").to_owned();
+        self.seen
+            .lock()
+            .unwrap()
+            .push((req.resource.name.clone(), reason));
+        Err(converge_sdk::HandlerError::transient("cancelled"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_handler_sees_each_cancellation_with_its_reason() {
+    let c = setup(0).await;
+    let (started, seen) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let mut reg = converge_sdk::Registry::new();
+    reg.register(Cancellable {
+        started: started.clone(),
+        seen: seen.clone(),
+    });
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(converge_sdk::run_worker(
+        converge_sdk::WorkerConfig::new(c.broker.clone()),
+        reg,
+        stop.clone().cancelled_owned(),
+    ));
+    for n in ["del", "quar", "sup"] {
+        c.apply(&json!({"kind": "hello", "kind_version": 1, "name": n, "spec": {}}))
+            .await;
+    }
+    wait_for(
+        Duration::from_secs(10),
+        "three running handlers",
+        || async { (started.lock().unwrap().len() == 3).then_some(()) },
+    )
+    .await;
+    delete_quarantine_and_edit(&c, "del", "quar", "sup").await;
+    let mut got = wait_for(
+        Duration::from_secs(10),
+        "three cancelled handlers",
+        || async {
+            let s = seen.lock().unwrap().clone();
+            (s.len() == 3).then_some(s)
+        },
+    )
+    .await;
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("del", "deleted"),
+            ("quar", "quarantined"),
+            ("sup", "superseded")
+        ]
+        .map(|(n, r)| (n.to_owned(), r.to_owned()))
+    );
+    // The superseded resource runs again at its new generation.
+    let sup = c
+        .wait_resource("hello", "sup", "Ready", Duration::from_secs(10), |v| {
+            v["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(sup["synced_gen"], 2);
+    stop.cancel();
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reactor_task_carries_its_kinds_deadline_and_is_cancelled_past_it() {
+    let c = setup(0).await;
+    c.apply_manifest(
+        &json!({"kind": "sink", "kind_version": 1, "task_deadline_secs": 1,
+        "reactions": [{"name": "react", "trigger": "reactor", "emits": ["sideEffect"]}]}),
+    )
+    .await;
+    let (s, body) = c
+        .call(
+            reqwest::Method::POST,
+            "reactor-bindings",
+            Some(
+                json!({"name": "on-create", "watch_kind": "hello", "transition": "created",
+                        "reactor": "sink"}),
+            ),
+        )
+        .await;
+    assert!(s == 200 || s == 201, "{s} {body}");
+    let sub = Out::Subscribe(pb::Subscribe {
+        kinds: vec!["sink".into()],
+        kind_versions: vec![1],
+        max_inflight: 4,
+        ..Default::default()
+    });
+    let mut w = RawWorker::connect(&c, sub).await.unwrap();
+    c.apply(&json!({"kind": "hello", "kind_version": 1, "name": "watched", "spec": {}}))
+        .await;
+    let t = w.task().await;
+    assert_eq!(t.stage, pb::Stage::React as i32);
+    assert!(
+        t.task_deadline_ms > 0 && t.task_deadline_ms <= 1000,
+        "a REACT task carries the kind's deadline: {}",
+        t.task_deadline_ms
+    );
+    // Say nothing: past the deadline the broker cancels and the delivery is retried with the
+    // same dedup token.
+    match w.next(Duration::from_secs(5)).await {
+        In::Cancel(x) => {
+            assert_eq!(
+                (x.lease_token.as_str(), x.reason.as_str()),
+                (t.lease_token.as_str(), "deadline")
+            );
+        }
+        other => panic!("expected CancelTask, got {other:?}"),
+    }
+    let token = |t: &pb::StageTask| match &t.request {
+        Some(pb::stage_task::Request::ReactReq(r)) => r.dedup_token.clone(),
+        other => panic!("not a react task: {other:?}"),
+    };
+    let again = w.task().await;
+    assert_eq!(token(&again), token(&t));
+    assert_eq!(again.attempt, 2);
+    w.send(done(&t, t.claim_epoch, json!({}))).await;
+    assert!(
+        !w.ack().await.accepted,
+        "the expired delivery's result is refused"
+    );
+    w.send(done(&again, again.claim_epoch, json!({}))).await;
+    assert!(w.ack().await.accepted);
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_composites_stages_share_one_deadline_budget() {
+    let c = setup(0).await;
+    c.apply_manifest(
+        &json!({"kind": "pipe", "kind_version": 1, "task_deadline_secs": 30,
+        "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]},
+            {"name": "rollup", "trigger": "childrenSettled", "emits": ["status"]}]}),
+    )
+    .await;
+    let sub = Out::Subscribe(pb::Subscribe {
+        kinds: vec!["pipe".into()],
+        kind_versions: vec![1],
+        max_inflight: 4,
+        ..Default::default()
+    });
+    let mut w = RawWorker::connect(&c, sub).await.unwrap();
+    c.apply(&json!({"kind": "pipe", "kind_version": 1, "name": "p", "spec": {}}))
+        .await;
+    let compose = w.task().await;
+    assert_eq!(compose.stage, pb::Stage::Compose as i32);
+    assert!(compose.task_deadline_ms > 0 && compose.task_deadline_ms <= 30_000);
+    // The composer takes its time: that time is spent from the one budget.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.send(Out::Complete(pb::StageComplete {
+        lease_token: compose.lease_token.clone(),
+        stage: compose.stage,
+        claim_epoch: compose.claim_epoch,
+        compose: Some(pb::ComposeResult {
+            status: b"{}".to_vec(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }))
+    .await;
+    assert!(w.ack().await.accepted, "the compose result is used");
+    let rollup = w.task().await;
+    assert_eq!(rollup.stage, pb::Stage::Rollup as i32);
+    assert_eq!(
+        rollup.lease_token, compose.lease_token,
+        "one claim, one lease"
+    );
+    assert!(
+        rollup.task_deadline_ms > 0 && rollup.task_deadline_ms <= compose.task_deadline_ms - 300,
+        "the rollup gets what is left ({} ms), not a fresh deadline (compose had {} ms)",
+        rollup.task_deadline_ms,
+        compose.task_deadline_ms
+    );
+    w.send(done(&rollup, rollup.claim_epoch, json!({"rolled": true})))
+        .await;
+    assert!(w.ack().await.accepted);
+    c.wait_resource("pipe", "p", "Ready", Duration::from_secs(10), |v| {
+        v["phase"] == "Ready"
+    })
+    .await;
+    c.stop().await;
 }

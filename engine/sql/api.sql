@@ -192,15 +192,17 @@ END
 $$;
 
 -- Quarantine (operator set-aside): frozen_until = 'infinity' freezes the row from every
--- scheduler (they all gate on frozen_until IS NULL) and drops its pending, unclaimed
--- reconcile task. A claimed task finishes; its result is applied but re-pends nothing.
--- Delete tasks are left alone: quarantine must not interfere with teardown. Its owners'
--- rollups are re-evaluated at once. Returns false for an unknown id.
+-- scheduler (they all gate on frozen_until IS NULL) and drops its reconcile task, pending or
+-- running: a running one's broker is told (CancelTask, reason `quarantined`) and its late
+-- result is refused, since the queue row is gone. Delete and operate tasks are left alone:
+-- quarantine must not interfere with teardown or an operator's verb. Its owners' rollups are
+-- re-evaluated at once. Returns false for an unknown id.
 CREATE OR REPLACE FUNCTION resource_quarantine(p_id uuid) RETURNS boolean
 LANGUAGE plpgsql
 AS $$
 DECLARE
     v_shard smallint;
+    v_revoked uuid;
 BEGIN
     UPDATE resources SET frozen_until = 'infinity', updated_at = now()
     WHERE id = p_id
@@ -210,7 +212,10 @@ BEGIN
     END IF;
     DELETE FROM work_queue w
     WHERE w.resource_id = p_id AND w.shard_id = v_shard AND w.task_type = 'reconcile'
-      AND w.lease_token IS NULL;
+    RETURNING w.lease_token INTO v_revoked;
+    IF v_revoked IS NOT NULL THEN
+        PERFORM notify_lease_revoked('quarantined', ARRAY[v_revoked]);
+    END IF;
     PERFORM cascade_to_owners(p_id);
     RETURN true;
 END
@@ -252,6 +257,7 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     v_ids uuid[];
+    v_revoked uuid[];
 BEGIN
     PERFORM 1 FROM resources WHERE id = p_id;
     IF NOT FOUND THEN
@@ -270,9 +276,15 @@ BEGIN
           SELECT r.id FROM resources r WHERE r.root_id = p_id) d;
 
     DELETE FROM work_outbox o WHERE o.resource_id = ANY (v_ids);
-    DELETE FROM work_queue w WHERE w.resource_id = ANY (v_ids);
+    WITH dropped AS (
+        DELETE FROM work_queue w WHERE w.resource_id = ANY (v_ids) RETURNING w.lease_token
+    )
+    SELECT array_agg(d.lease_token) FILTER (WHERE d.lease_token IS NOT NULL) INTO v_revoked
+    FROM dropped d;
     DELETE FROM work_outbox o WHERE o.resource_id = ANY (v_ids);
     DELETE FROM resources WHERE id = p_id;
+    -- The running tasks' brokers cancel them (reason `deleted`).
+    PERFORM notify_lease_revoked('deleted', v_revoked);
     RETURN FOUND;
 END
 $$;

@@ -1,6 +1,7 @@
 -- The work queue: the wake gate, the retry backoff, and a broker's claim, heartbeat,
 -- release and completion of tasks (fenced on lease token and claim epoch; results go to the
--- outbox for the drainer).
+-- outbox for the drainer), and the notice that tells brokers a running task's lease was taken
+-- away (so they cancel it).
 --
 -- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
 -- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
@@ -231,3 +232,43 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Tells the brokers that running tasks lost their lease to the engine, and why: one NOTIFY on
+-- `lease_revoked` per 200 lease tokens, payload `<reason> <token> <token> ...` (under the
+-- 8000-byte NOTIFY limit). A broker holding one of the leases sends the worker CancelTask with
+-- that reason (deleted, quarantined, superseded); the task's result would be refused anyway,
+-- since its queue row is gone or carries a newer epoch. Delivered at commit, so a rolled-back
+-- change cancels nothing. A missed NOTIFY costs the worker its slot until the task ends, never
+-- correctness (the broker also re-checks its leases after each LISTEN reconnect).
+CREATE OR REPLACE FUNCTION notify_lease_revoked(p_reason text, p_tokens uuid[]) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    i int := 1;
+    n int := coalesce(cardinality(p_tokens), 0);
+BEGIN
+    WHILE i <= n LOOP
+        PERFORM pg_notify('lease_revoked',
+                          p_reason || ' ' || array_to_string(p_tokens[i:i + 199], ' '));
+        i := i + 200;
+    END LOOP;
+END
+$$;
+
+-- The gate re-pointed a leased queue row at a newer generation (or kind version) of its
+-- resource, which released the claim (schedule_eligible bumps the epoch): the running task is
+-- superseded. Only the gate's upsert sets `generation` or `kind_version` of a queue row, so
+-- this trigger is not even considered for a claim, heartbeat, release or completion.
+CREATE OR REPLACE FUNCTION work_queue_superseded() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM notify_lease_revoked('superseded', ARRAY[OLD.lease_token]);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS work_queue_superseded ON work_queue;
+CREATE TRIGGER work_queue_superseded AFTER UPDATE OF generation, kind_version ON work_queue
+    FOR EACH ROW WHEN (OLD.lease_token IS NOT NULL AND NEW.lease_token IS NULL)
+    EXECUTE FUNCTION work_queue_superseded();

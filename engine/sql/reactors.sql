@@ -31,12 +31,16 @@ BEGIN
 END
 $$;
 
--- A dispatcher's claim: up to p_limit deliveries for reactor kind p_reactor in a shard range.
+-- A dispatcher's claim: up to p_limit deliveries for reactor kind p_reactor in a shard range,
+-- each with the live task deadline of the reactor's kind_config (of p_kind_version; without
+-- one, the longest of its versions; 0 = none), as work_claim returns a kind's.
+-- (The 5-argument form without the deadline is dropped; a caller of it still resolves here.)
+DROP FUNCTION IF EXISTS lifecycle_claim(smallint, smallint, text, int, text);
 CREATE OR REPLACE FUNCTION lifecycle_claim(p_lo smallint, p_hi smallint, p_reactor text, p_limit int,
-                                p_broker text)
+                                p_broker text, p_kind_version int DEFAULT NULL)
 RETURNS TABLE (id bigint, shard_id smallint, resource_id uuid, transition text,
                generation bigint, binding_name text, resource jsonb, claim_token uuid,
-               claim_epoch bigint, attempts int)
+               claim_epoch bigint, attempts int, task_deadline_secs int)
 LANGUAGE sql
 AS $$
     WITH c AS (
@@ -53,7 +57,10 @@ AS $$
     FROM c
     WHERE l.id = c.id
     RETURNING l.id, l.shard_id, l.resource_id, l.transition, l.generation, l.binding_name,
-              l.resource, l.claim_token, l.claim_epoch, l.attempts
+              l.resource, l.claim_token, l.claim_epoch, l.attempts,
+              (SELECT coalesce(max(kc.task_deadline_secs), 0) FROM kind_config kc
+               WHERE kc.kind = p_reactor
+                 AND (p_kind_version IS NULL OR kc.kind_version = p_kind_version))
 $$;
 
 -- Refreshes live claims (one statement per heartbeat frame).

@@ -28,7 +28,8 @@ $$;
 -- Deleting at once, is_ready false) and finalizers seeded from each node's kind. Rows
 -- already being deleted keep their state (a stripped finalizer is never re-seeded). Pending
 -- and running reconcile and operate work of the marked rows is dropped — a late result is
--- refused because its queue row is gone — and their open operations fail. Enqueues no
+-- refused because its queue row is gone, and the brokers running it are told (reason
+-- `deleted`, notify_lease_revoked) — and their open operations fail. Enqueues no
 -- teardown and removes no row: teardown_advance does, once a node is unblocked. Returns the
 -- ids newly marked.
 CREATE OR REPLACE FUNCTION teardown_mark(p_id uuid) RETURNS uuid[]
@@ -36,6 +37,7 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     v_ids uuid[];
+    v_revoked uuid[];
 BEGIN
     SELECT array_agg(s.id ORDER BY s.id) INTO v_ids
     FROM (SELECT r.id FROM resources r
@@ -57,7 +59,13 @@ BEGIN
           LEFT JOIN kind_config kc ON kc.kind = x.kind AND kc.kind_version = x.kind_version
           WHERE x.id = ANY (v_ids)) s
     WHERE r.id = s.id;
-    DELETE FROM work_queue q WHERE q.resource_id = ANY (v_ids) AND q.task_type <> 'delete';
+    WITH dropped AS (
+        DELETE FROM work_queue q WHERE q.resource_id = ANY (v_ids) AND q.task_type <> 'delete'
+        RETURNING q.lease_token
+    )
+    SELECT array_agg(d.lease_token) FILTER (WHERE d.lease_token IS NOT NULL) INTO v_revoked
+    FROM dropped d;
+    PERFORM notify_lease_revoked('deleted', v_revoked);
     UPDATE resource_operations o
     SET state = 'failed', error = 'the resource is being deleted', updated_at = now(),
         finished_at = now()

@@ -145,6 +145,9 @@ pub enum TaskResult {
     Terminal,
     /// The broker's deadline passed first.
     Deadline,
+    /// The engine took the lease away first (the resource was deleted or quarantined, or its
+    /// spec moved on) and the broker cancelled the task.
+    Cancelled,
 }
 
 impl TaskResult {
@@ -155,6 +158,7 @@ impl TaskResult {
             TaskResult::Error => "error",
             TaskResult::Terminal => "terminal",
             TaskResult::Deadline => "deadline",
+            TaskResult::Cancelled => "cancelled",
         }
     }
 }
@@ -284,7 +288,8 @@ impl Metrics {
                 result: result.as_str(),
             })
             .inc();
-        if let (Some(at), true) = (sent, result != TaskResult::Deadline) {
+        let ran_out = matches!(result, TaskResult::Deadline | TaskResult::Cancelled);
+        if let (Some(at), false) = (sent, ran_out) {
             self.task_duration
                 .get_or_create(&TaskLabels {
                     kind: kind.to_owned(),

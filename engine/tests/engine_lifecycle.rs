@@ -402,7 +402,23 @@ async fn a_synced_transition_is_delivered_at_least_once_and_a_silent_claim_is_re
     );
 
     // The next claim succeeds and acks (deletes) the delivery; the dedup key stayed the same.
-    let (t3, e3) = claim_delivery(p).await.unwrap();
+    // It carries the reactor kind's live task deadline (an operator's edit counts).
+    sqlx::query("UPDATE kind_config SET task_deadline_secs = 7 WHERE kind = 'sink'")
+        .execute(p)
+        .await
+        .unwrap();
+    let claimed = converge_engine::db::queue::lifecycle_claim(
+        p,
+        converge_engine::ids::ShardRange::ALL,
+        &converge_engine::ids::KindPair::new("sink", 1),
+        10,
+        "b",
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].task_deadline_secs, 7);
+    let (t3, e3) = (claimed[0].claim_token, claimed[0].claim_epoch);
     assert!(complete_delivery(p, t3, e3, true).await);
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM lifecycle_outbox")
         .fetch_one(p)

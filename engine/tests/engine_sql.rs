@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use converge_engine::testing::TestDb;
 use converge_engine::{
-    db::queue::{Completion, LeaseKey},
+    db::queue::{Completion, LeaseKey, Revoked},
     ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId},
 };
 use serde_json::json;
@@ -1538,4 +1538,137 @@ async fn a_compose_reads_each_edge_by_key_after_analyze() {
         temp_reads < 10 * edges,
         "the recompose read {temp_reads} scratch rows for {edges} edges"
     );
+}
+
+/// The next `lease_revoked` notice's payload.
+async fn notice(l: &mut sqlx::postgres::PgListener) -> String {
+    tokio::time::timeout(std::time::Duration::from_secs(5), l.recv())
+        .await
+        .expect("no lease_revoked notice in time")
+        .unwrap()
+        .payload()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_engine_announces_each_running_task_it_takes_away_with_its_reason() {
+    let db = TestDb::new().await;
+    let p = &db.pool;
+    hello_kind(p).await;
+    let mut l = sqlx::postgres::PgListener::connect_with(p).await.unwrap();
+    l.listen("lease_revoked").await.unwrap();
+    let ids = [
+        apply(p, "del", json!({})).await,
+        apply(p, "quar", json!({})).await,
+        apply(p, "sup", json!({})).await,
+        apply(p, "done", json!({})).await,
+    ];
+    let leases = claim(p, 10).await;
+    assert_eq!(leases.len(), 4);
+    let lease = |id: Uuid| *leases.iter().find(|l| l.0 == id).unwrap();
+    let [del, quar, sup, done] = ids.map(lease);
+
+    // A task that ends normally, a heartbeat and a release take nothing away: no notice.
+    // (Notices arrive in commit order, so the next one proves these sent none.)
+    let key = |(id, token, epoch): (Uuid, Uuid, i64)| LeaseKey {
+        resource_id: ResourceId(id),
+        shard_id: ShardId(shard_of(id)),
+        task_type: "reconcile".into(),
+        lease_token: LeaseToken(token),
+        claim_epoch: ClaimEpoch(epoch),
+    };
+    converge_engine::db::queue::lease_heartbeat(p, &[key(sup)])
+        .await
+        .unwrap();
+    assert_eq!(
+        complete(p, done.0, done.1, done.2, true, json!({})).await,
+        1
+    );
+
+    // A spec change re-points the running task's row at generation 2: superseded.
+    apply(p, "sup", json!({"greeting": "new"})).await;
+    assert_eq!(notice(&mut l).await, format!("superseded {}", sup.1));
+    assert_eq!(
+        complete(p, sup.0, sup.1, sup.2, true, json!({})).await,
+        0,
+        "the superseded task's result is refused"
+    );
+
+    // Quarantine drops the running reconcile: its result is refused, the row stays set aside.
+    sqlx::query("SELECT resource_quarantine($1)")
+        .bind(quar.0)
+        .execute(p)
+        .await
+        .unwrap();
+    assert_eq!(notice(&mut l).await, format!("quarantined {}", quar.1));
+    assert_eq!(
+        complete(p, quar.0, quar.1, quar.2, true, json!({})).await,
+        0
+    );
+    let phase: String = sqlx::query_scalar("SELECT phase FROM resources WHERE id = $1")
+        .bind(quar.0)
+        .fetch_one(p)
+        .await
+        .unwrap();
+    assert_eq!(phase, "Quarantined");
+
+    // A delete request drops the running reconcile too.
+    sqlx::query("SELECT resource_request_deletion($1)")
+        .bind(del.0)
+        .execute(p)
+        .await
+        .unwrap();
+    assert_eq!(notice(&mut l).await, format!("deleted {}", del.1));
+    assert_eq!(complete(p, del.0, del.1, del.2, true, json!({})).await, 0);
+
+    // The failsafe finds the same three from the broker's side (the generation each task
+    // runs for), and not the task that ended normally.
+    let mut found = converge_engine::db::queue::lease_revocations(
+        p,
+        &[(key(del), 1), (key(quar), 1), (key(sup), 1), (key(done), 1)],
+    )
+    .await
+    .unwrap();
+    found.sort_by_key(|(t, _)| t.0);
+    let mut want = vec![
+        (LeaseToken(del.1), Revoked::Deleted),
+        (LeaseToken(quar.1), Revoked::Quarantined),
+        (LeaseToken(sup.1), Revoked::Superseded),
+    ];
+    want.sort_by_key(|(t, _)| t.0);
+    assert_eq!(found, want);
+
+    // A hard delete of a running task's resource is announced as well, and nothing else was.
+    let next = claim(p, 10).await;
+    assert_eq!(next.len(), 1, "the superseded resource's generation 2");
+    assert_eq!(next[0].0, sup.0);
+    sqlx::query("SELECT resource_delete_now($1)")
+        .bind(sup.0)
+        .execute(p)
+        .await
+        .unwrap();
+    assert_eq!(notice(&mut l).await, format!("deleted {}", next[0].1));
+    sqlx::query("SELECT pg_notify('lease_revoked', 'end')")
+        .execute(p)
+        .await
+        .unwrap();
+    assert_eq!(notice(&mut l).await, "end");
+}
+
+#[test]
+fn a_revocation_notice_parses_into_its_reason_and_tokens() {
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    assert_eq!(
+        Revoked::parse_notice(&format!("superseded {a} {b}")),
+        Some((Revoked::Superseded, vec![LeaseToken(a), LeaseToken(b)]))
+    );
+    assert_eq!(
+        Revoked::parse_notice(&format!("deleted {a} not-a-token")),
+        Some((Revoked::Deleted, vec![LeaseToken(a)]))
+    );
+    assert_eq!(Revoked::parse_notice(""), None, "a LISTEN reconnect");
+    assert_eq!(Revoked::parse_notice(&format!("evicted {a}")), None);
+    for r in [Revoked::Deleted, Revoked::Quarantined, Revoked::Superseded] {
+        assert_eq!(Revoked::parse(r.as_str()), Some(r));
+    }
 }

@@ -66,7 +66,7 @@ func Request(kind string, spec any) *converge.ReactionRequest {
 func Run(ctx context.Context, p converge.Provider, req *converge.ReactionRequest) (*converge.Outcome, error) {
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		ctx, cancel = context.WithDeadlineCause(ctx, req.Deadline, &converge.CancelledError{Reason: converge.CancelDeadline})
 		defer cancel()
 	}
 	type result struct {

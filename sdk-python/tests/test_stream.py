@@ -15,6 +15,7 @@ from fake_broker import FakeBroker, Stream, work_task
 
 from converge_sdk import (
     SDK,
+    CancelReason,
     KindVersion,
     Outcome,
     Provider,
@@ -35,6 +36,7 @@ class Gate(Provider):
         self.release = asyncio.Event()
         self.started: list[str] = []
         self.cancelled: list[str] = []
+        self.reasons: list[str | None] = []
         self.configs: list[ProviderConfig] = []
         self.is_ready = True
         self.forced_unready = False
@@ -54,6 +56,7 @@ class Gate(Provider):
         rel.cancel()
         can.cancel()
         if req.cancelled:
+            self.reasons.append(req.cancel_reason)
             self.cancelled.append(req.resource.name)
             raise RuntimeError("cancelled")
         return Outcome(status={"name": req.resource.name})
@@ -192,6 +195,7 @@ async def test_cancel_task_cancels_the_handler_and_drops_its_result(broker: Fake
     s.push(cancel=pb.CancelTask(lease_token="C", claim_epoch=2, reason="superseded"))
     while not gate.cancelled:
         await asyncio.sleep(0.01)
+    assert gate.reasons == [CancelReason.SUPERSEDED], "the handler is told the broker's reason"
     gate.release.set()
     s.push(task=work_task("N", 1, name="next"))
     c = await s.next("complete")
@@ -210,6 +214,7 @@ async def test_deadline_fails_transiently_and_cancels_the_handler(broker: FakeBr
             break
         await asyncio.sleep(0.01)
     assert gate.cancelled == ["slow"]
+    assert gate.reasons == [CancelReason.DEADLINE]
     await w.close()
 
 

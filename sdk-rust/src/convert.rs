@@ -11,8 +11,8 @@ use uuid::Uuid;
 use crate::descendants::{Lister, RollupSummary, Subtree};
 use crate::json::Json;
 use crate::types::{
-    ChildSpec, Condition, DepEdge, Operation, Outcome, ProviderConfig, ProviderConfigSpec,
-    ReactionRequest, Resource, ResourceRef, Stage, Transition, trigger,
+    CancelReason, ChildSpec, Condition, DepEdge, Operation, Outcome, ProviderConfig,
+    ProviderConfigSpec, ReactionRequest, Resource, ResourceRef, Stage, Transition, trigger,
 };
 
 /// What a `StageComplete` must echo from its `StageTask`.
@@ -146,6 +146,7 @@ pub(crate) fn request_from_task(
         attempt: task.attempt,
         deadline,
         cancel,
+        cancel_reason: CancelReason::default(),
         config,
         config_override,
         bundle_override: task.provider_bundle,

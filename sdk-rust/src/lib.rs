@@ -105,7 +105,7 @@ pub use provider::{Provider, Registry};
 pub use runtime::{run_worker, serve};
 pub use signal::shutdown_signal;
 pub use types::{
-    CONDITION_READY, CONDITION_SYNCED, ChildSpec, Condition, DepEdge, KindVersion, Operation,
-    Outcome, ProviderConfig, ProviderConfigSpec, ReactionRequest, Resource, ResourceRef, Stage,
-    Transition, ValueFlow, trigger,
+    CONDITION_READY, CONDITION_SYNCED, CancelReason, ChildSpec, Condition, DepEdge, KindVersion,
+    Operation, Outcome, ProviderConfig, ProviderConfigSpec, ReactionRequest, Resource, ResourceRef,
+    Stage, Transition, ValueFlow, trigger,
 };

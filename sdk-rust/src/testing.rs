@@ -15,7 +15,7 @@ use crate::{
     error::HandlerError,
     provider::{Provider, Registry},
     runtime::task::result_complete,
-    types::{Outcome, ProviderConfig, ReactionRequest, Resource, Stage, trigger},
+    types::{CancelReason, Outcome, ProviderConfig, ReactionRequest, Resource, Stage, trigger},
 };
 
 /// A WORK request for a fresh resource of `kind` (version 1) named `test` with `spec`:
@@ -44,6 +44,7 @@ pub fn request(kind: impl Into<String>, spec: Value) -> ReactionRequest {
         attempt: 1,
         deadline: None,
         cancel: CancellationToken::new(),
+        cancel_reason: CancelReason::default(),
         config: ProviderConfig::default(),
         config_override: None,
         bundle_override: Vec::new(),
@@ -61,12 +62,13 @@ pub fn request(kind: impl Into<String>, spec: Value) -> ReactionRequest {
 /// Runs `p.work(req)`. With `req.deadline` set, the request's token is cancelled when it
 /// passes and the result is a transient "deadline exceeded", as in the runtime.
 pub async fn run<P: Provider>(p: &P, req: ReactionRequest) -> Result<Outcome, HandlerError> {
-    let cancel = req.cancel.clone();
+    let (cancel, reason) = (req.cancel.clone(), req.cancel_reason.clone());
     match req.deadline {
         None => p.work(req).await,
         Some(d) => match tokio::time::timeout_at(d, p.work(req)).await {
             Ok(r) => r,
             Err(_) => {
+                reason.set(CancelReason::DEADLINE);
                 cancel.cancel();
                 Err(HandlerError::transient("deadline exceeded"))
             }

@@ -4,7 +4,11 @@
 //! spec and status when first read: see [`Json`]), so a handler never touches protobuf. The
 //! same vocabulary exists in the Python and Go SDKs.
 
-use std::{collections::BTreeMap, fmt};
+use std::{
+    collections::BTreeMap,
+    fmt,
+    sync::{Arc, OnceLock},
+};
 
 use bytes::Bytes;
 
@@ -157,6 +161,41 @@ pub struct Operation {
     pub requested_by: String,
 }
 
+/// Why a task was cancelled: set just before its [`ReactionRequest::cancel`] token fires, and
+/// shared by every clone of the request.
+///
+/// The words are the broker's `CancelTask` reasons — `deleted` (the resource was deleted),
+/// `quarantined` (it was quarantined), `superseded` (its spec moved to a newer generation;
+/// the new one runs as its own task), `deadline` (the broker's deadline passed) — plus
+/// `deadline` when the worker's own copy of the deadline fires first and `shutdown` when the
+/// worker stops before the handler returned. A cancelled task's result is never sent.
+#[derive(Debug, Clone, Default)]
+pub struct CancelReason(Arc<OnceLock<String>>);
+
+impl CancelReason {
+    /// Cancelled because of the broker's CancelTask with this reason.
+    pub const DELETED: &'static str = "deleted";
+    /// See [`CancelReason::DELETED`].
+    pub const QUARANTINED: &'static str = "quarantined";
+    /// See [`CancelReason::DELETED`].
+    pub const SUPERSEDED: &'static str = "superseded";
+    /// The task's deadline passed (the broker's or the worker's timer).
+    pub const DEADLINE: &'static str = "deadline";
+    /// The worker stopped before the handler returned.
+    pub const SHUTDOWN: &'static str = "shutdown";
+
+    /// The reason, once the task was cancelled; `None` while it runs.
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    /// Records the reason (the first one wins). The runtime calls it before cancelling the
+    /// token; a test may too, to drive a handler's cancellation path.
+    pub fn set(&self, reason: impl Into<String>) {
+        let _ = self.0.set(reason.into());
+    }
+}
+
 /// Everything a handler gets for one task.
 #[derive(Debug, Clone)]
 pub struct ReactionRequest {
@@ -182,6 +221,8 @@ pub struct ReactionRequest {
     pub deadline: Option<tokio::time::Instant>,
     /// Cancelled when the deadline passes, the broker cancels the task, or the worker stops.
     pub cancel: CancellationToken,
+    /// Why `cancel` fired, once it has (see [`CancelReason`]).
+    pub cancel_reason: CancelReason,
     /// The kind's cached default provider config.
     pub config: ProviderConfig,
     /// The per-resource config override, if any.

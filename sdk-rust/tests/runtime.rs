@@ -7,7 +7,7 @@ use std::{sync::atomic::Ordering, time::Duration};
 
 use common::{Conn, Probe, Scripted, TestBroker, Worker, json_of, wait_for, within, work_task};
 use converge_sdk::{
-    Registry,
+    CancelReason, Registry,
     pb::{self, work_stream_client_msg::Body as Up, work_stream_server_msg::Body as Down},
 };
 use serde_json::json;
@@ -359,7 +359,9 @@ async fn deadline_cancels_the_handler_and_fails_transiently() {
         get(&probe.cancelled) == 1
     })
     .await;
-    assert!(probe.requests.lock().unwrap()[0].deadline.is_some());
+    let req = probe.requests.lock().unwrap()[0].clone();
+    assert!(req.deadline.is_some());
+    assert_eq!(req.cancel_reason.get(), Some(CancelReason::DEADLINE));
 }
 
 #[tokio::test]
@@ -386,6 +388,11 @@ async fn cancel_task_stops_the_handler_and_sends_nothing() {
         get(&probe.cancelled) == 1
     })
     .await;
+    // The handler is told why: the broker's reason.
+    assert_eq!(
+        probe.requests.lock().unwrap()[0].cancel_reason.get(),
+        Some("superseded")
+    );
 
     // A later heartbeat lists only the marker task: the cancelled lease is forgotten.
     conn.send(Down::Task(work_task(
@@ -672,6 +679,10 @@ async fn shutdown_cancels_handlers_after_the_drain_timeout() {
     worker.request_shutdown();
     worker.finished().await.expect("clean shutdown");
     wait_for("the handler to be cancelled", || get(&probe.cancelled) == 1).await;
+    assert_eq!(
+        probe.requests.lock().unwrap()[0].cancel_reason.get(),
+        Some(CancelReason::SHUTDOWN)
+    );
     within("the stream to end", conn.closed()).await;
     assert!(!conn.saw_complete_for("stuck"));
 }

@@ -381,6 +381,101 @@ pub async fn lease_lookup(
     Ok(lease_rows(rows))
 }
 
+/// Why the engine took a running task's lease away (the `lease_revoked` NOTIFY's reason and
+/// the CancelTask reason the worker gets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Revoked {
+    /// The resource was deleted (hard, or marked for teardown) while its task ran.
+    Deleted,
+    /// The resource was quarantined while its reconcile ran.
+    Quarantined,
+    /// The resource's spec generation (or kind version) moved past the task's.
+    Superseded,
+}
+
+impl Revoked {
+    /// The wire word: `deleted`, `quarantined` or `superseded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Revoked::Deleted => "deleted",
+            Revoked::Quarantined => "quarantined",
+            Revoked::Superseded => "superseded",
+        }
+    }
+
+    /// The reason a wire word names, if any.
+    pub fn parse(s: &str) -> Option<Revoked> {
+        match s {
+            "deleted" => Some(Revoked::Deleted),
+            "quarantined" => Some(Revoked::Quarantined),
+            "superseded" => Some(Revoked::Superseded),
+            _ => None,
+        }
+    }
+
+    /// Parses a `lease_revoked` NOTIFY payload, `<reason> <token> <token> ...`
+    /// (`notify_lease_revoked`, queue.sql). `None` for anything else (an empty payload after a
+    /// LISTEN reconnect, a reason this version does not know); tokens that do not parse are
+    /// skipped.
+    pub fn parse_notice(payload: &str) -> Option<(Revoked, Vec<LeaseToken>)> {
+        let mut words = payload.split_ascii_whitespace();
+        let reason = Revoked::parse(words.next()?)?;
+        let tokens = words
+            .filter_map(|w| Uuid::parse_str(w).ok().map(LeaseToken))
+            .collect();
+        Some((reason, tokens))
+    }
+}
+
+/// The leases among `leases` (a broker's in flight: key and the generation its task runs
+/// for) that the engine took away, and why: the queue row no longer carries the lease and the
+/// resource is gone or being deleted, quarantined (a reconcile), or at a newer generation (a
+/// reconcile). A lease gone for another reason (reaped, released) is not listed. The failsafe
+/// behind the `lease_revoked` NOTIFY (a broker runs it after a LISTEN reconnect); rare, so
+/// the probes need not be cheap.
+pub async fn lease_revocations(
+    pool: &PgPool,
+    leases: &[(LeaseKey, i64)],
+) -> Result<Vec<(LeaseToken, Revoked)>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = leases.iter().map(|(k, _)| k.resource_id.0).collect();
+    let shards: Vec<i16> = leases.iter().map(|(k, _)| k.shard_id.0).collect();
+    let types: Vec<&str> = leases.iter().map(|(k, _)| k.task_type.as_str()).collect();
+    let tokens: Vec<Uuid> = leases.iter().map(|(k, _)| k.lease_token.0).collect();
+    let epochs: Vec<i64> = leases.iter().map(|(k, _)| k.claim_epoch.0).collect();
+    let gens: Vec<i64> = leases.iter().map(|(_, g)| *g).collect();
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT k.tok,
+                CASE WHEN r.id IS NULL OR r.deletion_requested_at IS NOT NULL THEN 'deleted'
+                     WHEN r.frozen_until = 'infinity' THEN 'quarantined'
+                     ELSE 'superseded' END
+         FROM unnest($1::uuid[], $2::smallint[], $3::text[], $4::uuid[], $5::bigint[],
+                     $6::bigint[]) AS k(id, shard_id, task_type, tok, epoch, gen)
+         LEFT JOIN resources r ON r.id = k.id
+         WHERE NOT EXISTS (SELECT 1 FROM work_queue w
+                           WHERE w.resource_id = k.id AND w.shard_id = k.shard_id
+                             AND w.task_type = k.task_type AND w.claim_epoch = k.epoch
+                             AND w.lease_token = k.tok)
+           AND (r.id IS NULL OR r.deletion_requested_at IS NOT NULL
+                OR (k.task_type = 'reconcile'
+                    AND (r.frozen_until = 'infinity' OR r.generation > k.gen)))",
+    )
+    .bind(&ids)
+    .bind(&shards)
+    .bind(&types)
+    .bind(&tokens)
+    .bind(&epochs)
+    .bind(&gens)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(t, r)| Some((LeaseToken(t), Revoked::parse(&r)?)))
+        .collect())
+}
+
 /// Takes over the queue rows still leased under the given (token, epoch) pairs for
 /// `broker_id` (a worker resumed them on this broker after its old one went away), so the
 /// old broker's death no longer concerns them (see `cluster::release_dead`). Epochs are unchanged: the
@@ -494,6 +589,8 @@ pub struct ClaimedDelivery {
     pub claim_epoch: i64,
     /// Delivery attempts, this one included.
     pub attempts: i32,
+    /// The reactor kind's live task deadline (0 = none).
+    pub task_deadline_secs: i32,
 }
 
 impl ClaimedDelivery {
@@ -518,20 +615,22 @@ impl ClaimedDelivery {
     }
 }
 
-/// Claims up to `limit` deliveries for reactor kind `kind` in `shards`.
+/// Claims up to `limit` deliveries for reactor `pair` in `shards` (the deliveries are the
+/// kind's, whatever its version; the version picks the task deadline returned with them).
 pub async fn lifecycle_claim(
     pool: &PgPool,
     shards: ShardRange,
-    kind: &str,
+    pair: &KindPair,
     limit: i32,
     broker_id: &str,
 ) -> Result<Vec<ClaimedDelivery>> {
-    sqlx::query_as::<_, ClaimedDelivery>("SELECT * FROM lifecycle_claim($1, $2, $3, $4, $5)")
+    sqlx::query_as::<_, ClaimedDelivery>("SELECT * FROM lifecycle_claim($1, $2, $3, $4, $5, $6)")
         .bind(shards.lo)
         .bind(shards.hi)
-        .bind(kind)
+        .bind(&pair.kind)
         .bind(limit)
         .bind(broker_id)
+        .bind(pair.version)
         .fetch_all(pool)
         .await
 }

@@ -25,7 +25,16 @@ from .descendants import Subtree
 from .errors import TransientError
 from .provider import Provider, Registry, as_registry
 from .runtime.task import invoke
-from .types import JSON, Outcome, ProviderConfig, ReactionRequest, Resource, Stage, Trigger
+from .types import (
+    JSON,
+    CancelReason,
+    Outcome,
+    ProviderConfig,
+    ReactionRequest,
+    Resource,
+    Stage,
+    Trigger,
+)
 
 
 def request(
@@ -81,6 +90,7 @@ async def run(provider: Provider, req: ReactionRequest) -> Outcome:
         handler = asyncio.ensure_future(invoke(provider, req))
         await asyncio.wait((handler,), timeout=max(0.0, req.deadline - time.monotonic()))
         if not handler.done():
+            req.cancel_reason = req.cancel_reason or CancelReason.DEADLINE
             req.cancellation.set()
             try:
                 await asyncio.wait_for(handler, 1.0)
@@ -128,6 +138,7 @@ async def execute_task(
     timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
     await asyncio.wait((handler,), timeout=timeout)
     if not handler.done():
+        req.cancel_reason = req.cancel_reason or CancelReason.DEADLINE
         req.cancellation.set()
         handler.cancel()
         return fail_complete(echo, "deadline exceeded", False)

@@ -48,6 +48,18 @@ class Trigger:
     RESYNC: Final = "resync"
 
 
+class CancelReason:
+    """Why a task was cancelled (`ReactionRequest.cancel_reason`): the broker's CancelTask
+    reasons, plus `deadline` when the worker's own copy of the deadline fires first and
+    `shutdown` when the worker stops before the handler returned."""
+
+    DELETED: Final = "deleted"
+    QUARANTINED: Final = "quarantined"
+    SUPERSEDED: Final = "superseded"
+    DEADLINE: Final = "deadline"
+    SHUTDOWN: Final = "shutdown"
+
+
 class Stage(enum.IntEnum):
     """The pipeline step a task runs (values are the wire enum's numbers)."""
 
@@ -140,8 +152,11 @@ class ReactionRequest:
     """Everything a handler gets for one task.
 
     `cancellation` is set when the task's deadline passes, the broker cancels the task or the
-    worker stops; long handlers should watch it. `deadline` is a `time.monotonic()` instant
-    (None = no deadline).
+    worker stops; long handlers should watch it. `cancel_reason` says why once it is set (one
+    of the `CancelReason` words: `deleted`, `quarantined` or `superseded` — the resource was
+    deleted, quarantined, or its spec moved to a newer generation, which runs as its own task —
+    `deadline` or `shutdown`); a cancelled task's result is never sent. `deadline` is a
+    `time.monotonic()` instant (None = no deadline).
 
     A ROLLUP task carries `summary` (the subtree's counts and the refs that need attention)
     and, only when the kind's rollup reaction declares `"descendants": "full"`, every live
@@ -161,6 +176,7 @@ class ReactionRequest:
     attempt: int = 1
     deadline: float | None = None
     cancellation: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_reason: str | None = None
     config: ProviderConfig = field(default_factory=ProviderConfig)
     config_override: JSON | None = None
     bundle_override: bytes = b""

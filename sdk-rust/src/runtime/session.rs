@@ -315,7 +315,7 @@ async fn session(
             }
             Some(Body::Cancel(c)) => {
                 let key = LeaseKey::new(c.lease_token, c.claim_epoch);
-                let known = shared.cancel_task(&key);
+                let known = shared.cancel_task(&key, &c.reason);
                 info!(lease = %key.token, claim_epoch = key.epoch, reason = %c.reason, known, "task cancelled by the broker");
             }
             Some(Body::Drain(d)) => {

@@ -24,7 +24,7 @@ use crate::{
     config::WorkerConfig,
     convert::wire_version,
     provider::{Registered, Registry},
-    types::{KindVersion, ProviderConfig},
+    types::{CancelReason, KindVersion, ProviderConfig},
 };
 
 /// Most results kept while waiting for their `CompleteAck`.
@@ -52,6 +52,8 @@ impl LeaseKey {
 /// A task accepted from the broker whose handler has not returned (or not started yet).
 struct Running {
     cancel: CancellationToken,
+    /// Set before `cancel` fires: the handler reads it from its request.
+    reason: CancelReason,
     abort: Option<AbortHandle>,
 }
 
@@ -128,8 +130,8 @@ impl State {
 
 /// How a task frame was taken in.
 pub(crate) enum Admission {
-    /// Tracked; run it with this token.
-    Run(CancellationToken),
+    /// Tracked; run it with this token, which fires after the reason is set.
+    Run(CancellationToken, CancelReason),
     /// Already running (a duplicate delivery); ignore the frame.
     Duplicate,
     /// Already finished and waiting for its ack; the kept result was re-sent.
@@ -287,16 +289,17 @@ impl Shared {
             st.send(Body::Complete(c));
             return Admission::Resent;
         }
-        let cancel = CancellationToken::new();
+        let (cancel, reason) = (CancellationToken::new(), CancelReason::default());
         st.running.insert(
             key.clone(),
             Running {
                 cancel: cancel.clone(),
+                reason: reason.clone(),
                 abort: None,
             },
         );
         self.publish(&st);
-        Admission::Run(cancel)
+        Admission::Run(cancel, reason)
     }
 
     /// Remembers how to abort a started handler.
@@ -351,12 +354,14 @@ impl Shared {
         }
     }
 
-    /// Handles a `CancelTask`: cancels the handler and forgets the lease and any result.
-    pub(crate) fn cancel_task(&self, key: &LeaseKey) -> bool {
+    /// Handles a `CancelTask`: cancels the handler (its request's `cancel_reason` says
+    /// `reason`) and forgets the lease and any result.
+    pub(crate) fn cancel_task(&self, key: &LeaseKey, reason: &str) -> bool {
         let mut st = self.lock();
         let running = st.running.remove(key);
         let had_result = st.unacked.remove(key);
         if let Some(r) = &running {
+            r.reason.set(reason);
             r.cancel.cancel();
         }
         self.publish(&st);
@@ -369,6 +374,7 @@ impl Shared {
         let mut st = self.lock();
         let mut aborts = Vec::new();
         for (_, r) in st.running.drain() {
+            r.reason.set(CancelReason::SHUTDOWN);
             r.cancel.cancel();
             aborts.extend(r.abort);
         }

@@ -16,7 +16,7 @@ use crate::{
     convert::{TaskEcho, complete_from_outcome, fail_complete, request_from_task, wire_version},
     descendants::Lister,
     error::HandlerError,
-    types::{KindVersion, Outcome},
+    types::{CancelReason, KindVersion, Outcome, ReactionRequest},
 };
 
 /// How long a cancelled handler may keep running before it is aborted at its next await.
@@ -37,8 +37,8 @@ pub(crate) fn accept(
         shared.finish_untracked(key, fail_complete(&echo, reason, false));
         return;
     }
-    let cancel = match shared.admit(&key) {
-        Admission::Run(cancel) => cancel,
+    let (cancel, reason) = match shared.admit(&key) {
+        Admission::Run(cancel, reason) => (cancel, reason),
         Admission::Duplicate => {
             debug!(lease = %key.token, "duplicate task ignored; it is already running");
             return;
@@ -58,7 +58,14 @@ pub(crate) fn accept(
         attempt = task.attempt,
     );
     let lister = lister.clone();
-    tokio::spawn(run(Arc::clone(shared), key, echo, task, cancel, lister).instrument(span));
+    let token = Cancel { cancel, reason };
+    tokio::spawn(run(Arc::clone(shared), key, echo, task, token, lister).instrument(span));
+}
+
+/// A running task's cancellation: the token the runtime cancels and the reason set first.
+struct Cancel {
+    cancel: tokio_util::sync::CancellationToken,
+    reason: CancelReason,
 }
 
 async fn run(
@@ -66,7 +73,7 @@ async fn run(
     key: LeaseKey,
     echo: TaskEcho,
     task: pb::StageTask,
-    cancel: tokio_util::sync::CancellationToken,
+    Cancel { cancel, reason }: Cancel,
     lister: Lister,
 ) {
     let deadline = (task.task_deadline_ms > 0)
@@ -87,7 +94,10 @@ async fn run(
         deadline,
         Some(&lister),
     ) {
-        Ok(req) => req,
+        Ok(req) => ReactionRequest {
+            cancel_reason: reason.clone(),
+            ..req
+        },
         Err(msg) => {
             shared.finish(key, fail_complete(&echo, &msg, true));
             return;
@@ -138,6 +148,7 @@ async fn run(
         }
         () = &mut deadline_passed => {
             warn!("task deadline exceeded; cancelling the handler");
+            reason.set(CancelReason::DEADLINE);
             handler_cancel.cancel();
             abort_after_grace(handler);
             fail_complete(&echo, "deadline exceeded", false)

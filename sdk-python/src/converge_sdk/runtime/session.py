@@ -174,7 +174,7 @@ def _dispatch(shared: Shared, conn: Connection, msg: Any, draining: bool) -> boo
             shared.apply_config(kv, provider, provider_config(kv, u.config, u.bundle), True)
     elif which == "cancel":
         c = msg.cancel
-        known = shared.cancel_task(LeaseKey(c.lease_token, c.claim_epoch))
+        known = shared.cancel_task(LeaseKey(c.lease_token, c.claim_epoch), c.reason)
         log.info("task %s cancelled by the broker (%s, known=%s)", c.lease_token, c.reason, known)
     elif which == "drain":
         log.info(

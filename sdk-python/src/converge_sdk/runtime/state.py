@@ -22,7 +22,7 @@ from .._version import SDK
 from ..config import WorkerConfig
 from ..convert import wire_version
 from ..provider import Provider, Registry
-from ..types import KindVersion, ProviderConfig
+from ..types import CancelReason, KindVersion, ProviderConfig, ReactionRequest
 
 log = logging.getLogger("converge_sdk")
 
@@ -84,6 +84,17 @@ class Running:
     cancellation: asyncio.Event = field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
     handler: asyncio.Future[Any] | None = None
+    # The handler's request, once built: `cancel` records its reason there.
+    request: ReactionRequest | None = None
+    reason: str | None = None
+
+    def cancel(self, reason: str) -> None:
+        """Sets the cancellation, the reason first (the first reason given wins)."""
+        if self.reason is None:
+            self.reason = reason
+        if self.request is not None and self.request.cancel_reason is None:
+            self.request.cancel_reason = self.reason
+        self.cancellation.set()
 
 
 @dataclass
@@ -274,12 +285,13 @@ class Shared:
         else:
             log.debug("ack for an unknown result %s", key.token)
 
-    def cancel_task(self, key: LeaseKey) -> bool:
-        """Handles a CancelTask: cancels the handler and forgets the lease and any result."""
+    def cancel_task(self, key: LeaseKey, reason: str = "") -> bool:
+        """Handles a CancelTask: cancels the handler (its request's `cancel_reason` says
+        `reason`) and forgets the lease and any result."""
         r = self.running.pop(key, None)
         had_result = self.unacked.remove(key)
         if r is not None:
-            r.cancellation.set()
+            r.cancel(reason)
             if r.handler is not None:
                 abort_after_grace(r.handler)
             elif r.runner is not None:
@@ -292,7 +304,7 @@ class Shared:
         returns the handler tasks that had started."""
         handlers: list[asyncio.Future[Any]] = []
         for r in self.running.values():
-            r.cancellation.set()
+            r.cancel(CancelReason.SHUTDOWN)
             if r.handler is not None:
                 handlers.append(r.handler)
             elif r.runner is not None:

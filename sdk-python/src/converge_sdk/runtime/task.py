@@ -24,7 +24,7 @@ from ..convert import (
     wire_version,
 )
 from ..provider import Provider
-from ..types import KindVersion, ReactionRequest, Stage
+from ..types import CancelReason, KindVersion, ReactionRequest, Stage
 from .state import LeaseKey, Running, Shared, abort_after_grace
 from .subtree import BrokerSubtree, Connection
 
@@ -90,6 +90,8 @@ async def _run(
     except MalformedTask as e:
         shared.finish(key, fail_complete(echo, str(e), True))
         return
+    req.cancel_reason = running.reason
+    running.request = req
 
     release = _no_hold
     if req.stage is Stage.ROLLUP and not req.descendants_included:
@@ -124,7 +126,7 @@ async def _run(
         complete = result_complete(echo, exc if exc is not None else handler.result())
     else:
         log.warning("task %s passed its deadline; cancelling the handler", key.token)
-        running.cancellation.set()
+        running.cancel(CancelReason.DEADLINE)
         abort_after_grace(handler)
         complete = fail_complete(echo, "deadline exceeded", False)
     shared.finish(key, complete)
