@@ -493,7 +493,7 @@ impl Registry {
             if let Some(timer) = f.timer.take() {
                 timer.abort();
             }
-            metrics().inflight_add(&f.kind, -1);
+            metrics().inflight_add(&f.pair.kind, -1);
             if let Some(e) = s.streams.get_mut(&f.stream) {
                 e.inflight = e.inflight.saturating_sub(1);
                 e.out.push(Body::Cancel(pb::CancelTask {

@@ -73,7 +73,7 @@ impl Revocations {
         }
         for f in &taken {
             tracing::info!(lease = %f.key.lease_token, resource = %f.key.resource_id, reason = reason.as_str(), "task lease revoked by the engine; cancelling");
-            metrics().task_ended(&f.kind, f.stage, TaskResult::Cancelled, None);
+            metrics().task_ended(&f.pair.kind, f.stage, TaskResult::Cancelled, None);
         }
         self.dispatch.notify_one();
     }
