@@ -3,5 +3,6 @@
 //! reaper (`converge_engine::{drainer, reaper}`): a typed config, a `run(self, shutdown)` that
 //! owns its loop, and a cheap `Handle` as the only way in.
 
+pub mod manifest_check;
 pub mod schemas;
 pub mod watch;
