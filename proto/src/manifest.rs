@@ -517,7 +517,8 @@ impl KindManifest {
             );
         }
         let mut names = std::collections::HashSet::new();
-        let (mut composers, mut rollups, mut reactors) = (0, 0, 0);
+        let (mut composers, mut rollups, mut reactors, mut deleters) = (0, 0, 0, 0);
+        let finalizer_name = self.finalizer_name.as_deref().filter(|f| !f.is_empty());
         for (i, r) in self.reactions.iter().enumerate() {
             let base = format!("/reactions/{}", at(i));
             let ptr = |field: &str| format!("{base}/{field}");
@@ -572,18 +573,31 @@ impl KindManifest {
                     }
                 }
                 Trigger::DeleteRequested => {
-                    let has_fin = r.finalizer.as_deref().is_some_and(|f| !f.is_empty())
-                        || self
-                            .finalizer_name
-                            .as_deref()
-                            .is_some_and(|f| !f.is_empty());
-                    if !has_fin {
+                    deleters += 1;
+                    if deleters > 1 {
                         err(
+                            ptr("trigger"),
+                            format!("{who}: at most one deleteRequested reaction per kind"),
+                        );
+                    }
+                    // The kind's finalizer_name is what deletion seeds on each resource;
+                    // without it this reaction would never run.
+                    match (finalizer_name, r.finalizer.as_deref()) {
+                        (None, _) => err(
+                            "/finalizer_name".into(),
+                            format!(
+                                "{who}: a deleteRequested reaction requires a finalizer: set \
+                                 finalizer_name (the finalizer deletion waits for)"
+                            ),
+                        ),
+                        (Some(f), Some(mine)) if mine != f => err(
                             ptr("finalizer"),
                             format!(
-                                "{who}: a deleteRequested reaction requires a finalizer (on the reaction or finalizer_name)"
+                                "{who}: finalizer {mine:?} is not the kind's finalizer_name \
+                                 {f:?} (leave it out, or make them the same)"
                             ),
-                        );
+                        ),
+                        _ => {}
                     }
                 }
                 Trigger::Operation => {
@@ -651,6 +665,14 @@ impl KindManifest {
                     );
                 }
             }
+        }
+        if complete && finalizer_name.is_some() && deleters == 0 {
+            err(
+                "/finalizer_name".into(),
+                "finalizer_name requires a deleteRequested reaction to strip it (otherwise \
+                 every deletion of this kind waits forever)"
+                    .into(),
+            );
         }
         errs
     }
@@ -957,6 +979,52 @@ mod tests {
             errs[2].starts_with("/reactions/1/name: reaction \"w\": duplicate"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn a_finalizer_and_its_teardown_come_together() {
+        let kind = |v: serde_json::Value| -> KindManifest { serde_json::from_value(v).unwrap() };
+        let work = serde_json::json!({"name": "w", "trigger": "specChange", "emits": ["status"]});
+        let del = |f: Option<&str>| {
+            let mut r = serde_json::json!({"name": "d", "trigger": "deleteRequested",
+                                           "emits": ["finalizer"]});
+            if let Some(f) = f {
+                r["finalizer"] = f.into();
+            }
+            r
+        };
+        let ok = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                         "reactions": [work, del(Some("f"))]}),
+        );
+        assert_eq!(ok.problems(), []);
+        let ok = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                         "reactions": [work, del(None)]}),
+        );
+        assert_eq!(ok.problems(), []);
+        // The reaction's own finalizer alone would never be seeded: deletion seeds the kind's.
+        let m = kind(serde_json::json!({"kind": "k", "kind_version": 1,
+                                        "reactions": [work, del(Some("f"))]}));
+        assert_eq!(pointers(&m.problems()), ["/finalizer_name"]);
+        let m = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                        "reactions": [work, del(Some("g"))]}),
+        );
+        assert_eq!(pointers(&m.problems()), ["/reactions/1/finalizer"]);
+        // A finalizer nothing strips would hold every deletion.
+        let m = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                        "reactions": [work]}),
+        );
+        assert_eq!(pointers(&m.problems()), ["/finalizer_name"]);
+        let mut two = del(None);
+        two["name"] = "d2".into();
+        let m = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                        "reactions": [work, del(None), two]}),
+        );
+        assert_eq!(pointers(&m.problems()), ["/reactions/2/trigger"]);
     }
 
     #[test]
