@@ -366,7 +366,6 @@ mod tests {
             "/max_inflight",
             "/finalizer_name",
             "/reactions/1/emits",
-            "/reactions/2/finalizer",
             "/reactions/4/trigger",
             "/spec_schema",
             "/reactions/3/output_schema",
@@ -446,6 +445,80 @@ mod tests {
             if let Err(p) = check(doc, &kind) {
                 panic!("{path}: {:#?}", p.errors);
             }
+        }
+    }
+
+    /// The fenced blocks of `text` in `lang`.
+    fn blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
+        let open = format!("```{lang}\n");
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find(&open) {
+            let body = &rest[start + open.len()..];
+            let end = body.find("```").expect("a fenced block is closed");
+            out.push(&body[..end]);
+            rest = &body[end..];
+        }
+        out
+    }
+
+    /// docs/manifest.md against the schema: it names every field (`reactions[].x` for a
+    /// reaction's), every trigger and every emits value, and its YAML examples pass every
+    /// check an apply makes; the first, the complete example, uses every field.
+    #[test]
+    fn the_manifest_doc_covers_the_schema() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/manifest.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let schema = manifest_schema();
+        let names = |v: &Value| -> Vec<String> {
+            v["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let top = names(&schema);
+        let reaction = names(&schema["$defs"]["ReactionDecl"]);
+        let mut paths: Vec<String> = top.clone();
+        paths.extend(reaction.iter().map(|p| format!("reactions[].{p}")));
+        for def in ["Trigger", "Emit", "Descendants"] {
+            for alt in schema["$defs"][def]["oneOf"].as_array().unwrap() {
+                paths.push(alt["const"].as_str().unwrap().to_string());
+            }
+        }
+        for p in &paths {
+            assert!(
+                doc.contains(&format!("`{p}`")),
+                "docs/manifest.md does not describe `{p}`"
+            );
+        }
+
+        let examples = blocks(&doc, "yaml");
+        assert!(examples.len() >= 2, "{} YAML examples", examples.len());
+        for (i, text) in examples.iter().enumerate() {
+            let v: Value = serde_yaml::from_str(text).unwrap();
+            let kind = v["kind"].as_str().unwrap().to_string();
+            if let Err(p) = check(v, &kind) {
+                panic!("docs/manifest.md YAML example {i}: {:#?}", p.errors);
+            }
+        }
+        let complete: Value = serde_yaml::from_str(examples[0]).unwrap();
+        for p in top
+            .iter()
+            .filter(|p| !["$schema", "manifest_version"].contains(&p.as_str()))
+        {
+            assert!(complete.get(p).is_some(), "the complete example has no {p}");
+        }
+        for p in &reaction {
+            assert!(
+                complete["reactions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.get(p).is_some()),
+                "no reaction of the complete example has {p}"
+            );
         }
     }
 }
