@@ -134,16 +134,24 @@ pub async fn delete_version(
         } => {
             let mut uses = Vec::new();
             if resources > 0 {
-                let s = if resources == 1 { "" } else { "s" };
+                let (noun, verb) = if resources == 1 {
+                    ("resource", "exists")
+                } else {
+                    ("resources", "exist")
+                };
                 uses.push(format!(
-                    "{resources} resource{s} of this version exist (delete them, or move them \
-                     to another version, first)"
+                    "{resources} {noun} of this version {verb} (delete them, or move them to \
+                     another version, first)"
                 ));
             }
             if bindings > 0 {
-                let s = if bindings == 1 { "" } else { "s" };
+                let (noun, verb) = if bindings == 1 {
+                    ("binding", "names")
+                } else {
+                    ("bindings", "name")
+                };
                 uses.push(format!(
-                    "{bindings} reactor binding{s} name the kind, and this is its last version \
+                    "{bindings} reactor {noun} {verb} the kind, and this is its last version \
                      (delete them first)"
                 ));
             }
