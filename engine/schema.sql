@@ -39,6 +39,12 @@ BEGIN
     FROM jsonb_to_recordset(coalesce(p_children, '[]'))
          AS c(kind text, kind_version int, name text, spec jsonb, labels jsonb);
 
+    -- Hold off the deletion of the children's kind versions until this commits (kinds.sql);
+    -- an unregistered one is named below with the child.
+    PERFORM pg_advisory_xact_lock_shared(hashtext('converge.kind_version'),
+                                         hashtext(d.kind || '/' || d.kind_version))
+    FROM (SELECT DISTINCT c.kind, c.kind_version FROM compose_children c
+          ORDER BY c.kind, c.kind_version) d;
     SELECT d.kind, d.kind_version, d.name INTO v_bad FROM compose_children d
     LEFT JOIN kind_manifest m ON m.kind = d.kind AND m.kind_version = d.kind_version
     WHERE m.kind IS NULL LIMIT 1;
@@ -657,6 +663,69 @@ BEGIN
 END $$;
 
 --
+-- Name: kind_version_delete(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.kind_version_delete(p_kind text, p_kind_version integer) RETURNS TABLE(registered boolean, resource_count bigint, binding_count bigint)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('converge.kind_version'),
+                                  hashtext(p_kind || '/' || p_kind_version));
+    PERFORM 1 FROM kind_manifest m
+    WHERE m.kind = p_kind AND m.kind_version = p_kind_version
+    FOR UPDATE;
+    registered := FOUND;
+    resource_count := 0;
+    binding_count := 0;
+    IF registered THEN
+        SELECT count(*) INTO resource_count FROM resources r
+        WHERE r.kind = p_kind AND r.kind_version = p_kind_version;
+        IF NOT EXISTS (SELECT 1 FROM kind_manifest m
+                       WHERE m.kind = p_kind AND m.kind_version <> p_kind_version) THEN
+            SELECT count(*) INTO binding_count FROM reactor_bindings b
+            WHERE b.watch_kind = p_kind OR b.reactor = p_kind;
+        END IF;
+        IF resource_count = 0 AND binding_count = 0 THEN
+            DELETE FROM providerconfigs pc
+            WHERE pc.kind = p_kind AND pc.kind_version = p_kind_version;
+            DELETE FROM kind_config kc
+            WHERE kc.kind = p_kind AND kc.kind_version = p_kind_version;
+            DELETE FROM kind_manifest m
+            WHERE m.kind = p_kind AND m.kind_version = p_kind_version;
+            -- The notice the insert/update trigger sends, for the caches to drop the version.
+            PERFORM pg_notify('kind_manifest_changed', p_kind || '/' || p_kind_version);
+        END IF;
+    END IF;
+    RETURN NEXT;
+END $$;
+
+--
+-- Name: kind_version_guard(text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.kind_version_guard(p_kinds text[], p_kind_versions integer[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext('converge.kind_version'), hashtext(d.k || '/' || d.v))
+    FROM (SELECT DISTINCT t.k, t.v FROM unnest(p_kinds, p_kind_versions) AS t(k, v)
+          ORDER BY t.k, t.v) d;
+    -- A statement after the lock: it sees a deletion that committed while this waited.
+    SELECT d.k, d.v INTO v_bad
+    FROM (SELECT DISTINCT t.k, t.v FROM unnest(p_kinds, p_kind_versions) AS t(k, v)) d
+    WHERE NOT EXISTS (SELECT 1 FROM kind_manifest m WHERE m.kind = d.k AND m.kind_version = d.v)
+    ORDER BY d.k, d.v
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'kind % version % is not registered', v_bad.k, v_bad.v
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+END $$;
+
+--
 -- Name: lag_stuck(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1233,6 +1302,8 @@ DECLARE
     v_gen bigint[];
     v_changed uuid[];
 BEGIN
+    -- Only registered kind versions, and none deleted under this write (kinds.sql).
+    PERFORM kind_version_guard(p_kinds, p_kind_versions);
     -- One row cannot be locked out of order: a single apply skips the extra probe.
     IF cardinality(p_names) > 1 THEN
         PERFORM 1 FROM resources r

@@ -155,3 +155,22 @@ func TestResultCompleteMapsErrors(t *testing.T) {
 		t.Fatal("IsTerminal must see through wrapping")
 	}
 }
+
+// One decoding rule in every SDK: a key the typed spec does not know is ignored, so a kind
+// adding an optional field never breaks a deployed worker.
+func TestSpecIgnoresUnknownKeys(t *testing.T) {
+	req := &ReactionRequest{Resource: Resource{Spec: json.RawMessage(`{"size": 3, "added_later": {"x": 1}}`)}}
+	var spec struct {
+		Size int    `json:"size"`
+		Tier string `json:"tier"`
+	}
+	if err := req.Spec(&spec); err != nil || spec.Size != 3 || spec.Tier != "" {
+		t.Fatalf("Spec: %+v %v", spec, err)
+	}
+	var wrong struct {
+		Size string `json:"size"`
+	}
+	if err := req.Spec(&wrong); !IsTerminal(err) {
+		t.Fatalf("a value of the wrong type must still be terminal, got %v", err)
+	}
+}

@@ -179,8 +179,10 @@ type ReactionRequest struct {
 	DedupToken string
 }
 
-// Spec decodes the resource's spec into v. A spec that does not fit is a terminal error:
-// retrying cannot fix it, a spec change can.
+// Spec decodes the resource's spec into v. Keys v has no field for are ignored (the rule
+// every converge SDK follows), so a kind can add an optional spec field without breaking
+// the workers already deployed. A spec that does not fit (a value of the wrong type) is a
+// terminal error: retrying cannot fix it, a spec change can.
 func (r *ReactionRequest) Spec(v any) error {
 	spec := r.Resource.Spec
 	if len(spec) == 0 {

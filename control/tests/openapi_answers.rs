@@ -315,6 +315,14 @@ async fn real_answers_validate_against_the_document() {
         404,
     )
     .await;
+    c.call(
+        M::GET,
+        "/api/v1/schemas/manifest",
+        "/api/v1/schemas/manifest",
+        None,
+        200,
+    )
+    .await;
     // A broker with one worker serving hello and a kind nobody registered.
     broker_with_a_worker(&db).await;
     let kinds = c
@@ -712,6 +720,203 @@ async fn real_answers_validate_against_the_document() {
 
     c.call(M::DELETE, one, "/api/v1/resources/hello/app", None, 202)
         .await;
+    let version = "/api/v1/kinds/{kind}/versions/{version}";
+    c.call(
+        M::DELETE,
+        version,
+        "/api/v1/kinds/hello/versions/1",
+        None,
+        409,
+    )
+    .await;
+    c.call(
+        M::DELETE,
+        version,
+        "/api/v1/kinds/hello/versions/7",
+        None,
+        404,
+    )
+    .await;
     assert!(c.seen.len() >= 50, "only {} answers checked", c.seen.len());
+    db.pool.close().await;
+}
+
+/// A router over a fresh database, with the document to check its answers against.
+async fn contract(db: &TestDb) -> Contract {
+    let state = AppState {
+        pool: db.pool.clone(),
+        schemas: Default::default(),
+        dispatch_hint: None,
+        auth: None,
+        watches: WatchHub::start(
+            db.pool.clone(),
+            WatchConfig::default(),
+            CancellationToken::new(),
+        ),
+    };
+    Contract {
+        app: http::router(state, 1 << 20),
+        doc: serde_json::from_str(openapi::document_json()).unwrap(),
+        seen: BTreeSet::new(),
+    }
+}
+
+fn locations(problem: &Value) -> Vec<&str> {
+    problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["location"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn one_manifest_apply_lists_every_problem_and_a_kind_version_deletes_when_unused() {
+    use Method as M;
+    let db = TestDb::new().await;
+    let mut c = contract(&db).await;
+    let put = "/api/v1/kinds/{kind}/manifest";
+
+    // A misspelt field, a trigger and an emits value that do not exist, and a rule broken in
+    // a reaction that decodes: one 422, every pointer.
+    let mut bad = hello_manifest();
+    bad["task_deadline_sec"] = json!(5);
+    bad["reactions"] = json!([
+        {"name": "work", "trigger": "specChang", "emits": ["status"]},
+        {"name": "compose", "trigger": "specChange", "emits": ["children", "statuss"]},
+        {"name": "restart", "trigger": "operation", "emits": ["operationOutput"]}
+    ]);
+    let problem = c
+        .call(M::PUT, put, "/api/v1/kinds/hello/manifest", Some(bad), 422)
+        .await;
+    assert_eq!(
+        locations(&problem),
+        [
+            "/reactions/0/trigger",
+            "/reactions/1/emits/1",
+            "/reactions/2/verb",
+            "/task_deadline_sec"
+        ],
+        "{problem:#}"
+    );
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("4 problems; first at /reactions/0/trigger"),
+        "{problem:#}"
+    );
+    let unknown = &problem["errors"][3];
+    assert_eq!(unknown["keyword"], "additionalProperties");
+    assert!(
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean \"task_deadline_secs\""),
+        "{problem:#}"
+    );
+    // Nothing was stored.
+    c.call(M::GET, put, "/api/v1/kinds/hello/manifest", None, 404)
+        .await;
+
+    // An operation may declare the schema of its output; one that does not compile is refused
+    // at its pointer.
+    let mut with_output = hello_manifest();
+    with_output["reactions"].as_array_mut().unwrap().push(
+        json!({"name": "restart", "trigger": "operation", "verb": "restart",
+                     "emits": ["operationOutput"], "output_schema": {"type": "nonsense"}}),
+    );
+    let problem = c
+        .call(
+            M::PUT,
+            put,
+            "/api/v1/kinds/hello/manifest",
+            Some(with_output.clone()),
+            422,
+        )
+        .await;
+    let at = format!(
+        "/reactions/{}/output_schema",
+        with_output["reactions"].as_array().unwrap().len() - 1
+    );
+    assert_eq!(locations(&problem), [at.as_str()], "{problem:#}");
+    let last = with_output["reactions"].as_array().unwrap().len() - 1;
+    with_output["reactions"][last]["output_schema"] =
+        json!({"type": "object", "required": ["restarted_at"]});
+    c.call(
+        M::PUT,
+        put,
+        "/api/v1/kinds/hello/manifest",
+        Some(with_output),
+        201,
+    )
+    .await;
+    let stored = c
+        .call(M::GET, put, "/api/v1/kinds/hello/manifest", None, 200)
+        .await;
+    assert_eq!(
+        stored["reactions"][last]["output_schema"]["required"],
+        json!(["restarted_at"])
+    );
+
+    // A kind version with resources is kept (409 says how many); without, it goes.
+    for name in ["a", "b"] {
+        c.call(
+            M::POST,
+            "/api/v1/resources",
+            "/api/v1/resources",
+            Some(json!({"kind": "hello", "kind_version": 1, "name": name, "spec": {}})),
+            201,
+        )
+        .await;
+    }
+    let version = "/api/v1/kinds/{kind}/versions/{version}";
+    let problem = c
+        .call(
+            M::DELETE,
+            version,
+            "/api/v1/kinds/hello/versions/1",
+            None,
+            409,
+        )
+        .await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 resources of this version exist"),
+        "{problem:#}"
+    );
+    sqlx::query("DELETE FROM resources")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    c.call(
+        M::DELETE,
+        version,
+        "/api/v1/kinds/hello/versions/1",
+        None,
+        204,
+    )
+    .await;
+    c.call(
+        M::DELETE,
+        version,
+        "/api/v1/kinds/hello/versions/1",
+        None,
+        404,
+    )
+    .await;
+    c.call(M::GET, put, "/api/v1/kinds/hello/manifest", None, 404)
+        .await;
+    // This pod forgot it at once: an apply of it is refused.
+    c.call(
+        M::POST,
+        "/api/v1/resources",
+        "/api/v1/resources",
+        Some(json!({"kind": "hello", "kind_version": 1, "name": "c", "spec": {}})),
+        404,
+    )
+    .await;
     db.pool.close().await;
 }

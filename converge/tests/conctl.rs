@@ -172,6 +172,19 @@ async fn apply_list_get_reconcile_delete_round_trip() {
     let out = ok(s, &["unquarantine", "hello/world"]).await;
     assert!(out.contains("unquarantined"), "{out}");
 
+    // A kind version with a resource is kept, and the problem says why.
+    let r = conctl(s, &["delete", "kind", "hello", "--version", "1"], None).await;
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("409"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("1 resource of this version exists"),
+        "{}",
+        r.stderr
+    );
+    let r = conctl(s, &["delete", "kind", "hello"], None).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("add --version N"), "{}", r.stderr);
+
     let out = ok(s, &["delete", "resource", "hello/world"]).await;
     assert!(out.contains("hello/world: deletion requested"), "{out}");
     let r = conctl(s, &["get", "resource", "hello/world"], None).await;
@@ -187,6 +200,22 @@ async fn apply_list_get_reconcile_delete_round_trip() {
     assert!(r.stderr.contains("422"), "{}", r.stderr);
     assert!(r.stderr.contains("\n  /spec/greeting: "), "{}", r.stderr);
     assert!(c.get("hello", "bad").await.is_none());
+
+    // With its resource gone the kind version goes; then it is unknown.
+    wait_for(T, "hello/world removed", || async {
+        c.get("hello", "world").await.is_none().then_some(())
+    })
+    .await;
+    let out = ok(s, &["delete", "kind", "hello", "--version", "1"]).await;
+    assert!(out.contains("kind hello version 1: deleted"), "{out}");
+    let r = conctl(
+        s,
+        &["delete", "kinds", "hello", "--kind-version", "1"],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("404"), "{}", r.stderr);
 
     let _ = std::fs::remove_dir_all(&dir);
     c.stop().await;

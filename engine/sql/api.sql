@@ -75,6 +75,8 @@ DECLARE
     v_gen bigint[];
     v_changed uuid[];
 BEGIN
+    -- Only registered kind versions, and none deleted under this write (kinds.sql).
+    PERFORM kind_version_guard(p_kinds, p_kind_versions);
     -- One row cannot be locked out of order: a single apply skips the extra probe.
     IF cardinality(p_names) > 1 THEN
         PERFORM 1 FROM resources r

@@ -47,6 +47,12 @@ BEGIN
     FROM jsonb_to_recordset(coalesce(p_children, '[]'))
          AS c(kind text, kind_version int, name text, spec jsonb, labels jsonb);
 
+    -- Hold off the deletion of the children's kind versions until this commits (kinds.sql);
+    -- an unregistered one is named below with the child.
+    PERFORM pg_advisory_xact_lock_shared(hashtext('converge.kind_version'),
+                                         hashtext(d.kind || '/' || d.kind_version))
+    FROM (SELECT DISTINCT c.kind, c.kind_version FROM compose_children c
+          ORDER BY c.kind, c.kind_version) d;
     SELECT d.kind, d.kind_version, d.name INTO v_bad FROM compose_children d
     LEFT JOIN kind_manifest m ON m.kind = d.kind AND m.kind_version = d.kind_version
     WHERE m.kind IS NULL LIMIT 1;

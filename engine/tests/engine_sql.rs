@@ -1671,4 +1671,173 @@ fn a_revocation_notice_parses_into_its_reason_and_tokens() {
     for r in [Revoked::Deleted, Revoked::Quarantined, Revoked::Superseded] {
         assert_eq!(Revoked::parse(r.as_str()), Some(r));
     }
+
+/// Polls until a backend runs a statement containing `text` and waits on a lock.
+async fn wait_until_blocked(pool: &PgPool, text: &str) {
+    for _ in 0.. {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'",
+        )
+        .bind(text)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_kind_version_is_deleted_only_when_nothing_uses_it() {
+    use converge_engine::db::kinds::{KindVersionDelete as D, kind_version_delete};
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    assert_eq!(
+        kind_version_delete(&db.pool, "hello", 2).await.unwrap(),
+        D::NotFound
+    );
+    apply(&db.pool, "a", json!({})).await;
+    apply(&db.pool, "b", json!({})).await;
+    assert_eq!(
+        kind_version_delete(&db.pool, "hello", 1).await.unwrap(),
+        D::InUse {
+            resources: 2,
+            bindings: 0
+        }
+    );
+    sqlx::query("DELETE FROM resources")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO providerconfigs (name, kind, kind_version, is_default) VALUES ('d', 'hello', 1, true)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        kind_version_delete(&db.pool, "hello", 1).await.unwrap(),
+        D::Deleted
+    );
+    let left: (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM kind_manifest), (SELECT count(*) FROM kind_config),
+                (SELECT count(*) FROM providerconfigs)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, (0, 0, 0));
+    // Gone: an apply of it is refused by the guard, not written.
+    let err = sqlx::query("SELECT * FROM resource_apply('hello', 1, 'late', '{}', '{}', NULL)")
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    let d = err.as_database_error().unwrap();
+    assert!(d.is_foreign_key_violation(), "{d}");
+    assert_eq!(d.message(), "kind hello version 1 is not registered");
+}
+
+#[tokio::test]
+async fn a_kind_version_delete_and_an_apply_of_it_serialise() {
+    use converge_engine::db::kinds::{KindVersionDelete as D, kind_version_delete};
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let apply_sql = "SELECT * FROM resource_apply('hello', 1, $1, '{}', '{}', NULL)";
+
+    // An apply in flight (not committed yet): the delete waits for it, then counts it.
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query(apply_sql)
+        .bind("in-flight")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let pool = db.pool.clone();
+    let delete = tokio::spawn(async move { kind_version_delete(&pool, "hello", 1).await });
+    wait_until_blocked(&db.pool, "kind_version_delete").await;
+    tx.commit().await.unwrap();
+    assert_eq!(
+        delete.await.unwrap().unwrap(),
+        D::InUse {
+            resources: 1,
+            bindings: 0
+        }
+    );
+
+    // A delete in flight: the apply waits for it, then finds the version gone.
+    sqlx::query("DELETE FROM resources")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    let (registered, resources): (bool, i64) =
+        sqlx::query_as("SELECT registered, resource_count FROM kind_version_delete('hello', 1)")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!((registered, resources), (true, 0));
+    let pool = db.pool.clone();
+    let late = tokio::spawn(async move {
+        sqlx::query(apply_sql)
+            .bind("late")
+            .execute(&pool)
+            .await
+            .map(|_| ())
+    });
+    wait_until_blocked(&db.pool, "resource_apply").await;
+    tx.commit().await.unwrap();
+    let err = late.await.unwrap().unwrap_err();
+    assert!(
+        err.as_database_error()
+            .is_some_and(|d| d.is_foreign_key_violation()),
+        "{err}"
+    );
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM resources")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "no resource of a deleted kind version");
+}
+
+#[tokio::test]
+async fn the_last_version_of_a_bound_kind_is_kept() {
+    use converge_engine::db::kinds::{KindVersionDelete as D, kind_version_delete};
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('sink', 1, $1)")
+        .bind(json!({"kind": "sink", "kind_version": 1,
+                     "reactions": [{"name": "r", "trigger": "reactor", "emits": ["sideEffect"]}]}))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO reactor_bindings (name, watch_kind, transition, reactor)
+         VALUES ('b', 'hello', 'synced', 'sink')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    for kind in ["hello", "sink"] {
+        assert_eq!(
+            kind_version_delete(&db.pool, kind, 1).await.unwrap(),
+            D::InUse {
+                resources: 0,
+                bindings: 1
+            },
+            "{kind}"
+        );
+    }
+    // Not its last version: the binding still has a kind to name.
+    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('hello', 2, $1)")
+        .bind(json!({"kind": "hello", "kind_version": 2,
+                     "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        kind_version_delete(&db.pool, "hello", 1).await.unwrap(),
+        D::Deleted
+    );
 }

@@ -2,22 +2,34 @@
 //!
 //! [`KindManifest::validate`] is the SDK half of the database's `validate_kind_manifest`
 //! CHECK; both enforce the same legality lattice so a bad manifest is refused with every
-//! violated rule listed, before it reaches the database.
+//! violated rule listed, before it reaches the database. [`KindManifest::problems`] gives the
+//! same violations located by JSON pointer.
+//!
+//! The manifest also has a JSON Schema of its own, derived from these types
+//! ([`manifest_schema`], committed as `proto/manifest.schema.json`). The schema is strict
+//! (`additionalProperties: false` at every level), and the API checks every applied manifest
+//! against it, so a misspelt field is refused with its pointer. Decoding with serde stays
+//! tolerant on purpose: a stored manifest written by a newer release (one more field) still
+//! decodes in a process of the previous release during a rolling upgrade.
 
 use std::fmt;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings, json_schema};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// What fires a reaction. A closed set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Trigger {
-    /// The generation bumped (a spec edit or the first apply).
+    /// The generation bumped (a spec edit or the first apply). With `children` in emits the
+    /// reaction is the kind's composer, otherwise its worker.
     #[serde(rename = "specChange")]
     SpecChange,
-    /// A composite's whole live subtree settled.
+    /// A composite's whole live subtree settled; with `status` in emits it is the kind's
+    /// rollup.
     #[serde(rename = "childrenSettled")]
     ChildrenSettled,
-    /// A finalizer-bearing resource is being torn down.
+    /// A finalizer-bearing resource is being torn down; success strips the finalizer.
     #[serde(rename = "deleteRequested")]
     DeleteRequested,
     /// An operation was requested for the reaction's verb.
@@ -26,12 +38,23 @@ pub enum Trigger {
     /// A reactor binding matched a watched kind's transition.
     #[serde(rename = "reactor")]
     Reactor,
-    /// A drift tick re-pended the resource without a generation bump.
+    /// A drift tick re-pended the resource without a generation bump. Carried in tasks only:
+    /// a manifest may not declare it (set resync_interval_secs instead).
     #[serde(rename = "resync")]
     Resync,
 }
 
 impl Trigger {
+    /// Every trigger, in declaration order.
+    pub const ALL: [Trigger; 6] = [
+        Trigger::SpecChange,
+        Trigger::ChildrenSettled,
+        Trigger::DeleteRequested,
+        Trigger::Operation,
+        Trigger::Reactor,
+        Trigger::Resync,
+    ];
+
     /// The wire spelling (`specChange`, ...), as carried in `StageTask.trigger`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -46,15 +69,7 @@ impl Trigger {
 
     /// Parses the wire spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "specChange" => Trigger::SpecChange,
-            "childrenSettled" => Trigger::ChildrenSettled,
-            "deleteRequested" => Trigger::DeleteRequested,
-            "operation" => Trigger::Operation,
-            "reactor" => Trigger::Reactor,
-            "resync" => Trigger::Resync,
-            _ => return None,
-        })
+        Trigger::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 
@@ -65,12 +80,12 @@ impl fmt::Display for Trigger {
 }
 
 /// One part of an Outcome the core applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Emit {
-    /// Desired children.
+    /// Desired children (a composer's).
     Children,
-    /// Dependency edges between children.
+    /// Dependency edges between children, with their value flows.
     Edges,
     /// Provider configs owned by the root.
     Configs,
@@ -78,38 +93,80 @@ pub enum Emit {
     Status,
     /// Conditions.
     Conditions,
-    /// Strip the finalizer on success.
+    /// Strip the finalizer on success (a deleteRequested reaction's).
     Finalizer,
-    /// Operation output.
+    /// Operation output (an operation reaction's).
     OperationOutput,
     /// A reactor's side effect (nothing applied to the resource).
     SideEffect,
 }
 
+impl Emit {
+    /// Every emits value, in declaration order.
+    pub const ALL: [Emit; 8] = [
+        Emit::Children,
+        Emit::Edges,
+        Emit::Configs,
+        Emit::Status,
+        Emit::Conditions,
+        Emit::Finalizer,
+        Emit::OperationOutput,
+        Emit::SideEffect,
+    ];
+
+    /// The manifest spelling (`children`, `operationOutput`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Emit::Children => "children",
+            Emit::Edges => "edges",
+            Emit::Configs => "configs",
+            Emit::Status => "status",
+            Emit::Conditions => "conditions",
+            Emit::Finalizer => "finalizer",
+            Emit::OperationOutput => "operationOutput",
+            Emit::SideEffect => "sideEffect",
+        }
+    }
+}
+
+impl fmt::Display for Emit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A (trigger, emits) pair declared by a kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ReactionDecl {
-    /// Stable handle; the worker picks its handler by (kind, name).
+    /// Stable handle, unique within the kind; the worker picks its handler by (kind, name).
+    #[schemars(length(min = 1))]
     pub name: String,
     /// What fires it.
     pub trigger: Trigger,
-    /// Which parts of the Outcome the core applies.
+    /// Which parts of the handler's Outcome the core applies (absent = none).
     #[serde(default)]
     pub emits: Vec<Emit>,
-    /// Only for `operation`: the verb it handles.
+    /// Only for `operation` (and required there): the verb it handles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verb: Option<String>,
-    /// Only for `deleteRequested`: the finalizer it strips.
+    /// Only for `deleteRequested`: the finalizer it strips (absent = the kind's
+    /// finalizer_name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizer: Option<String>,
     /// Only for `childrenSettled`: what the rollup request carries of the subtree (absent =
-    /// [`Descendants::Summary`]).
+    /// `summary`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub descendants: Option<Descendants>,
+    /// Only for `operation`: a JSON Schema (2020-12) the operation's output must satisfy
+    /// (absent = any output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "json_schema_value")]
+    pub output_schema: Option<Value>,
 }
 
 /// What a rollup request carries of the composite's live subtree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Descendants {
     /// Counts by phase and kind and the failed and not-ready refs; the handler pages through
@@ -129,56 +186,165 @@ impl ReactionDecl {
 }
 
 /// A kind's manifest (its CRD): schemas, reactions and operational policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields, title = "KindManifest", transform = envelope)]
 pub struct KindManifest {
-    /// The kind's name.
+    /// The kind's name: 1-253 lowercase letters, digits, `-`, `.` or `_`, starting with a
+    /// letter. On apply it may be left out (the URL names the kind) but must match the URL
+    /// when given.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[a-z][a-z0-9._-]*$"))]
     pub kind: String,
-    /// The kind version this manifest describes (at least 1).
+    /// The kind version this manifest describes (1-32767). Each version of a kind has its own
+    /// manifest; resources name the version they use.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 32767))]
     pub kind_version: i32,
     /// Human description.
     #[serde(default)]
     pub description: String,
-    /// JSON Schema (2020-12) every spec must satisfy; `null` = untyped.
+    /// JSON Schema (2020-12) every spec must satisfy (absent or null = untyped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec_schema: Option<serde_json::Value>,
-    /// Advisory JSON Schema of status.
+    #[schemars(schema_with = "json_schema_value")]
+    pub spec_schema: Option<Value>,
+    /// JSON Schema (2020-12) of status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_schema: Option<serde_json::Value>,
-    /// JSON Schema of the kind's provider config. A property marked `"writeOnly": true` is a
-    /// secret: every API read shows it as `"***"`; only workers serving the kind receive it.
+    #[schemars(schema_with = "json_schema_value")]
+    pub status_schema: Option<Value>,
+    /// JSON Schema (2020-12) of the kind's provider config. A property marked
+    /// `"writeOnly": true` is a secret: every API read shows it as `"***"`; only workers
+    /// serving the kind receive it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_schema: Option<serde_json::Value>,
-    /// Which provider serves the kind, one of [`PROVIDERS`] (absent = not declared). The API
-    /// enforces what it knows of that provider: for `exec`, a resource's override (any
-    /// non-default config) may set only `settings`, never `program`, `args`, `env` or
-    /// `timeout_secs` ([`EXEC_OVERRIDE_FORBIDDEN`]), so data cannot choose what runs.
+    #[schemars(schema_with = "json_schema_value")]
+    pub config_schema: Option<Value>,
+    /// Which provider serves the kind: `exec`, `starlark`, `cel`, `wasm` (stdworker's) or
+    /// `sdk` (absent = not declared). The API enforces what it knows of that provider: for
+    /// `exec`, a resource's override config may set only `settings`, never `program`, `args`,
+    /// `env` or `timeout_secs`, so data cannot choose what runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["exec", "starlark", "cel", "wasm", "sdk", null]))]
     pub provider: Option<String>,
-    /// Declared reactions.
+    /// The reactions the kind declares (at least one).
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub reactions: Vec<ReactionDecl>,
-    /// Set: two-phase delete guarded by this finalizer.
+    /// Set: deletion is two-phase, guarded by this finalizer (a deleteRequested reaction
+    /// strips it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizer_name: Option<String>,
-    /// Global per-kind concurrency cap (0 = unlimited); seeds kind_config.
+    /// Global per-kind concurrency cap (0 = unlimited); seeds the live kind config.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 2147483647))]
     pub max_inflight: i32,
-    /// Per-task deadline in seconds (0 = none); seeds kind_config.
+    /// Per-task deadline in seconds (0 = none); seeds the live kind config.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 2147483647))]
     pub task_deadline_secs: i32,
-    /// Periodic drift re-observe interval (0 = off); seeds kind_config.
+    /// Periodic drift re-observe interval in seconds (0 = off); seeds the live kind config.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 2147483647))]
     pub resync_interval_secs: i32,
-    /// Whether a resync also re-runs the composer; seeds kind_config.
+    /// Whether a resync also re-runs the composer; seeds the live kind config.
     #[serde(default)]
     pub resync_recomposes: bool,
-    /// Grace before a dropped child is torn down (0 = at once); seeds kind_config.
+    /// Grace in seconds before a dropped child is torn down (0 = at once); seeds the live
+    /// kind config.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 2147483647))]
     pub orphan_grace_secs: i32,
-    /// Transient failures before escalating to terminal (0 = unbounded); seeds kind_config.
+    /// Transient failures before escalating to terminal (0 = unbounded); seeds the live kind
+    /// config.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 2147483647))]
     pub max_transient_attempts: i32,
+}
+
+/// The schema of a field that holds a JSON Schema: an object or a boolean schema (or null,
+/// read as absent).
+fn json_schema_value(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": ["object", "boolean", "null"] })
+}
+
+/// The fields a manifest document may carry that are not part of the manifest itself: what
+/// `conctl` and editors put there, and what a read adds. The API accepts and drops them.
+pub const ENVELOPE_FIELDS: [&str; 3] = ["$schema", "type", "manifest_version"];
+
+/// Adds the [`ENVELOPE_FIELDS`] to the manifest's schema (see there), and marks
+/// `kind_version` and `reactions` required: serde defaults them only so that a missing one
+/// is reported by [`KindManifest::problems`] with the rest, not as a decoding error.
+fn envelope(schema: &mut Schema) {
+    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        req.extend(["kind_version", "reactions"].map(Value::from));
+    }
+    let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in ["kind_version", "reactions"] {
+        if let Some(p) = props.get_mut(field).and_then(Value::as_object_mut) {
+            p.remove("default");
+        }
+    }
+    props.insert(
+        "$schema".into(),
+        serde_json::json!({
+            "description": "The JSON Schema this document follows, for editors (ignored on apply).",
+            "type": "string"
+        }),
+    );
+    props.insert(
+        "type".into(),
+        serde_json::json!({
+            "description": "The document type for `conctl apply` (ignored on apply).",
+            "const": "manifest"
+        }),
+    );
+    props.insert(
+        "manifest_version".into(),
+        serde_json::json!({
+            "description": "The stored manifest's content hash, added by every read (ignored on apply).",
+            "type": "integer",
+            "readOnly": true
+        }),
+    );
+}
+
+/// The kind manifest's JSON Schema (2020-12), generated from [`KindManifest`]. It is strict:
+/// an unknown field at any level fails it. Committed as `proto/manifest.schema.json` (a test
+/// fails when it drifts) and served at `GET /api/v1/schemas/manifest`.
+pub fn manifest_schema() -> Value {
+    let schema = SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<KindManifest>();
+    tidy(schema.to_value())
+}
+
+/// `v` with every object's keys in sorted order (the committed file is the same whatever
+/// serde_json's map order is in a given build) and each description's doc-comment line
+/// breaks joined (a blank line stays a paragraph break).
+fn tidy(v: Value) -> Value {
+    match v {
+        Value::Object(o) => {
+            let mut entries: Vec<(String, Value)> = o.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Value::String(d) if k == "description" => {
+                            let joined = d
+                                .split("\n\n")
+                                .map(|para| para.split('\n').collect::<Vec<_>>().join(" "))
+                                .collect::<Vec<_>>()
+                                .join("\n\n");
+                            (k, Value::String(joined))
+                        }
+                        v => (k, tidy(v)),
+                    })
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(tidy).collect()),
+        other => other,
+    }
 }
 
 /// The providers a manifest may declare in `provider`: stdworker's four (`exec`, `starlark`,
@@ -277,17 +443,38 @@ impl KindManifest {
         !self.reactions.is_empty() && self.reactions.iter().all(|r| r.trigger == Trigger::Reactor)
     }
 
-    /// Checks the manifest against every legality rule and returns all violations.
+    /// Checks the manifest against every legality rule and returns all violations, each as
+    /// `"{pointer}: {message}"` (see [`KindManifest::problems`]).
     pub fn validate(&self) -> Result<(), Vec<String>> {
+        let errs: Vec<String> = self.problems().iter().map(ToString::to_string).collect();
+        if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    /// Every legality violation, located by JSON pointer into the manifest document.
+    pub fn problems(&self) -> Vec<Problem> {
+        self.problems_at(&|i| i, true)
+    }
+
+    /// [`KindManifest::problems`], with `at(i)` the index in the document of
+    /// `self.reactions[i]`; `complete` is false when some of the document's reactions could
+    /// not be read (so the rules about the set of reactions as a whole are left out).
+    fn problems_at(&self, at: &dyn Fn(usize) -> usize, complete: bool) -> Vec<Problem> {
         let mut errs = Vec::new();
+        let mut err = |pointer: String, message: String| errs.push(Problem { pointer, message });
         if !is_valid_kind_name(&self.kind) {
-            errs.push(format!(
-                "kind {:?} must be 1-{MAX_NAME_LEN} lowercase letters, digits, '-', '.' or '_', starting with a letter",
-                self.kind
-            ));
+            err(
+                "/kind".into(),
+                format!(
+                    "kind {:?} must be 1-{MAX_NAME_LEN} lowercase letters, digits, '-', '.' or '_', starting with a letter",
+                    self.kind
+                ),
+            );
         }
         if !(1..=32767).contains(&self.kind_version) {
-            errs.push("kind_version must be between 1 and 32767".to_string());
+            err(
+                "/kind_version".into(),
+                "kind_version must be between 1 and 32767".into(),
+            );
         }
         for (field, v) in [
             ("max_inflight", self.max_inflight),
@@ -297,7 +484,7 @@ impl KindManifest {
             ("max_transient_attempts", self.max_transient_attempts),
         ] {
             if v < 0 {
-                errs.push(format!("{field} must not be negative"));
+                err(format!("/{field}"), format!("{field} must not be negative"));
             }
         }
         for (field, s) in [
@@ -305,107 +492,330 @@ impl KindManifest {
             ("status_schema", &self.status_schema),
             ("config_schema", &self.config_schema),
         ] {
-            if let Some(v) = s
-                && !(v.is_object() || v.is_boolean() || v.is_null())
-            {
-                errs.push(format!("{field} must be a JSON Schema object"));
+            if s.as_ref().is_some_and(|v| !is_schema_shaped(v)) {
+                err(
+                    format!("/{field}"),
+                    format!("{field} must be a JSON Schema object"),
+                );
             }
         }
         if let Some(p) = &self.provider
             && !PROVIDERS.contains(&p.as_str())
         {
-            errs.push(format!(
-                "provider {p:?} is not one of {} (or leave it out)",
-                PROVIDERS.join(", ")
-            ));
+            err(
+                "/provider".into(),
+                format!(
+                    "provider {p:?} is not one of {} (or leave it out)",
+                    PROVIDERS.join(", ")
+                ),
+            );
         }
-        if self.reactions.is_empty() {
-            errs.push("reactions must declare at least one reaction".to_string());
+        if complete && self.reactions.is_empty() {
+            err(
+                "/reactions".into(),
+                "reactions must declare at least one reaction".into(),
+            );
         }
         let mut names = std::collections::HashSet::new();
-        let (mut composers, mut rollups, mut reactors) = (0, 0, 0);
+        let (mut composers, mut rollups, mut reactors, mut deleters) = (0, 0, 0, 0);
+        let finalizer_name = self.finalizer_name.as_deref().filter(|f| !f.is_empty());
         for (i, r) in self.reactions.iter().enumerate() {
-            let at = format!("reactions[{i}] ({:?})", r.name);
+            let base = format!("/reactions/{}", at(i));
+            let ptr = |field: &str| format!("{base}/{field}");
+            let who = format!("reaction {:?}", r.name);
             if r.name.is_empty() {
-                errs.push(format!("reactions[{i}]: name must not be empty"));
+                err(ptr("name"), "name must not be empty".into());
             } else if !names.insert(r.name.as_str()) {
-                errs.push(format!("{at}: duplicate reaction name"));
+                err(ptr("name"), format!("{who}: duplicate reaction name"));
             }
             let children = r.emits(Emit::Children);
             match r.trigger {
                 Trigger::SpecChange => {
                     if children {
                         composers += 1;
+                        if composers > 1 {
+                            err(
+                                ptr("emits"),
+                                format!(
+                                    "{who}: at most one specChange reaction may emit children (one composer)"
+                                ),
+                            );
+                        }
                         if !(r.emits(Emit::Status) || r.emits(Emit::Conditions)) {
-                            errs.push(format!(
-                                "{at}: a specChange reaction that emits children must also emit status or conditions"
-                            ));
+                            err(
+                                ptr("emits"),
+                                format!(
+                                    "{who}: a specChange reaction that emits children must also emit status or conditions"
+                                ),
+                            );
                         }
                         if r.emits(Emit::SideEffect) {
-                            errs.push(format!(
-                                "{at}: a specChange reaction that emits children may not emit sideEffect"
-                            ));
+                            err(
+                                ptr("emits"),
+                                format!(
+                                    "{who}: a specChange reaction that emits children may not emit sideEffect"
+                                ),
+                            );
                         }
                     }
                 }
                 Trigger::ChildrenSettled => {
                     if r.emits(Emit::Status) {
                         rollups += 1;
+                        if rollups > 1 {
+                            err(
+                                ptr("emits"),
+                                format!(
+                                    "{who}: at most one childrenSettled reaction may emit status (one rollup)"
+                                ),
+                            );
+                        }
                     }
                 }
                 Trigger::DeleteRequested => {
-                    let has_fin = r.finalizer.as_deref().is_some_and(|f| !f.is_empty())
-                        || self
-                            .finalizer_name
-                            .as_deref()
-                            .is_some_and(|f| !f.is_empty());
-                    if !has_fin {
-                        errs.push(format!(
-                            "{at}: a deleteRequested reaction requires a finalizer (on the reaction or finalizer_name)"
-                        ));
+                    deleters += 1;
+                    if deleters > 1 {
+                        err(
+                            ptr("trigger"),
+                            format!("{who}: at most one deleteRequested reaction per kind"),
+                        );
+                    }
+                    // The kind's finalizer_name is what deletion seeds on each resource;
+                    // without it this reaction would never run.
+                    match (finalizer_name, r.finalizer.as_deref()) {
+                        (None, _) => err(
+                            "/finalizer_name".into(),
+                            format!(
+                                "{who}: a deleteRequested reaction requires a finalizer: set \
+                                 finalizer_name (the finalizer deletion waits for)"
+                            ),
+                        ),
+                        (Some(f), Some(mine)) if mine != f => err(
+                            ptr("finalizer"),
+                            format!(
+                                "{who}: finalizer {mine:?} is not the kind's finalizer_name \
+                                 {f:?} (leave it out, or make them the same)"
+                            ),
+                        ),
+                        _ => {}
                     }
                 }
                 Trigger::Operation => {
                     if r.verb.as_deref().is_none_or(str::is_empty) {
-                        errs.push(format!("{at}: an operation reaction requires a verb"));
+                        err(
+                            ptr("verb"),
+                            format!("{who}: an operation reaction requires a verb"),
+                        );
                     }
                 }
                 Trigger::Reactor => {
                     reactors += 1;
+                    if reactors > 1 {
+                        err(
+                            ptr("trigger"),
+                            format!("{who}: at most one reactor reaction per kind"),
+                        );
+                    }
                     if r.emits != [Emit::SideEffect] {
-                        errs.push(format!(
-                            "{at}: a reactor reaction must emit sideEffect and nothing else"
-                        ));
+                        err(
+                            ptr("emits"),
+                            format!(
+                                "{who}: a reactor reaction must emit sideEffect and nothing else"
+                            ),
+                        );
                     }
                 }
                 Trigger::Resync => {
-                    errs.push(format!(
-                        "{at}: resync is not a declarable trigger (set resync_interval_secs)"
-                    ));
+                    err(
+                        ptr("trigger"),
+                        format!(
+                            "{who}: resync is not a declarable trigger (set resync_interval_secs)"
+                        ),
+                    );
                 }
             }
             if r.trigger != Trigger::ChildrenSettled && r.descendants.is_some() {
-                errs.push(format!(
-                    "{at}: descendants is only allowed on a childrenSettled reaction"
-                ));
+                err(
+                    ptr("descendants"),
+                    format!("{who}: descendants is only allowed on a childrenSettled reaction"),
+                );
             }
             if r.trigger != Trigger::Operation && r.verb.is_some() {
-                errs.push(format!(
-                    "{at}: verb is only allowed on an operation reaction"
-                ));
+                err(
+                    ptr("verb"),
+                    format!("{who}: verb is only allowed on an operation reaction"),
+                );
+            }
+            if r.trigger != Trigger::DeleteRequested && r.finalizer.is_some() {
+                err(
+                    ptr("finalizer"),
+                    format!("{who}: finalizer is only allowed on a deleteRequested reaction"),
+                );
+            }
+            if let Some(o) = &r.output_schema {
+                if r.trigger != Trigger::Operation {
+                    err(
+                        ptr("output_schema"),
+                        format!("{who}: output_schema is only allowed on an operation reaction"),
+                    );
+                } else if !is_schema_shaped(o) {
+                    err(
+                        ptr("output_schema"),
+                        "output_schema must be a JSON Schema object".into(),
+                    );
+                }
             }
         }
-        if composers > 1 {
-            errs.push("at most one specChange reaction may emit children (one composer)".into());
+        if complete && finalizer_name.is_some() && deleters == 0 {
+            err(
+                "/finalizer_name".into(),
+                "finalizer_name requires a deleteRequested reaction to strip it (otherwise \
+                 every deletion of this kind waits forever)"
+                    .into(),
+            );
         }
-        if rollups > 1 {
-            errs.push("at most one childrenSettled reaction may emit status (one rollup)".into());
-        }
-        if reactors > 1 {
-            errs.push("at most one reactor reaction per kind".into());
-        }
-        if errs.is_empty() { Ok(()) } else { Err(errs) }
+        errs
     }
+
+    /// Decodes what can be read of the manifest document `doc` once the values at `bad` (JSON
+    /// pointers the manifest schema refused) are taken out, so one answer can list the
+    /// schema's problems and the legality rules' together. A reaction that still does not
+    /// decode is left out. `None`: the document does not decode even so (its schema
+    /// problems are then the whole answer).
+    pub fn salvage(doc: &Value, bad: &[&str]) -> Option<Salvaged> {
+        let mut doc = doc.clone();
+        let mut bad: Vec<Vec<String>> = bad.iter().map(|p| pointer_tokens(p)).collect();
+        // Deepest and highest index first, so a removal never shifts a later one.
+        bad.sort_by(|a, b| cmp_tokens(b, a));
+        bad.dedup();
+        for tokens in &bad {
+            let Some((last, parent)) = tokens.split_last() else {
+                continue;
+            };
+            let Some(parent_value) = value_at_mut(&mut doc, parent) else {
+                continue;
+            };
+            match parent_value {
+                Value::Object(o) => {
+                    o.remove(last);
+                }
+                // A reaction keeps its place (its index locates its problems); any other
+                // array closes up.
+                Value::Array(a) => match last.parse::<usize>() {
+                    Ok(i) if i < a.len() && parent.len() == 1 && parent[0] == "reactions" => {
+                        a[i] = Value::Null;
+                    }
+                    Ok(i) if i < a.len() => {
+                        a.remove(i);
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        let obj = doc.as_object_mut()?;
+        let reactions = obj.insert("reactions".into(), Value::Array(Vec::new()));
+        let mut manifest: KindManifest = serde_json::from_value(doc).ok()?;
+        let mut index = Vec::new();
+        let mut complete = true;
+        match reactions {
+            None => {}
+            Some(Value::Array(items)) => {
+                for (i, r) in items.into_iter().enumerate() {
+                    match serde_json::from_value::<ReactionDecl>(r) {
+                        Ok(r) => {
+                            manifest.reactions.push(r);
+                            index.push(i);
+                        }
+                        Err(_) => complete = false,
+                    }
+                }
+            }
+            Some(_) => complete = false,
+        }
+        Some(Salvaged {
+            manifest,
+            index,
+            complete,
+        })
+    }
+}
+
+/// A manifest decoded by [`KindManifest::salvage`].
+#[derive(Debug, Clone)]
+pub struct Salvaged {
+    /// What decoded.
+    pub manifest: KindManifest,
+    /// The document index of each of `manifest.reactions`.
+    index: Vec<usize>,
+    /// Whether every reaction of the document decoded.
+    pub complete: bool,
+}
+
+impl Salvaged {
+    /// The legality violations of what decoded, located in the original document.
+    pub fn problems(&self) -> Vec<Problem> {
+        self.manifest
+            .problems_at(&|i| self.doc_index(i), self.complete)
+    }
+
+    /// The index in the original document of `manifest.reactions[i]`.
+    pub fn doc_index(&self, i: usize) -> usize {
+        self.index.get(i).copied().unwrap_or(i)
+    }
+}
+
+/// One legality violation of a manifest, located by JSON pointer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where, as a JSON pointer into the manifest document (`/reactions/0/verb`).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.pointer, self.message)
+    }
+}
+
+/// Whether `v` can be a JSON Schema (an object or a boolean; null reads as absent).
+fn is_schema_shaped(v: &Value) -> bool {
+    v.is_object() || v.is_boolean() || v.is_null()
+}
+
+/// The unescaped tokens of an RFC 6901 JSON pointer (`""` → none).
+fn pointer_tokens(p: &str) -> Vec<String> {
+    p.split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// Orders pointers token by token, array indices as numbers.
+fn cmp_tokens(a: &[String], b: &[String]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x.parse::<usize>(), y.parse::<usize>()) {
+            (Ok(i), Ok(j)) => i.cmp(&j),
+            _ => x.cmp(y),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+fn value_at_mut<'a>(mut v: &'a mut Value, tokens: &[String]) -> Option<&'a mut Value> {
+    for t in tokens {
+        v = match v {
+            Value::Object(o) => o.get_mut(t)?,
+            Value::Array(a) => a.get_mut(t.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(v)
 }
 
 /// The seven derived phases of a resource, in precedence order.
@@ -534,5 +944,134 @@ mod tests {
             "reactions": [{"name": "w", "trigger": "whenever", "emits": []}]
         }));
         assert!(r.is_err());
+    }
+
+    fn pointers(problems: &[Problem]) -> Vec<&str> {
+        problems.iter().map(|p| p.pointer.as_str()).collect()
+    }
+
+    #[test]
+    fn problems_are_located() {
+        let m: KindManifest = serde_json::from_value(serde_json::json!({
+            "kind": "k", "kind_version": 1, "task_deadline_secs": -1,
+            "reactions": [
+                {"name": "w", "trigger": "specChange", "emits": ["status"], "verb": "x"},
+                {"name": "w", "trigger": "operation", "emits": ["operationOutput"],
+                 "output_schema": 3},
+                {"name": "s", "trigger": "specChange", "emits": ["status"],
+                 "output_schema": {}}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(
+            pointers(&m.problems()),
+            [
+                "/task_deadline_secs",
+                "/reactions/0/verb",
+                "/reactions/1/name",
+                "/reactions/1/verb",
+                "/reactions/1/output_schema",
+                "/reactions/2/output_schema",
+            ]
+        );
+        let errs = m.validate().unwrap_err();
+        assert!(
+            errs[2].starts_with("/reactions/1/name: reaction \"w\": duplicate"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn a_finalizer_and_its_teardown_come_together() {
+        let kind = |v: serde_json::Value| -> KindManifest { serde_json::from_value(v).unwrap() };
+        let work = serde_json::json!({"name": "w", "trigger": "specChange", "emits": ["status"]});
+        let del = |f: Option<&str>| {
+            let mut r = serde_json::json!({"name": "d", "trigger": "deleteRequested",
+                                           "emits": ["finalizer"]});
+            if let Some(f) = f {
+                r["finalizer"] = f.into();
+            }
+            r
+        };
+        let ok = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                         "reactions": [work, del(Some("f"))]}),
+        );
+        assert_eq!(ok.problems(), []);
+        let ok = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                         "reactions": [work, del(None)]}),
+        );
+        assert_eq!(ok.problems(), []);
+        // The reaction's own finalizer alone would never be seeded: deletion seeds the kind's.
+        let m = kind(serde_json::json!({"kind": "k", "kind_version": 1,
+                                        "reactions": [work, del(Some("f"))]}));
+        assert_eq!(pointers(&m.problems()), ["/finalizer_name"]);
+        let m = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                        "reactions": [work, del(Some("g"))]}),
+        );
+        assert_eq!(pointers(&m.problems()), ["/reactions/1/finalizer"]);
+        // A finalizer nothing strips would hold every deletion.
+        let m = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                        "reactions": [work]}),
+        );
+        assert_eq!(pointers(&m.problems()), ["/finalizer_name"]);
+        let mut two = del(None);
+        two["name"] = "d2".into();
+        let m = kind(
+            serde_json::json!({"kind": "k", "kind_version": 1, "finalizer_name": "f",
+                                        "reactions": [work, del(None), two]}),
+        );
+        assert_eq!(pointers(&m.problems()), ["/reactions/2/trigger"]);
+    }
+
+    #[test]
+    fn salvage_reads_around_what_the_schema_refused() {
+        // Reaction 0's trigger and reaction 2's second emits value are bad (the schema says
+        // so); reaction 1 breaks a rule that only decoding finds.
+        let doc = serde_json::json!({
+            "kind": "k", "kind_version": 1, "max_inflight": "lots", "typo": 1,
+            "reactions": [
+                {"name": "a", "trigger": "whenever"},
+                {"name": "b", "trigger": "operation"},
+                {"name": "c", "trigger": "specChange", "emits": ["children", "colour"]}
+            ]
+        });
+        assert!(serde_json::from_value::<KindManifest>(doc.clone()).is_err());
+        let bad = [
+            "/max_inflight",
+            "/reactions/0/trigger",
+            "/reactions/2/emits/1",
+            "",
+        ];
+        let s = KindManifest::salvage(&doc, &bad).unwrap();
+        assert!(!s.complete);
+        assert_eq!(
+            s.manifest
+                .reactions
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b", "c"]
+        );
+        assert_eq!(s.manifest.reactions[1].emits, [Emit::Children]);
+        assert_eq!(
+            pointers(&s.problems()),
+            ["/reactions/1/verb", "/reactions/2/emits"]
+        );
+
+        // Nothing bad: the same as decoding.
+        let s = KindManifest::salvage(&serde_json::to_value(leaf()).unwrap(), &[]).unwrap();
+        assert!(s.complete);
+        assert_eq!(s.manifest, leaf());
+        // Every reaction bad: no "at least one reaction" on top of their own problems.
+        let doc = serde_json::json!({"kind": "k", "kind_version": 1,
+                                      "reactions": [{"name": "a", "trigger": 5}]});
+        let s = KindManifest::salvage(&doc, &["/reactions/0/trigger"]).unwrap();
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        // Not an object at all.
+        assert!(KindManifest::salvage(&serde_json::json!([1]), &[""]).is_none());
     }
 }

@@ -3,6 +3,7 @@ and the failure mapping of handler results."""
 
 import json
 import uuid
+from dataclasses import dataclass
 
 import pytest
 
@@ -143,3 +144,35 @@ def test_result_mapping() -> None:
     c = result_complete(ECHO_WORK, Outcome(status={"x": object()}))
     assert c.terminal is True and "cannot encode" in c.error_message
     assert result_complete(ECHO_WORK, TransientError("")).error_message == "handler failed"
+
+
+@dataclass
+class TypedSpec:
+    size: int
+    tier: str = "basic"
+
+
+class PlainSpec:
+    def __init__(self, size: int, *, tier: str = "basic") -> None:
+        self.size, self.tier = size, tier
+
+
+class OpenSpec:
+    def __init__(self, **kw: object) -> None:
+        self.kw = kw
+
+
+def test_unknown_spec_keys_are_ignored() -> None:
+    """One decoding rule in every SDK: a key the typed spec does not know is ignored, so a
+    kind adding an optional field never breaks a deployed worker."""
+    req = request_from_task(pb.StageTask(stage=pb.STAGE_WORK, reaction="work", work_req=pb.WorkRequest(
+        resource=res(spec=b'{"size": 3, "added_later": {"x": 1}}'))), ProviderConfig())
+    assert req.spec(TypedSpec) == TypedSpec(size=3)
+    plain = req.spec(PlainSpec)
+    assert (plain.size, plain.tier) == (3, "basic")
+    assert req.spec(OpenSpec).kw == {"size": 3, "added_later": {"x": 1}}
+    # What the typed spec needs is still checked: a missing field is terminal.
+    req = request_from_task(pb.StageTask(stage=pb.STAGE_WORK, reaction="work", work_req=pb.WorkRequest(
+        resource=res(spec=b'{"tier": "gold"}'))), ProviderConfig())
+    with pytest.raises(TerminalError, match="invalid spec"):
+        req.spec(TypedSpec)

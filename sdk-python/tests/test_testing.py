@@ -44,7 +44,7 @@ async def test_run_raises_handler_errors() -> None:
     with pytest.raises(TransientError):
         await run(Hello(), request("hello", {"greeting": "boom"}))
     with pytest.raises(TerminalError, match="invalid spec"):
-        await run(Hello(), request("hello", {"bogus": 1}))
+        await run(Hello(), request("hello", ["not", "an", "object"]))
 
 
 async def test_run_enforces_the_deadline() -> None:

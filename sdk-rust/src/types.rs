@@ -252,7 +252,10 @@ pub struct ReactionRequest {
 
 impl ReactionRequest {
     /// Decodes the resource's spec into `T`; a spec that does not fit is a terminal error
-    /// (retrying cannot fix it, a spec change can).
+    /// (retrying cannot fix it, a spec change can). Keys `T` has no field for are ignored
+    /// (serde's default, and the rule every converge SDK follows), so a kind can add an
+    /// optional spec field without breaking the workers already deployed; do not put
+    /// `#[serde(deny_unknown_fields)]` on a spec type.
     pub fn spec<T: DeserializeOwned>(&self) -> Result<T, HandlerError> {
         self.resource
             .spec

@@ -27,6 +27,30 @@ fn effective_config_deep_merges_with_the_override_winning() {
     assert_eq!(effective_bundle(b"default", b"override"), b"override");
 }
 
+/// One decoding rule in every SDK: a key the typed spec does not know is ignored (serde's
+/// default; a spec type must not say `deny_unknown_fields`), so a kind adding an optional
+/// field never breaks a deployed worker.
+#[test]
+fn unknown_spec_keys_are_ignored() {
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Spec {
+        size: i64,
+        #[serde(default)]
+        tier: String,
+    }
+    let req = testing::request("k", json!({"size": 3, "added_later": {"x": 1}}));
+    assert_eq!(
+        req.spec::<Spec>().unwrap(),
+        Spec {
+            size: 3,
+            tier: String::new()
+        }
+    );
+    // What the typed spec needs is still checked.
+    let missing = testing::request("k", json!({"tier": "gold", "added_later": true}));
+    assert!(missing.spec::<Spec>().unwrap_err().is_terminal());
+}
+
 #[test]
 fn request_helpers() {
     #[derive(Deserialize)]

@@ -367,6 +367,12 @@ export class ReactionRequest {
    * The resource's spec: as is, or `parse(spec)` when a parser is given (e.g. a schema
    * library's `parse`). A spec the parser rejects (it throws) is a `TerminalError`:
    * retrying cannot fix it, a spec change can.
+   *
+   * Keys the typed spec does not know are ignored (the rule every converge SDK follows), so
+   * a kind can add an optional spec field without breaking the workers already deployed:
+   * the SDK hands the parser every key and refuses none itself, and a parser should ignore
+   * the keys it does not read (zod's `z.object(...).parse` strips them; `.strict()` would
+   * break that rule).
    */
   spec(): Json;
   spec<T>(parse: (spec: Json) => T): T;

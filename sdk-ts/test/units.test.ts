@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import {
+  type Json,
   KindVersion,
   Outcome,
   type Provider,
@@ -152,6 +153,40 @@ test("req.spec parses, and a parser's refusal is terminal", () => {
         throw new Error("nope");
       }),
     (e) => e instanceof TerminalError && e.message === "invalid spec: nope",
+  );
+});
+
+test("unknown spec keys are ignored when decoding into a typed spec", () => {
+  // One decoding rule in every SDK: a kind adding an optional field never breaks a deployed
+  // worker. The SDK refuses no key; a parser that reads the fields it knows ignores the rest.
+  interface Spec {
+    size: number;
+    tier: string;
+  }
+  const parse = (s: Json): Spec => {
+    if (typeof s !== "object" || s === null || Array.isArray(s) || typeof s["size"] !== "number") {
+      throw new Error("size must be a number");
+    }
+    return { size: s["size"], tier: typeof s["tier"] === "string" ? s["tier"] : "basic" };
+  };
+  const req = new ReactionRequest({
+    reaction: "work",
+    stage: Stage.WORK,
+    kind: "k",
+    resource: new Resource({ spec: { size: 3, added_later: { x: 1 } } }),
+  });
+  assert.deepEqual(req.spec(parse), { size: 3, tier: "basic" });
+  assert.deepEqual(req.specObject(), { size: 3, added_later: { x: 1 } });
+  // What the typed spec needs is still checked.
+  const missing = new ReactionRequest({
+    reaction: "work",
+    stage: Stage.WORK,
+    kind: "k",
+    resource: new Resource({ spec: { tier: "gold", added_later: true } }),
+  });
+  assert.throws(
+    () => missing.spec(parse),
+    (e) => e instanceof TerminalError && e.message === "invalid spec: size must be a number",
   );
 });
 

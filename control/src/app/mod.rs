@@ -4,5 +4,6 @@
 //! owns its loop, and a cheap `Handle` as the only way in.
 
 pub mod flows;
+pub mod manifest_check;
 pub mod schemas;
 pub mod watch;

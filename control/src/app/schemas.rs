@@ -65,15 +65,23 @@ pub struct KindSchemas {
     config: Option<jsonschema::Validator>,
 }
 
+/// Compiles the JSON Schema at `pointer` (its field named `field`); `None` when absent.
 fn compile(
+    pointer: &str,
     field: &str,
-    schema: &Option<serde_json::Value>,
-) -> Result<Option<jsonschema::Validator>, String> {
+    schema: Option<&serde_json::Value>,
+) -> Result<Option<jsonschema::Validator>, FieldError> {
     match schema {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(s) => jsonschema::validator_for(s)
-            .map(Some)
-            .map_err(|e| format!("{field} is not a valid JSON Schema: {e}")),
+        Some(s) => jsonschema::validator_for(s).map(Some).map_err(|e| {
+            FieldError::new(
+                pointer.to_string(),
+                clipped(
+                    MAX_MESSAGE,
+                    format_args!("{field} is not a valid JSON Schema: {e}"),
+                ),
+            )
+        }),
     }
 }
 
@@ -81,16 +89,53 @@ impl KindSchemas {
     /// Validates the manifest and compiles its schemas; every problem is reported.
     pub fn compile(manifest: KindManifest) -> Result<KindSchemas, Vec<String>> {
         let mut errs = manifest.validate().err().unwrap_or_default();
-        let spec = compile("spec_schema", &manifest.spec_schema)
+        match Self::build(manifest, &|i| i) {
+            Ok(k) if errs.is_empty() => Ok(k),
+            Ok(_) => Err(errs),
+            Err(located) => {
+                errs.extend(
+                    located
+                        .into_iter()
+                        .map(|e| format!("{}: {}", e.location, e.message)),
+                );
+                Err(errs)
+            }
+        }
+    }
+
+    /// Compiles every JSON Schema the manifest holds (spec, status and config schemas, each
+    /// operation's output_schema) without checking its other rules; each one that does not
+    /// compile is an error at its pointer, with `at(i)` the document index of
+    /// `manifest.reactions[i]`.
+    pub fn build(
+        manifest: KindManifest,
+        at: &dyn Fn(usize) -> usize,
+    ) -> Result<KindSchemas, Vec<FieldError>> {
+        let mut errs = Vec::new();
+        let spec = compile("/spec_schema", "spec_schema", manifest.spec_schema.as_ref())
             .map_err(|e| errs.push(e))
             .ok()
             .flatten();
-        let config = compile("config_schema", &manifest.config_schema)
-            .map_err(|e| errs.push(e))
-            .ok()
-            .flatten();
-        if let Err(e) = compile("status_schema", &manifest.status_schema) {
+        let config = compile(
+            "/config_schema",
+            "config_schema",
+            manifest.config_schema.as_ref(),
+        )
+        .map_err(|e| errs.push(e))
+        .ok()
+        .flatten();
+        if let Err(e) = compile(
+            "/status_schema",
+            "status_schema",
+            manifest.status_schema.as_ref(),
+        ) {
             errs.push(e);
+        }
+        for (i, r) in manifest.reactions.iter().enumerate() {
+            let pointer = format!("/reactions/{}/output_schema", at(i));
+            if let Err(e) = compile(&pointer, "output_schema", r.output_schema.as_ref()) {
+                errs.push(e);
+            }
         }
         if errs.is_empty() {
             Ok(KindSchemas {
@@ -550,6 +595,14 @@ impl Schemas {
             .write()
             .expect("schema cache poisoned")
             .insert(key, Arc::new(k));
+    }
+
+    /// Forgets a deleted kind version (this pod sees its own delete at once).
+    pub fn remove(&self, kind: &str, version: i32) {
+        self.map
+            .write()
+            .expect("schema cache poisoned")
+            .remove(&(kind.to_string(), version));
     }
 
     /// Keeps the cache fresh until `shutdown`: LISTEN kind_manifest_changed + a failsafe.

@@ -114,6 +114,8 @@ mod tests {
             (Method::POST, "/reactor-bindings", Role::Operator),
             (Method::PUT, "/kinds/x/manifest", Role::Admin),
             (Method::PUT, "/kinds/x/versions/1/config", Role::Admin),
+            (Method::DELETE, "/kinds/x/versions/1", Role::Admin),
+            (Method::GET, "/schemas/manifest", Role::Viewer),
             (Method::POST, "/providerconfigs", Role::Admin),
             (Method::DELETE, "/providerconfigs/x", Role::Admin),
             (Method::POST, "/kindsx", Role::Operator),

@@ -1,9 +1,11 @@
 //! Kind manifests: apply (`PUT /api/v1/kinds/{kind}/manifest`), read and list.
 
+use std::sync::OnceLock;
+
 use axum::{
     Json,
     extract::{RawQuery, State},
-    http::{HeaderMap, HeaderValue, StatusCode},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::IntoResponse,
 };
 use converge_proto::{
@@ -20,18 +22,19 @@ use super::wire::{
 use super::{
     AppState,
     input::{ApiJson, ApiPath},
-    problem::{ApiError, MAX_MESSAGE, clipped, quote, quote_value},
+    problem::{ApiError, MAX_MESSAGE, clipped, quote},
     query_pairs,
 };
 use crate::{
-    app::schemas::{FieldError, KindSchemas},
+    app::{manifest_check, schemas::FieldError},
     db::{self, kinds::ManifestApply},
 };
 
-/// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: validates every legality rule and
-/// schema, then stores the manifest (identical → no-op). 422 lists every violated rule; 409
-/// lists the breaking changes when resources already use this kind version (make a new
-/// version instead, or force it).
+/// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
+/// schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
+/// legality rule and every JSON Schema it holds, then stores it (identical → no-op). One 422
+/// lists every problem, each at its JSON pointer; 409 lists the breaking changes when
+/// resources already use this kind version (make a new version instead, or force it).
 #[utoipa::path(
     put, operation_id = "kinds_put_manifest", path = "/kinds/{kind}/manifest", tag = "kinds",
     params(KindPath, ManifestPutQuery),
@@ -46,59 +49,19 @@ pub async fn put_manifest(
     State(s): State<AppState>,
     ApiPath(kind): ApiPath<String>,
     RawQuery(q): RawQuery,
-    ApiJson(mut body): ApiJson<Value>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<impl IntoResponse, ApiError> {
     let force = query_pairs(q.as_deref())
         .iter()
         .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
-    let Some(obj) = body.as_object_mut() else {
-        return Err(ApiError::invalid("", "manifest must be a JSON object"));
-    };
-    match obj.remove("type") {
-        None => {}
-        Some(Value::String(t)) if t == "manifest" => {}
-        Some(t) => {
-            return Err(ApiError::invalid(
-                "/type",
-                format!("expected \"manifest\", got {}", quote_value(&t)),
-            ));
-        }
-    }
-    match obj.get("kind") {
-        None => {
-            obj.insert("kind".into(), Value::String(kind.clone()));
-        }
-        Some(Value::String(k)) if *k == kind => {}
-        Some(k) => {
-            return Err(ApiError::invalid(
-                "/kind",
-                format!(
-                    "{} does not match the path kind {}",
-                    quote_value(k),
-                    quote(&kind)
-                ),
-            ));
-        }
-    }
-    if obj.get("kind_version").and_then(Value::as_i64).unwrap_or(0) == 0 {
-        return Err(ApiError::invalid(
-            "/kind_version",
-            "kind_version is required and must be at least 1",
-        ));
-    }
-    let manifest: KindManifest = serde_json::from_value(body).map_err(|e| {
-        ApiError::invalid(
-            "",
-            clipped(MAX_MESSAGE, format_args!("manifest does not parse: {e}")),
+    let compiled = manifest_check::check(body, &kind).map_err(|p| {
+        ApiError::fields(
+            &format!("manifest for kind {} is invalid", quote(&kind)),
+            p.errors,
+            0,
         )
     })?;
-    let compiled = KindSchemas::compile(manifest.clone()).map_err(|errs| {
-        let errors = errs
-            .into_iter()
-            .map(|m| FieldError::new(String::new(), m))
-            .collect();
-        ApiError::fields("manifest violates its rules", errors, 0)
-    })?;
+    let manifest = compiled.manifest.clone();
     if !force {
         refuse_breaking_change(&s, &manifest).await?;
     }
@@ -132,6 +95,95 @@ pub async fn put_manifest(
             json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word}),
         ),
     ))
+}
+
+/// `DELETE /api/v1/kinds/{kind}/versions/{version}`: deletes a kind version (its manifest,
+/// live config and provider configs). 409 while resources of that version exist (the
+/// problem says how many: delete them first), or, for the kind's last version, while reactor
+/// bindings name the kind. A resource applied at the same moment is either counted or
+/// refused, never left behind with no kind (see SQL `kind_version_delete`).
+#[utoipa::path(
+    delete, operation_id = "kinds_delete_version", path = "/kinds/{kind}/versions/{version}", tag = "kinds",
+    params(KindVersionPath),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+    ),
+)]
+pub async fn delete_version(
+    State(s): State<AppState>,
+    ApiPath((kind, version)): ApiPath<(String, i32)>,
+) -> Result<StatusCode, ApiError> {
+    use db::kinds::KindVersionDelete as D;
+    match db::kinds::kind_version_delete(&s.pool, &kind, version)
+        .await
+        .map_err(ApiError::db("delete a kind version"))?
+    {
+        D::Deleted => {
+            s.schemas.remove(&kind, version);
+            Ok(StatusCode::NO_CONTENT)
+        }
+        D::NotFound => Err(ApiError::NotFound(format!(
+            "kind {} version {version} is not registered",
+            quote(&kind)
+        ))),
+        D::InUse {
+            resources,
+            bindings,
+        } => {
+            let mut uses = Vec::new();
+            if resources > 0 {
+                let (noun, verb) = if resources == 1 {
+                    ("resource", "exists")
+                } else {
+                    ("resources", "exist")
+                };
+                uses.push(format!(
+                    "{resources} {noun} of this version {verb} (delete them, or move them to \
+                     another version, first)"
+                ));
+            }
+            if bindings > 0 {
+                let (noun, verb) = if bindings == 1 {
+                    ("binding", "names")
+                } else {
+                    ("bindings", "name")
+                };
+                uses.push(format!(
+                    "{bindings} reactor {noun} {verb} the kind, and this is its last version \
+                     (delete them first)"
+                ));
+            }
+            Err(ApiError::Conflict(format!(
+                "kind {} version {version} is in use: {}",
+                quote(&kind),
+                uses.join("; ")
+            )))
+        }
+    }
+}
+
+/// `GET /api/v1/schemas/manifest`: the kind manifest's own JSON Schema (2020-12), the one
+/// `PUT /kinds/{kind}/manifest` checks every manifest against (also committed as
+/// `proto/manifest.schema.json`). Point an editor at it to catch a misspelt field as you type.
+#[utoipa::path(
+    get, operation_id = "schemas_get_manifest", path = "/schemas/manifest", tag = "kinds",
+    responses((status = 200, description = "The manifest's JSON Schema.", body = Object, content_type = "application/schema+json")),
+)]
+pub async fn manifest_schema() -> impl IntoResponse {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    let text = TEXT.get_or_init(|| {
+        serde_json::to_string_pretty(&converge_proto::manifest::manifest_schema())
+            .expect("the manifest schema serialises")
+    });
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/schema+json"),
+        )],
+        text.as_str(),
+    )
 }
 
 /// 409 when `new` changes the stored manifest of its version incompatibly while resources

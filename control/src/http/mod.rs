@@ -131,6 +131,8 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(kinds::list))
         .routes(routes!(kinds::put_manifest, kinds::get_manifest))
         .routes(routes!(kinds::get_manifest_version))
+        .routes(routes!(kinds::delete_version))
+        .routes(routes!(kinds::manifest_schema))
         .routes(routes!(kinds::put_config, kinds::get_config))
         .routes(routes!(providerconfigs::list, providerconfigs::put))
         .routes(routes!(providerconfigs::get, providerconfigs::delete))

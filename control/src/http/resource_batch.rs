@@ -183,7 +183,7 @@ pub async fn apply_batch(
             }
             Err(e) => {
                 let (status, problem) =
-                    ApiError::db("apply a batch of resources")(e).into_problem();
+                    super::resources::apply_failed("apply a batch of resources")(e).into_problem();
                 for index in at {
                     results[*index] = Some(json!({
                         "index": index, "status": status.as_u16(), "error": problem.clone(),

@@ -249,6 +249,18 @@ pub(crate) async fn validate_apply(
     })
 }
 
+/// Maps a failed resource write for operation `op`: a kind version deleted after the request
+/// was validated (SQL `kind_version_guard` refuses it) is a 404 like an unregistered one;
+/// anything else a 500.
+pub(super) fn apply_failed(op: &'static str) -> impl FnOnce(sqlx::Error) -> ApiError {
+    move |e| match &e {
+        sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
+            ApiError::NotFound(format!("{} (apply its manifest first)", d.message()))
+        }
+        _ => ApiError::db(op)(e),
+    }
+}
+
 /// `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
 /// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
 #[utoipa::path(
@@ -278,7 +290,7 @@ pub async fn apply(
         item.provider_config_ref.as_deref(),
     )
     .await
-    .map_err(ApiError::db("apply a resource"))?;
+    .map_err(apply_failed("apply a resource"))?;
     if applied.result != "unchanged" {
         s.work_scheduled();
     }

@@ -743,7 +743,7 @@ pub struct Reaction {
     /// `reactor`.
     pub trigger: String,
     /// Which parts of the outcome the core applies (`children`, `edges`, `configs`,
-    /// `status`, `conditions`, `finalizer`).
+    /// `status`, `conditions`, `finalizer`, `operationOutput`, `sideEffect`).
     #[serde(default)]
     pub emits: Vec<String>,
     /// Only for `operation`: the verb it handles.
@@ -755,6 +755,9 @@ pub struct Reaction {
     /// Only for `childrenSettled`: `summary` (the default) or `full`.
     #[serde(default)]
     pub descendants: String,
+    /// Only for `operation`: a JSON Schema the operation's output must satisfy.
+    #[serde(default)]
+    pub output_schema: Value,
 }
 
 /// Declares a manifest schema with the fields a manifest may carry besides its identity, so
@@ -806,8 +809,10 @@ macro_rules! manifest_schema {
 }
 
 manifest_schema! {
-    /// A kind manifest as written: its schemas, reactions and operational defaults (see the
-    /// README's manifest reference; every legality rule is checked, 422 lists each broken).
+    /// A kind manifest as written: its schemas, reactions and operational defaults. Its full
+    /// JSON Schema is served at `GET /api/v1/schemas/manifest` (an unknown field anywhere is
+    /// refused); docs/manifest.md describes every field and rule. One 422 lists every
+    /// problem.
     KindManifestIn {
         /// Optional discriminator for CLI files; `manifest` when present.
         #[serde(rename = "type", default)]

@@ -142,13 +142,17 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
-    /// Delete a resource (KIND/NAME) and everything composed under it.
+    /// Delete a resource (KIND/NAME) and everything composed under it, or a kind version
+    /// (`delete kind KIND --version N`) once no resource of it is left.
     Delete {
-        /// resource.
+        /// resource | kind.
         #[arg(value_enum)]
         object: Object,
-        /// KIND/NAME.
+        /// KIND/NAME for a resource, KIND for a kind.
         name: String,
+        /// The kind version to delete (required for a kind).
+        #[arg(long = "version", visible_alias = "kind-version", value_name = "N")]
+        version: Option<i32>,
     },
     /// Queue a reconcile of a resource now, even if it is in sync.
     Reconcile {
@@ -613,12 +617,32 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             };
             list_resources(&c, &args, f).await?
         }
-        Command::Delete { object, name } => {
-            if object != Object::Resource {
-                bail!("only resources can be deleted with conctl for now");
+        Command::Delete {
+            object: Object::Resource,
+            name,
+            version,
+        } => {
+            if version.is_some() {
+                bail!("--version is for `delete kind`; a resource is deleted as KIND/NAME");
             }
             let r = c.call(Method::DELETE, &resource_path(&name)?, None).await?;
             report(f, format!("{name}: deletion requested"), &r.body)?;
+        }
+        Command::Delete {
+            object: Object::Manifest,
+            name,
+            version,
+        } => {
+            let Some(version) = version else {
+                bail!(
+                    "which version of kind {name:?}? add --version N (`conctl list kinds` lists them)"
+                );
+            };
+            let path = format!("/kinds/{}/versions/{version}", enc(&name));
+            c.call(Method::DELETE, &path, None).await?;
+            let body =
+                serde_json::json!({"kind": name, "kind_version": version, "result": "deleted"});
+            report(f, format!("kind {name} version {version}: deleted"), &body)?;
         }
         Command::Reconcile { target } => {
             let path = format!("{}/reconcile", resource_path(&target)?);

@@ -223,6 +223,49 @@ pub async fn kind_config_get(
     .await
 }
 
+/// What [`kind_version_delete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindVersionDelete {
+    /// The version, its kind_config and its provider configs are gone.
+    Deleted,
+    /// No such kind version; nothing done.
+    NotFound,
+    /// Still in use; nothing done.
+    InUse {
+        /// Resources of that version.
+        resources: i64,
+        /// Reactor bindings naming the kind (counted only when this is its last version).
+        bindings: i64,
+    },
+}
+
+/// Deletes kind version (kind, version) with its kind_config and provider configs, unless
+/// resources of it exist (or, for the kind's last version, reactor bindings name the kind).
+/// One statement: SQL `kind_version_delete` holds the lock that keeps resource writes of that
+/// version out of the way until it commits, so a resource applied meanwhile is either counted
+/// or refused.
+pub async fn kind_version_delete(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+) -> Result<KindVersionDelete, sqlx::Error> {
+    let (registered, resources, bindings): (bool, i64, i64) = sqlx::query_as(
+        "SELECT registered, resource_count, binding_count FROM kind_version_delete($1, $2)",
+    )
+    .bind(kind)
+    .bind(version)
+    .fetch_one(pool)
+    .await?;
+    Ok(match (registered, resources, bindings) {
+        (false, _, _) => KindVersionDelete::NotFound,
+        (true, 0, 0) => KindVersionDelete::Deleted,
+        (true, resources, bindings) => KindVersionDelete::InUse {
+            resources,
+            bindings,
+        },
+    })
+}
+
 /// Whether any resource uses (kind, version).
 pub async fn version_in_use(pool: &PgPool, kind: &str, version: i32) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar(

@@ -7,7 +7,9 @@ never touches protobuf. The same vocabulary exists in the Rust and Go SDKs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
+import inspect
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -192,8 +194,14 @@ class ReactionRequest:
     def spec(self, cls: type[T] | None = None) -> Any:
         """The resource's spec: the JSON object itself, or `cls(**spec)` when `cls` is given.
 
-        A spec that does not fit (not an object, or rejected by `cls`) is a `TerminalError`:
-        retrying cannot fix it, a spec change can.
+        Keys `cls` does not take are ignored (the rule every converge SDK follows), so a kind
+        can add an optional spec field without breaking the workers already deployed: for a
+        dataclass, keys that are not `init` fields; for another class, keys its constructor
+        has no parameter for (unless it takes `**kwargs`, which then gets every key).
+
+        A spec that does not fit (not an object, or rejected by `cls`: a required field
+        missing, a value it refuses) is a `TerminalError`: retrying cannot fix it, a spec
+        change can.
         """
         spec = self.resource.spec
         if cls is None:
@@ -201,7 +209,7 @@ class ReactionRequest:
         if not isinstance(spec, dict):
             raise TerminalError(f"invalid spec: expected an object, got {type(spec).__name__}")
         try:
-            return cls(**spec)
+            return cls(**_known_keys(cls, spec))
         except (TypeError, ValueError) as e:
             raise TerminalError(f"invalid spec: {e}") from e
 
@@ -356,3 +364,21 @@ class Outcome:
         """Adds a provider config (builder style)."""
         self.configs.append(config)
         return self
+
+
+def _known_keys(cls: type[Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `spec` that `cls(**...)` takes by name (see `ReactionRequest.spec`)."""
+    if dataclasses.is_dataclass(cls):
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+    else:
+        try:
+            params = inspect.signature(cls).parameters.values()
+        except (TypeError, ValueError):
+            return spec
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return spec
+        names = {
+            p.name for p in params
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        }
+    return {k: v for k, v in spec.items() if k in names}

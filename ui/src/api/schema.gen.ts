@@ -77,14 +77,38 @@ export interface paths {
         /** `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default). */
         get: operations["kinds_get_manifest"];
         /**
-         * `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: validates every legality rule and
-         *     schema, then stores the manifest (identical → no-op). 422 lists every violated rule; 409
-         *     lists the breaking changes when resources already use this kind version (make a new
-         *     version instead, or force it).
+         * `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
+         *     schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
+         *     legality rule and every JSON Schema it holds, then stores it (identical → no-op). One 422
+         *     lists every problem, each at its JSON pointer; 409 lists the breaking changes when
+         *     resources already use this kind version (make a new version instead, or force it).
          */
         put: operations["kinds_put_manifest"];
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/kinds/{kind}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * `DELETE /api/v1/kinds/{kind}/versions/{version}`: deletes a kind version (its manifest,
+         *     live config and provider configs). 409 while resources of that version exist (the
+         *     problem says how many: delete them first), or, for the kind's last version, while reactor
+         *     bindings name the kind. A resource applied at the same moment is either counted or
+         *     refused, never left behind with no kind (see SQL `kind_version_delete`).
+         */
+        delete: operations["kinds_delete_version"];
         options?: never;
         head?: never;
         patch?: never;
@@ -577,6 +601,27 @@ export interface paths {
         put?: never;
         /** `POST /api/v1/resources:batch`. */
         post: operations["resource_batch_apply_batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/schemas/manifest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /api/v1/schemas/manifest`: the kind manifest's own JSON Schema (2020-12), the one
+         *     `PUT /kinds/{kind}/manifest` checks every manifest against (also committed as
+         *     `proto/manifest.schema.json`). Point an editor at it to catch a misspelt field as you type.
+         */
+        get: operations["schemas_get_manifest"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1125,8 +1170,10 @@ export interface components {
             kinds: components["schemas"]["KindSummary"][];
         };
         /**
-         * @description A kind manifest as written: its schemas, reactions and operational defaults (see the
-         *     README's manifest reference; every legality rule is checked, 422 lists each broken).
+         * @description A kind manifest as written: its schemas, reactions and operational defaults. Its full
+         *     JSON Schema is served at `GET /api/v1/schemas/manifest` (an unknown field anywhere is
+         *     refused); docs/manifest.md describes every field and rule. One 422 lists every
+         *     problem.
          */
         KindManifestIn: {
             /** @description Optional discriminator for CLI files; `manifest` when present. */
@@ -1583,7 +1630,7 @@ export interface components {
             trigger: string;
             /**
              * @description Which parts of the outcome the core applies (`children`, `edges`, `configs`,
-             *     `status`, `conditions`, `finalizer`).
+             *     `status`, `conditions`, `finalizer`, `operationOutput`, `sideEffect`).
              */
             emits?: string[];
             /** @description Only for `operation`: the verb it handles. */
@@ -1592,6 +1639,8 @@ export interface components {
             finalizer?: string;
             /** @description Only for `childrenSettled`: `summary` (the default) or `full`. */
             descendants?: string;
+            /** @description Only for `operation`: a JSON Schema the operation's output must satisfy. */
+            output_schema?: unknown;
         };
         /** @description One reactor binding. */
         ReactorBinding: {
@@ -2333,6 +2382,35 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    kinds_delete_version: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The kind. */
+                kind: string;
+                /** @description The kind version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
         };
     };
@@ -3417,6 +3495,30 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    schemas_get_manifest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The manifest's JSON Schema. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/schema+json": Record<string, never>;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
         };
     };
