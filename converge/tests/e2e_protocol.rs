@@ -30,7 +30,7 @@ fn done(t: &pb::StageTask, epoch: i64, status: serde_json::Value) -> Out {
 
 async fn setup(deadline_secs: i64) -> Converge {
     let c = Converge::start(&[]).await;
-    c.apply_manifest(&Converge::hello_manifest(deadline_secs))
+    c.apply_manifest(&Converge::hello_manifest_any_status(deadline_secs))
         .await;
     c
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use converge_cel::Flow;
 use serde_json::Value;
 
-use super::schemas::{FieldError, KindSchemas};
+use super::schemas::{FieldError, KindSchemas, local_ref};
 
 /// A graph's flows checked against the kinds they join: one [`FieldError`] per flow that
 /// can never type-check, located at the flow in the config (`{prefix}{flow.path}`), and one
@@ -266,13 +266,8 @@ impl<'s> Walk<'s> {
         }
     }
 
-    /// A local reference's target (`#` or `#/json/pointer`, percent-encoded or not).
     fn resolve(&self, reference: &str) -> Option<&'s Value> {
-        let frag = reference.strip_prefix('#')?;
-        let frag = percent_encoding::percent_decode_str(frag)
-            .decode_utf8()
-            .ok()?;
-        self.root.pointer(&frag)
+        local_ref(self.root, reference)
     }
 }
 

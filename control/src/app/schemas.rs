@@ -432,14 +432,19 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
         out
     }
 
-    /// A local reference's target (`#` or `#/json/pointer`, percent-encoded or not).
     fn resolve(&self, reference: &str) -> Option<&'s Value> {
-        let frag = reference.strip_prefix('#')?;
-        let frag = percent_encoding::percent_decode_str(frag)
-            .decode_utf8()
-            .ok()?;
-        self.root.pointer(&frag)
+        local_ref(self.root, reference)
     }
+}
+
+/// A local reference's target in the schema `root` (`#` or `#/json/pointer`, percent-encoded
+/// or not); `None` for any other reference.
+pub(crate) fn local_ref<'s>(root: &'s Value, reference: &str) -> Option<&'s Value> {
+    let frag = reference.strip_prefix('#')?;
+    let frag = percent_encoding::percent_decode_str(frag)
+        .decode_utf8()
+        .ok()?;
+    root.pointer(&frag)
 }
 
 /// Above this many JSON values, an invalid document is described by its first violation

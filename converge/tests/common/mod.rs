@@ -112,6 +112,15 @@ impl Converge {
         self.child.kill().await.unwrap();
     }
 
+    /// The hello example's manifest without its `status_schema`, for tests whose raw clients
+    /// or in-process providers answer hello tasks with statuses of their own (the broker
+    /// refuses a status the schema does not allow).
+    pub fn hello_manifest_any_status(deadline_secs: i64) -> Value {
+        let mut m = Self::hello_manifest(deadline_secs);
+        m.as_object_mut().unwrap().remove("status_schema");
+        m
+    }
+
     /// The hello example's manifest (with an optional deadline).
     pub fn hello_manifest(deadline_secs: i64) -> Value {
         let mut m: Value = serde_json::from_str(
