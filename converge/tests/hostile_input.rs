@@ -564,6 +564,8 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("PUT", "kinds/{k}/manifest", "manifest"),
     ("GET", "kinds/{k}/manifest", ""),
     ("GET", "kinds/{k}/versions/{v}/manifest", ""),
+    ("DELETE", "kinds/{k}/versions/{v}", ""),
+    ("GET", "schemas/manifest", ""),
     ("PUT", "kinds/{k}/versions/{v}/config", "config"),
     ("GET", "kinds/{k}/versions/{v}/config", ""),
     ("POST", "providerconfigs", "providerconfig"),

@@ -87,22 +87,26 @@ pub fn check(mut doc: Value, path_kind: &str) -> Result<KindSchemas, ManifestPro
                     ));
                 }
             }
-            ValidationErrorKind::OneOfNotValid { .. } => {
-                let allowed: Vec<&str> = keyword_parent(&ms.schema, e.schema_path().as_str())
-                    .and_then(|s| s.get("oneOf"))
-                    .and_then(Value::as_array)
-                    .map(|alts| alts.iter().filter_map(|a| a["const"].as_str()).collect())
-                    .unwrap_or_default();
-                let message = if allowed.is_empty() {
-                    e.masked_with(quote_value(e.instance())).to_string()
-                } else {
-                    format!(
-                        "{} is not one of {}",
-                        quote_value(e.instance()),
-                        allowed.join(", ")
-                    )
+            // A closed set (a trigger, an emits value, descendants, provider): name the
+            // values it takes.
+            ValidationErrorKind::OneOfNotValid { .. }
+            | ValidationErrorKind::AnyOf { .. }
+            | ValidationErrorKind::Enum { .. } => {
+                let keyword = e.kind().keyword();
+                let allowed = match e.kind() {
+                    ValidationErrorKind::Enum { options } => options.as_array().cloned(),
+                    _ => keyword_parent(&ms.schema, e.schema_path().as_str())
+                        .and_then(|s| closed_values(&ms.schema, s)),
                 };
-                errors.push(located(at.clone(), message, "oneOf"));
+                let message = match allowed.as_deref().and_then(closed_set) {
+                    Some(set) => format!(
+                        "{} {} is not one of {set}",
+                        subject(&at),
+                        quote_value(e.instance())
+                    ),
+                    None => e.masked_with(quote_value(e.instance())).to_string(),
+                };
+                errors.push(located(at.clone(), message, keyword));
                 refused.push(at);
             }
             ValidationErrorKind::Required { property } => {
@@ -201,6 +205,66 @@ fn located(location: String, message: String, keyword: &str) -> FieldError {
     }
 }
 
+/// What the value at pointer `at` is, for a message: its field's name (`trigger`), or, for
+/// an array item, the array's (`emits value`).
+fn subject(at: &str) -> String {
+    let mut tokens = at.rsplit('/');
+    match (tokens.next(), tokens.next()) {
+        (Some(last), Some(parent)) if last.parse::<usize>().is_ok() => {
+            format!("{} value", unescape(parent))
+        }
+        (Some(last), _) => unescape(last),
+        _ => "value".into(),
+    }
+}
+
+/// Every value `schema` (in `root`) allows, when it is a closed set: a `const`, an `enum`,
+/// `{"type": "null"}`, or a `oneOf` / `anyOf` / `$ref` of those; `None` otherwise.
+fn closed_values(root: &Value, schema: &Value) -> Option<Vec<Value>> {
+    if let Some(c) = schema.get("const") {
+        return Some(vec![c.clone()]);
+    }
+    if let Some(e) = schema.get("enum") {
+        return e.as_array().cloned();
+    }
+    if let Some(r) = schema.get("$ref") {
+        let target = root.pointer(r.as_str()?.strip_prefix('#')?)?;
+        return closed_values(root, target);
+    }
+    if schema.get("type") == Some(&Value::from("null")) {
+        return Some(vec![Value::Null]);
+    }
+    let alts = schema
+        .get("oneOf")
+        .or_else(|| schema.get("anyOf"))?
+        .as_array()?;
+    let mut out = Vec::new();
+    for a in alts {
+        out.extend(closed_values(root, a)?);
+    }
+    Some(out)
+}
+
+/// `allowed` as a list for a message (`a, b, c`, plus "(or leave it out)" when null is one
+/// of them); `None` unless every value is a string or null.
+fn closed_set(allowed: &[Value]) -> Option<String> {
+    if allowed.is_empty() || !allowed.iter().all(|v| v.is_string() || v.is_null()) {
+        return None;
+    }
+    let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+    let or_absent = if allowed.iter().any(|v| v.is_null()) {
+        " (or leave it out)"
+    } else {
+        ""
+    };
+    Some(format!("{}{or_absent}", names.join(", ")))
+}
+
+/// One JSON pointer token, unescaped (RFC 6901).
+fn unescape(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
 /// `name` as one JSON pointer token (RFC 6901).
 fn escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
@@ -209,11 +273,7 @@ fn escape(name: &str) -> String {
 /// The schema object holding the keyword at `keyword_path` (a validation error's schema
 /// path), following `$ref`s into the root's `$defs`.
 fn keyword_parent<'a>(root: &'a Value, keyword_path: &str) -> Option<&'a Value> {
-    let tokens: Vec<String> = keyword_path
-        .split('/')
-        .skip(1)
-        .map(|t| t.replace("~1", "/").replace("~0", "~"))
-        .collect();
+    let tokens: Vec<String> = keyword_path.split('/').skip(1).map(unescape).collect();
     let (_, parent) = tokens.split_last()?;
     let mut node = root;
     for t in parent {
@@ -232,9 +292,16 @@ fn keyword_parent<'a>(root: &'a Value, keyword_path: &str) -> Option<&'a Value> 
     Some(node)
 }
 
+/// The longest unknown field name [`closest`] looks for a typo of: no field is longer, and
+/// the distance costs the name's length times each candidate's.
+const MAX_TYPO_LEN: usize = 64;
+
 /// The candidate closest to `name` by edit distance, if it is close enough to be a typo
 /// (at most a third of the name's length, and at most 3 edits).
 fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    if name.len() > MAX_TYPO_LEN {
+        return None;
+    }
     let limit = (name.chars().count() / 3).clamp(1, 3);
     candidates
         .map(|c| (distance(name, c), c))
@@ -266,7 +333,11 @@ mod tests {
     use super::*;
 
     fn problems(doc: Value) -> Vec<FieldError> {
-        match check(doc, "k") {
+        problems_of(doc, "k")
+    }
+
+    fn problems_of(doc: Value, kind: &str) -> Vec<FieldError> {
+        match check(doc, kind) {
             Ok(_) => Vec::new(),
             Err(p) => p.errors,
         }
@@ -325,11 +396,12 @@ mod tests {
         );
         let message = |i: usize| errors[i].message.as_str();
         assert!(
-            message(0).starts_with("\"whenever\" is not one of specChange, childrenSettled"),
+            message(0)
+                .starts_with("trigger \"whenever\" is not one of specChange, childrenSettled"),
             "{errors:#?}"
         );
         assert!(
-            message(1).contains("\"colour\" is not one of children"),
+            message(1).starts_with("emits value \"colour\" is not one of children, edges"),
             "{errors:#?}"
         );
         assert!(message(2).contains("requires a verb"), "{errors:#?}");
@@ -341,6 +413,26 @@ mod tests {
             message(4),
             "unknown field \"task_deadline_sec\" (did you mean \"task_deadline_secs\"?)"
         );
+    }
+
+    #[test]
+    fn a_closed_set_names_the_values_it_takes() {
+        let doc = json!({
+            "kind": "k", "kind_version": 1, "provider": "Exec",
+            "reactions": [{"name": "r", "trigger": "childrenSettled", "emits": ["status"],
+                           "descendants": "all"}]
+        });
+        let errors = problems(doc);
+        let messages: Vec<&str> = errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "provider \"Exec\" is not one of exec, starlark, cel, wasm, sdk (or leave it out)",
+                "descendants \"all\" is not one of summary, full (or leave it out)",
+            ]
+        );
+        assert_eq!(subject("/a~1b"), "a/b");
+        assert_eq!(subject("/reactions/0/emits/3"), "emits value");
     }
 
     #[test]
@@ -406,6 +498,8 @@ mod tests {
         );
         assert_eq!(closest("reaction", names.into_iter()), Some("reactions"));
         assert_eq!(closest("colour", names.into_iter()), None);
+        let long = format!("{}s", "reaction".repeat(100_000));
+        assert_eq!(closest(&long, names.into_iter()), None);
         assert_eq!(distance("kitten", "sitting"), 3);
     }
 
@@ -504,6 +598,22 @@ mod tests {
             }
         }
         let complete: Value = serde_yaml::from_str(examples[0]).unwrap();
+
+        // The 422 shown is the one the complete example gets with these three mistakes.
+        let mut bad = complete.clone();
+        bad["reactions"][0]["trigger"] = json!("specChang");
+        bad["reactions"][1]["emits"][1] = json!("statuss");
+        bad["task_deadline_sec"] = json!(300);
+        let errors = problems_of(bad, "database");
+        let (_, answer) = crate::http::problem::ApiError::fields(
+            &format!("manifest for kind {} is invalid", quote("database")),
+            errors,
+            0,
+        )
+        .into_problem();
+        let shown: Value = serde_json::from_str(blocks(&doc, "json")[0]).unwrap();
+        assert_eq!(shown["detail"], answer["detail"]);
+        assert_eq!(shown["errors"], answer["errors"]);
         for p in top
             .iter()
             .filter(|p| !["$schema", "manifest_version"].contains(&p.as_str()))
