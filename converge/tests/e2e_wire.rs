@@ -68,7 +68,8 @@ async fn complete_one(c: &Converge, w: &mut RawWorker, name: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gzip_client_completes_a_task_and_plain_clients_still_do() {
     let c = Converge::start(&[]).await;
-    c.apply_manifest(&Converge::hello_manifest_any_status(0)).await;
+    c.apply_manifest(&Converge::hello_manifest_any_status(0))
+        .await;
 
     // The unary call too: a gzip request was UNIMPLEMENTED before the broker accepted gzip.
     let mut client = gzip(

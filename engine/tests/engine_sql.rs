@@ -1671,6 +1671,7 @@ fn a_revocation_notice_parses_into_its_reason_and_tokens() {
     for r in [Revoked::Deleted, Revoked::Quarantined, Revoked::Superseded] {
         assert_eq!(Revoked::parse(r.as_str()), Some(r));
     }
+}
 
 /// Polls until a backend runs a statement containing `text` and waits on a lock.
 async fn wait_until_blocked(pool: &PgPool, text: &str) {
