@@ -7,6 +7,7 @@
 
 pub mod compat;
 pub mod duration;
+pub mod json_pointer;
 pub mod manifest;
 pub mod wire;
 

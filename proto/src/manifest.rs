@@ -18,6 +18,8 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings, js
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::json_pointer;
+
 /// What fires a reaction. A closed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Trigger {
@@ -684,9 +686,9 @@ impl KindManifest {
     /// problems are then the whole answer).
     pub fn salvage(doc: &Value, bad: &[&str]) -> Option<Salvaged> {
         let mut doc = doc.clone();
-        let mut bad: Vec<Vec<String>> = bad.iter().map(|p| pointer_tokens(p)).collect();
+        let mut bad: Vec<Vec<String>> = bad.iter().map(|p| json_pointer::tokens(p)).collect();
         // Deepest and highest index first, so a removal never shifts a later one.
-        bad.sort_by(|a, b| cmp_tokens(b, a));
+        bad.sort_by(|a, b| json_pointer::cmp_tokens(b, a));
         bad.dedup();
         for tokens in &bad {
             let Some((last, parent)) = tokens.split_last() else {
@@ -783,28 +785,6 @@ impl fmt::Display for Problem {
 /// Whether `v` can be a JSON Schema (an object or a boolean; null reads as absent).
 fn is_schema_shaped(v: &Value) -> bool {
     v.is_object() || v.is_boolean() || v.is_null()
-}
-
-/// The unescaped tokens of an RFC 6901 JSON pointer (`""` → none).
-fn pointer_tokens(p: &str) -> Vec<String> {
-    p.split('/')
-        .skip(1)
-        .map(|t| t.replace("~1", "/").replace("~0", "~"))
-        .collect()
-}
-
-/// Orders pointers token by token, array indices as numbers.
-fn cmp_tokens(a: &[String], b: &[String]) -> std::cmp::Ordering {
-    for (x, y) in a.iter().zip(b) {
-        let o = match (x.parse::<usize>(), y.parse::<usize>()) {
-            (Ok(i), Ok(j)) => i.cmp(&j),
-            _ => x.cmp(y),
-        };
-        if o.is_ne() {
-            return o;
-        }
-    }
-    a.len().cmp(&b.len())
 }
 
 fn value_at_mut<'a>(mut v: &'a mut Value, tokens: &[String]) -> Option<&'a mut Value> {

@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 
 use converge_cel::Flow;
+use converge_proto::json_pointer;
 use serde_json::Value;
 
 use super::schemas::{FieldError, KindSchemas, local_ref};
@@ -98,11 +99,7 @@ const MAX_DEPTH: usize = 64;
 /// What `schema` (a kind's whole spec or status schema) allows at `pointer` (a JSON pointer,
 /// `""` for the whole document).
 pub fn shape_at(schema: &Value, pointer: &str) -> Shape {
-    let tokens: Vec<String> = pointer
-        .split('/')
-        .skip(1)
-        .map(|t| t.replace("~1", "/").replace("~0", "~"))
-        .collect();
+    let tokens = json_pointer::tokens(pointer);
     Walk { root: schema }.shape(schema, &tokens, "", 0)
 }
 
@@ -194,7 +191,7 @@ impl<'s> Walk<'s> {
         };
         let index = token.parse::<usize>().ok();
         let allows = |t: &str| types.as_ref().is_none_or(|ts| ts.contains(t));
-        let here = format!("{at}/{}", token.replace('~', "~0").replace('/', "~1"));
+        let here = format!("{at}/{}", json_pointer::escape(token));
         let mut ways = Vec::new();
         if allows("object") {
             ways.push(self.property(map, token, rest, &here, depth));

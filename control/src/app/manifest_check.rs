@@ -9,11 +9,14 @@
 
 use std::sync::LazyLock;
 
-use converge_proto::manifest::{KindManifest, manifest_schema};
+use converge_proto::{
+    json_pointer::{self, escape, unescape},
+    manifest::{KindManifest, manifest_schema},
+};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
-use super::schemas::{FieldError, KindSchemas};
+use super::schemas::{FieldError, KindSchemas, local_ref};
 use crate::http::problem::{MAX_LOCATION, MAX_MESSAGE, clipped, quote, quote_value};
 
 /// The manifest's schema ([`manifest_schema`]) and its compiled validator.
@@ -170,30 +173,8 @@ impl ManifestProblems {
     /// `errors` in document order by location (array indices as numbers; problems at one
     /// location in the order found).
     fn sorted(mut errors: Vec<FieldError>) -> ManifestProblems {
-        errors.sort_by(|a, b| cmp_pointers(&a.location, &b.location));
+        errors.sort_by(|a, b| json_pointer::cmp(&a.location, &b.location));
         ManifestProblems { errors }
-    }
-}
-
-/// Orders two JSON pointers token by token, array indices as numbers.
-fn cmp_pointers(a: &str, b: &str) -> std::cmp::Ordering {
-    let mut a = a.split('/');
-    let mut b = b.split('/');
-    loop {
-        match (a.next(), b.next()) {
-            (None, None) => return std::cmp::Ordering::Equal,
-            (None, Some(_)) => return std::cmp::Ordering::Less,
-            (Some(_), None) => return std::cmp::Ordering::Greater,
-            (Some(x), Some(y)) => {
-                let o = match (x.parse::<usize>(), y.parse::<usize>()) {
-                    (Ok(i), Ok(j)) => i.cmp(&j),
-                    _ => x.cmp(y),
-                };
-                if o.is_ne() {
-                    return o;
-                }
-            }
-        }
     }
 }
 
@@ -228,8 +209,7 @@ fn closed_values(root: &Value, schema: &Value) -> Option<Vec<Value>> {
         return e.as_array().cloned();
     }
     if let Some(r) = schema.get("$ref") {
-        let target = root.pointer(r.as_str()?.strip_prefix('#')?)?;
-        return closed_values(root, target);
+        return closed_values(root, local_ref(root, r.as_str()?)?);
     }
     if schema.get("type") == Some(&Value::from("null")) {
         return Some(vec![Value::Null]);
@@ -260,26 +240,15 @@ fn closed_set(allowed: &[Value]) -> Option<String> {
     Some(format!("{}{or_absent}", names.join(", ")))
 }
 
-/// One JSON pointer token, unescaped (RFC 6901).
-fn unescape(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
-}
-
-/// `name` as one JSON pointer token (RFC 6901).
-fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
-}
-
 /// The schema object holding the keyword at `keyword_path` (a validation error's schema
 /// path), following `$ref`s into the root's `$defs`.
 fn keyword_parent<'a>(root: &'a Value, keyword_path: &str) -> Option<&'a Value> {
-    let tokens: Vec<String> = keyword_path.split('/').skip(1).map(unescape).collect();
+    let tokens = json_pointer::tokens(keyword_path);
     let (_, parent) = tokens.split_last()?;
     let mut node = root;
     for t in parent {
         node = if t == "$ref" {
-            let target = node.get("$ref")?.as_str()?.strip_prefix('#')?;
-            root.pointer(target)?
+            local_ref(root, node.get("$ref")?.as_str()?)?
         } else {
             match node {
                 Value::Object(o) => o.get(t)?,
@@ -485,8 +454,11 @@ mod tests {
         assert_eq!(errors[0].message, "\"kind_version\" is required");
         let errors = problems(json!({"kind_version": 1, "reactions": []}));
         assert_eq!(locations(&errors), ["/reactions"], "{errors:#?}");
-        assert_eq!(cmp_pointers("/a/10", "/a/9"), std::cmp::Ordering::Greater);
-        assert_eq!(cmp_pointers("/a", "/a/0"), std::cmp::Ordering::Less);
+        assert_eq!(
+            json_pointer::cmp("/a/10", "/a/9"),
+            std::cmp::Ordering::Greater
+        );
+        assert_eq!(json_pointer::cmp("/a", "/a/0"), std::cmp::Ordering::Less);
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
                         subs,
                         child,
                         ptr,
-                        &key.replace('~', "~0").replace('/', "~1"),
+                        &converge_proto::json_pointer::escape(key),
                     );
                 }
             }

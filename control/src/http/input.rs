@@ -138,7 +138,7 @@ fn nul_at(v: &Value, at: &mut String, key: &mut bool) -> bool {
         }
         Value::Object(map) => Box::new(
             map.iter()
-                .map(|(k, item)| (k.replace('~', "~0").replace('/', "~1"), item)),
+                .map(|(k, item)| (converge_proto::json_pointer::escape(k), item)),
         ),
         Value::Array(items) => Box::new(
             items

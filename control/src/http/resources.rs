@@ -74,7 +74,7 @@ fn check_labels(labels: &serde_json::Map<String, Value>) -> Vec<FieldError> {
     }
     // Past the limit the count is the problem: the rest are not examined one by one.
     for (k, v) in labels.iter().take(MAX_LABELS) {
-        let loc = format!("/labels/{}", k.replace('~', "~0").replace('/', "~1"));
+        let loc = format!("/labels/{}", converge_proto::json_pointer::escape(k));
         if k.is_empty() || k.len() > 253 {
             errs.push(FieldError::new(
                 loc.clone(),
