@@ -247,22 +247,7 @@ async fn broker_with_a_worker(db: &TestDb) {
 async fn real_answers_validate_against_the_document() {
     use Method as M;
     let db = TestDb::new().await;
-    let state = AppState {
-        pool: db.pool.clone(),
-        schemas: Default::default(),
-        dispatch_hint: None,
-        auth: None,
-        watches: WatchHub::start(
-            db.pool.clone(),
-            WatchConfig::default(),
-            CancellationToken::new(),
-        ),
-    };
-    let mut c = Contract {
-        app: http::router(state, 1 << 20),
-        doc: serde_json::from_str(openapi::document_json()).unwrap(),
-        seen: BTreeSet::new(),
-    };
+    let mut c = contract(&db).await;
 
     // Meta.
     c.call(M::GET, "/api/v1/version", "/api/v1/version", None, 200)

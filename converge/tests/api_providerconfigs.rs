@@ -244,7 +244,7 @@ async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
         .await;
     c.apply_manifest(&json!({"kind": "subnet", "kind_version": 1,
         "spec_schema": {"type": "object", "properties": {
-            "vpc_id": {"type": "string"}, "size": {"type": "number"}}},
+            "vpc_id": {"type": "string"}, "size": {"type": "number"}, "count": {"type": "integer"}}},
         "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
         .await;
     let pc = |spec: Value| {
@@ -262,25 +262,25 @@ async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
         ]})
     };
 
-    // A string status field into a number spec field: one 422 naming both ends.
+    // A string status field into an integer spec field: one 422 naming both ends.
     let (s, body) = pc(graph(json!({"vpc_id": "${vpc.status.vpc_id}",
-                                     "size": "${vpc.status.vpc_id}"})))
+                                     "count": "${vpc.status.vpc_id}"})))
     .await;
     assert_eq!(s, 422, "{body}");
     let errors = body["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{body}");
     assert_eq!(
-        errors[0]["location"], "/spec/resources/1/template/spec/size",
+        errors[0]["location"], "/spec/resources/1/template/spec/count",
         "{body}"
     );
     let msg = errors[0]["message"].as_str().unwrap();
     for want in [
         "vpc.status/vpc_id",
         "kind vpc v1",
-        "subnet.spec/size",
+        "subnet.spec/count",
         "kind subnet v1",
         "string",
-        "number",
+        "integer",
     ] {
         assert!(msg.contains(want), "{want} missing from {msg}");
     }
@@ -298,7 +298,8 @@ async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
 
     // Correct flows (an integer into a number included) are accepted without warnings.
     let (s, body) = pc(graph(json!({"vpc_id": "${vpc.status.vpc_id}",
-                                     "size": "${vpc.status.prefix_len}"})))
+                                     "size": "${vpc.status.prefix_len}",
+                                     "count": "${vpc.status.prefix_len}"})))
     .await;
     assert_eq!(s, 201, "{body}");
     assert!(body.get("warnings").is_none(), "{body}");

@@ -132,27 +132,27 @@ pub async fn delete_version(
             resources,
             bindings,
         } => {
+            // (singular, plural) of the noun and of its verb.
+            let count = |n: i64, one: (&str, &str), many: (&str, &str)| {
+                let (noun, verb) = if n == 1 { one } else { many };
+                format!("{n} {noun} {verb}")
+            };
             let mut uses = Vec::new();
             if resources > 0 {
-                let (noun, verb) = if resources == 1 {
-                    ("resource", "exists")
-                } else {
-                    ("resources", "exist")
-                };
+                let (one, many) = (
+                    ("resource of this version", "exists"),
+                    ("resources of this version", "exist"),
+                );
                 uses.push(format!(
-                    "{resources} {noun} of this version {verb} (delete them, or move them to \
-                     another version, first)"
+                    "{} (delete them, or move them to another version, first)",
+                    count(resources, one, many)
                 ));
             }
             if bindings > 0 {
-                let (noun, verb) = if bindings == 1 {
-                    ("binding", "names")
-                } else {
-                    ("bindings", "name")
-                };
+                let (one, many) = (("reactor binding", "names"), ("reactor bindings", "name"));
                 uses.push(format!(
-                    "{bindings} reactor {noun} {verb} the kind, and this is its last version \
-                     (delete them first)"
+                    "{} the kind, and this is its last version (delete them first)",
+                    count(bindings, one, many)
                 ));
             }
             Err(ApiError::Conflict(format!(

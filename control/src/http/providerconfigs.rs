@@ -341,19 +341,26 @@ async fn check_cel_graph(
             }
             Ok(graph) => {
                 let graph_flows = graph.flows();
-                // Collected first: the lookups await, and no iterator may live across them.
                 let mut pairs: Vec<(String, i32)> = Vec::new();
                 for f in &graph_flows {
                     pairs.extend(f.upstream_kind.clone());
                     pairs.extend(f.dependent_kind.clone());
                 }
-                pairs.sort();
-                pairs.dedup();
-                let mut kinds = HashMap::new();
-                for (kind, version) in pairs {
-                    let k = s.kind_schemas(&kind, version).await?;
-                    kinds.insert((kind, version), k);
+                // A kind missing from the cache may have just been applied through another
+                // pod: the manifests are re-read once for all of them, not once per kind.
+                if pairs.iter().any(|(k, v)| s.schemas.get(k, *v).is_none()) {
+                    s.schemas
+                        .reload(&s.pool)
+                        .await
+                        .map_err(ApiError::db("reload kind manifests"))?;
                 }
+                let kinds: HashMap<(String, i32), _> = pairs
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let schemas = s.schemas.get(&k, v);
+                        ((k, v), schemas)
+                    })
+                    .collect();
                 let (errors, warnings) = flows::check(&graph_flows, "/spec", |kind, version| {
                     kinds
                         .get(&(kind.to_string(), version))
