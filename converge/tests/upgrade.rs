@@ -92,6 +92,20 @@ async fn a_database_from_before_the_baseline_boots_and_every_resource_converges(
     let (_converge, http, broker) = boot(&db).await;
     assert_eq!(history(&db).await, landed());
     let client = reqwest::Client::new();
+    // Status schemas are enforced since the fixture was written, and today's hello worker
+    // reports `worker`, which the fixture's kind forbids: ship the kind with its worker, as
+    // the README's upgrade steps say (same version, so the stored resources keep it).
+    let kind = client
+        .put(format!("{http}/api/v1/kinds/hello/manifest"))
+        .json(&common::Converge::hello_manifest(30))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        kind.status().is_success(),
+        "re-apply hello: {}",
+        kind.status()
+    );
     let _w = Worker::hello(&broker, "w1", &[]);
     let mut ready = std::collections::HashMap::new();
     for name in NAMES {
