@@ -189,15 +189,16 @@ impl Completer {
             for (token, epoch, msg, reply) in unknown {
                 let found = found
                     .iter()
-                    .find(|(k, _)| k.lease_token == token && k.claim_epoch == epoch);
+                    .find(|f| f.key.lease_token == token && f.key.claim_epoch == epoch);
                 match found {
                     // Only a single-stage result is final on its own (a plain leaf's WORK, a
                     // teardown, an operation); a composite's stage result cannot be adopted
                     // without its pipeline (compose not applied, rollup not run), so it is
                     // refused and the task re-runs.
-                    Some((key, pair)) if self.is_single_stage_result(key, pair, msg.stage) => {
-                        let c = convert::completion(key.clone(), 0, &msg);
-                        items.push((self.manifests.enforce(pair, c), Some(reply)));
+                    Some(f) if self.is_single_stage_result(&f.key, &f.pair, msg.stage) => {
+                        let c = convert::completion(f.key.clone(), 0, &msg);
+                        let c = self.manifests.enforce(&f.pair, f.verb.as_deref(), c);
+                        items.push((c, Some(reply)));
                     }
                     _ => self.registry.ack(reply, token, epoch, false),
                 }

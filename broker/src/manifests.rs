@@ -2,8 +2,9 @@
 //!
 //! The lowest part of the broker: it reads `kind_manifest` and knows nothing of streams,
 //! leases or loops. The LISTEN loop in `caches` calls [`Manifests::reload`] when a manifest
-//! changes; everyone else only reads. It also holds each kind's compiled `status_schema`,
-//! so a result is checked against it before it is stored ([`KindInfo::enforce`]).
+//! changes; everyone else only reads. It also holds each kind's compiled `status_schema` and
+//! its operations' `output_schema`s, so a result is checked before it is stored
+//! ([`KindInfo::enforce`]).
 
 use std::{
     collections::HashMap,
@@ -49,6 +50,9 @@ pub(crate) struct KindInfo {
     pub manifest_version: i64,
     /// The kind's compiled `status_schema`, if it declares one.
     pub status_schema: Option<Schema>,
+    /// Verb → the compiled `output_schema` of its operation reaction, for those that declare
+    /// one.
+    pub outputs: HashMap<String, Schema>,
 }
 
 /// A compiled JSON Schema a worker's result must satisfy.
@@ -76,8 +80,12 @@ impl Schema {
     }
 
     /// The first way `doc` breaks the schema (its pointer, the rule and what was found), if
-    /// it does. Checking a valid document allocates nothing.
+    /// it does. A valid document takes the validator's boolean fast path, which allocates
+    /// nothing; only a violation pays for being described.
     pub fn violation(&self, doc: &serde_json::Value) -> Option<String> {
+        if self.0.is_valid(doc) {
+            return None;
+        }
         let e = self.0.validate(doc).err()?;
         let at = e.instance_path().as_str();
         Some(format!(
@@ -98,29 +106,49 @@ impl KindInfo {
     }
 
     /// `c` as it may be stored: a successful reconcile whose status breaks the kind's
-    /// `status_schema` becomes a terminal failure naming the pointer and the rule. A failure
-    /// stores no status, so the resource keeps the status it had.
-    pub fn enforce(&self, pair: &KindPair, c: Completion) -> Completion {
-        let (Some(schema), Some(status)) = (&self.status_schema, &c.status) else {
+    /// `status_schema`, or a successful operation (of `verb`) whose output breaks its
+    /// reaction's `output_schema`, becomes a terminal failure naming the pointer and the
+    /// rule. A failure stores no status or output, so the resource keeps the status it had.
+    pub fn enforce(&self, pair: &KindPair, verb: Option<&str>, c: Completion) -> Completion {
+        let (schema, doc) = match checked(&c) {
+            Some(Checked::Status(doc)) => (self.status_schema.as_ref(), doc),
+            Some(Checked::Output(doc)) => (verb.and_then(|v| self.outputs.get(v)), doc),
+            None => return c,
+        };
+        let Some(why) = schema.and_then(|s| s.violation(doc)) else {
             return c;
         };
-        if !c.ok || c.key.task_type != "reconcile" {
-            return c;
+        let what = match (&c.key.task_type[..], verb) {
+            ("operate", Some(v)) => format!("output breaks the output_schema of operation {v:?}"),
+            _ => "status breaks the status_schema".to_owned(),
+        };
+        Completion {
+            composite: c.composite,
+            ..convert::failure(
+                c.key,
+                format!("the {what} of {} v{} {why}", pair.kind, pair.version),
+                true,
+            )
         }
-        match schema.violation(status) {
-            None => c,
-            Some(why) => Completion {
-                composite: c.composite,
-                ..convert::failure(
-                    c.key,
-                    format!(
-                        "the status breaks the status_schema of {} v{} {why}",
-                        pair.kind, pair.version
-                    ),
-                    true,
-                )
-            },
-        }
+    }
+}
+
+/// The document of a result [`KindInfo::enforce`] checks.
+enum Checked<'a> {
+    /// A successful reconcile's status.
+    Status(&'a serde_json::Value),
+    /// A successful operation's output.
+    Output(&'a serde_json::Value),
+}
+
+fn checked(c: &Completion) -> Option<Checked<'_>> {
+    if !c.ok {
+        return None;
+    }
+    match c.key.task_type.as_str() {
+        "reconcile" => c.status.as_ref().map(Checked::Status),
+        "operate" => c.output.as_ref().map(Checked::Output),
+        _ => None,
     }
 }
 
@@ -151,6 +179,17 @@ impl Manifests {
                 Ok(m) => {
                     let status_schema =
                         Schema::compile(&r.pair, "status_schema", m.status_schema.as_ref());
+                    let outputs = m
+                        .reactions
+                        .iter()
+                        .filter_map(|x| {
+                            let schema = x.output_schema.as_ref();
+                            Some((
+                                x.verb.clone()?,
+                                Schema::compile(&r.pair, "output_schema", schema)?,
+                            ))
+                        })
+                        .collect();
                     map.insert(
                         r.pair,
                         Arc::new(KindInfo {
@@ -178,6 +217,7 @@ impl Manifests {
                                 .collect(),
                             manifest_version: r.manifest_version,
                             status_schema,
+                            outputs,
                         }),
                     );
                 }
@@ -199,10 +239,16 @@ impl Manifests {
             .cloned()
     }
 
-    /// `c` (a result for a task of `pair`) as it may be stored; see [`KindInfo::enforce`].
-    pub fn enforce(&self, pair: &KindPair, c: Completion) -> Completion {
+    /// `c` (a result for a task of `pair`; `verb` for an operation) as it may be stored;
+    /// see [`KindInfo::enforce`].
+    pub fn enforce(&self, pair: &KindPair, verb: Option<&str>, c: Completion) -> Completion {
+        // Most results carry nothing to check (failures, teardowns): they skip the cache
+        // lookup.
+        if checked(&c).is_none() {
+            return c;
+        }
         match self.get(pair) {
-            Some(info) => info.enforce(pair, c),
+            Some(info) => info.enforce(pair, verb, c),
             None => c,
         }
     }
@@ -210,5 +256,100 @@ impl Manifests {
     /// Whether a reconcile of `pair` is a single WORK stage (no composer, no rollup).
     pub fn is_plain_leaf(&self, pair: &KindPair) -> bool {
         self.get(pair).is_some_and(|i| i.is_plain_leaf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use converge_engine::{
+        db::queue::LeaseKey,
+        ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId},
+    };
+    use serde_json::json;
+
+    fn key(task_type: &str) -> LeaseKey {
+        LeaseKey {
+            resource_id: ResourceId(uuid::Uuid::nil()),
+            shard_id: ShardId(0),
+            task_type: task_type.into(),
+            lease_token: LeaseToken(uuid::Uuid::nil()),
+            claim_epoch: ClaimEpoch(1),
+        }
+    }
+
+    /// A leaf whose status needs `message: string` and whose `ping` verb answers `pong: int`.
+    fn info() -> KindInfo {
+        let pair = KindPair::new("leaf", 1);
+        let obj = |field: &str, ty: &str| {
+            json!({"type": "object", "required": [field],
+                   "properties": {field: {"type": ty}}})
+        };
+        KindInfo {
+            work_reaction: Some("work".into()),
+            compose_reaction: None,
+            rollup_reaction: None,
+            rollup_full: false,
+            compose_edges: false,
+            compose_configs: false,
+            delete_reaction: None,
+            verbs: HashMap::from([("ping".into(), "ping".into())]),
+            reactor_reaction: None,
+            manifest_version: 1,
+            status_schema: Schema::compile(&pair, "status_schema", Some(&obj("message", "string"))),
+            outputs: HashMap::from([(
+                "ping".into(),
+                Schema::compile(&pair, "output_schema", Some(&obj("pong", "integer"))).unwrap(),
+            )]),
+        }
+    }
+
+    fn output(task_type: &str, out: serde_json::Value) -> Completion {
+        Completion {
+            output: Some(out),
+            ..convert::success(key(task_type), None, Vec::new(), true)
+        }
+    }
+
+    #[test]
+    fn a_status_or_an_output_that_breaks_its_schema_is_a_terminal_failure() {
+        let (i, pair) = (info(), KindPair::new("leaf", 1));
+        let bad = convert::success(key("reconcile"), Some(json!({"message": 1})), vec![], true);
+        let c = i.enforce(&pair, None, bad);
+        assert!(!c.ok && c.terminal);
+        let why = c.error_message.unwrap();
+        assert!(
+            why.contains("status_schema of leaf v1 at /message"),
+            "{why}"
+        );
+
+        let c = i.enforce(&pair, Some("ping"), output("operate", json!({"pong": "x"})));
+        assert!(!c.ok && c.terminal, "{c:?}");
+        let why = c.error_message.unwrap();
+        assert!(
+            why.contains("output_schema of operation \"ping\" of leaf v1 at /pong")
+                && why.contains("\"type\""),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn what_conforms_or_is_not_checked_passes_unchanged() {
+        let (i, pair) = (info(), KindPair::new("leaf", 1));
+        let good = output("operate", json!({"pong": 1}));
+        assert!(i.enforce(&pair, Some("ping"), good).ok);
+        // A verb without an output_schema, an unknown verb (adopted with none running) and a
+        // failure pass as they came.
+        assert!(
+            i.enforce(&pair, Some("other"), output("operate", json!(1)))
+                .ok
+        );
+        assert!(i.enforce(&pair, None, output("operate", json!(1))).ok);
+        let failed = convert::failure(key("reconcile"), "boom", false);
+        let c = i.enforce(&pair, None, failed);
+        assert_eq!(c.error_message.as_deref(), Some("boom"));
+        // A teardown's status is not the resource's status.
+        let teardown = convert::success(key("delete"), Some(json!({"message": 1})), vec![], true);
+        assert!(i.enforce(&pair, None, teardown).ok);
     }
 }

@@ -285,7 +285,7 @@ impl Pipeline {
             composite: true,
             ..convert::success(p.key, p.status, p.conditions, advance)
         };
-        Step::Complete(p.info.enforce(&p.pair, done))
+        Step::Complete(p.info.enforce(&p.pair, None, done))
     }
 
     fn fail(self: Box<Self>, message: String, terminal: bool) -> Step {
@@ -568,6 +568,7 @@ mod tests {
             reactor_reaction: None,
             manifest_version: 1,
             status_schema: None,
+            outputs: Default::default(),
         }
     }
 

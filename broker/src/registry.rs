@@ -47,7 +47,7 @@ use converge_proto::pb::{self, work_stream_server_msg::Body};
 use converge_engine::{
     db::{
         cluster::{ServedKind, WorkerInfo},
-        queue::LeaseKey,
+        queue::{FoundLease, LeaseKey},
     },
     ids::{ClaimEpoch, KindPair, LeaseToken},
     membership::Roster,
@@ -240,6 +240,8 @@ pub(crate) struct Inflight {
     pub stage: i32,
     /// The spec generation the task runs for (`None` for an adopted lease: unknown).
     pub generation: Option<i64>,
+    /// An operation's verb (its output is checked against the verb's `output_schema`).
+    pub verb: Option<String>,
     /// The broker-side deadline, aborted when the result arrives.
     pub timer: Option<AbortHandle>,
     /// Set for composite pipelines (compose/work/rollup under one lease).
@@ -272,6 +274,19 @@ struct State {
     /// [`REVOKED_KEPT`] each.
     revoked: HashSet<Uuid>,
     revoked_order: VecDeque<Uuid>,
+}
+
+impl State {
+    /// Takes `token` out of the in-flight set, freeing its stream's slot and its kind's
+    /// gauge: the one way a lease leaves it with its task ended (result, deadline, revoke).
+    fn take_inflight(&mut self, token: LeaseToken) -> Option<Inflight> {
+        let f = self.inflight.remove(&token.0)?;
+        if let Some(e) = self.streams.get_mut(&f.stream) {
+            e.inflight = e.inflight.saturating_sub(1);
+        }
+        metrics().inflight_add(&f.pair.kind, -1);
+        Some(f)
+    }
 }
 
 /// How many revoked tokens not in flight the registry remembers. Every broker hears every
@@ -407,6 +422,7 @@ impl Registry {
             // A task that finds no room goes back to the queue (a stall is caught by the
             // frames that must not be dropped).
             let generation = t.msg.generation;
+            let verb = operation_verb(&t.msg);
             if entry.out.try_push(Body::Task(t.msg)).is_some() {
                 unplaced.push(t.key);
                 continue;
@@ -423,6 +439,7 @@ impl Registry {
                     stream: sid,
                     stage: t.stage,
                     generation: Some(generation),
+                    verb,
                     timer: None,
                     pipeline: t.pipeline,
                 },
@@ -451,12 +468,7 @@ impl Registry {
             Some(f) if f.key.claim_epoch == epoch => {}
             _ => return None,
         }
-        let f = s.inflight.remove(&token.0)?;
-        if let Some(e) = s.streams.get_mut(&f.stream) {
-            e.inflight = e.inflight.saturating_sub(1);
-        }
-        metrics().inflight_add(&f.pair.kind, -1);
-        Some(f)
+        s.take_inflight(token)
     }
 
     /// Takes a lease out of the in-flight set whatever its epoch (its deadline passed).
@@ -480,7 +492,7 @@ impl Registry {
         let mut s = self.lock();
         let mut out = Vec::new();
         for t in tokens {
-            let Some(mut f) = s.inflight.remove(&t.0) else {
+            let Some(mut f) = s.take_inflight(*t) else {
                 if s.revoked_order.len() == REVOKED_KEPT
                     && let Some(old) = s.revoked_order.pop_front()
                 {
@@ -493,9 +505,7 @@ impl Registry {
             if let Some(timer) = f.timer.take() {
                 timer.abort();
             }
-            metrics().inflight_add(&f.pair.kind, -1);
             if let Some(e) = s.streams.get_mut(&f.stream) {
-                e.inflight = e.inflight.saturating_sub(1);
                 e.out.push(Body::Cancel(pb::CancelTask {
                     lease_token: t.to_string(),
                     claim_epoch: f.key.claim_epoch.0,
@@ -530,10 +540,10 @@ impl Registry {
 
     /// Adopts leases found in the database for a resumed stream (a worker that reconnected
     /// to this broker while still running tasks another session handed out).
-    pub fn adopt(&self, stream: StreamId, keys: Vec<(LeaseKey, KindPair)>) {
+    pub fn adopt(&self, stream: StreamId, found: Vec<FoundLease>) {
         let mut s = self.lock();
         let mut n = 0;
-        for (k, pair) in keys {
+        for FoundLease { key: k, pair, verb } in found {
             if s.inflight.contains_key(&k.lease_token.0) {
                 continue;
             }
@@ -547,6 +557,7 @@ impl Registry {
                     stream,
                     stage: 0,
                     generation: None,
+                    verb,
                     timer: None,
                     pipeline: None,
                 },
@@ -624,6 +635,16 @@ impl Registry {
             e.inflight = 0;
         }
         all.into_iter().map(Inflight::ended).collect()
+    }
+}
+
+/// The verb of an operate task (`None` for any other).
+fn operation_verb(msg: &pb::StageTask) -> Option<String> {
+    match &msg.request {
+        Some(pb::stage_task::Request::OperateReq(r)) => {
+            r.operation.as_ref().map(|o| o.verb.clone())
+        }
+        _ => None,
     }
 }
 

@@ -471,9 +471,11 @@ async fn handle(
                             drop(share);
                         });
                     } else {
-                        let completion = parts
-                            .manifests
-                            .enforce(&f.pair, convert::completion(f.key, f.stage, &c));
+                        let completion = parts.manifests.enforce(
+                            &f.pair,
+                            f.verb.as_deref(),
+                            convert::completion(f.key, f.stage, &c),
+                        );
                         parts.completions.submit(Job::Known {
                             completion,
                             reply: Some(sid),

@@ -144,6 +144,11 @@ fn leaf_manifest() -> Value {
     json!({"kind": "lleaf", "kind_version": 1, "finalizer_name": FINALIZER, "reactions": [
         {"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]},
         {"name": "ping", "trigger": "operation", "verb": "ping", "emits": ["operationOutput"]},
+        // The handler answers every verb with {"pong": input, "from": name}: this one says
+        // pong must be an object.
+        {"name": "typed", "trigger": "operation", "verb": "typed", "emits": ["operationOutput"],
+         "output_schema": {"type": "object", "required": ["pong", "from"],
+                           "properties": {"pong": {"type": "object"}, "from": {"type": "string"}}}},
         {"name": "teardown", "trigger": "deleteRequested", "finalizer": FINALIZER, "emits": ["finalizer"]}]})
 }
 
@@ -376,6 +381,59 @@ async fn an_operation_runs_once_and_stores_its_output_and_an_undeclared_verb_is_
     )
     .await;
     assert_eq!(s, 404);
+    w.stop.cancel();
+}
+
+/// Runs `verb` with `input` on `o-b0-l0` and waits for the operation to end.
+async fn run_op(c: &Converge, verb: &str, input: Value) -> Value {
+    let (s, op) = call(
+        c,
+        reqwest::Method::POST,
+        "resources/lleaf/o-b0-l0/ops",
+        Some(json!({"verb": verb, "input": input})),
+    )
+    .await;
+    assert_eq!(s, 202, "{op}");
+    let uid = op["uid"].as_str().unwrap().to_string();
+    common::wait_for(T, &format!("operation {verb} to end"), || async {
+        let (_, v) = call(
+            c,
+            reqwest::Method::GET,
+            &format!("resources/lleaf/o-b0-l0/ops/{uid}"),
+            None,
+        )
+        .await;
+        (v["state"] == "succeeded" || v["state"] == "failed").then_some(v)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_that_breaks_the_verbs_output_schema_fails_the_operation_terminally() {
+    let w = world().await;
+    let c = &w.c;
+    apply_tree(c, "o", 1, 1).await;
+    let ok = run_op(c, "typed", json!({"x": 1})).await;
+    assert_eq!(ok["state"], "succeeded", "{ok}");
+    assert_eq!(ok["output"]["pong"], json!({"x": 1}));
+
+    let bad = run_op(c, "typed", json!("not an object")).await;
+    assert_eq!(bad["state"], "failed", "{bad}");
+    assert_eq!(bad["attempts"], 1, "terminal: not retried: {bad}");
+    assert_eq!(
+        bad["output"],
+        Value::Null,
+        "the output is not stored: {bad}"
+    );
+    let err = bad["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains(r#"output_schema of operation "typed" of lleaf v1 at /pong"#)
+            && err.contains("\"type\""),
+        "{bad}"
+    );
+    // The same output from a verb without an output_schema is stored as it came.
+    let free = run_op(c, "ping", json!("not an object")).await;
+    assert_eq!(free["state"], "succeeded", "{free}");
     w.stop.cancel();
 }
 

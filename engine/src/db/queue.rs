@@ -339,19 +339,40 @@ fn lease_arrays(leases: &[(LeaseToken, ClaimEpoch)]) -> (Vec<Uuid>, Vec<i64>) {
     leases.iter().map(|(t, e)| (t.0, e.0)).unzip()
 }
 
-fn lease_rows(rows: Vec<LeaseRow>) -> Vec<(LeaseKey, KindPair)> {
+fn lease_row((id, shard, tt, tok, ep, kind, kv): LeaseRow) -> (LeaseKey, KindPair) {
+    (
+        LeaseKey {
+            resource_id: ResourceId(id),
+            shard_id: ShardId(shard),
+            task_type: tt,
+            lease_token: LeaseToken(tok),
+            claim_epoch: ClaimEpoch(ep),
+        },
+        KindPair::new(kind, kv),
+    )
+}
+
+/// A leased queue row a result came back for, found by [`lease_lookup`] or
+/// [`lease_adopt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundLease {
+    /// The key its lease is fenced on.
+    pub key: LeaseKey,
+    /// The kind it belongs to.
+    pub pair: KindPair,
+    /// For an operate row, the verb of the operation the result answers: the resource's
+    /// oldest running one, the row `operation_complete` records it on.
+    pub verb: Option<String>,
+}
+
+/// A [`LeaseRow`] and the verb of the resource's running operation.
+type FoundRow = (Uuid, i16, String, Uuid, i64, String, i32, Option<String>);
+
+fn found_leases(rows: Vec<FoundRow>) -> Vec<FoundLease> {
     rows.into_iter()
-        .map(|(id, shard, tt, tok, ep, kind, kv)| {
-            (
-                LeaseKey {
-                    resource_id: ResourceId(id),
-                    shard_id: ShardId(shard),
-                    task_type: tt,
-                    lease_token: LeaseToken(tok),
-                    claim_epoch: ClaimEpoch(ep),
-                },
-                KindPair::new(kind, kv),
-            )
+        .map(|(id, shard, tt, tok, ep, kind, kv, verb)| {
+            let (key, pair) = lease_row((id, shard, tt, tok, ep, kind, kv));
+            FoundLease { key, pair, verb }
         })
         .collect()
 }
@@ -362,14 +383,18 @@ fn lease_rows(rows: Vec<LeaseRow>) -> Vec<(LeaseKey, KindPair)> {
 pub async fn lease_lookup(
     pool: &PgPool,
     leases: &[(LeaseToken, ClaimEpoch)],
-) -> Result<Vec<(LeaseKey, KindPair)>> {
+) -> Result<Vec<FoundLease>> {
     if leases.is_empty() {
         return Ok(Vec::new());
     }
     let (tokens, epochs) = lease_arrays(leases);
-    let rows: Vec<LeaseRow> = sqlx::query_as(
+    let rows: Vec<FoundRow> = sqlx::query_as(
         "SELECT w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
-                w.kind, w.kind_version
+                w.kind, w.kind_version,
+                (SELECT o.verb FROM resource_operations o
+                 WHERE w.task_type = 'operate' AND o.resource_id = w.resource_id
+                   AND o.state = 'running'
+                 ORDER BY o.created_at, o.uid LIMIT 1)
          FROM work_queue w
          JOIN unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
            ON w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch",
@@ -378,7 +403,7 @@ pub async fn lease_lookup(
     .bind(&epochs)
     .fetch_all(pool)
     .await?;
-    Ok(lease_rows(rows))
+    Ok(found_leases(rows))
 }
 
 /// Why the engine took a running task's lease away (the `lease_revoked` NOTIFY's reason and
@@ -484,24 +509,28 @@ pub async fn lease_adopt(
     pool: &PgPool,
     leases: &[(LeaseToken, ClaimEpoch)],
     broker_id: &str,
-) -> Result<Vec<(LeaseKey, KindPair)>> {
+) -> Result<Vec<FoundLease>> {
     if leases.is_empty() {
         return Ok(Vec::new());
     }
     let (tokens, epochs) = lease_arrays(leases);
-    let rows: Vec<LeaseRow> = sqlx::query_as(
+    let rows: Vec<FoundRow> = sqlx::query_as(
         "UPDATE work_queue w SET broker_id = $3
          FROM unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
          WHERE w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch
          RETURNING w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
-                   w.kind, w.kind_version",
+                   w.kind, w.kind_version,
+                   (SELECT o.verb FROM resource_operations o
+                    WHERE w.task_type = 'operate' AND o.resource_id = w.resource_id
+                      AND o.state = 'running'
+                    ORDER BY o.created_at, o.uid LIMIT 1)",
     )
     .bind(&tokens)
     .bind(&epochs)
     .bind(broker_id)
     .fetch_all(pool)
     .await?;
-    Ok(lease_rows(rows))
+    Ok(found_leases(rows))
 }
 
 /// Calls one of the engine's batch lease functions (`work_heartbeat`, `work_release`) with the
