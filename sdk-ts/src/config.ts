@@ -5,7 +5,7 @@
  * broker or a comma-separated list, dialled in order with failover), `WORKER_MAX_PARALLEL`,
  * `WORKER_DRAIN_TIMEOUT`, `WORKER_KINDS` and `WORKER_NAME`, the transport-security ones
  * (`WORKER_TOKEN` or `WORKER_TOKEN_FILE`, `BROKER_CA_FILE`, `WORKER_CERT_FILE` +
- * `WORKER_KEY_FILE`) and `GRPC_MAX_MESSAGE_BYTES`. A malformed value is a `ConfigError`
+ * `WORKER_KEY_FILE`), `GRPC_MAX_MESSAGE_BYTES` and `GRPC_COMPRESSION`. A malformed value is a `ConfigError`
  * naming the variable, never a silent default; an empty variable counts as unset. The token
  * never appears in a log line, an error message or the config's JSON/inspect form.
  *
@@ -42,6 +42,12 @@ export const MAX_PARALLEL_LIMIT = 1 << 20;
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** The most `GRPC_MAX_MESSAGE_BYTES` may be: 512 MiB. */
 export const MAX_MESSAGE_BYTES_LIMIT = 512 * 1024 * 1024;
+/**
+ * How the worker's messages travel (`GRPC_COMPRESSION`): `gzip` compresses what it sends
+ * (the broker then answers in gzip too), `none` sends plain frames.
+ */
+export type Compression = "gzip" | "none";
+const COMPRESSIONS: readonly string[] = ["gzip", "none"];
 
 const DURATION = /^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ms|s|m|h)?$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
@@ -197,6 +203,8 @@ export class WorkerConfig {
   reconnectMaxMs = DEFAULT_RECONNECT_MAX_MS;
   /** Largest gRPC message sent or received (`GRPC_MAX_MESSAGE_BYTES`, up to 512 MiB). */
   maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
+  /** Whether sent messages are gzipped (`GRPC_COMPRESSION`: `gzip` or `none`, the default). */
+  compression: Compression = "none";
   /** Bearer token sent as `authorization` metadata on every RPC (`WORKER_TOKEN`). */
   token: string | undefined = undefined;
   /** File holding the token, re-read at every (re)connect (`WORKER_TOKEN_FILE`). */
@@ -249,6 +257,15 @@ export class WorkerConfig {
     const maxMessage = get("GRPC_MAX_MESSAGE_BYTES");
     if (maxMessage !== undefined) {
       cfg.maxMessageBytes = parseBounded("GRPC_MAX_MESSAGE_BYTES", maxMessage, 1, MAX_MESSAGE_BYTES_LIMIT);
+    }
+    const compression = get("GRPC_COMPRESSION");
+    if (compression !== undefined) {
+      // `identity` is gRPC's own name for no compression.
+      const c = compression.toLowerCase() === "identity" ? "none" : compression.toLowerCase();
+      if (!COMPRESSIONS.includes(c)) {
+        throw ConfigError.invalid("GRPC_COMPRESSION", compression, "expected gzip or none");
+      }
+      cfg.compression = c as Compression;
     }
     cfg.token = get("WORKER_TOKEN");
     cfg.tokenFile = get("WORKER_TOKEN_FILE");
@@ -392,6 +409,9 @@ export class WorkerConfig {
         this.maxMessageBytes,
         `must be between 1 and ${MAX_MESSAGE_BYTES_LIMIT}`,
       );
+    }
+    if (!COMPRESSIONS.includes(this.compression)) {
+      throw ConfigError.invalid("compression", this.compression, "expected gzip or none");
     }
   }
 

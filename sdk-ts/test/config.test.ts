@@ -47,6 +47,7 @@ test("defaults and values", () => {
     WORKER_KINDS: " a, b ,",
     WORKER_NAME: "w1",
     GRPC_MAX_MESSAGE_BYTES: "536870912",
+    GRPC_COMPRESSION: " GZIP ",
   });
   assert.deepEqual(c.brokerAddrs, ["http://127.0.0.1:9090"], "a bare host:port is h2c");
   assert.deepEqual(c.targets, ["127.0.0.1:9090"]);
@@ -55,6 +56,9 @@ test("defaults and values", () => {
   assert.deepEqual(c.kinds, ["a", "b"]);
   assert.equal(c.workerName, "w1");
   assert.equal(c.maxMessageBytes, 512 * 1024 * 1024);
+  assert.equal(c.compression, "gzip");
+  assert.equal(WorkerConfig.fromEnv({ BROKER_ADDR: "a:1" }).compression, "none");
+  assert.equal(WorkerConfig.fromEnv({ BROKER_ADDR: "a:1", GRPC_COMPRESSION: "identity" }).compression, "none");
   c.validate();
 });
 
@@ -107,6 +111,7 @@ test("malformed values name the variable", () => {
     [{ WORKER_KINDS: " , " }, "WORKER_KINDS"],
     [{ GRPC_MAX_MESSAGE_BYTES: "536870913" }, "GRPC_MAX_MESSAGE_BYTES"],
     [{ GRPC_MAX_MESSAGE_BYTES: "64MiB" }, "GRPC_MAX_MESSAGE_BYTES"],
+    [{ GRPC_COMPRESSION: "zstd" }, "GRPC_COMPRESSION"],
   ] as const) {
     const e = configError(() => WorkerConfig.fromEnv({ BROKER_ADDR: "a:1", ...env }));
     assert.equal(e.variable, variable, e.message);

@@ -213,6 +213,27 @@ test("a composite's children, labels, edges, value flows, configs and paged roll
   }),
 );
 
+test("a gzip worker composes, rolls up and flows values", { timeout: 90_000 }, (t) =>
+  withConverge(t, async (c) => {
+    // GRPC_COMPRESSION=gzip: grpc-js compresses every message the worker sends, as the
+    // original implementation's workers did; a broker without gzip answers UNIMPLEMENTED.
+    const { compression } = WorkerConfig.fromEnv({ BROKER_ADDR: c.broker, GRPC_COMPRESSION: "gzip" });
+    assert.equal(compression, "gzip");
+    await c.applyManifest(STACK);
+    await worker(
+      [stack, new Leaf("stack")],
+      { brokerAddrs: [c.broker], workerName: "e2e-gzip", compression },
+      async () => {
+        await c.apply("ts-stack", "zipped", {});
+        const r = await c.waitResource("ts-stack", "zipped", "rolled up", (v) => ready(v) && v.status?.total === 2);
+        assert.deepEqual(r.status, { names: ["zipped-app", "zipped-db"], total: 2, ready: 2, included: false });
+        const app = await c.get("conf-leaf", "zipped-app");
+        assert.deepEqual(app.spec, { role: "app", upstream: "zipped-db" });
+      },
+    );
+  }),
+);
+
 test("a handler stopped midway is finished by a new worker", { timeout: 90_000 }, (t) =>
   withConverge(t, async (c) => {
     let started = false;

@@ -89,6 +89,8 @@ export function channelOptions(cfg: WorkerConfig): grpc.ChannelOptions {
   return {
     "grpc.max_send_message_length": cfg.maxMessageBytes,
     "grpc.max_receive_message_length": cfg.maxMessageBytes,
+    // grpc-js's CompressionAlgorithms: 2 is gzip, 0 identity (plain frames).
+    "grpc.default_compression_algorithm": cfg.compression === "gzip" ? 2 : 0,
     "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
     "grpc.keepalive_permit_without_calls": 1,
