@@ -427,7 +427,7 @@ async fn apply_bulk(
                 } else {
                     item(from)
                 };
-                let r = client.post(&url).json(&body).send().await?;
+                let r = send_retrying(&client, &url, &body).await?;
                 if !r.status().is_success() {
                     bail!("apply failed: {} {}", r.status(), r.text().await.unwrap_or_default());
                 }
@@ -448,6 +448,29 @@ async fn apply_bulk(
         t.await??;
     }
     Ok(t0.elapsed())
+}
+
+/// POSTs `body`, retrying a request that failed in transport (a 1M-resource run met
+/// "connection closed before message completed" once every few hundred thousand items).
+/// Safe because an apply is idempotent: a repeated item is answered `unchanged`.
+async fn send_retrying(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<reqwest::Response> {
+    const ATTEMPTS: u32 = 3;
+    let mut attempt = 1;
+    loop {
+        match client.post(url).json(body).send().await {
+            Ok(r) => return Ok(r),
+            Err(e) if attempt < ATTEMPTS => {
+                eprintln!("  apply request failed ({e}); retrying ({attempt}/{ATTEMPTS})");
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 async fn wait_all_ready(
