@@ -51,3 +51,16 @@ impl CpuSample {
         share * self.cpus as f64 * self.at.duration_since(earlier.at).as_secs_f64()
     }
 }
+
+/// CPU-seconds the threads of process `pid` have run so far (the sum of each thread's
+/// `/proc/<pid>/task/<tid>/schedstat` run time, in nanoseconds there: no clock-tick
+/// rounding, which matters for costs of a millisecond). Threads that already exited are not
+/// counted; converge's runtime threads live as long as it does. `None` off Linux.
+pub fn process_cpu_secs(pid: u32) -> Option<f64> {
+    let mut ns: u64 = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(ns as f64 / 1e9)
+}

@@ -654,16 +654,27 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let scrape = if args.scrape_samples > 0 {
         eprintln!("timing {} /metrics scrapes ...", args.scrape_samples);
-        Some(scrape_latency(&client, &server.http, args.scrape_samples).await?)
+        let pid = server.child.id().unwrap_or(0);
+        let cpu0 = cpu::process_cpu_secs(pid);
+        let ms = scrape_latency(&client, &server.http, args.scrape_samples).await?;
+        // converge's own CPU per scrape: what a scrape costs, whatever else the machine runs
+        // (the latency percentiles include waiting for a core).
+        let cpu_ms = cpu0
+            .zip(cpu::process_cpu_secs(pid))
+            .map(|(a, b)| (b - a) * 1000.0 / ms.len().max(1) as f64);
+        Some((ms, cpu_ms))
     } else {
         None
     };
+    let scrape_json = |(ms, cpu_ms): &(Vec<f64>, Option<f64>)| {
+        json!({"n": ms.len(), "p50": percentile(ms, 50.0), "p99": percentile(ms, 99.0),
+               "max": ms.last().copied().unwrap_or(0.0), "converge_cpu_ms_per_scrape": cpu_ms})
+    };
     if args.scrape_only {
-        let ms = scrape.unwrap_or_default();
         let out = json!({
             "n": args.n,
             "apply_secs": apply_time.as_secs_f64(),
-            "scrape_ms": {"n": ms.len(), "p50": percentile(&ms, 50.0), "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(0.0)},
+            "scrape_ms": scrape.as_ref().map(scrape_json),
         });
         stop_server(&mut server).await;
         return report(out, probe_before.as_ref(), &args);
@@ -705,8 +716,8 @@ async fn main() -> anyhow::Result<()> {
         "converge_peak_rss_mb": rss,
     });
     let mut out = out;
-    if let Some(ms) = &scrape {
-        out["scrape_ms"] = json!({"n": ms.len(), "p50": percentile(ms, 50.0), "p99": percentile(ms, 99.0), "max": ms.last().copied().unwrap_or(0.0)});
+    if let Some(sc) = &scrape {
+        out["scrape_ms"] = scrape_json(sc);
     }
     stop.cancel();
     for w in workers {
