@@ -89,6 +89,10 @@ pub struct Config {
     pub claim_batch: usize,
     /// MAX_BODY_BYTES: largest accepted request body.
     pub max_body_bytes: usize,
+    /// MAX_BUNDLE_BYTES: largest provider-config bundle (`data`, decoded), 1 KiB..=256 MiB,
+    /// default 10 MiB. WASM components built from JavaScript or Python carry their language's
+    /// engine (12-20 MB); their base64 upload needs a MAX_BODY_BYTES of 4/3 of the bundle.
+    pub max_bundle_bytes: usize,
     /// MAX_WATCHERS: `?watch=true` streams open at once (503 beyond).
     pub max_watchers: usize,
     /// GRPC_MAX_MESSAGE_BYTES: largest WorkerService message the broker accepts or sends
@@ -324,6 +328,7 @@ impl Config {
             drainers: read(&get, "DRAINERS", 2, num)?,
             claim_batch: read(&get, "CLAIM_BATCH", 256, num)?,
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
+            max_bundle_bytes: read(&get, "MAX_BUNDLE_BYTES", 10 * 1024 * 1024, num)?,
             max_watchers: read(&get, "MAX_WATCHERS", 256, num)?,
             grpc_max_message_bytes: read(
                 &get,
@@ -361,6 +366,12 @@ impl Config {
             return Err(ConfigError {
                 var: "CLAIM_BATCH",
                 reason: "must be 1..=10000".into(),
+            });
+        }
+        if !(1024..=256 << 20).contains(&cfg.max_bundle_bytes) {
+            return Err(ConfigError {
+                var: "MAX_BUNDLE_BYTES",
+                reason: "must be 1024..=268435456 (1 KiB to 256 MiB)".into(),
             });
         }
         if !(1..=100_000).contains(&cfg.max_watchers) {
@@ -523,6 +534,19 @@ mod tests {
             .tls
             .unwrap();
         assert!(t.client_ca.is_none());
+    }
+
+    #[test]
+    fn bundle_limit_is_bounded() {
+        assert_eq!(cfg(&[]).unwrap().max_bundle_bytes, 10 << 20);
+        let c = cfg(&[("MAX_BUNDLE_BYTES", "33554432")]).unwrap();
+        assert_eq!(c.max_bundle_bytes, 32 << 20);
+        for v in ["1023", "268435457", "32MiB"] {
+            assert_eq!(
+                cfg(&[("MAX_BUNDLE_BYTES", v)]).unwrap_err().var,
+                "MAX_BUNDLE_BYTES"
+            );
+        }
     }
 
     #[test]

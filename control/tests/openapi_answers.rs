@@ -738,6 +738,7 @@ async fn contract(db: &TestDb) -> Contract {
             WatchConfig::default(),
             CancellationToken::new(),
         ),
+        max_bundle_bytes: 10 << 20,
     };
     Contract {
         app: http::router(state, 1 << 20),

@@ -57,6 +57,7 @@ fn router(pool: sqlx::PgPool, stop: CancellationToken) -> axum::Router {
         schemas: Default::default(),
         dispatch_hint: None,
         auth: None,
+        max_bundle_bytes: 10 << 20,
     };
     http::router(state, 1 << 20)
 }

@@ -301,6 +301,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
             auth: security.auth.clone(),
             watches,
+            max_bundle_bytes: cfg.max_bundle_bytes,
         };
         http::router(state, cfg.max_body_bytes)
     } else {

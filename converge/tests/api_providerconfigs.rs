@@ -163,6 +163,34 @@ async fn configs_are_validated_listed_guarded_and_reach_workers() {
     stop.cancel();
 }
 
+/// `MAX_BUNDLE_BYTES` bounds a bundle, decoded: one byte over is a 422 at `/data` naming the
+/// setting, the limit itself is stored whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundle_over_max_bundle_bytes_is_refused_naming_the_setting() {
+    let c = Converge::start(&[("MAX_BUNDLE_BYTES", "2048")]).await;
+    c.apply_manifest(&manifest()).await;
+    let with = |n: usize| {
+        let mut body = config(&format!("b{n}"), false, json!({}));
+        body["data"] = json!(base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]));
+        body
+    };
+    let (s, body) = c
+        .call(Method::POST, "providerconfigs", Some(with(2049)))
+        .await;
+    assert_eq!(s, 422, "{body}");
+    assert_eq!(body["errors"][0]["location"], "/data", "{body}");
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("2049") && message.contains("MAX_BUNDLE_BYTES"),
+        "{body}"
+    );
+    let (s, body) = c
+        .call(Method::POST, "providerconfigs", Some(with(2048)))
+        .await;
+    assert_eq!((s, &body["data_size"]), (201, &json!(2048)), "{body}");
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cel_graph_spec_must_compile_with_every_error_located() {
     let c = Converge::start(&[]).await;

@@ -56,6 +56,8 @@ pub struct AppState {
     pub auth: Option<Arc<converge_auth::Authenticator>>,
     /// The event-log tail that `?watch=true` streams follow.
     pub watches: Arc<WatchHub>,
+    /// Largest provider-config bundle, decoded (`MAX_BUNDLE_BYTES`).
+    pub max_bundle_bytes: usize,
 }
 
 impl AppState {

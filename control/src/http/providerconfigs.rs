@@ -1,8 +1,8 @@
 //! Provider configs: `POST /api/v1/providerconfigs` (create or replace by name),
 //! `GET /api/v1/providerconfigs` (offset pages, filters `kind`, `name`, `default`),
 //! `GET` and `DELETE /api/v1/providerconfigs/{name}`. A config's spec must satisfy its kind's
-//! `config_schema` (422); its bundle (`data`, base64) is at most 10 MiB; a kind version has at
-//! most one default (409). A spec with a top-level `resources` array is a CEL resource graph
+//! `config_schema` (422); its bundle (`data`, base64) is at most `MAX_BUNDLE_BYTES` (10 MiB
+//! by default); a kind version has at most one default (409). A spec with a top-level `resources` array is a CEL resource graph
 //! (stdworker's cel provider) and must compile, every problem located (422); its value flows
 //! must type-check against the kinds they join (a pointer the upstream's `status_schema` or
 //! the dependent's `spec_schema` cannot have, or types that cannot meet, is a 422 naming
@@ -51,9 +51,6 @@ use crate::db::{
         DeleteOutcome, ListFilter, ProviderConfigPut, ProviderConfigRow, PutRefused,
     },
 };
-
-/// Largest bundle a config may carry.
-pub const MAX_BUNDLE_BYTES: usize = 10 * 1024 * 1024;
 
 /// The create-or-replace body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -144,12 +141,13 @@ pub async fn put(
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(b64.trim())
                 .map_err(|e| ApiError::invalid("/data", format!("data is not base64: {e}")))?;
-            if bytes.len() > MAX_BUNDLE_BYTES {
+            if bytes.len() > s.max_bundle_bytes {
                 return Err(ApiError::invalid(
                     "/data",
                     format!(
-                        "data is {} bytes, over the {MAX_BUNDLE_BYTES}-byte limit",
-                        bytes.len()
+                        "data is {} bytes, over the {}-byte limit (MAX_BUNDLE_BYTES)",
+                        bytes.len(),
+                        s.max_bundle_bytes
                     ),
                 ));
             }
