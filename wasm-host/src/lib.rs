@@ -154,6 +154,10 @@ struct HostInner {
     engine_digest: Digest32,
     disk: Option<DiskCache>,
     loaded: Mutex<HashMap<Digest32, Weak<LoadedComponent>>>,
+    /// One lock per content being compiled: loads of the same bytes wait for the first
+    /// instead of compiling it again beside it (seven kinds sharing one 12 MB JavaScript
+    /// component compiled it seven times at once, minutes of both cores).
+    compiling: Mutex<HashMap<Digest32, Arc<Mutex<()>>>>,
     counters: Counters,
     random_bytes: Vec<u8>,
 }
@@ -238,6 +242,7 @@ impl WasmHost {
                 engine_digest,
                 disk,
                 loaded: Mutex::new(HashMap::new()),
+                compiling: Mutex::new(HashMap::new()),
                 counters: Counters::default(),
                 random_bytes,
             }),
@@ -285,17 +290,56 @@ impl WasmHost {
             });
         }
         let digest = cache::sha256(bytes);
-        if let Some(hit) = inner
+        if let Some(hit) = self.loaded(&digest) {
+            return Ok(hit);
+        }
+        // Single flight per content: the first load compiles, the others wait on its lock
+        // and then find it loaded (or, if it failed, try in turn and fail the same way).
+        let flight = Arc::clone(
+            inner
+                .compiling
+                .lock()
+                .expect("compiling lock")
+                .entry(digest)
+                .or_default(),
+        );
+        let _flight = flight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hit) = self.loaded(&digest) {
+            return Ok(hit);
+        }
+        let loaded = self.compile_and_link(&digest, bytes);
+        inner
+            .compiling
+            .lock()
+            .expect("compiling lock")
+            .remove(&digest);
+        loaded
+    }
+
+    /// The component of `digest` if it is loaded and still referenced (a memory-cache hit).
+    fn loaded(&self, digest: &Digest32) -> Option<Arc<LoadedComponent>> {
+        let hit = self
+            .inner
             .loaded
             .lock()
             .expect("cache lock")
-            .get(&digest)
-            .and_then(Weak::upgrade)
-        {
-            inner.counters.memory_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(hit);
-        }
+            .get(digest)
+            .and_then(Weak::upgrade)?;
+        self.inner
+            .counters
+            .memory_hits
+            .fetch_add(1, Ordering::Relaxed);
+        Some(hit)
+    }
 
+    /// Compiles (or takes from the disk cache) and links a component not loaded yet.
+    fn compile_and_link(
+        &self,
+        digest: &Digest32,
+        bytes: &[u8],
+    ) -> Result<Arc<LoadedComponent>, LoadError> {
+        let inner = &self.inner;
+        let digest = *digest;
         let component = self.compile(&digest, bytes)?;
         let pre = inner
             .linker

@@ -420,6 +420,30 @@ fn components_of_the_wrong_world_or_garbage_are_refused() {
     );
 }
 
+/// Loads of the same bytes racing on several threads compile it once: the others wait for
+/// the first and share its component (stdworker loads one component per kind it serves).
+#[test]
+fn concurrent_loads_of_one_component_compile_it_once() {
+    let host = WasmHost::new(HostConfig {
+        cache_dir: None,
+        ..HostConfig::default()
+    })
+    .unwrap();
+    let bytes = guest(
+        world(),
+        &test_info(),
+        Body::Return(ok_status("{\"race\":1}")),
+    );
+    let loaded: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| host.load(&bytes).unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(host.cache_stats().compiles, 1);
+    assert!(loaded.iter().all(|c| std::sync::Arc::ptr_eq(c, &loaded[0])));
+}
+
 #[tokio::test]
 async fn disk_cache_compiles_once_and_recovers_from_corruption() {
     let dir = tempfile::tempdir().unwrap();
