@@ -13,6 +13,11 @@
 //! exit code 2. `STDWORKER_SANDBOX_PROCS`, `STDWORKER_SANDBOX_MEMORY_MIB` and
 //! `STDWORKER_SANDBOX_TIMEOUT` bound the composers' sandbox.
 //!
+//! `stdworker precompile COMPONENT.wasm...` compiles WASM components into the compile cache
+//! (`STDWORKER_WASM_CACHE_DIR`) and exits, so a worker that later gets one as a bundle is
+//! ready at once instead of after its compile (about two minutes for a 12 MB JavaScript
+//! component on a busy 2-core machine): a step for an image build or a test setup.
+//!
 //! `stdworker __sandbox <memory-bytes>` (hidden, started by stdworker itself) is a sandbox
 //! child: it evaluates starlark and CEL requests from stdin under its own resource limits
 //! and never starts a runtime.
@@ -24,8 +29,10 @@ use converge_stdworker::{StdworkerConfig, build_registry, sandbox};
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|a| a == sandbox::CHILD_ARG) {
-        return sandbox::child::main(args);
+    match args.next() {
+        Some(a) if a == sandbox::CHILD_ARG => return sandbox::child::main(args),
+        Some(a) if a == "precompile" => return precompile(args),
+        _ => {}
     }
     // Only the worker gets a runtime: the child is single-threaded and synchronous.
     match tokio::runtime::Builder::new_multi_thread()
@@ -37,6 +44,59 @@ fn main() -> ExitCode {
             eprintln!("stdworker: cannot start the async runtime: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `stdworker precompile FILE...`: each component compiled into the disk cache (or found
+/// there), one line per file; exit 1 if any does not load, 2 without a file or a cache dir.
+fn precompile(files: impl Iterator<Item = std::ffi::OsString>) -> ExitCode {
+    let files: Vec<_> = files.collect();
+    if files.is_empty() {
+        eprintln!("usage: stdworker precompile COMPONENT.wasm...");
+        return ExitCode::from(2);
+    }
+    let host = match converge_stdworker::providers::wasm::host_from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("stdworker precompile: cannot start the wasm host: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut failed = false;
+    for file in &files {
+        let shown = std::path::Path::new(file).display();
+        let started = std::time::Instant::now();
+        let result = std::fs::read(file)
+            .map_err(|e| format!("cannot read it: {e}"))
+            .and_then(|bytes| {
+                let loaded = host.load(&bytes).map_err(|e| e.to_string())?;
+                Ok((loaded, host.cache_path(&bytes)))
+            });
+        match result {
+            Ok((loaded, Some(path))) => println!(
+                "stdworker precompile: {shown}: sha256 {} ({} bytes) in {:.1} s, cached at {}",
+                loaded.sha256(),
+                loaded.size(),
+                started.elapsed().as_secs_f64(),
+                path.display()
+            ),
+            Ok((_, None)) => {
+                eprintln!(
+                    "stdworker precompile: {shown}: compiled, but the disk cache is off ({} is empty)",
+                    converge_stdworker::providers::wasm::CACHE_DIR_VAR
+                );
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("stdworker precompile: {shown}: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
