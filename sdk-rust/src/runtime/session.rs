@@ -143,24 +143,30 @@ async fn connect(shared: &Shared, addr: &str) -> Result<Connection, SessionError
     Ok(Connection { channel, dial })
 }
 
-/// One GetProviderConfig call for every registered pair.
+/// One GetProviderConfig call per registered pair. One call for all of them would carry
+/// every pair's bundle in one answer: seven kinds served by one 12 MB WASM component made an
+/// 85 MB answer that neither side could send past the 64 MiB message cap, so the worker
+/// never started. Per pair, an answer is bounded by one bundle (`MAX_BUNDLE_BYTES`).
 async fn pull_configs(
     conn: &Connection,
     shared: &Shared,
 ) -> Result<Vec<pb::ProviderConfigEntry>, SessionError> {
-    let entries = shared.registry.entries();
-    let req = pb::GetProviderConfigRequest {
-        kinds: entries.iter().map(|e| e.kv.kind.clone()).collect(),
-        kind_versions: entries.iter().map(|e| e.kv.version).collect(),
-    };
-    let mut request = tonic::Request::new(req);
-    request.set_timeout(CONFIG_PULL_TIMEOUT);
-    conn.dial.authorize(request.metadata_mut());
-    let resp = client(conn.channel.clone(), &shared.cfg)
-        .get_provider_config(request)
-        .await
-        .map_err(SessionError::Refused)?;
-    Ok(resp.into_inner().entries)
+    let mut entries = Vec::new();
+    for e in shared.registry.entries() {
+        let req = pb::GetProviderConfigRequest {
+            kinds: vec![e.kv.kind.clone()],
+            kind_versions: vec![e.kv.version],
+        };
+        let mut request = tonic::Request::new(req);
+        request.set_timeout(CONFIG_PULL_TIMEOUT);
+        conn.dial.authorize(request.metadata_mut());
+        let resp = client(conn.channel.clone(), &shared.cfg)
+            .get_provider_config(request)
+            .await
+            .map_err(SessionError::Refused)?;
+        entries.extend(resp.into_inner().entries);
+    }
+    Ok(entries)
 }
 
 /// Loads every registered pair's default config from the first broker of the list that
