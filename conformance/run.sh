@@ -2,7 +2,7 @@
 # Builds (or locates) every worker form present in the tree and runs the conformance suite
 # (conformance/run.py) against all of them.
 #
-#   conformance/run.sh [--forms rust,python,go,ts,exec,wasm,starlark,cel] [--only leaf,compose] [--no-build]
+#   conformance/run.sh [--forms rust,python,go,ts,exec,wasm,wasm-js,starlark,cel] [--only leaf,compose] [--no-build]
 #
 # Forms, each included only when its source exists:
 #   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
@@ -13,6 +13,8 @@
 #                                                STDWORKER_BIN)
 #   wasm    conformance/workers/wasm/worker.sh  (stdworker's wasm provider running the Rust
 #                                                guest fixture; profile.json)
+#   wasm-js wasm-host/guests/js                 (the same worker running the JavaScript guest,
+#                                                built by wasm-host/guests/build-js.sh)
 #   starlark, cel                                (conf-composite by that composer, the
 #                                                 other kinds by the wasm guest)
 #
@@ -29,7 +31,7 @@ export CARGO_TARGET_DIR="$TARGET"
 PYTHON="${PYTHON:-$HOME/.cache/converge-py-venv/bin/python}"
 GO_OUT="$TARGET/conformance-go"
 
-want_forms="rust,python,go,ts,exec,wasm,starlark,cel"
+want_forms="rust,python,go,ts,exec,wasm,wasm-js,starlark,cel"
 only=""
 build=1
 
@@ -115,6 +117,23 @@ if wanted wasm && [[ -x conformance/workers/wasm/worker.sh && -f wasm-host/tests
     need_stdworker
     forms+=(--form "wasm=$ROOT/conformance/workers/wasm/worker.sh")
     forms+=(--form-profile "wasm=$ROOT/conformance/workers/wasm/profile.json")
+fi
+# The JavaScript guest: the same worker as wasm, the component built from npm (not committed).
+if wanted wasm-js && [[ -f wasm-host/guests/js/src/app.js ]]; then
+    need_stdworker
+    export CONVERGE_JS_GUEST="${CONVERGE_JS_GUEST:-$HOME/.cache/converge-wasm/js-guest.wasm}"
+    if [[ $build == 1 ]]; then
+        log "building the JavaScript guest"
+        wasm-host/guests/build-js.sh
+    fi
+    [[ -f "$CONVERGE_JS_GUEST" ]] || { log "the JavaScript guest is missing at $CONVERGE_JS_GUEST (wasm-host/guests/build-js.sh)"; exit 1; }
+    # Compiled once here into the cache every cell's stdworker reads (worker.sh's default):
+    # compiling the 12 MB component takes a minute or more, longer than a scenario waits.
+    export STDWORKER_WASM_CACHE_DIR="${STDWORKER_WASM_CACHE_DIR:-${TMPDIR:-/tmp}/converge-conformance-wasm-cache}"
+    log "precompiling the JavaScript guest"
+    "$STDWORKER_BIN" precompile "$CONVERGE_JS_GUEST"
+    forms+=(--form "wasm-js=$ROOT/conformance/workers/wasm/worker.sh")
+    forms+=(--form-profile "wasm-js=$ROOT/conformance/workers/wasm-js/profile.json")
 fi
 # The composer forms: conf-composite by the starlark or cel provider, the leaves by the guest.
 for composer in starlark cel; do
