@@ -56,7 +56,13 @@ pub async fn put_manifest(
     let force = query_pairs(q.as_deref())
         .iter()
         .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
-    let joined = flows::Joined::read_kinds(&s.schemas, &s.pool, flows::edge_kinds(&body))
+    // The kinds its edges join, but the one applied (checked against this manifest).
+    let own_version = body.get("kind_version").and_then(Value::as_i64);
+    let joined_kinds = flows::edge_kinds(&body)
+        .into_iter()
+        .filter(|(k, v)| !(*k == kind && Some(i64::from(*v)) == own_version))
+        .collect();
+    let joined = flows::Joined::read_kinds(&s.schemas, &s.pool, joined_kinds)
         .await
         .map_err(ApiError::db("reload kind manifests"))?;
     let (compiled, warnings) = manifest_check::check_with(body, &kind, |k, v| joined.get(k, v))
