@@ -104,6 +104,10 @@ rust_steps() {
     step "rust clippy" cargo clippy --workspace --all-targets --all-features -- -D warnings
     # Tests spawn the real binaries from the target dir, so build them first.
     step "rust build" cargo build --workspace --bins
+    # The Starlark sample compose the API runs at provider-config apply (its own workspace,
+    # see compose-dsl/Cargo.toml), built beside `converge` so the tests find it there.
+    step "starlark compose bin" cargo build --manifest-path "$ROOT/compose-dsl/Cargo.toml" \
+        -p converge-starlark --bin converge-starlark-compose
     step "rust test" cargo test --workspace --all-features --no-fail-fast
 }
 

@@ -906,3 +906,165 @@ async fn one_manifest_apply_lists_every_problem_and_a_kind_version_deletes_when_
     .await;
     db.pool.close().await;
 }
+
+#[tokio::test]
+async fn manifest_edges_are_type_checked_at_apply_with_the_other_problems() {
+    use Method as M;
+    let db = TestDb::new().await;
+    let mut c = contract(&db).await;
+    let put = "/api/v1/kinds/{kind}/manifest";
+    let leaf = |kind: &str, more: Value| {
+        let mut m = json!({"kind": kind, "kind_version": 1,
+            "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]});
+        m.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+        m
+    };
+    c.call(
+        M::PUT,
+        put,
+        "/api/v1/kinds/vpc/manifest",
+        Some(leaf(
+            "vpc",
+            json!({"status_schema": {"type": "object", "additionalProperties": false,
+                "properties": {"vpc_id": {"type": "string"}, "prefix_len": {"type": "integer"}}}}),
+        )),
+        201,
+    )
+    .await;
+    // The composite: its subnets take the vpc's id; its own status feeds a dependent.
+    let net = |edges: Value| {
+        json!({"kind": "net", "kind_version": 1,
+            "spec_schema": {"type": "object", "properties": {"vpc_id": {"type": "string"}}},
+            "status_schema": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+            "reactions": [{"name": "compose", "trigger": "specChange",
+                           "emits": ["children", "edges", "status"]}],
+            "edges": edges})
+    };
+    let flow = |from: &str, to: &str, dst: &str, src: &str| {
+        json!({"from": {"kind": from}, "to": {"kind": to, "kind_version": 1},
+               "values": [{"dependent_field": dst, "source_field": src}]})
+    };
+
+    // A string into a boolean, a status pointer the vpc cannot have, and an unknown field:
+    // one 422 with all three, each flow naming both pointers and both kinds.
+    let mut bad = net(json!([
+        flow("net", "vpc", "/vpc_id", "/vpc_id"),
+        {"from": {"kind": "net"}, "to": {"kind": "vpc"}, "values": [
+            {"dependent_field": "/vpc_id", "source_field": "/vpcid"},
+            {"dependent_field": "/vpc_id", "source_field": "/prefix_len"}]},
+    ]));
+    bad["task_deadline_sec"] = json!(5);
+    let problem = c
+        .call(M::PUT, put, "/api/v1/kinds/net/manifest", Some(bad), 422)
+        .await;
+    assert_eq!(
+        locations(&problem),
+        [
+            "/edges/1/values/0",
+            "/edges/1/values/1",
+            "/task_deadline_sec"
+        ],
+        "{problem:#}"
+    );
+    let msg = |i: usize| {
+        problem["errors"][i]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        msg(0).contains("status_schema of vpc v1 has no /vpcid"),
+        "{problem:#}"
+    );
+    for want in [
+        "vpc.status/prefix_len",
+        "kind vpc v1",
+        "net.spec/vpc_id",
+        "kind net v1",
+    ] {
+        assert!(msg(1).contains(want), "{want}: {problem:#}");
+    }
+    assert!(
+        msg(1).contains("integer") && msg(1).contains("string"),
+        "{problem:#}"
+    );
+    c.call(M::GET, put, "/api/v1/kinds/net/manifest", None, 404)
+        .await;
+
+    // A bad pointer is a schema problem; an edge into the kind itself uses its own schemas.
+    let problem = c
+        .call(
+            M::PUT,
+            put,
+            "/api/v1/kinds/net/manifest",
+            Some(net(json!([flow("net", "net", "vpc_id", "/ready")]))),
+            422,
+        )
+        .await;
+    assert_eq!(
+        locations(&problem),
+        ["/edges/0/values/0/dependent_field"],
+        "{problem:#}"
+    );
+    let problem = c
+        .call(
+            M::PUT,
+            put,
+            "/api/v1/kinds/net/manifest",
+            Some(net(json!([flow("net", "net", "/vpc_id", "/ready")]))),
+            422,
+        )
+        .await;
+    assert!(
+        problem["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a boolean cannot fill a place that takes string"),
+        "{problem:#}"
+    );
+
+    // Good flows are stored with the manifest, without warnings.
+    let answer = c
+        .call(
+            M::PUT,
+            put,
+            "/api/v1/kinds/net/manifest",
+            Some(net(json!([flow("net", "vpc", "/vpc_id", "/vpc_id")]))),
+            201,
+        )
+        .await;
+    assert!(answer.get("warnings").is_none(), "{answer}");
+    let stored = c
+        .call(M::GET, put, "/api/v1/kinds/net/manifest", None, 200)
+        .await;
+    assert_eq!(
+        stored["edges"][0]["from"],
+        json!({"kind": "net", "kind_version": 1})
+    );
+
+    // A flow joining a kind not registered yet is a warning, and the manifest is stored.
+    let answer = c
+        .call(
+            M::PUT,
+            put,
+            "/api/v1/kinds/net/manifest",
+            Some(net(json!([
+                flow("net", "vpc", "/vpc_id", "/vpc_id"),
+                flow("gateway", "net", "/ready", "/ready"),
+            ]))),
+            200,
+        )
+        .await;
+    let warnings = answer["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{answer}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains("kind gateway version 1 is not registered"),
+        "{answer}"
+    );
+    db.pool.close().await;
+}

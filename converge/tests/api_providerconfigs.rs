@@ -346,3 +346,206 @@ async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
         "{body}"
     );
 }
+
+/// A zip of `files`, stored (not compressed): enough for a Starlark bundle, and no zip crate
+/// in this workspace.
+fn stored_zip(files: &[(&str, &str)]) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for b in data {
+            crc ^= u32::from(*b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let (mut out, mut central) = (Vec::new(), Vec::new());
+    for (name, body) in files {
+        let (name, body) = (name.as_bytes(), body.as_bytes());
+        let offset = out.len() as u32;
+        let (crc, len) = (crc32(body), body.len() as u32);
+        // version 2.0, no flags, stored, 1980-01-01 00:00.
+        let common = |v: &mut Vec<u8>| {
+            for x in [20u16, 0, 0, 0, 0x21] {
+                v.extend(x.to_le_bytes());
+            }
+            for x in [crc, len, len] {
+                v.extend(x.to_le_bytes());
+            }
+            v.extend((name.len() as u16).to_le_bytes());
+            v.extend(0u16.to_le_bytes());
+        };
+        out.extend(0x0403_4b50u32.to_le_bytes());
+        common(&mut out);
+        out.extend(name);
+        out.extend(body);
+        central.extend(0x0201_4b50u32.to_le_bytes());
+        central.extend(20u16.to_le_bytes());
+        common(&mut central);
+        for x in [0u16, 0, 0] {
+            central.extend(x.to_le_bytes());
+        }
+        central.extend(0u32.to_le_bytes());
+        central.extend(offset.to_le_bytes());
+        central.extend(name);
+    }
+    let (at, size) = (out.len() as u32, central.len() as u32);
+    out.extend(central);
+    out.extend(0x0605_4b50u32.to_le_bytes());
+    let n = files.len() as u16;
+    for x in [0u16, 0, n, n] {
+        out.extend(x.to_le_bytes());
+    }
+    out.extend(size.to_le_bytes());
+    out.extend(at.to_le_bytes());
+    out.extend(0u16.to_le_bytes());
+    out
+}
+
+/// Composes a vpc and one dependent whose kind and flow the sample spec chooses, or fails
+/// when the sample says so; the config's `region` lands in the status.
+const FLOW_BUNDLE: &str = r#"
+def compose(spec, config):
+    if get(spec, "fail", False):
+        fail("the sample says no")
+    vpc = child("vpc", "v", {})
+    dep = child(spec["dep_kind"], "d", {})
+    return {
+        "children": [vpc, dep],
+        "edges": [edge(spec["dep_kind"], "d", "vpc", "v", values = {spec["dst"]: spec["src"]})],
+        "status": {"region": config["region"]},
+    }
+"#;
+
+/// The flow kinds of the CEL test: a vpc whose status is closed, a subnet with typed fields.
+async fn apply_flow_kinds(c: &Converge) {
+    c.apply_manifest(&json!({"kind": "vpc", "kind_version": 1,
+        "status_schema": {"type": "object", "additionalProperties": false, "properties": {
+            "vpc_id": {"type": "string"}, "prefix_len": {"type": "integer"}}},
+        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+        .await;
+    c.apply_manifest(&json!({"kind": "subnet", "kind_version": 1,
+        "spec_schema": {"type": "object", "properties": {
+            "vpc_id": {"type": "string"}, "size": {"type": "number"}, "count": {"type": "integer"}}},
+        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+        .await;
+}
+
+fn starnet_manifest() -> Value {
+    json!({"kind": "starnet", "kind_version": 1, "provider": "starlark",
+           "spec_schema": {"type": "object", "properties": {"dep_kind": {"type": "string"}}},
+           "reactions": [{"name": "compose", "trigger": "specChange",
+                          "emits": ["children", "edges", "status"]}]})
+}
+
+fn starlark_config(sample: Value) -> Value {
+    json!({"name": "starnet", "kind": "starnet", "kind_version": 1, "is_default": true,
+           "spec": {"region": "eu", "limits": {"max_ticks": 100000}, "sample_spec": sample},
+           "data": base64::engine::general_purpose::STANDARD
+               .encode(stored_zip(&[("compose.star", FLOW_BUNDLE)]))})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_starlark_sample_compose_must_type_check_against_the_kinds_it_joins() {
+    // converge finds converge-starlark-compose beside itself (scripts/test.sh builds it).
+    common::sibling_bin("converge-starlark-compose");
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&starnet_manifest()).await;
+    apply_flow_kinds(&c).await;
+    let pc = |sample: Value| {
+        c.call(
+            Method::POST,
+            "providerconfigs",
+            Some(starlark_config(sample)),
+        )
+    };
+    let flow = |dep: &str, src: &str, dst: &str| json!({"dep_kind": dep, "src": src, "dst": dst});
+
+    // A string status field into an integer spec field: one 422 naming both ends.
+    let (s, body) = pc(flow("subnet", "/vpc_id", "/count")).await;
+    assert_eq!(s, 422, "{body}");
+    let errors = body["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{body}");
+    assert_eq!(errors[0]["location"], "/spec/sample_spec", "{body}");
+    let msg = errors[0]["message"].as_str().unwrap();
+    for want in [
+        "v.status/vpc_id",
+        "kind vpc v1",
+        "d.spec/count",
+        "kind subnet v1",
+        "string",
+        "integer",
+    ] {
+        assert!(msg.contains(want), "{want} missing from {msg}");
+    }
+
+    // A status pointer the upstream's schema cannot have.
+    let (s, body) = pc(flow("subnet", "/vpcid", "/vpc_id")).await;
+    assert_eq!(s, 422, "{body}");
+    let msg = body["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("status_schema of vpc v1 has no /vpcid"),
+        "{msg}"
+    );
+    let (s, _) = c.call(Method::GET, "providerconfigs/starnet", None).await;
+    assert_eq!(s, 404, "a refused config is not stored");
+
+    // A bundle failing on the sample: 422 at the sample, with the engine's message.
+    let (s, body) = pc(json!({"fail": true})).await;
+    assert_eq!(s, 422, "{body}");
+    assert_eq!(body["errors"][0]["location"], "/spec/sample_spec", "{body}");
+    let msg = body["errors"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("the sample says no"), "{msg}");
+
+    // A sample that is not a spec of the kind.
+    let (s, body) = pc(json!({"dep_kind": 7})).await;
+    assert_eq!(s, 422, "{body}");
+    assert_eq!(
+        body["errors"][0]["location"], "/spec/sample_spec/dep_kind",
+        "{body}"
+    );
+
+    // Correct flows (an integer into a number included) are accepted without warnings.
+    let (s, body) = pc(flow("subnet", "/prefix_len", "/size")).await;
+    assert_eq!(s, 201, "{body}");
+    assert!(body.get("warnings").is_none(), "{body}");
+    assert_eq!(
+        body["spec"]["sample_spec"]["dst"], "/size",
+        "the sample is stored"
+    );
+
+    // A flow into a kind not registered yet is accepted with a warning naming it.
+    let (s, body) = pc(flow("rds", "/vpc_id", "/vpc")).await;
+    assert_eq!(s, 200, "{body}");
+    let warning = body["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("kind rds version 1 is not registered"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_compose_binary_a_sample_is_accepted_with_a_warning() {
+    let c = Converge::start(&[(
+        "CONVERGE_STARLARK_BIN",
+        "/nonexistent/converge-starlark-compose",
+    )])
+    .await;
+    c.apply_manifest(&starnet_manifest()).await;
+    apply_flow_kinds(&c).await;
+    let bad = json!({"dep_kind": "subnet", "src": "/vpc_id", "dst": "/count"});
+    let (s, body) = c
+        .call(Method::POST, "providerconfigs", Some(starlark_config(bad)))
+        .await;
+    assert_eq!(s, 201, "{body}");
+    let warning = body["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("not checked") && warning.contains("CONVERGE_STARLARK_BIN"),
+        "{body}"
+    );
+}

@@ -187,6 +187,52 @@ impl ReactionDecl {
     }
 }
 
+/// A kind and version named by a manifest edge.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct EdgeEnd {
+    /// The kind.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[a-z][a-z0-9._-]*$"))]
+    pub kind: String,
+    /// The kind version (default 1).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 32767))]
+    pub kind_version: i32,
+}
+
+/// One value flow of a manifest edge, named as a compose's edges name theirs: the upstream's
+/// status at `source_field` fills the dependent's spec at `dependent_field`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct EdgeValue {
+    /// JSON pointer into the dependent's spec, e.g. `/vpc_id`.
+    #[schemars(regex(pattern = "^/"))]
+    pub dependent_field: String,
+    /// JSON pointer into the upstream's status, e.g. `/vpc_id`.
+    #[schemars(regex(pattern = "^/"))]
+    pub source_field: String,
+}
+
+/// A static edge: resources of kind `from` wait for resources of kind `to` and take
+/// `values` from their status, in the vocabulary of a compose's edges (`from` is the
+/// dependent, `to` the upstream), with kinds in place of names. Declared so the value flows
+/// are type-checked at apply against `to`'s `status_schema` and `from`'s `spec_schema`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct EdgeDecl {
+    /// The dependent kind.
+    pub from: EdgeEnd,
+    /// The upstream kind.
+    pub to: EdgeEnd,
+    /// Value flows from `to`'s status into `from`'s spec.
+    #[serde(default)]
+    pub values: Vec<EdgeValue>,
+}
+
+fn one() -> i32 {
+    1
+}
+
 /// A kind's manifest (its CRD): schemas, reactions and operational policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields, title = "KindManifest", transform = envelope)]
@@ -258,6 +304,10 @@ pub struct KindManifest {
     #[serde(default)]
     #[schemars(range(min = 0, max = 2147483647))]
     pub max_transient_attempts: i32,
+    /// Static value flows between this kind and the kinds it composes or feeds (absent =
+    /// none), each checked at apply against the kinds' schemas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<EdgeDecl>,
 }
 
 /// The schema of a field that holds a JSON Schema: an object or a boolean schema (or null,
@@ -701,10 +751,14 @@ impl KindManifest {
                 Value::Object(o) => {
                     o.remove(last);
                 }
-                // A reaction keeps its place (its index locates its problems); any other
-                // array closes up.
+                // A reaction or an edge keeps its place (its index locates its problems);
+                // any other array closes up.
                 Value::Array(a) => match last.parse::<usize>() {
-                    Ok(i) if i < a.len() && parent.len() == 1 && parent[0] == "reactions" => {
+                    Ok(i)
+                        if i < a.len()
+                            && parent.len() == 1
+                            && (parent[0] == "reactions" || parent[0] == "edges") =>
+                    {
                         a[i] = Value::Null;
                     }
                     Ok(i) if i < a.len() => {
@@ -717,7 +771,19 @@ impl KindManifest {
         }
         let obj = doc.as_object_mut()?;
         let reactions = obj.insert("reactions".into(), Value::Array(Vec::new()));
+        let edges = obj.insert("edges".into(), Value::Array(Vec::new()));
         let mut manifest: KindManifest = serde_json::from_value(doc).ok()?;
+        // An edge that does not decode is left out (the schema reported why); the rest are
+        // checked where they sit in the document.
+        let mut edge_index = Vec::new();
+        if let Some(Value::Array(items)) = edges {
+            for (i, e) in items.into_iter().enumerate() {
+                if let Ok(e) = serde_json::from_value::<EdgeDecl>(e) {
+                    manifest.edges.push(e);
+                    edge_index.push(i);
+                }
+            }
+        }
         let mut index = Vec::new();
         let mut complete = true;
         match reactions {
@@ -738,6 +804,7 @@ impl KindManifest {
         Some(Salvaged {
             manifest,
             index,
+            edge_index,
             complete,
         })
     }
@@ -750,6 +817,8 @@ pub struct Salvaged {
     pub manifest: KindManifest,
     /// The document index of each of `manifest.reactions`.
     index: Vec<usize>,
+    /// The document index of each of `manifest.edges`.
+    edge_index: Vec<usize>,
     /// Whether every reaction of the document decoded.
     pub complete: bool,
 }
@@ -764,6 +833,11 @@ impl Salvaged {
     /// The index in the original document of `manifest.reactions[i]`.
     pub fn doc_index(&self, i: usize) -> usize {
         self.index.get(i).copied().unwrap_or(i)
+    }
+
+    /// The index in the original document of `manifest.edges[i]`.
+    pub fn edge_doc_index(&self, i: usize) -> usize {
+        self.edge_index.get(i).copied().unwrap_or(i)
     }
 }
 

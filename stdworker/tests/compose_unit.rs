@@ -107,6 +107,18 @@ fn limits_are_parsed_defaulted_and_clamped() {
 }
 
 #[test]
+fn the_sample_spec_is_not_handed_to_compose() {
+    let c = StarlarkConfig::from_value(&json!({
+        "region": "eu",
+        "sample_spec": {"name": "demo", "cidr": "10.0.0.0/16"},
+        "limits": {"max_ticks": 5},
+    }))
+    .unwrap();
+    assert_eq!(c.compose_config, json!({"region": "eu"}));
+    assert_eq!(c.limits.max_ticks, 5);
+}
+
+#[test]
 fn the_cache_compiles_once_and_a_new_default_replaces_the_old() {
     let cache: CompileCache<String, String> = CompileCache::default();
     let a = content_hash(&[b"a"]);

@@ -9,13 +9,142 @@
 //! `patternProperties`, conditionals, a non-local `$ref`) passes, so a correct graph is never
 //! refused. `integer` and `number` meet (3.0 is both).
 
-use std::collections::BTreeSet;
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+};
 
-use converge_cel::Flow;
-use converge_proto::json_pointer;
+pub use converge_cel::Flow;
+use converge_proto::{
+    json_pointer,
+    manifest::{EdgeDecl, KindManifest},
+};
 use serde_json::Value;
+use sqlx::PgPool;
 
-use super::schemas::{FieldError, KindSchemas, local_ref};
+use super::schemas::{FieldError, KindSchemas, Schemas, local_ref};
+
+/// The registered kinds some flows join, each read from the cache once.
+#[derive(Default)]
+pub struct Joined(HashMap<(String, i32), Option<Arc<KindSchemas>>>);
+
+impl Joined {
+    /// The kinds `flows` join (see [`Joined::read_kinds`]).
+    pub async fn read(
+        schemas: &Schemas,
+        pool: &PgPool,
+        flows: &[Flow],
+    ) -> Result<Joined, sqlx::Error> {
+        let pairs: Vec<(String, i32)> = flows
+            .iter()
+            .flat_map(|f| [f.upstream_kind.clone(), f.dependent_kind.clone()])
+            .flatten()
+            .collect();
+        Self::read_kinds(schemas, pool, pairs).await
+    }
+
+    /// The (kind, version)s `pairs` names. A kind missing from the cache may have just been
+    /// applied through another pod: when any is, the manifests are re-read once for all of
+    /// them, not once per kind.
+    pub async fn read_kinds(
+        schemas: &Schemas,
+        pool: &PgPool,
+        pairs: Vec<(String, i32)>,
+    ) -> Result<Joined, sqlx::Error> {
+        let pairs: BTreeSet<(String, i32)> = pairs.into_iter().collect();
+        if pairs.iter().any(|(k, v)| schemas.get(k, *v).is_none()) {
+            schemas.reload(pool).await?;
+        }
+        Ok(Joined(
+            pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    let found = schemas.get(&k, v);
+                    ((k, v), found)
+                })
+                .collect(),
+        ))
+    }
+
+    /// The manifest of a registered (kind, version) among those read.
+    pub fn get(&self, kind: &str, version: i32) -> Option<&KindManifest> {
+        self.0
+            .get(&(kind.to_string(), version))
+            .and_then(Option::as_deref)
+            .map(|k| &k.manifest)
+    }
+}
+
+/// The (kind, version)s the `edges` of a manifest document name, read leniently (before the
+/// document is checked: whatever is malformed is left out, the check reports it).
+pub fn edge_kinds(doc: &Value) -> Vec<(String, i32)> {
+    let Some(edges) = doc.get("edges").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    edges
+        .iter()
+        .flat_map(|e| [e.get("from"), e.get("to")])
+        .flatten()
+        .filter_map(|end| {
+            let kind = end.get("kind")?.as_str()?.to_string();
+            let version = match end.get("kind_version") {
+                None => 1,
+                Some(v) => i32::try_from(v.as_i64()?).ok()?,
+            };
+            Some((kind, version))
+        })
+        .collect()
+}
+
+/// The value flows of a compose's result (its edges' `values`), each child's kind read from
+/// the children; all located at `""` (they are computed, not written in a document).
+pub fn compose_flows(out: &converge_cel::ComposeOutput) -> Vec<Flow> {
+    let version: HashMap<(&str, &str), i32> = out
+        .children
+        .iter()
+        .map(|c| ((c.kind.as_str(), c.name.as_str()), c.kind_version))
+        .collect();
+    let kind_of = |r: &converge_cel::ResourceRef| {
+        version
+            .get(&(r.kind.as_str(), r.name.as_str()))
+            .map(|v| (r.kind.clone(), *v))
+    };
+    out.edges
+        .iter()
+        .flat_map(|e| {
+            e.values.iter().map(|v| Flow {
+                dependent: e.from.name.clone(),
+                dependent_kind: kind_of(&e.from),
+                dependent_field: v.dependent_field.clone(),
+                upstream: e.to.name.clone(),
+                upstream_kind: kind_of(&e.to),
+                source_field: v.source_field.clone(),
+                path: String::new(),
+            })
+        })
+        .collect()
+}
+
+/// The value flows a manifest's static `edges` declare, each located at its value in the
+/// manifest document (`/edges/{i}/values/{j}`, with `doc_index(i)` the document index of
+/// `edges[i]`). The resources are named by their kinds.
+pub fn edge_flows(edges: &[EdgeDecl], doc_index: impl Fn(usize) -> usize) -> Vec<Flow> {
+    let mut out = Vec::new();
+    for (i, e) in edges.iter().enumerate() {
+        for (j, v) in e.values.iter().enumerate() {
+            out.push(Flow {
+                dependent: e.from.kind.clone(),
+                dependent_kind: Some((e.from.kind.clone(), e.from.kind_version)),
+                dependent_field: v.dependent_field.clone(),
+                upstream: e.to.kind.clone(),
+                upstream_kind: Some((e.to.kind.clone(), e.to.kind_version)),
+                source_field: v.source_field.clone(),
+                path: format!("/edges/{}/values/{j}", doc_index(i)),
+            });
+        }
+    }
+    out
+}
 
 /// A graph's flows checked against the kinds they join: one [`FieldError`] per flow that
 /// can never type-check, located at the flow in the config (`{prefix}{flow.path}`), and one
@@ -25,7 +154,7 @@ use super::schemas::{FieldError, KindSchemas, local_ref};
 pub fn check<'k>(
     flows: &[Flow],
     prefix: &str,
-    lookup: impl Fn(&str, i32) -> Option<&'k KindSchemas>,
+    lookup: impl Fn(&str, i32) -> Option<&'k KindManifest>,
 ) -> (Vec<FieldError>, Vec<String>) {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
@@ -52,12 +181,10 @@ pub fn check<'k>(
             continue;
         };
         let source = up
-            .manifest
             .status_schema
             .as_ref()
             .map_or(Shape::Any, |s| shape_at(s, &f.source_field));
         let target = dep
-            .manifest
             .spec_schema
             .as_ref()
             .map_or(Shape::Any, |s| shape_at(s, &f.dependent_field));
@@ -441,6 +568,39 @@ mod tests {
         let s = json!({"type": "object", "additionalProperties": false,
                        "patternProperties": {"^x-": {"type": "string"}}});
         assert_eq!(shape_at(&s, "/x-a"), Shape::Any);
+    }
+
+    #[test]
+    fn compose_results_and_manifest_edges_give_their_flows() {
+        let out: converge_cel::ComposeOutput = serde_json::from_value(json!({
+            "children": [{"kind": "vpc", "name": "v"}, {"kind": "subnet", "name": "s", "kind_version": 2}],
+            "edges": [{"from": {"kind": "subnet", "name": "s"}, "to": {"kind": "vpc", "name": "v"},
+                       "values": [{"dependent_field": "/vpc_id", "source_field": "/id"}]}]
+        }))
+        .unwrap();
+        let f = &compose_flows(&out)[0];
+        assert_eq!(f.dependent_kind, Some(("subnet".into(), 2)));
+        assert_eq!(f.upstream_kind, Some(("vpc".into(), 1)));
+        assert_eq!(
+            (f.source_field.as_str(), f.dependent_field.as_str()),
+            ("/id", "/vpc_id")
+        );
+
+        let doc = json!({"edges": [
+            {"from": {"kind": "subnet", "kind_version": 2}, "to": {"kind": "vpc"},
+             "values": [{"dependent_field": "/a", "source_field": "/b"},
+                        {"dependent_field": "/c", "source_field": "/d"}]},
+            {"from": {"kind": 7}, "to": {"kind": "x", "kind_version": "one"}},
+        ]});
+        assert_eq!(
+            edge_kinds(&doc),
+            [("subnet".to_string(), 2), ("vpc".to_string(), 1)]
+        );
+        let edges: Vec<EdgeDecl> =
+            serde_json::from_value(json!([doc["edges"][0].clone()])).unwrap();
+        let flows = edge_flows(&edges, |i| i + 3);
+        assert_eq!(flows[1].path, "/edges/3/values/1");
+        assert_eq!(flows[1].upstream_kind, Some(("vpc".into(), 1)));
     }
 
     #[test]

@@ -16,7 +16,10 @@ use converge_proto::{
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
-use super::schemas::{FieldError, KindSchemas, local_ref};
+use super::{
+    flows,
+    schemas::{FieldError, KindSchemas, local_ref},
+};
 use crate::http::problem::{MAX_LOCATION, MAX_MESSAGE, clipped, quote, quote_value};
 
 /// The manifest's schema ([`manifest_schema`]) and its compiled validator.
@@ -39,10 +42,25 @@ pub struct ManifestProblems {
     pub errors: Vec<FieldError>,
 }
 
+/// [`check_with`] with no other kind registered (every edge joining another kind is a
+/// warning, dropped here).
+pub fn check(doc: Value, path_kind: &str) -> Result<KindSchemas, ManifestProblems> {
+    check_with(doc, path_kind, |_, _| None).map(|(k, _)| k)
+}
+
 /// Checks `doc`, a manifest applied at `PUT /kinds/{path_kind}/manifest`. A `kind` left out
 /// is taken from the path; the envelope fields (`$schema`, `type`, `manifest_version`) are
-/// allowed (the schema lists them) and dropped (decoding ignores them). `Ok`: the manifest, ready to store, with its schemas compiled.
-pub fn check(mut doc: Value, path_kind: &str) -> Result<KindSchemas, ManifestProblems> {
+/// allowed (the schema lists them) and dropped (decoding ignores them). The value flows of
+/// its `edges` are type-checked ([`flows::check`]) against the kinds they join:
+/// `registered(kind, version)` gives another kind's manifest, and an edge of the kind with
+/// itself uses the manifest applied. `Ok`: the manifest, ready to store, with its schemas
+/// compiled, and a warning for each flow left unchecked because a kind it joins is not
+/// registered.
+pub fn check_with<'k>(
+    mut doc: Value,
+    path_kind: &str,
+    registered: impl Fn(&str, i32) -> Option<&'k KindManifest>,
+) -> Result<(KindSchemas, Vec<String>), ManifestProblems> {
     let mut errors = Vec::new();
     let Some(obj) = doc.as_object_mut() else {
         errors.push(FieldError::new(
@@ -158,9 +176,19 @@ pub fn check(mut doc: Value, path_kind: &str) -> Result<KindSchemas, ManifestPro
             errors.push(FieldError::new(p.pointer, p.message));
         }
     }
+    let me = &salvaged.manifest;
+    let edge_flows = flows::edge_flows(&me.edges, |i| salvaged.edge_doc_index(i));
+    let (flow_errors, warnings) = flows::check(&edge_flows, "", |kind, version| {
+        if kind == me.kind && version == me.kind_version {
+            Some(me)
+        } else {
+            registered(kind, version)
+        }
+    });
+    errors.extend(flow_errors.into_iter().filter(|e| !reported(&e.location)));
     let at = |i| salvaged.doc_index(i);
     match KindSchemas::build(salvaged.manifest.clone(), &at) {
-        Ok(k) if errors.is_empty() => Ok(k),
+        Ok(k) if errors.is_empty() => Ok((k, warnings)),
         Ok(_) => Err(ManifestProblems::sorted(errors)),
         Err(more) => {
             errors.extend(more.into_iter().filter(|e| !reported(&e.location)));

@@ -6,4 +6,5 @@
 pub mod flows;
 pub mod manifest_check;
 pub mod schemas;
+pub mod starlark_sample;
 pub mod watch;

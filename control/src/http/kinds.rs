@@ -26,15 +26,17 @@ use super::{
     query_pairs,
 };
 use crate::{
-    app::{manifest_check, schemas::FieldError},
+    app::{flows, manifest_check, schemas::FieldError},
     db::{self, kinds::ManifestApply},
 };
 
 /// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
 /// schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
-/// legality rule and every JSON Schema it holds, then stores it (identical → no-op). One 422
-/// lists every problem, each at its JSON pointer; 409 lists the breaking changes when
-/// resources already use this kind version (make a new version instead, or force it).
+/// legality rule, every JSON Schema it holds and the value flows of its static `edges`, then
+/// stores it (identical → no-op). One 422 lists every problem, each at its JSON pointer; a
+/// flow joining a kind not registered yet is a `warnings` entry of the answer; 409 lists the
+/// breaking changes when resources already use this kind version (make a new version
+/// instead, or force it).
 #[utoipa::path(
     put, operation_id = "kinds_put_manifest", path = "/kinds/{kind}/manifest", tag = "kinds",
     params(KindPath, ManifestPutQuery),
@@ -54,13 +56,23 @@ pub async fn put_manifest(
     let force = query_pairs(q.as_deref())
         .iter()
         .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
-    let compiled = manifest_check::check(body, &kind).map_err(|p| {
-        ApiError::fields(
-            &format!("manifest for kind {} is invalid", quote(&kind)),
-            p.errors,
-            0,
-        )
-    })?;
+    // The kinds its edges join, but the one applied (checked against this manifest).
+    let own_version = body.get("kind_version").and_then(Value::as_i64);
+    let joined_kinds = flows::edge_kinds(&body)
+        .into_iter()
+        .filter(|(k, v)| !(*k == kind && Some(i64::from(*v)) == own_version))
+        .collect();
+    let joined = flows::Joined::read_kinds(&s.schemas, &s.pool, joined_kinds)
+        .await
+        .map_err(ApiError::db("reload kind manifests"))?;
+    let (compiled, warnings) = manifest_check::check_with(body, &kind, |k, v| joined.get(k, v))
+        .map_err(|p| {
+            ApiError::fields(
+                &format!("manifest for kind {} is invalid", quote(&kind)),
+                p.errors,
+                0,
+            )
+        })?;
     let manifest = compiled.manifest.clone();
     if !force {
         refuse_breaking_change(&s, &manifest).await?;
@@ -88,13 +100,11 @@ pub async fn put_manifest(
     };
     let mut h = HeaderMap::new();
     h.insert("x-apply-result", HeaderValue::from_static(word));
-    Ok((
-        status,
-        h,
-        Json(
-            json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word}),
-        ),
-    ))
+    let mut answer = json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word});
+    if !warnings.is_empty() {
+        answer["warnings"] = json!(warnings);
+    }
+    Ok((status, h, Json(answer)))
 }
 
 /// `DELETE /api/v1/kinds/{kind}/versions/{version}`: deletes a kind version (its manifest,

@@ -7,8 +7,12 @@
 //! must type-check against the kinds they join (a pointer the upstream's `status_schema` or
 //! the dependent's `spec_schema` cannot have, or types that cannot meet, is a 422 naming
 //! both pointers and both kinds; a flow joining an unregistered kind is a `warnings` entry
-//! in the answer). Brokers push a
-//! changed default to every stream serving the kind.
+//! in the answer). A spec with a `sample_spec` object (a spec of the kind) has its
+//! Starlark bundle composed with it at apply, in a child process, and the value flows of
+//! the children produced checked the same way; a compose failing on the sample is a 422 at
+//! `/spec/sample_spec`, and a compose that cannot run here (no bundle, no
+//! `converge-starlark-compose`) a `warnings` entry. Brokers push a changed default to every
+//! stream serving the kind.
 //!
 //! Secrets: every value a `"writeOnly": true` subschema of the kind's `config_schema` covers
 //! reads as `"***"` in every response here (one, list, and the write's echo), and no
@@ -44,6 +48,7 @@ use super::{
 use crate::app::{
     flows,
     schemas::{FieldError, KindSchemas},
+    starlark_sample::{Runner, Sample},
 };
 use crate::db::{
     self,
@@ -134,7 +139,7 @@ pub async fn put(
         errors,
         violations.omitted,
     )?;
-    let warnings = check_cel_graph(&s, &schemas, &body.spec).await?;
+    let mut warnings = check_cel_graph(&s, &schemas, &body.spec).await?;
     let data = match &body.data {
         None => None,
         Some(b64) => {
@@ -154,6 +159,7 @@ pub async fn put(
             Some(bytes)
         }
     };
+    warnings.extend(check_starlark_sample(&s, &schemas, &body, data.as_deref()).await?);
     let put = ProviderConfigPut {
         name: &body.name,
         kind: &body.kind,
@@ -313,7 +319,7 @@ impl<'a> Masker<'a> {
 /// turns every compile error into a [`FieldError`] located under `/spec` (e.g.
 /// `/spec/resources/1/template/spec/vpc_id`), its message withheld when it would show a
 /// writeOnly value. A graph that compiles has its value flows checked against the kinds
-/// they join ([`flows::check`]); the answer is the warnings for flows left unchecked. Other
+/// they join ([`check_flows`]); the answer is the warnings for flows left unchecked. Other
 /// specs pass untouched.
 async fn check_cel_graph(
     s: &AppState,
@@ -323,56 +329,139 @@ async fn check_cel_graph(
     if !spec.get("resources").is_some_and(Value::is_array) {
         return Ok(Vec::new());
     }
-    let (mut errors, warnings, summary) =
-        match converge_cel::Graph::compile(spec, converge_cel::Limits::default()) {
-            Err(problems) => {
-                let errors = problems
-                    .iter()
-                    .map(|p| {
-                        FieldError::new(
-                            format!("/spec{}", p.path),
-                            format!("{:?}: {}", p.kind, p.message),
-                        )
-                    })
-                    .collect();
-                (errors, Vec::new(), "spec is an invalid CEL resource graph")
-            }
-            Ok(graph) => {
-                let graph_flows = graph.flows();
-                let mut pairs: Vec<(String, i32)> = Vec::new();
-                for f in &graph_flows {
-                    pairs.extend(f.upstream_kind.clone());
-                    pairs.extend(f.dependent_kind.clone());
-                }
-                // A kind missing from the cache may have just been applied through another
-                // pod: the manifests are re-read once for all of them, not once per kind.
-                if pairs.iter().any(|(k, v)| s.schemas.get(k, *v).is_none()) {
-                    s.schemas
-                        .reload(&s.pool)
-                        .await
-                        .map_err(ApiError::db("reload kind manifests"))?;
-                }
-                let kinds: HashMap<(String, i32), _> = pairs
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let schemas = s.schemas.get(&k, v);
-                        ((k, v), schemas)
-                    })
-                    .collect();
-                let (errors, warnings) = flows::check(&graph_flows, "/spec", |kind, version| {
-                    kinds
-                        .get(&(kind.to_string(), version))
-                        .and_then(Option::as_deref)
-                });
-                (
-                    errors,
-                    warnings,
-                    "spec's value flows cannot type-check against the kinds they join",
-                )
-            }
-        };
+    match converge_cel::Graph::compile(spec, converge_cel::Limits::default()) {
+        Err(problems) => {
+            let mut errors: Vec<FieldError> = problems
+                .iter()
+                .map(|p| {
+                    FieldError::new(
+                        format!("/spec{}", p.path),
+                        format!("{:?}: {}", p.kind, p.message),
+                    )
+                })
+                .collect();
+            schemas.redact_config_errors(spec, "/spec", &mut errors);
+            ApiError::check_fields("spec is an invalid CEL resource graph", errors)?;
+            Ok(Vec::new())
+        }
+        Ok(graph) => check_flows(s, schemas, spec, &graph.flows(), "/spec").await,
+    }
+}
+
+/// The config spec key holding the sample spec a Starlark bundle is composed with at apply.
+pub const SAMPLE_SPEC: &str = "sample_spec";
+
+/// When `spec` declares a `sample_spec` (and the kind is not declared to be served by a
+/// provider other than starlark), composes the config's Starlark `bundle` with it (in a
+/// child process, [`Runner`]) and checks the value flows of the children it produced
+/// ([`check_flows`]). A sample that is not an object or breaks the kind's `spec_schema`, a
+/// bundle that does not load, and a compose that fails on the sample are 422s at
+/// `/spec/sample_spec`. When the compose cannot run here (no bundle, no binary), the config
+/// is accepted and the answer is a warning saying its flows were not checked, and why.
+async fn check_starlark_sample(
+    s: &AppState,
+    schemas: &KindSchemas,
+    body: &PutBody,
+    bundle: Option<&[u8]>,
+) -> Result<Vec<String>, ApiError> {
+    let Some(sample) = body.spec.get(SAMPLE_SPEC) else {
+        return Ok(Vec::new());
+    };
+    if schemas
+        .manifest
+        .provider
+        .as_deref()
+        .is_some_and(|p| p != "starlark")
+    {
+        return Ok(Vec::new());
+    }
+    let at = format!("/spec/{SAMPLE_SPEC}");
+    if !sample.is_object() {
+        return Err(ApiError::invalid(
+            &at,
+            format!(
+                "{SAMPLE_SPEC} must be a JSON object: a spec of kind {}",
+                body.kind
+            ),
+        ));
+    }
+    let violations = schemas.validate_spec(sample, &at);
+    ApiError::check_fields_omitted(
+        &format!(
+            "{SAMPLE_SPEC} does not satisfy the spec_schema of {} version {}",
+            body.kind, body.kind_version
+        ),
+        violations.errors,
+        violations.omitted,
+    )?;
+    let Some(bundle) = bundle.filter(|b| !b.is_empty()) else {
+        return Ok(not_checked("this config carries no bundle (data)"));
+    };
+    let runner = match Runner::find() {
+        Ok(r) => r,
+        Err(why) => return Ok(not_checked(&why)),
+    };
+    // What stdworker hands `compose` as config: the spec without its own keys.
+    let mut config = body.spec.clone();
+    if let Some(o) = config.as_object_mut() {
+        o.remove("limits");
+        o.remove(SAMPLE_SPEC);
+    }
+    let root = json!({
+        "name": "sample",
+        "kind": body.kind,
+        "kind_version": body.kind_version,
+        "labels": {},
+    });
+    match runner.compose(bundle, sample, &config, &root).await {
+        Sample::Composed(out) => {
+            check_flows(s, schemas, &body.spec, &flows::compose_flows(&out), &at).await
+        }
+        Sample::Failed(why) => {
+            let mut errors = vec![FieldError::new(
+                at.clone(),
+                format!("the starlark bundle's compose fails on {SAMPLE_SPEC}: {why}"),
+            )];
+            schemas.redact_config_errors(&body.spec, "/spec", &mut errors);
+            ApiError::check_fields(
+                "the starlark bundle does not compose its sample spec",
+                errors,
+            )?;
+            Ok(Vec::new())
+        }
+        Sample::NotRun(why) => Ok(not_checked(&why)),
+    }
+}
+
+/// The warning of a sample compose that could not run.
+fn not_checked(why: &str) -> Vec<String> {
+    vec![format!(
+        "the value flows of the starlark bundle were not checked against /spec/{SAMPLE_SPEC}: {why}"
+    )]
+}
+
+/// Checks `found` (the value flows of a config's CEL graph or of its bundle's sample
+/// compose, located under `prefix`) against the kinds they join, with their manifests read
+/// once ([`flows::Joined`]): a 422 listing every flow that can never type-check (a message
+/// withheld when it would show a writeOnly value of `spec`), else the warnings for flows
+/// joining a kind not registered.
+async fn check_flows(
+    s: &AppState,
+    schemas: &KindSchemas,
+    spec: &Value,
+    found: &[flows::Flow],
+    prefix: &str,
+) -> Result<Vec<String>, ApiError> {
+    let joined = flows::Joined::read(&s.schemas, &s.pool, found)
+        .await
+        .map_err(ApiError::db("reload kind manifests"))?;
+    let (mut errors, warnings) =
+        flows::check(found, prefix, |kind, version| joined.get(kind, version));
     schemas.redact_config_errors(spec, "/spec", &mut errors);
-    ApiError::check_fields(summary, errors)?;
+    ApiError::check_fields(
+        "spec's value flows cannot type-check against the kinds they join",
+        errors,
+    )?;
     Ok(warnings)
 }
 

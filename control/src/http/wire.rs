@@ -168,6 +168,11 @@ pub struct Applied {
     pub generation: i64,
     /// What the apply did.
     pub result: ApplyResult,
+    /// Only when there are some: the value flows of the manifest's `edges` left unchecked
+    /// because a kind they join is not registered yet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    pub warnings: Vec<String>,
 }
 
 /// One applied item of a batch.
@@ -760,6 +765,40 @@ pub struct Reaction {
     pub output_schema: Value,
 }
 
+/// A kind and version a manifest edge names.
+#[derive(Serialize, ToSchema)]
+pub struct ManifestEdgeEnd {
+    /// The kind.
+    pub kind: String,
+    /// The kind version (default 1).
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    pub kind_version: i32,
+}
+
+/// One value flow of a manifest edge: the upstream's status at `source_field` fills the
+/// dependent's spec at `dependent_field` (JSON pointers).
+#[derive(Serialize, ToSchema)]
+pub struct ManifestEdgeValue {
+    /// JSON pointer into the dependent's spec.
+    pub dependent_field: String,
+    /// JSON pointer into the upstream's status.
+    pub source_field: String,
+}
+
+/// A static edge of a manifest: kind `from` (the dependent) takes `values` from the status
+/// of kind `to` (the upstream).
+#[derive(Serialize, ToSchema)]
+pub struct ManifestEdge {
+    /// The dependent kind.
+    pub from: ManifestEdgeEnd,
+    /// The upstream kind.
+    pub to: ManifestEdgeEnd,
+    /// Value flows from `to`'s status into `from`'s spec.
+    #[serde(default)]
+    pub values: Vec<ManifestEdgeValue>,
+}
+
 /// Declares a manifest schema with the fields a manifest may carry besides its identity, so
 /// the body written and the body read list them once.
 macro_rules! manifest_schema {
@@ -804,6 +843,9 @@ macro_rules! manifest_schema {
             /// Initial transient attempts before terminal (0 = unbounded).
             #[serde(default)]
             pub max_transient_attempts: i32,
+            /// Static value flows, type-checked at apply against the kinds they join.
+            #[serde(default)]
+            pub edges: Vec<ManifestEdge>,
         }
     };
 }
@@ -971,7 +1013,8 @@ pub struct ProviderConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
     /// Only on a write's answer, when there are some: the value flows of a CEL resource
-    /// graph left unchecked because a kind they join is not registered yet.
+    /// graph or of a Starlark bundle's sample compose left unchecked (a kind they join is
+    /// not registered yet, or the sample compose could not run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(required = false)]
     pub warnings: Vec<String>,

@@ -250,6 +250,10 @@ async fn apply(
         let label = format!("manifest/{kind}");
         match c.call(Method::PUT, &path, Some(&d.body)).await {
             Ok(r) => {
+                // Flows of the manifest's edges left unchecked (a kind not registered yet).
+                for w in r.body["warnings"].as_array().into_iter().flatten() {
+                    eprintln!("warning: {label}: {}", w.as_str().unwrap_or_default());
+                }
                 if format == Format::Table {
                     println!("{label}: {}", r.header("x-apply-result"));
                 } else {

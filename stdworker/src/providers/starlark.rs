@@ -3,8 +3,9 @@
 //! `compose-dsl/README.md`).
 //!
 //! - The effective config **spec** (kind default deep-merged with the resource's override)
-//!   may carry `"limits": {...}` (see [`LimitsConfig`], clamped to [`max_limits`]); everything
-//!   else in the spec is handed to `compose(spec, config)` as `config`.
+//!   may carry `"limits": {...}` (see [`LimitsConfig`], clamped to [`max_limits`]) and
+//!   `"sample_spec": {...}` (the API's, see [`SAMPLE_SPEC_KEY`]); everything else in the
+//!   spec is handed to `compose(spec, config)` as `config`.
 //! - Bundles load and compose in a sandbox child process ([`crate::sandbox`]), never on
 //!   the async runtime: a bundle that runs away fails its task terminally with its class
 //!   (`cost`, `memory`, `deadline`) and nothing else on the worker notices.
@@ -41,6 +42,10 @@ use crate::sandbox::{
 
 /// The config spec key holding limit overrides.
 pub const LIMITS_KEY: &str = "limits";
+
+/// The config spec key holding the sample spec the API composes the bundle with at apply
+/// (to type-check its value flows); never handed to `compose`.
+pub const SAMPLE_SPEC_KEY: &str = "sample_spec";
 
 /// Per-kind limit overrides, from the effective config spec's `limits`. Absent fields keep
 /// the engine's defaults; values above [`max_limits`] are clamped to it.
@@ -165,7 +170,7 @@ impl LimitsConfig {
 pub struct StarlarkConfig {
     /// Resolved limits.
     pub limits: Limits,
-    /// The spec without its `limits` key (`{}` when there is no spec).
+    /// The spec without its `limits` and `sample_spec` keys (`{}` when there is no spec).
     pub compose_config: Value,
 }
 
@@ -182,6 +187,7 @@ impl StarlarkConfig {
                 ));
             }
         };
+        map.remove(SAMPLE_SPEC_KEY);
         let limits = match map.remove(LIMITS_KEY) {
             None | Some(Value::Null) => LimitsConfig::default(),
             Some(l) => LimitsConfig::deserialize(&l)

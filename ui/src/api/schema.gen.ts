@@ -79,9 +79,11 @@ export interface paths {
         /**
          * `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
          *     schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
-         *     legality rule and every JSON Schema it holds, then stores it (identical → no-op). One 422
-         *     lists every problem, each at its JSON pointer; 409 lists the breaking changes when
-         *     resources already use this kind version (make a new version instead, or force it).
+         *     legality rule, every JSON Schema it holds and the value flows of its static `edges`, then
+         *     stores it (identical → no-op). One 422 lists every problem, each at its JSON pointer; a
+         *     flow joining a kind not registered yet is a `warnings` entry of the answer; 409 lists the
+         *     breaking changes when resources already use this kind version (make a new version
+         *     instead, or force it).
          */
         put: operations["kinds_put_manifest"];
         post?: never;
@@ -740,6 +742,11 @@ export interface components {
             generation: number;
             /** @description What the apply did. */
             result: components["schemas"]["ApplyResult"];
+            /**
+             * @description Only when there are some: the value flows of the manifest's `edges` left unchecked
+             *     because a kind they join is not registered yet.
+             */
+            warnings?: string[];
         };
         /** @description The apply body. */
         ApplyBody: {
@@ -1226,6 +1233,8 @@ export interface components {
              * @description Initial transient attempts before terminal (0 = unbounded).
              */
             max_transient_attempts?: number;
+            /** @description Static value flows, type-checked at apply against the kinds they join. */
+            edges?: components["schemas"]["ManifestEdge"][];
         };
         /** @description A stored kind manifest and its content hash. */
         KindManifestOut: {
@@ -1282,6 +1291,8 @@ export interface components {
              * @description Initial transient attempts before terminal (0 = unbounded).
              */
             max_transient_attempts?: number;
+            /** @description Static value flows, type-checked at apply against the kinds they join. */
+            edges?: components["schemas"]["ManifestEdge"][];
         };
         /** @description One kind version in the kinds list. */
         KindSummary: {
@@ -1377,6 +1388,38 @@ export interface components {
             manifest_version: number;
             /** @description What the apply did. */
             result: components["schemas"]["ApplyResult"];
+        };
+        /**
+         * @description A static edge of a manifest: kind `from` (the dependent) takes `values` from the status
+         *     of kind `to` (the upstream).
+         */
+        ManifestEdge: {
+            /** @description The dependent kind. */
+            from: components["schemas"]["ManifestEdgeEnd"];
+            /** @description The upstream kind. */
+            to: components["schemas"]["ManifestEdgeEnd"];
+            /** @description Value flows from `to`'s status into `from`'s spec. */
+            values?: components["schemas"]["ManifestEdgeValue"][];
+        };
+        /** @description A kind and version a manifest edge names. */
+        ManifestEdgeEnd: {
+            /** @description The kind. */
+            kind: string;
+            /**
+             * Format: int32
+             * @description The kind version (default 1).
+             */
+            kind_version?: number;
+        };
+        /**
+         * @description One value flow of a manifest edge: the upstream's status at `source_field` fills the
+         *     dependent's spec at `dependent_field` (JSON pointers).
+         */
+        ManifestEdgeValue: {
+            /** @description JSON pointer into the dependent's spec. */
+            dependent_field: string;
+            /** @description JSON pointer into the upstream's status. */
+            source_field: string;
         };
         /**
          * @description A process's role.
@@ -1570,7 +1613,8 @@ export interface components {
             data?: string | null;
             /**
              * @description Only on a write's answer, when there are some: the value flows of a CEL resource
-             *     graph left unchecked because a kind they join is not registered yet.
+             *     graph or of a Starlark bundle's sample compose left unchecked (a kind they join is
+             *     not registered yet, or the sample compose could not run).
              */
             warnings?: string[];
         };
@@ -2156,6 +2200,9 @@ export type KindSummary = components['schemas']['KindSummary'];
 export type KindVersionRef = components['schemas']['KindVersionRef'];
 export type LiveWork = components['schemas']['LiveWork'];
 export type ManifestApplied = components['schemas']['ManifestApplied'];
+export type ManifestEdge = components['schemas']['ManifestEdge'];
+export type ManifestEdgeEnd = components['schemas']['ManifestEdgeEnd'];
+export type ManifestEdgeValue = components['schemas']['ManifestEdgeValue'];
 export type MemberRole = components['schemas']['MemberRole'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];

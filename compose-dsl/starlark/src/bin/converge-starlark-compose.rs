@@ -1,0 +1,85 @@
+//! `converge-starlark-compose`: runs one Starlark bundle's `compose` once, for a caller that
+//! cannot link the interpreter (the control plane checks a bundle's value flows at apply
+//! against a sample spec; `starlark` must stay out of its build, see `compose-dsl/Cargo.toml`).
+//!
+//! Reads one JSON object on stdin:
+//! `{"bundle": "<zip, base64>", "spec": {...}, "config": {...} = {}, "root": {...} = null}`
+//! and prints one JSON object on stdout: `{"output": <the compose result>}` (children, edges
+//! with their value flows, configs, status), or `{"error": "<message>"}` when the bundle does
+//! not load or its compose fails. Both exit 0; input that is not that object exits 2 with the
+//! reason on stderr. The bundle loads and composes under the crate's default [`Limits`]
+//! (ticks, heap, deadline, sizes); the caller bounds the process itself (wall clock, output).
+
+use std::{
+    io::{Read, Write},
+    process::ExitCode,
+};
+
+use base64::Engine;
+use converge_starlark::{Bundle, Limits};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// What stdin carries.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    /// The bundle, a zip, base64 (standard alphabet).
+    bundle: String,
+    /// The spec `compose` gets.
+    spec: Value,
+    /// The config `compose` gets.
+    #[serde(default = "empty_object")]
+    config: Value,
+    /// The root identity a three-parameter `compose` gets.
+    #[serde(default)]
+    root: Value,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+fn main() -> ExitCode {
+    let mut text = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+        eprintln!("converge-starlark-compose: reading stdin: {e}");
+        return ExitCode::from(2);
+    }
+    let input: Input = match serde_json::from_str(&text) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("converge-starlark-compose: stdin is not the expected JSON object: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let bytes = match base64::engine::general_purpose::STANDARD.decode(input.bundle.trim()) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("converge-starlark-compose: bundle is not base64: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let answer = match compose(&bytes, &input) {
+        Ok(out) => json!({ "output": out }),
+        Err(message) => json!({ "error": message }),
+    };
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{answer}")
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Loads the bundle and runs its compose once; the error is the engine's message.
+fn compose(bytes: &[u8], input: &Input) -> Result<Value, String> {
+    let limits = Limits::default();
+    let bundle = Bundle::from_zip(bytes, &limits).map_err(|e| e.to_string())?;
+    let out = bundle
+        .compose_root(&input.root, &input.spec, &input.config, &limits)
+        .map_err(|e| e.to_string())?;
+    serde_json::to_value(out).map_err(|e| format!("compose output is not JSON: {e}"))
+}
