@@ -743,6 +743,89 @@ def operate(ctx: Ctx) -> None:
 
 
 @scenario
+def cancel(ctx: Ctx) -> None:
+    """A spec change, a quarantine and a delete under a running task each send CancelTask with
+    that reason (superseded, quarantined, deleted); the handler observes its cancellation;
+    the cancelled task's result is never taken (the superseded resource ends Ready with the
+    new generation's status, the quarantined one keeps none)."""
+    # conf-hold is conf-slow under a 600 s deadline: nothing but the action cancels it.
+    names = {"cx-sup": "superseded", "cx-quar": "quarantined", "cx-del": "deleted"}
+    for n in names:
+        ctx.apply("conf-hold", n, {"sleep_ms": 600_000})
+    for n in names:
+        wait_for(f"{n}'s handler to start", lambda n=n: ctx.events(name=n, event="work"))
+
+    ctx.apply("conf-hold", "cx-sup", {"sleep_ms": 10})
+    r = http("POST", ctx.url("/resources/conf-hold/cx-quar/quarantine"))
+    check(r.status == 200, f"quarantine cx-quar: HTTP {r.status} {_short(r.body)}")
+    r = http("DELETE", ctx.url("/resources/conf-hold/cx-del"))
+    check(r.status in (200, 202, 204), f"DELETE cx-del: HTTP {r.status} {_short(r.body)}")
+
+    for n, reason in names.items():
+        got = wait_for(f"{n}'s handler to log `cancelled` ({reason})",
+                       lambda n=n: ctx.events(name=n, event="cancelled"), timeout=15)
+        e = got[0]
+        check(e["generation"] == 1 and e["attempt"] == 1, f"{n} cancelled event {_short(e)}")
+        if "no-cancel-reason" not in ctx.form.traits:
+            check(e.get("reason") == reason,
+                  f"{n} was cancelled with reason {e.get('reason')!r}, want {reason!r}")
+
+    r = ctx.wait_resource("conf-hold", "cx-sup", "Ready at generation 2",
+                          lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
+    check(r["status"] == {"slept_ms": 10, "attempt": 1},
+          f"cx-sup status {_short(r['status'])}: not the new generation's")
+    wait_for("cx-del to be gone", lambda: ctx.get("conf-hold", "cx-del") is None)
+    r = ctx.get("conf-hold", "cx-quar")
+    check(r is not None and r["phase"] == "Quarantined" and not r["status"],
+          f"cx-quar after its cancellation: {_short(r)}")
+    works = ctx.events(name="cx-sup", event="work")
+    check([e["generation"] for e in works] == [1, 2], f"cx-sup work events {_short(works)}")
+    for n in ("cx-quar", "cx-del"):
+        check(len(ctx.events(name=n, event="work")) == 1,
+              f"{n} ran again after its cancellation: {_short(ctx.events(name=n))}")
+
+
+@scenario
+def react(ctx: Ctx) -> None:
+    """A reactor binding fires STAGE_REACT with the transition and a dedup token that is stable
+    across redeliveries and distinct per resource and generation; a failed reaction is
+    redelivered with the same token until it succeeds, and then no more."""
+    binding = {"name": "leaf-synced", "watch_kind": "conf-leaf", "transition": "synced",
+               "reactor": "conf-react", "enabled": True}
+    r = http("POST", ctx.url("/reactor-bindings"), binding)
+    check(r.status in (200, 201), f"POST reactor-bindings: HTTP {r.status} {_short(r.body)}")
+    ctx.apply("conf-leaf", "rx-ok", {"v": 1})
+    ctx.apply("conf-leaf", "rx-retry", {"react_failures": 2})
+
+    def reacts(name: str) -> list[dict]:
+        return ctx.events(name=name, event="react")
+
+    ok = wait_for("rx-ok's delivery", lambda: reacts("rx-ok"))
+    retry = wait_for("rx-retry's third delivery",
+                     lambda: (lambda e: e if len(e) >= 3 else None)(reacts("rx-retry")))
+    for e in ok + retry:
+        check(e["kind"] == "conf-react" and e["reaction"] == "react"
+              and e["stage"] == "STAGE_REACT" and e["transition"] == "TRANSITION_SYNCED"
+              and e["generation"] == 1, f"react event {_short(e)}")
+    token = ok[0]["dedup_token"]
+    check(isinstance(token, str) and token != "", f"rx-ok dedup token {token!r}")
+    check([e["attempt"] for e in retry] == [1, 2, 3], f"rx-retry attempts {_short(retry)}")
+    tokens = {e["dedup_token"] for e in retry}
+    check(len(tokens) == 1, f"rx-retry redelivered with other tokens: {sorted(tokens)}")
+    check(token not in tokens, f"rx-ok and rx-retry share the dedup token {token!r}")
+
+    # A new generation is a new transition: a new token. The old deliveries were acked, so
+    # nothing repeats meanwhile (a short observation, not a synchronisation).
+    ctx.apply("conf-leaf", "rx-ok", {"v": 2})
+    got = wait_for("rx-ok's generation-2 delivery",
+                   lambda: [e for e in reacts("rx-ok") if e["generation"] == 2])
+    check(got[0]["dedup_token"] not in (token, *tokens),
+          f"generation 2 reuses a dedup token: {got[0]['dedup_token']!r}")
+    observe_for(1.0, lambda: None if len(reacts("rx-retry")) == 3 and len(reacts("rx-ok")) == 2
+                else f"a delivery repeated after success: {_short(reacts('rx-retry') + reacts('rx-ok'))}")
+
+
+@scenario
 def malformed(ctx: Ctx) -> None:
     """Malformed clients (no Subscribe first, no kinds, unknown or garbage lease tokens, an
     oversized frame) get clean gRPC answers, and the broker keeps serving the form's worker."""
