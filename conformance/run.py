@@ -281,6 +281,10 @@ class Ctx:
     worker: Proc | None = None
     starts: int = 0
     notes: list[str] = field(default_factory=list)
+    # The cell's converge and database, for the scenarios that stop and restart it (drain).
+    converge: Proc | None = None
+    db_url: str = ""
+    restart_converge: Callable[[], None] | None = None
 
     # ---- worker
 
@@ -456,6 +460,14 @@ def manual_worker(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
     """Marks a scenario that starts the worker itself (it must set state up first)."""
     fn.manual_worker = True  # type: ignore[attr-defined]
     return fn
+
+
+def converge_env(**env: str) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
+    """Marks a scenario whose converge runs with these settings on top of the suite's."""
+    def mark(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+        fn.converge_env = env  # type: ignore[attr-defined]
+        return fn
+    return mark
 
 
 def worker_connected(ctx: Ctx, name: str = "connected") -> None:
@@ -826,6 +838,43 @@ def react(ctx: Ctx) -> None:
 
 
 @scenario
+@converge_env(SHUTDOWN_DRAIN="15s")
+def drain(ctx: Ctx) -> None:
+    """SIGTERM on converge with a task in flight: the broker sends Drain and waits; the worker
+    finishes the task and delivers its result, which is accepted before converge exits 0;
+    restarted on the same ports and database, converge gets the worker back and new work
+    runs."""
+    worker_connected(ctx)
+    # conf-hold: no deadline in reach, so only the drain decides when the task may end.
+    ctx.apply("conf-hold", "dr-a", {"sleep_ms": 1500})
+    wait_for("dr-a's handler to start", lambda: ctx.events(name="dr-a", event="work"))
+    assert ctx.converge is not None and ctx.restart_converge is not None
+    stopped = time.monotonic()
+    code = ctx.converge.stop(grace=30)
+    check(code == 0, f"converge did not exit 0 on SIGTERM (exit {code}):\n{ctx.converge.tail()}")
+    took = time.monotonic() - stopped
+    # Read while converge is down: the result was taken during the drain, not after it.
+    r = subprocess.run(["psql", ctx.db_url, "-Atc",
+                        "SELECT phase, synced_gen, status::text FROM resources "
+                        "WHERE kind = 'conf-hold' AND name = 'dr-a'"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"psql: {r.stderr.strip()}")
+    check(r.stdout.strip().startswith("Ready|1|"),
+          f"dr-a after the drain (converge down): {r.stdout.strip()!r}; want Ready at "
+          f"generation 1 (the in-flight result accepted during the drain)")
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker exited on Drain")
+    ctx.notes.append(f"drain: converge stopped {took:.1f}s after SIGTERM")
+
+    ctx.restart_converge()
+    r2 = ctx.wait_ready("conf-hold", "dr-a")
+    check(r2["status"] == {"slept_ms": 1500, "attempt": 1}, f"dr-a status {_short(r2['status'])}")
+    works = ctx.events(name="dr-a", event="work")
+    check(len(works) == 1, f"dr-a ran again after the drain: {_short(works)}")
+    ctx.apply("conf-leaf", "dr-after", {"v": 1})
+    ctx.wait_ready("conf-leaf", "dr-after", timeout=60)
+
+
+@scenario
 def malformed(ctx: Ctx) -> None:
     """Malformed clients (no Subscribe first, no kinds, unknown or garbage lease tokens, an
     oversized frame) get clean gRPC answers, and the broker keeps serving the form's worker."""
@@ -896,10 +945,19 @@ class Runner:
         started = time.monotonic()
         converge = None
         ctx = None
+        env = getattr(fn, "converge_env", {})
         try:
-            converge, http_base, broker = self.start_converge(db, workdir)
+            converge, http_base, broker = self.start_converge(db, workdir, env)
             self.apply_manifests(http_base)
-            ctx = Ctx(form, http_base, broker, workdir, self.args.probe)
+            ctx = Ctx(form, http_base, broker, workdir, self.args.probe, converge=converge,
+                      db_url=db_url(self.admin, db))
+
+            def restart(ctx: Ctx = ctx) -> None:
+                # The same ports and database: the worker must find it where it was.
+                ports = (urllib.parse.urlsplit(ctx.http_base).port,
+                         urllib.parse.urlsplit(ctx.broker).port)
+                ctx.converge = self.start_converge(db, workdir, env, ports)[0]
+            ctx.restart_converge = restart
             ctx.put_base_configs([m["kind"] for m in self.manifests])
             if not getattr(fn, "manual_worker", False):
                 ctx.start_worker()
@@ -907,23 +965,28 @@ class Runner:
             self.stop_worker(ctx)
             ok, detail = True, "\n".join(ctx.notes)
         except Failure as e:
-            ok, detail = False, str(e) + self.logs(ctx, converge)
+            ok, detail = False, str(e) + self.logs(ctx, ctx.converge if ctx else converge)
         except Exception as e:  # noqa: BLE001 - a broken environment is this cell's failure
-            ok, detail = False, f"{type(e).__name__}: {e}" + self.logs(ctx, converge)
+            ok, detail = False, f"{type(e).__name__}: {e}" + self.logs(ctx, ctx.converge if ctx else converge)
         finally:
             if ctx is not None and ctx.worker is not None:
                 ctx.worker.kill()
+            if ctx is not None:
+                converge = ctx.converge
             if converge is not None:
                 converge.stop(grace=5)
             dbs.drop(db)
         return Result(name, form.name, ok, time.monotonic() - started, detail)
 
-    def start_converge(self, db: str, workdir: Path) -> tuple[Proc, str, str]:
-        hp, gp = free_port(), free_port()
+    def start_converge(self, db: str, workdir: Path, extra: dict[str, str] | None = None,
+                       ports: tuple[int | None, int | None] | None = None) -> tuple[Proc, str, str]:
+        """Starts ``converge serve`` on ``db`` (on ``ports`` (HTTP, gRPC) if given, else free
+        ones) with the suite's settings and a scenario's ``extra``; waits for /readyz."""
+        hp, gp = ports if ports is not None else (free_port(), free_port())
         env = {"PATH": os.environ.get("PATH", ""), "DATABASE_URL": db_url(self.admin, db),
                "LISTEN_ADDR": f"127.0.0.1:{hp}", "BROKER_LISTEN_ADDR": f"127.0.0.1:{gp}",
                "LOG_LEVEL": os.environ.get("CONVERGE_LOG_LEVEL", "info"), "NO_COLOR": "1",
-               **CONVERGE_ENV}
+               **CONVERGE_ENV, **(extra or {})}
         proc = Proc([self.converge, "serve"], env, workdir / "converge.log")
         base = f"http://127.0.0.1:{hp}"
 
