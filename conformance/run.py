@@ -286,6 +286,10 @@ class Ctx:
     worker: Proc | None = None
     starts: int = 0
     notes: list[str] = field(default_factory=list)
+    # The cell's converge and database, for the scenarios that stop and restart it (drain).
+    converge: Proc | None = None
+    db_url: str = ""
+    restart_converge: Callable[[], None] | None = None
 
     # ---- worker
 
@@ -465,6 +469,14 @@ def manual_worker(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
     """Marks a scenario that starts the worker itself (it must set state up first)."""
     fn.manual_worker = True  # type: ignore[attr-defined]
     return fn
+
+
+def converge_env(**env: str) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
+    """Marks a scenario whose converge runs with these settings on top of the suite's."""
+    def mark(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+        fn.converge_env = env  # type: ignore[attr-defined]
+        return fn
+    return mark
 
 
 def worker_connected(ctx: Ctx, name: str = "connected") -> None:
@@ -752,6 +764,126 @@ def operate(ctx: Ctx) -> None:
 
 
 @scenario
+def cancel(ctx: Ctx) -> None:
+    """A spec change, a quarantine and a delete under a running task each send CancelTask with
+    that reason (superseded, quarantined, deleted); the handler observes its cancellation;
+    the cancelled task's result is never taken (the superseded resource ends Ready with the
+    new generation's status, the quarantined one keeps none)."""
+    # conf-hold is conf-slow under a 600 s deadline: nothing but the action cancels it.
+    names = {"cx-sup": "superseded", "cx-quar": "quarantined", "cx-del": "deleted"}
+    for n in names:
+        ctx.apply("conf-hold", n, {"sleep_ms": 600_000})
+    for n in names:
+        wait_for(f"{n}'s handler to start", lambda n=n: ctx.events(name=n, event="work"))
+
+    ctx.apply("conf-hold", "cx-sup", {"sleep_ms": 10})
+    r = http("POST", ctx.url("/resources/conf-hold/cx-quar/quarantine"))
+    check(r.status == 200, f"quarantine cx-quar: HTTP {r.status} {_short(r.body)}")
+    r = http("DELETE", ctx.url("/resources/conf-hold/cx-del"))
+    check(r.status in (200, 202, 204), f"DELETE cx-del: HTTP {r.status} {_short(r.body)}")
+
+    for n, reason in names.items():
+        got = wait_for(f"{n}'s handler to log `cancelled` ({reason})",
+                       lambda n=n: ctx.events(name=n, event="cancelled"), timeout=15)
+        e = got[0]
+        check(e["generation"] == 1 and e["attempt"] == 1, f"{n} cancelled event {_short(e)}")
+        if "no-cancel-reason" not in ctx.form.traits:
+            check(e.get("reason") == reason,
+                  f"{n} was cancelled with reason {e.get('reason')!r}, want {reason!r}")
+
+    r = ctx.wait_resource("conf-hold", "cx-sup", "Ready at generation 2",
+                          lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
+    check(r["status"] == {"slept_ms": 10, "attempt": 1},
+          f"cx-sup status {_short(r['status'])}: not the new generation's")
+    wait_for("cx-del to be gone", lambda: ctx.get("conf-hold", "cx-del") is None)
+    r = ctx.get("conf-hold", "cx-quar")
+    check(r is not None and r["phase"] == "Quarantined" and not r["status"],
+          f"cx-quar after its cancellation: {_short(r)}")
+    works = ctx.events(name="cx-sup", event="work")
+    check([e["generation"] for e in works] == [1, 2], f"cx-sup work events {_short(works)}")
+    for n in ("cx-quar", "cx-del"):
+        check(len(ctx.events(name=n, event="work")) == 1,
+              f"{n} ran again after its cancellation: {_short(ctx.events(name=n))}")
+
+
+@scenario
+def react(ctx: Ctx) -> None:
+    """A reactor binding fires STAGE_REACT with the transition and a dedup token that is stable
+    across redeliveries and distinct per resource and generation; a failed reaction is
+    redelivered with the same token until it succeeds, and then no more."""
+    binding = {"name": "leaf-synced", "watch_kind": "conf-leaf", "transition": "synced",
+               "reactor": "conf-react", "enabled": True}
+    r = http("POST", ctx.url("/reactor-bindings"), binding)
+    check(r.status in (200, 201), f"POST reactor-bindings: HTTP {r.status} {_short(r.body)}")
+    ctx.apply("conf-leaf", "rx-ok", {"v": 1})
+    ctx.apply("conf-leaf", "rx-retry", {"react_failures": 2})
+
+    def reacts(name: str) -> list[dict]:
+        return ctx.events(name=name, event="react")
+
+    ok = wait_for("rx-ok's delivery", lambda: reacts("rx-ok"))
+    retry = wait_for("rx-retry's third delivery",
+                     lambda: (lambda e: e if len(e) >= 3 else None)(reacts("rx-retry")))
+    for e in ok + retry:
+        check(e["kind"] == "conf-react" and e["reaction"] == "react"
+              and e["stage"] == "STAGE_REACT" and e["transition"] == "TRANSITION_SYNCED"
+              and e["generation"] == 1, f"react event {_short(e)}")
+    token = ok[0]["dedup_token"]
+    check(isinstance(token, str) and token != "", f"rx-ok dedup token {token!r}")
+    check([e["attempt"] for e in retry] == [1, 2, 3], f"rx-retry attempts {_short(retry)}")
+    tokens = {e["dedup_token"] for e in retry}
+    check(len(tokens) == 1, f"rx-retry redelivered with other tokens: {sorted(tokens)}")
+    check(token not in tokens, f"rx-ok and rx-retry share the dedup token {token!r}")
+
+    # A new generation is a new transition: a new token. The old deliveries were acked, so
+    # nothing repeats meanwhile (a short observation, not a synchronisation).
+    ctx.apply("conf-leaf", "rx-ok", {"v": 2})
+    got = wait_for("rx-ok's generation-2 delivery",
+                   lambda: [e for e in reacts("rx-ok") if e["generation"] == 2])
+    check(got[0]["dedup_token"] not in (token, *tokens),
+          f"generation 2 reuses a dedup token: {got[0]['dedup_token']!r}")
+    observe_for(1.0, lambda: None if len(reacts("rx-retry")) == 3 and len(reacts("rx-ok")) == 2
+                else f"a delivery repeated after success: {_short(reacts('rx-retry') + reacts('rx-ok'))}")
+
+
+@scenario
+@converge_env(SHUTDOWN_DRAIN="15s")
+def drain(ctx: Ctx) -> None:
+    """SIGTERM on converge with a task in flight: the broker sends Drain and waits; the worker
+    finishes the task and delivers its result, which is accepted before converge exits 0;
+    restarted on the same ports and database, converge gets the worker back and new work
+    runs."""
+    worker_connected(ctx)
+    # conf-hold: no deadline in reach, so only the drain decides when the task may end.
+    ctx.apply("conf-hold", "dr-a", {"sleep_ms": 1500})
+    wait_for("dr-a's handler to start", lambda: ctx.events(name="dr-a", event="work"))
+    assert ctx.converge is not None and ctx.restart_converge is not None
+    stopped = time.monotonic()
+    code = ctx.converge.stop(grace=30)
+    check(code == 0, f"converge did not exit 0 on SIGTERM (exit {code}):\n{ctx.converge.tail()}")
+    took = time.monotonic() - stopped
+    # Read while converge is down: the result was taken during the drain, not after it.
+    r = subprocess.run(["psql", ctx.db_url, "-Atc",
+                        "SELECT phase, synced_gen, status::text FROM resources "
+                        "WHERE kind = 'conf-hold' AND name = 'dr-a'"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"psql: {r.stderr.strip()}")
+    check(r.stdout.strip().startswith("Ready|1|"),
+          f"dr-a after the drain (converge down): {r.stdout.strip()!r}; want Ready at "
+          f"generation 1 (the in-flight result accepted during the drain)")
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker exited on Drain")
+    ctx.notes.append(f"drain: converge stopped {took:.1f}s after SIGTERM")
+
+    ctx.restart_converge()
+    r2 = ctx.wait_ready("conf-hold", "dr-a")
+    check(r2["status"] == {"slept_ms": 1500, "attempt": 1}, f"dr-a status {_short(r2['status'])}")
+    works = ctx.events(name="dr-a", event="work")
+    check(len(works) == 1, f"dr-a ran again after the drain: {_short(works)}")
+    ctx.apply("conf-leaf", "dr-after", {"v": 1})
+    ctx.wait_ready("conf-leaf", "dr-after", timeout=60)
+
+
+@scenario
 def malformed(ctx: Ctx) -> None:
     """Malformed clients (no Subscribe first, no kinds, unknown or garbage lease tokens, an
     oversized frame) get clean gRPC answers, and the broker keeps serving the form's worker."""
@@ -822,10 +954,19 @@ class Runner:
         started = time.monotonic()
         converge = None
         ctx = None
+        env = getattr(fn, "converge_env", {})
         try:
-            converge, http_base, broker = self.start_converge(db, workdir)
+            converge, http_base, broker = self.start_converge(db, workdir, env)
             self.apply_manifests(http_base)
-            ctx = Ctx(form, http_base, broker, workdir, self.args.probe)
+            ctx = Ctx(form, http_base, broker, workdir, self.args.probe, converge=converge,
+                      db_url=db_url(self.admin, db))
+
+            def restart(ctx: Ctx = ctx) -> None:
+                # The same ports and database: the worker must find it where it was.
+                ports = (urllib.parse.urlsplit(ctx.http_base).port,
+                         urllib.parse.urlsplit(ctx.broker).port)
+                ctx.converge = self.start_converge(db, workdir, env, ports)[0]
+            ctx.restart_converge = restart
             ctx.put_base_configs([m["kind"] for m in self.manifests])
             if not getattr(fn, "manual_worker", False):
                 ctx.start_worker()
@@ -833,23 +974,28 @@ class Runner:
             self.stop_worker(ctx)
             ok, detail = True, "\n".join(ctx.notes)
         except Failure as e:
-            ok, detail = False, str(e) + self.logs(ctx, converge)
+            ok, detail = False, str(e) + self.logs(ctx, ctx.converge if ctx else converge)
         except Exception as e:  # noqa: BLE001 - a broken environment is this cell's failure
-            ok, detail = False, f"{type(e).__name__}: {e}" + self.logs(ctx, converge)
+            ok, detail = False, f"{type(e).__name__}: {e}" + self.logs(ctx, ctx.converge if ctx else converge)
         finally:
             if ctx is not None and ctx.worker is not None:
                 ctx.worker.kill()
+            if ctx is not None:
+                converge = ctx.converge
             if converge is not None:
                 converge.stop(grace=5)
             dbs.drop(db)
         return Result(name, form.name, ok, time.monotonic() - started, detail)
 
-    def start_converge(self, db: str, workdir: Path) -> tuple[Proc, str, str]:
-        hp, gp = free_port(), free_port()
+    def start_converge(self, db: str, workdir: Path, extra: dict[str, str] | None = None,
+                       ports: tuple[int | None, int | None] | None = None) -> tuple[Proc, str, str]:
+        """Starts ``converge serve`` on ``db`` (on ``ports`` (HTTP, gRPC) if given, else free
+        ones) with the suite's settings and a scenario's ``extra``; waits for /readyz."""
+        hp, gp = ports if ports is not None else (free_port(), free_port())
         env = {"PATH": os.environ.get("PATH", ""), "DATABASE_URL": db_url(self.admin, db),
                "LISTEN_ADDR": f"127.0.0.1:{hp}", "BROKER_LISTEN_ADDR": f"127.0.0.1:{gp}",
                "LOG_LEVEL": os.environ.get("CONVERGE_LOG_LEVEL", "info"), "NO_COLOR": "1",
-               **CONVERGE_ENV}
+               **CONVERGE_ENV, **(extra or {})}
         proc = Proc([self.converge, "serve"], env, workdir / "converge.log")
         base = f"http://127.0.0.1:{hp}"
 

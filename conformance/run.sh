@@ -112,6 +112,7 @@ if wanted exec && [[ -x conformance/workers/exec/worker.sh && -f stdworker/Cargo
     need_stdworker
     forms+=(--form "exec=$ROOT/conformance/workers/exec/worker.sh")
     forms+=(--form-config "exec=$ROOT/conformance/workers/exec/base-config.json")
+    forms+=(--form-profile "exec=$ROOT/conformance/workers/exec/profile.json")
 fi
 if wanted wasm && [[ -x conformance/workers/wasm/worker.sh && -f wasm-host/tests/fixtures/conformance-guest.wasm ]]; then
     need_stdworker

@@ -4,9 +4,10 @@
 //! The sandboxed providers (wasm, starlark, cel) run code that cannot write files, so the
 //! worker records what it ran on their behalf: `{"form", "kind", "name", "reaction",
 //! "stage", "generation", "attempt", "event"}` when a task starts (`event` is the stage's
-//! short name: `work`, `compose`, `rollup`, `delete`, `operate`, `react`), and a second line
-//! with `event: "cancelled"` when the task's cancellation fired before it finished. `form`
-//! is the provider's name. Lines are appended with one `write` each on an `O_APPEND` file,
+//! short name: `work`, `compose`, `rollup`, `delete`, `operate`, `react`; a `react` line adds
+//! the delivery's `"transition"` and `"dedup_token"`), and a second line with
+//! `event: "cancelled"` and the cancellation's `"reason"` when it fired before the task
+//! finished. `form` is the provider's name. Lines are appended with one `write` each on an `O_APPEND` file,
 //! so concurrent tasks never interleave within a line.
 
 use std::{
@@ -19,7 +20,7 @@ use std::{
 use converge_sdk::{
     HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest, Stage,
 };
-use serde_json::json;
+use serde_json::{Map, Value, json};
 use tracing::warn;
 
 /// The variable naming the journal file; unset or empty means no journal.
@@ -50,9 +51,9 @@ impl Journal {
         }
     }
 
-    /// One line for `req` with `event`, ready to append.
-    fn line(form: &str, req: &ReactionRequest, event: &str) -> Vec<u8> {
-        let line = json!({
+    /// The keys of every line for `req` but `event`.
+    fn fields(form: &str, req: &ReactionRequest) -> Map<String, Value> {
+        let Value::Object(m) = json!({
             "form": form,
             "kind": req.kind,
             "name": req.resource.name,
@@ -60,9 +61,20 @@ impl Journal {
             "stage": req.stage.as_str_name(),
             "generation": req.generation,
             "attempt": req.attempt,
-            "event": event,
-        });
-        let mut bytes = line.to_string().into_bytes();
+        }) else {
+            unreachable!("a JSON object literal")
+        };
+        m
+    }
+
+    /// One line of `fields` with `event` and the `extra` keys, ready to append.
+    fn line(fields: &Map<String, Value>, event: &str, extra: &[(&str, Value)]) -> Vec<u8> {
+        let mut m = fields.clone();
+        m.insert("event".into(), json!(event));
+        for (k, v) in extra {
+            m.insert((*k).into(), v.clone());
+        }
+        let mut bytes = Value::Object(m).to_string().into_bytes();
         bytes.push(b'\n');
         bytes
     }
@@ -112,14 +124,26 @@ impl<P: Provider> Provider for Journaled<P> {
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        let fields = Journal::fields(self.form, &req);
+        let extra = if req.stage == Stage::React {
+            let transition = req.transition.map(|t| t.as_str_name());
+            vec![
+                ("transition", json!(transition)),
+                ("dedup_token", json!(req.dedup_token)),
+            ]
+        } else {
+            Vec::new()
+        };
         self.journal
-            .append(&Journal::line(self.form, &req, stage_event(req.stage)));
-        // Built now: the request moves into the provider.
-        let cancelled = Journal::line(self.form, &req, "cancelled");
-        let cancel = req.cancel.clone();
+            .append(&Journal::line(&fields, stage_event(req.stage), &extra));
+        // Kept now: the request moves into the provider.
+        let (cancel, reason) = (req.cancel.clone(), req.cancel_reason.clone());
         let result = self.inner.work(req).await;
         if cancel.is_cancelled() {
-            self.journal.append(&cancelled);
+            let why = reason.get().map(|r| ("reason", json!(r)));
+            let extra: Vec<_> = why.into_iter().collect();
+            self.journal
+                .append(&Journal::line(&fields, "cancelled", &extra));
         }
         result
     }

@@ -165,6 +165,8 @@ async fn describe_lists_every_kind_at_version_1() {
             "conf-final",
             "conf-fail",
             "conf-slow",
+            "conf-hold",
+            "conf-react",
             "conf-ready",
             "conf-config",
             "netbom",

@@ -23,9 +23,10 @@ EXIT_TERMINAL = 2
 EXIT_TRANSIENT = 1
 
 
-def record(req: dict, event: str) -> None:
+def record(req: dict, event: str, **extra: object) -> None:
     """Appends one event line with a single write on an O_APPEND file (atomic for the
-    suite's reader, even with many handler processes writing at once)."""
+    suite's reader, even with many handler processes writing at once); `extra` adds keys
+    (`transition` and `dedup_token` on `react`)."""
     if not LOG:
         return
     line = json.dumps({
@@ -37,6 +38,7 @@ def record(req: dict, event: str) -> None:
         "generation": req.get("generation"),
         "attempt": req.get("attempt"),
         "event": event,
+        **extra,
     }) + "\n"
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -155,6 +157,17 @@ def conf_slow(req: dict) -> dict:
     return {"status": {"slept_ms": ms, "attempt": req["attempt"]}}
 
 
+def conf_react(req: dict) -> dict:
+    # The request is the watched resource's (name, spec); stdworker adds the delivery's
+    # transition and dedup token for a STAGE_REACT task.
+    if req["reaction"] != "react":
+        raise unknown_reaction(req)
+    record(req, "react", transition=req.get("transition"), dedup_token=req.get("dedup_token"))
+    if req["attempt"] <= spec_int(req, "react_failures", 0):
+        raise Fail(f"react failure {req['attempt']}")
+    return {}
+
+
 def conf_ready(req: dict) -> dict:
     # Readiness is stdworker's: the kind is ready while its default config has a program
     # and no "ready": false. The handler is a plain leaf.
@@ -183,6 +196,8 @@ KINDS = {
     "conf-final": conf_final,
     "conf-fail": conf_fail,
     "conf-slow": conf_slow,
+    "conf-hold": conf_slow,
+    "conf-react": conf_react,
     "conf-ready": conf_ready,
     "conf-config": conf_config,
 }

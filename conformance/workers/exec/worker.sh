@@ -8,7 +8,7 @@
 # once on a 2-core machine eat the 1 s deadlines of the restart scenario (README.md).
 set -euo pipefail
 STDWORKER_BIN="${STDWORKER_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}/debug/stdworker}"
-export STDWORKER_EXEC_KINDS="${STDWORKER_EXEC_KINDS:-conf-leaf,conf-composite,conf-final,conf-fail,conf-slow,conf-ready,conf-config}"
+export STDWORKER_EXEC_KINDS="${STDWORKER_EXEC_KINDS:-conf-leaf,conf-composite,conf-final,conf-fail,conf-slow,conf-hold,conf-react,conf-ready,conf-config}"
 export WORKER_MAX_PARALLEL="${WORKER_MAX_PARALLEL:-4}"
 # exec: signals from the suite reach stdworker itself.
 exec "$STDWORKER_BIN"

@@ -38,8 +38,9 @@ FORM = os.environ.get("CONFORMANCE_FORM") or "python"
 LOG_PATH = os.environ.get("CONFORMANCE_LOG") or None
 
 
-def record(req: ReactionRequest, event: str) -> None:
-    """Appends one event line (one O_APPEND write of the whole line)."""
+def record(req: ReactionRequest, event: str, **extra: object) -> None:
+    """Appends one event line (one O_APPEND write of the whole line); `extra` adds keys
+    (`reason` on `cancelled`, `transition` and `dedup_token` on `react`)."""
     if LOG_PATH is None:
         return
     line = json.dumps(
@@ -52,6 +53,7 @@ def record(req: ReactionRequest, event: str) -> None:
             "generation": req.generation,
             "attempt": req.attempt,
             "event": event,
+            **extra,
         }
     ) + "\n"
     fd = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -243,8 +245,32 @@ class Slow(Provider):
             await asyncio.wait_for(req.cancellation.wait(), n / 1000)
         except TimeoutError:
             return Outcome(status={"slept_ms": n, "attempt": req.attempt})
-        record(req, "cancelled")
+        record(req, "cancelled", reason=req.cancel_reason or "")
         raise TransientError("cancelled")
+
+
+class Hold(Slow):
+    """conf-hold: conf-slow under a 600 s deadline (cancelled by CancelTask, not the clock)."""
+
+    kind = KindVersion("conf-hold", 1)
+
+
+class React(Provider):
+    """conf-react: logs each delivery's transition and dedup token; fails transiently while
+    the attempt is at most the watched resource's `react_failures`."""
+
+    kind = KindVersion("conf-react", 1)
+
+    async def work(self, req: ReactionRequest) -> Outcome:
+        if req.reaction != "react":
+            raise unknown(req)
+        transition = req.transition.proto_name if req.transition is not None else None
+        record(req, "react", transition=transition, dedup_token=req.dedup_token)
+        spec = req.resource.spec if isinstance(req.resource.spec, dict) else {}
+        k = spec.get("react_failures", 0)
+        if isinstance(k, int) and k > 0 and req.attempt <= k:
+            raise TransientError(f"react failure {req.attempt}")
+        return Outcome()
 
 
 class Ready(Provider):
@@ -285,7 +311,18 @@ class ConfigEcho(Provider):
 
 def providers() -> list[Provider]:
     """Every conformance kind."""
-    return [Leaf(), Composite(), Summary(), Final(), Fail(), Slow(), Ready(), ConfigEcho()]
+    return [
+        Leaf(),
+        Composite(),
+        Summary(),
+        Final(),
+        Fail(),
+        Slow(),
+        Hold(),
+        React(),
+        Ready(),
+        ConfigEcho(),
+    ]
 
 
 def main() -> int:

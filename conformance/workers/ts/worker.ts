@@ -26,19 +26,24 @@ import {
   RegistryError,
   ResourceRef,
   RollupSummary,
+  TaskCancelledError,
   TerminalError,
   TransientError,
   ValueFlow,
   initLogging,
   runWorker,
   stageName,
+  transitionName,
 } from "converge-sdk";
 
 const FORM = process.env["CONFORMANCE_FORM"] || "ts";
 const LOG_PATH = process.env["CONFORMANCE_LOG"] || undefined;
 
-/** Appends one event line (one O_APPEND write of the whole line). */
-function record(req: ReactionRequest, event: string): void {
+/**
+ * Appends one event line (one O_APPEND write of the whole line); `extra` adds keys (`reason`
+ * on `cancelled`, `transition` and `dedup_token` on `react`).
+ */
+function record(req: ReactionRequest, event: string, extra: Record<string, Json> = {}): void {
   if (LOG_PATH === undefined) {
     return;
   }
@@ -51,6 +56,7 @@ function record(req: ReactionRequest, event: string): void {
     generation: req.generation,
     attempt: req.attempt,
     event,
+    ...extra,
   });
   appendFileSync(LOG_PATH, `${line}\n`, { flag: "a" });
 }
@@ -251,8 +257,8 @@ const fail = workOnly("conf-fail", (req) => {
   }
 });
 
-/** conf-slow: sleeps, cancellably, for spec.sleep_ms. */
-const slow = workOnly("conf-slow", async (req) => {
+/** conf-slow (and conf-hold, the same under a long deadline): sleeps, cancellably, for spec.sleep_ms. */
+async function sleepWork(req: ReactionRequest): Promise<Outcome> {
   const n: Json | undefined = req.specObject()["sleep_ms"] ?? 0;
   if (typeof n !== "number" || !Number.isInteger(n) || n < 0) {
     throw new TerminalError(`sleep_ms must be a non-negative integer, got ${JSON.stringify(n)}`);
@@ -260,11 +266,37 @@ const slow = workOnly("conf-slow", async (req) => {
   try {
     await delay(n, undefined, { signal: req.signal });
   } catch {
-    record(req, "cancelled");
+    const why: unknown = req.signal.reason;
+    // CancelTask carries the broker's reason as `detail`; a deadline or shutdown is its kind.
+    const reason = why instanceof TaskCancelledError ? why.detail || why.kind : "";
+    record(req, "cancelled", { reason });
     throw new TransientError("cancelled");
   }
   return new Outcome({ status: { slept_ms: n, attempt: req.attempt } });
-});
+}
+
+const slow = workOnly("conf-slow", sleepWork);
+const hold = workOnly("conf-hold", sleepWork);
+
+/**
+ * conf-react: logs each delivery's transition and dedup token; fails transiently while the
+ * attempt is at most the watched resource's `react_failures`.
+ */
+const react: Provider = {
+  kind: new KindVersion("conf-react", 1),
+  work(req) {
+    if (req.reaction !== "react") {
+      throw unknown(req);
+    }
+    const transition = req.transition === undefined ? null : transitionName(req.transition);
+    record(req, "react", { transition, dedup_token: req.dedupToken });
+    const k = req.specObject()["react_failures"] ?? 0;
+    if (typeof k === "number" && k > 0 && req.attempt <= k) {
+      throw new TransientError(`react failure ${req.attempt}`);
+    }
+    return new Outcome();
+  },
+};
 
 /** conf-ready: ready unless the default provider config says `"ready": false`. */
 function ready(): Provider {
@@ -293,7 +325,7 @@ const configEcho = workOnly(
 
 /** Every conformance kind. */
 export function providers(): Provider[] {
-  return [leaf, composite, summary, final, fail, slow, ready(), configEcho];
+  return [leaf, composite, summary, final, fail, slow, hold, react, ready(), configEcho];
 }
 
 async function main(): Promise<number> {

@@ -9,7 +9,7 @@
 # STDWORKER_BIN: the stdworker binary (default: the Cargo target dir's debug build).
 set -euo pipefail
 STDWORKER_BIN="${STDWORKER_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}/debug/stdworker}"
-export STDWORKER_WASM_KINDS="${STDWORKER_WASM_KINDS:-conf-leaf,conf-composite,conf-final,conf-fail,conf-slow,conf-ready,conf-config}"
+export STDWORKER_WASM_KINDS="${STDWORKER_WASM_KINDS:-conf-leaf,conf-composite,conf-final,conf-fail,conf-slow,conf-hold,conf-react,conf-ready,conf-config}"
 export STDWORKER_TASK_JOURNAL="${CONFORMANCE_LOG:?CONFORMANCE_LOG must name the event log}"
 export STDWORKER_WASM_CACHE_DIR="${STDWORKER_WASM_CACHE_DIR:-${TMPDIR:-/tmp}/converge-conformance-wasm-cache}"
 # exec: signals from the suite reach stdworker itself.

@@ -26,6 +26,11 @@ type event struct {
 	Generation int64  `json:"generation"`
 	Attempt    int32  `json:"attempt"`
 	Event      string `json:"event"`
+	// Reason is the cancellation's reason (`cancelled` events only).
+	Reason *string `json:"reason,omitempty"`
+	// Transition and DedupToken are the delivery's (`react` events only).
+	Transition *string `json:"transition,omitempty"`
+	DedupToken *string `json:"dedup_token,omitempty"`
 }
 
 func openEventLog(path, form string) (*eventLog, error) {
@@ -42,10 +47,12 @@ func openEventLog(path, form string) (*eventLog, error) {
 }
 
 func (l *eventLog) record(req *converge.ReactionRequest, what string) {
-	if l.f == nil {
-		return
-	}
-	line, err := json.Marshal(event{
+	l.write(l.line(req, what))
+}
+
+// line is the event for req without the optional keys.
+func (l *eventLog) line(req *converge.ReactionRequest, what string) event {
+	return event{
 		Form:       l.form,
 		Kind:       req.Kind,
 		Name:       req.Resource.Name,
@@ -54,7 +61,15 @@ func (l *eventLog) record(req *converge.ReactionRequest, what string) {
 		Generation: req.Generation,
 		Attempt:    req.Attempt,
 		Event:      what,
-	})
+	}
+}
+
+// write appends ev as one line.
+func (l *eventLog) write(ev event) {
+	if l.f == nil {
+		return
+	}
+	line, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}

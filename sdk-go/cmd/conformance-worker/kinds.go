@@ -22,7 +22,9 @@ func providers(form string, events *eventLog) []converge.Provider {
 		summary{b},
 		final{b},
 		failing{b},
-		slow{b},
+		slow{b, "conf-slow"},
+		slow{b, "conf-hold"},
+		react{b},
 		&ready{base: b},
 		config{b},
 	}
@@ -261,10 +263,14 @@ func (f failing) Work(_ context.Context, req *converge.ReactionRequest) (*conver
 	return nil, converge.Terminalf("unknown mode %q", spec.Mode)
 }
 
-// slow is conf-slow: sleeps, cooperatively cancellable.
-type slow struct{ base }
+// slow is conf-slow (and conf-hold, the same under a long deadline): sleeps, cooperatively
+// cancellable.
+type slow struct {
+	base
+	kind string
+}
 
-func (slow) Kind() converge.KindVersion { return kv("conf-slow") }
+func (s slow) Kind() converge.KindVersion { return kv(s.kind) }
 
 func (s slow) Work(ctx context.Context, req *converge.ReactionRequest) (*converge.Outcome, error) {
 	s.start(req)
@@ -283,9 +289,37 @@ func (s slow) Work(ctx context.Context, req *converge.ReactionRequest) (*converg
 	case <-t.C:
 		return converge.StatusOutcome(map[string]any{"slept_ms": spec.SleepMs, "attempt": req.Attempt}), nil
 	case <-ctx.Done():
-		s.events.record(req, "cancelled")
+		ev := s.events.line(req, "cancelled")
+		reason := converge.CancelReason(ctx)
+		ev.Reason = &reason
+		s.events.write(ev)
 		return nil, fmt.Errorf("sleep cancelled: %w", ctx.Err())
 	}
+}
+
+// react is conf-react: logs each delivery's transition and dedup token, and fails
+// transiently while the attempt is at most the watched resource's react_failures.
+type react struct{ base }
+
+func (react) Kind() converge.KindVersion { return kv("conf-react") }
+
+func (r react) Work(_ context.Context, req *converge.ReactionRequest) (*converge.Outcome, error) {
+	if req.Reaction != "react" {
+		return nil, unknownReaction(req)
+	}
+	ev := r.events.line(req, "react")
+	transition, token := req.Transition.String(), req.DedupToken
+	ev.Transition, ev.DedupToken = &transition, &token
+	r.events.write(ev)
+	var spec struct {
+		ReactFailures int32 `json:"react_failures"`
+	}
+	// A spec that does not decode means "no failures": the watched kind owns its spec.
+	_ = json.Unmarshal(req.Resource.Spec, &spec)
+	if spec.ReactFailures > 0 && req.Attempt <= spec.ReactFailures {
+		return nil, fmt.Errorf("react failure %d", req.Attempt)
+	}
+	return &converge.Outcome{}, nil
 }
 
 // ready is conf-ready: ready unless the default config spec says "ready": false.

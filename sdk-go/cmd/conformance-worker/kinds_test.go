@@ -138,3 +138,39 @@ func TestConformanceKinds(t *testing.T) {
 		t.Fatalf("the slow handler must log its cancellation: %v", lines)
 	}
 }
+
+func TestReactKind(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "events.log")
+	events, err := openEventLog(logPath, "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.close()
+	p := find(t, providers("go", events), "conf-react")
+	req := convergetest.Request("conf-react", map[string]any{"react_failures": 1})
+	req.Reaction, req.Stage = "react", converge.StageReact
+	req.Transition, req.DedupToken = converge.TransitionSynced, "id:synced:1:b"
+	ctx := context.Background()
+	if _, err := convergetest.Run(ctx, p, req); err == nil || converge.IsTerminal(err) || err.Error() != "react failure 1" {
+		t.Fatalf("first delivery: %v", err)
+	}
+	req.Attempt = 2
+	if _, err := convergetest.Run(ctx, p, req); err != nil {
+		t.Fatalf("second delivery: %v", err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("react lines: %v", lines)
+	}
+	for _, l := range lines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e["event"] != "react" || e["stage"] != "STAGE_REACT" ||
+			e["transition"] != "TRANSITION_SYNCED" || e["dedup_token"] != "id:synced:1:b" {
+			t.Fatalf("react line: %s %v", l, err)
+		}
+	}
+}

@@ -5,7 +5,7 @@
 use std::{fs::File, io::Write, path::Path};
 
 use converge_sdk::ReactionRequest;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 /// Where handler events go; a no-op when no log path was configured.
 #[derive(Debug)]
@@ -47,8 +47,14 @@ impl EventLog {
 
     /// Appends one event line for `req`.
     pub fn record(&self, req: &ReactionRequest, event: &str) {
+        self.record_with(req, event, Map::new());
+    }
+
+    /// Appends one event line for `req` with `extra` keys (`reason` on `cancelled`,
+    /// `transition` and `dedup_token` on `react`).
+    pub fn record_with(&self, req: &ReactionRequest, event: &str, extra: Map<String, Value>) {
         let Some(file) = &self.file else { return };
-        let mut line = json!({
+        let mut obj = json!({
             "form": self.form,
             "kind": req.kind,
             "name": req.resource.name,
@@ -57,8 +63,11 @@ impl EventLog {
             "generation": req.generation,
             "attempt": req.attempt,
             "event": event,
-        })
-        .to_string();
+        });
+        if let Value::Object(m) = &mut obj {
+            m.extend(extra);
+        }
+        let mut line = obj.to_string();
         line.push('\n');
         // One write call per line: with O_APPEND the kernel keeps lines from interleaving.
         // `File` is unbuffered, so nothing needs flushing afterwards.

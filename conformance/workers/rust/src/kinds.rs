@@ -16,7 +16,7 @@ use converge_sdk::{
     ChildSpec, DepEdge, HandlerError, KindVersion, Outcome, Provider, ProviderConfig,
     ReactionRequest, ResourceRef, ValueFlow,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::EventLog;
 
@@ -315,21 +315,35 @@ impl Provider for Fail {
     }
 }
 
-/// `conf-slow`: sleeps cooperatively, so a deadline or CancelTask cuts it short.
+/// `conf-slow` (and `conf-hold`, the same under a long deadline): sleeps cooperatively, so
+/// a deadline or CancelTask cuts it short; the `cancelled` event carries the reason the SDK
+/// reports.
 pub struct Slow {
     log: Arc<EventLog>,
+    kind: &'static str,
 }
 
 impl Slow {
-    /// A slow provider logging to `log`.
+    /// A `conf-slow` provider logging to `log`.
     pub fn new(log: Arc<EventLog>) -> Self {
-        Self { log }
+        Self {
+            log,
+            kind: "conf-slow",
+        }
+    }
+
+    /// A `conf-hold` provider logging to `log`.
+    pub fn hold(log: Arc<EventLog>) -> Self {
+        Self {
+            log,
+            kind: "conf-hold",
+        }
     }
 }
 
 impl Provider for Slow {
     fn kind(&self) -> KindVersion {
-        KindVersion::new("conf-slow", VERSION)
+        KindVersion::new(self.kind, VERSION)
     }
 
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
@@ -341,13 +355,57 @@ impl Provider for Slow {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(ms.unsigned_abs())) => {}
             () = req.cancel.cancelled() => {
-                self.log.record(&req, "cancelled");
+                let reason = req.cancel_reason.get().unwrap_or_default();
+                let mut extra = Map::new();
+                extra.insert("reason".into(), json!(reason));
+                self.log.record_with(&req, "cancelled", extra);
                 return Err(HandlerError::transient("conformance sleep cancelled"));
             }
         }
         Ok(Outcome::status(
             json!({"slept_ms": ms, "attempt": req.attempt}),
         ))
+    }
+}
+
+/// `conf-react`: a reactor that logs each delivery's transition and dedup token and fails
+/// transiently while the attempt is at most the watched resource's `react_failures`.
+pub struct React {
+    log: Arc<EventLog>,
+}
+
+impl React {
+    /// A reactor provider logging to `log`.
+    pub fn new(log: Arc<EventLog>) -> Self {
+        Self { log }
+    }
+}
+
+impl Provider for React {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new("conf-react", VERSION)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.reaction != "react" {
+            return Err(unknown_reaction(&req));
+        }
+        let mut extra = Map::new();
+        extra.insert(
+            "transition".into(),
+            json!(req.transition.map(|t| t.as_str_name())),
+        );
+        extra.insert("dedup_token".into(), json!(req.dedup_token));
+        self.log.record_with(&req, "react", extra);
+        // The watched resource's spec says how many deliveries fail before one succeeds.
+        let failures = spec_i64(&req, "react_failures").unwrap_or(0);
+        if i64::from(req.attempt) <= failures {
+            return Err(HandlerError::transient(format!(
+                "react failure {}",
+                req.attempt
+            )));
+        }
+        Ok(Outcome::default())
     }
 }
 

@@ -26,6 +26,8 @@ pub fn registry(log: Arc<EventLog>) -> Registry {
         .with(kinds::Final::new(Arc::clone(&log)))
         .with(kinds::Fail::new(Arc::clone(&log)))
         .with(kinds::Slow::new(Arc::clone(&log)))
+        .with(kinds::Slow::hold(Arc::clone(&log)))
+        .with(kinds::React::new(Arc::clone(&log)))
         .with(kinds::Ready::new(Arc::clone(&log)))
         .with(kinds::Config::new(log))
 }

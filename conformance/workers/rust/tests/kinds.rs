@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use converge_conformance_worker::{EventLog, kinds};
-use converge_sdk::{Provider, ProviderConfig, Resource, Stage, testing};
+use converge_sdk::{CancelReason, Provider, ProviderConfig, Resource, Stage, Transition, testing};
 use serde_json::{Value, json};
 
 /// A fresh event log file for one test (tests run in parallel, so each gets its own).
@@ -120,19 +120,43 @@ async fn slow_logs_cancelled_when_its_token_is_cancelled() {
     let (log, path) = fresh_log("slow");
     let p = kinds::Slow::new(log);
     let req = testing::request("conf-slow", json!({"sleep_ms": 5000}));
-    // What the runtime does on a deadline or CancelTask: cancel the handler's token.
-    let cancel = req.cancel.clone();
+    // What the runtime does on CancelTask: record the reason, then cancel the token.
+    let (cancel, reason) = (req.cancel.clone(), req.cancel_reason.clone());
     tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        reason.set(CancelReason::SUPERSEDED);
         cancel.cancel();
     });
     let e = testing::run(&p, req).await.unwrap_err();
     assert!(!e.is_terminal());
-    let ev: Vec<_> = events(&path)
-        .into_iter()
-        .map(|e| e["event"].clone())
-        .collect();
-    assert_eq!(ev, [json!("work"), json!("cancelled")]);
+    let ev = events(&path);
+    let names: Vec<_> = ev.iter().map(|e| e["event"].clone()).collect();
+    assert_eq!(names, [json!("work"), json!("cancelled")]);
+    assert_eq!(ev[1]["reason"], json!("superseded"));
+}
+
+#[tokio::test]
+async fn react_logs_the_transition_and_token_and_fails_first_when_asked() {
+    let (log, path) = fresh_log("react");
+    let p = kinds::React::new(log);
+    let mut req = testing::request("conf-react", json!({"react_failures": 1}));
+    req.reaction = "react".into();
+    req.stage = Stage::React;
+    req.transition = Some(Transition::Synced);
+    req.dedup_token = "id:synced:1:b".into();
+    let e = testing::run(&p, req.clone()).await.unwrap_err();
+    assert!(!e.is_terminal());
+    assert_eq!(e.message(), "react failure 1");
+    req.attempt = 2;
+    testing::run(&p, req).await.unwrap();
+    let ev = events(&path);
+    assert_eq!(ev.len(), 2);
+    for e in &ev {
+        assert_eq!(e["event"], json!("react"));
+        assert_eq!(e["stage"], json!("STAGE_REACT"));
+        assert_eq!(e["transition"], json!("TRANSITION_SYNCED"));
+        assert_eq!(e["dedup_token"], json!("id:synced:1:b"));
+    }
 }
 
 #[test]

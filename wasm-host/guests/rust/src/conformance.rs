@@ -30,11 +30,12 @@ pub(crate) fn reconcile(kind: &str, req: &Request) -> Option<Result<Outcome, Han
         ("conf-composite", Stage::Rollup) => rollup(req),
         ("conf-final", Stage::Delete) => teardown(req),
         ("conf-fail", Stage::Work) => fail(req),
-        ("conf-slow", Stage::Work) => slow(req),
+        ("conf-slow" | "conf-hold", Stage::Work) => slow(req),
+        ("conf-react", Stage::React) => react(req),
         ("conf-config", Stage::Work) => config(req),
         (
-            "conf-leaf" | "conf-composite" | "conf-final" | "conf-fail" | "conf-slow"
-            | "conf-ready" | "conf-config",
+            "conf-leaf" | "conf-composite" | "conf-final" | "conf-fail" | "conf-slow" | "conf-hold"
+            | "conf-react" | "conf-ready" | "conf-config",
             _,
         ) => Ok(empty()),
         _ => return None,
@@ -182,6 +183,19 @@ fn slow(req: &Request) -> Result<Outcome, HandlerError> {
     Ok(with_status(
         &json!({"slept_ms": ms, "attempt": req.attempt}),
     ))
+}
+
+/// `conf-react` react: fails transiently while the attempt is at most the watched resource's
+/// `react_failures`, then succeeds (the host journals the transition and dedup token).
+fn react(req: &Request) -> Result<Outcome, HandlerError> {
+    let failures = spec_int(&spec(req)?, "react_failures").unwrap_or(0);
+    if i64::from(req.attempt) <= failures {
+        return Err(HandlerError::Transient(format!(
+            "react failure {}",
+            req.attempt
+        )));
+    }
+    Ok(empty())
 }
 
 /// `conf-config` work: the effective config as the host passed it (null without one).

@@ -28,12 +28,14 @@ use serde_json::Value;
 pub(crate) const FORM: &str = "wasm";
 
 /// Every kind served; all at version 1.
-const KINDS: [&str; 9] = [
+const KINDS: [&str; 11] = [
     "conf-leaf",
     "conf-composite",
     "conf-final",
     "conf-fail",
     "conf-slow",
+    "conf-hold",
+    "conf-react",
     "conf-ready",
     "conf-config",
     "netbom",
