@@ -30,6 +30,8 @@ const KINDS = [
   'conf-final',
   'conf-fail',
   'conf-slow',
+  'conf-hold',
+  'conf-react',
   'conf-ready',
   'conf-config',
 ];
@@ -179,6 +181,14 @@ function slow(req, spec) {
   return withStatus({ slept_ms: ms, attempt: req.attempt });
 }
 
+/** `conf-react` react: fails transiently while the attempt is at most the watched resource's
+ * `react_failures`, then succeeds (the host journals the transition and dedup token). */
+function react(req, spec) {
+  const failures = specInt(spec, 'react_failures') ?? 0;
+  if (req.attempt <= failures) throw transient(`react failure ${req.attempt}`);
+  return outcome();
+}
+
 /** `conf-config` work: the effective config as the host passed it (null without one). */
 function config(req) {
   return withStatus({ config: req.config === undefined ? null : parse('config', req.config) });
@@ -203,7 +213,10 @@ function conformance(req) {
     case 'conf-fail work':
       return fail(req, spec());
     case 'conf-slow work':
+    case 'conf-hold work':
       return slow(req, spec());
+    case 'conf-react react':
+      return react(req, spec());
     case 'conf-config work':
       return config(req);
     default:
