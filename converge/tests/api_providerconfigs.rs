@@ -265,16 +265,7 @@ async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
     c.apply_manifest(&json!({"kind": "celnet", "kind_version": 1, "reactions": [
         {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]}]}))
         .await;
-    c.apply_manifest(&json!({"kind": "vpc", "kind_version": 1,
-        "status_schema": {"type": "object", "additionalProperties": false, "properties": {
-            "vpc_id": {"type": "string"}, "prefix_len": {"type": "integer"}}},
-        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
-        .await;
-    c.apply_manifest(&json!({"kind": "subnet", "kind_version": 1,
-        "spec_schema": {"type": "object", "properties": {
-            "vpc_id": {"type": "string"}, "size": {"type": "number"}, "count": {"type": "integer"}}},
-        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
-        .await;
+    apply_flow_kinds(&c).await;
     let pc = |spec: Value| {
         c.call(
             Method::POST,
