@@ -884,6 +884,40 @@ def drain(ctx: Ctx) -> None:
 
 
 @scenario
+# The workers' reconnect backoff (up to 5 s) plus a debug converge's boot can outlast the
+# default 6 s after which a silent broker's leases are released for others to re-run; the
+# scenario is about the resume, so the crashed broker's leases are kept for a minute.
+@converge_env(MEMBER_DEAD_AFTER="60s")
+def reconnect(ctx: Ctx) -> None:
+    """converge is SIGKILLed while the worker runs a task: the worker finishes it with no
+    broker there and holds the result; restarted on the same ports and database, the broker
+    gets it back on the worker's new stream (listed in Subscribe's `resumed`, the lease
+    adopted) and accepts it exactly once: the task is not run again and new work flows."""
+    worker_connected(ctx)
+    # conf-hold: no deadline in reach, so the crash decides nothing about the task.
+    ctx.apply("conf-hold", "rc-a", {"sleep_ms": 800})
+    wait_for("rc-a's handler to start", lambda: ctx.events(name="rc-a", event="work"))
+    assert ctx.converge is not None and ctx.restart_converge is not None
+    ctx.converge.kill()
+    # Setup, not an assertion: the handler ends about 0.8 s after it started, so by now the
+    # worker holds a finished result that no broker has acknowledged.
+    time.sleep(2.0)
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker exited when its broker died")
+    ctx.restart_converge()
+    r = ctx.wait_ready("conf-hold", "rc-a", timeout=60)
+    check(r["status"] == {"slept_ms": 800, "attempt": 1}, f"rc-a status {_short(r['status'])}")
+    adopted = re.findall(r"adopting resumed leases.*?adopted=(\d+)",
+                         ANSI.sub("", ctx.converge.log.read_text(errors="replace")))
+    check(any(int(n) >= 1 for n in adopted),
+          f"the restarted broker adopted no resumed lease (log lines: {adopted}); the result "
+          f"came back some other way")
+    works = ctx.events(name="rc-a", event="work")
+    check(len(works) == 1, f"rc-a ran again after the reconnect: {_short(works)}")
+    ctx.apply("conf-leaf", "rc-after", {"v": 1})
+    ctx.wait_ready("conf-leaf", "rc-after", timeout=60)
+
+
+@scenario
 def malformed(ctx: Ctx) -> None:
     """Malformed clients (no Subscribe first, no kinds, unknown or garbage lease tokens, an
     oversized frame) get clean gRPC answers, and the broker keeps serving the form's worker."""

@@ -71,6 +71,11 @@ pub struct Config {
     pub reaper_every: Duration,
     /// LEASE_STALE_AFTER: a lease with no heartbeat for this long is reaped.
     pub lease_stale_after: Duration,
+    /// MEMBER_DEAD_AFTER: how long a process's `cluster_members` row may go unstamped
+    /// before the others release its leases (default 6 s, 3s..=10m). Longer keeps a
+    /// restarting broker's leases for its workers to resume with their finished results;
+    /// shorter lets other brokers re-run its tasks sooner.
+    pub member_dead_after: Duration,
     /// UNCLAIMED_DELETE_AFTER: queue rows nobody claimed for this long are dropped.
     pub unclaimed_delete_after: Duration,
     /// EVENTS_RETENTION: resource events older than this are deleted.
@@ -310,6 +315,12 @@ impl Config {
             retry_max: read(&get, "RETRY_MAX", Duration::from_secs(300), dur)?,
             reaper_every: read(&get, "REAPER_EVERY", Duration::from_secs(5), dur)?,
             lease_stale_after: read(&get, "LEASE_STALE_AFTER", Duration::from_secs(30), dur)?,
+            member_dead_after: read(
+                &get,
+                "MEMBER_DEAD_AFTER",
+                converge_engine::membership::DEAD_AFTER,
+                dur,
+            )?,
             unclaimed_delete_after: read(
                 &get,
                 "UNCLAIMED_DELETE_AFTER",
@@ -397,6 +408,14 @@ impl Config {
             return Err(ConfigError {
                 var: "IDLE_TIMEOUT",
                 reason: "must be at least 10s".into(),
+            });
+        }
+        if !(Duration::from_secs(3)..=Duration::from_secs(600)).contains(&cfg.member_dead_after) {
+            // Members stamp every second: under three missed stamps a slow statement would
+            // read as a death.
+            return Err(ConfigError {
+                var: "MEMBER_DEAD_AFTER",
+                reason: "must be 3s..=10m".into(),
             });
         }
         if cfg.lease_stale_after < Duration::from_secs(11) {
@@ -534,6 +553,19 @@ mod tests {
             .tls
             .unwrap();
         assert!(t.client_ca.is_none());
+    }
+
+    #[test]
+    fn member_dead_after_is_bounded() {
+        assert_eq!(cfg(&[]).unwrap().member_dead_after, Duration::from_secs(6));
+        let c = cfg(&[("MEMBER_DEAD_AFTER", "60s")]).unwrap();
+        assert_eq!(c.member_dead_after, Duration::from_secs(60));
+        for v in ["2s", "11m", "soon"] {
+            assert_eq!(
+                cfg(&[("MEMBER_DEAD_AFTER", v)]).unwrap_err().var,
+                "MEMBER_DEAD_AFTER"
+            );
+        }
     }
 
     #[test]

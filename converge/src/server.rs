@@ -209,7 +209,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             addresses: addresses.into(),
             started_at,
         },
-    );
+    )
+    .with_dead_after(cfg.member_dead_after);
     if let Some(b) = &broker {
         membership = membership.with_roster(b.roster(), b.dispatch_notify());
     }

@@ -1,5 +1,6 @@
 //! This process's membership of the cluster: its `cluster_members` row, stamped every
-//! [`BEAT_EVERY`], and the release of what a member silent for [`DEAD_AFTER`] held (a
+//! [`BEAT_EVERY`], and the release of what a member silent for [`DEAD_AFTER`] (by default;
+//! `MEMBER_DEAD_AFTER`) held (a
 //! SIGKILLed pod, a partitioned node). Its leases are claimable again within about
 //! `DEAD_AFTER + BEAT_EVERY` (7 s) instead of the 30 s lease staleness, which stays as the
 //! backstop when no member is left to notice. Every member checks, so silent rows are removed
@@ -54,6 +55,8 @@ pub struct Membership {
     roster: Option<Arc<dyn Roster>>,
     /// Woken when a dead member's leases were released (a co-located dispatcher).
     on_release: Option<Arc<Notify>>,
+    /// How long another member's row may go unstamped before it is presumed dead.
+    dead_after: Duration,
 }
 
 /// What was last written of the roster.
@@ -71,7 +74,16 @@ impl Membership {
             me,
             roster: None,
             on_release: None,
+            dead_after: DEAD_AFTER,
         }
+    }
+
+    /// Presumes other members dead after `dead_after` without a stamp instead of
+    /// [`DEAD_AFTER`] (`MEMBER_DEAD_AFTER`): longer keeps a restarting broker's leases for its
+    /// workers to resume, shorter frees them sooner for other brokers.
+    pub fn with_dead_after(mut self, dead_after: Duration) -> Self {
+        self.dead_after = dead_after;
+        self
     }
 
     /// Publishes `roster` with the row, and wakes `on_release` when a dead member's leases
@@ -131,7 +143,7 @@ impl Membership {
                 if created && !*first {
                     tracing::warn!(
                         member = %self.me.id,
-                        "this process was presumed dead (no cluster_members stamp for {DEAD_AFTER:?}); its leases were released"
+                        "this process was presumed dead (no cluster_members stamp within the other members' MEMBER_DEAD_AFTER); its leases were released"
                     );
                     // The row was made anew: its worker list must be written again.
                     if sent.is_none() {
@@ -154,7 +166,7 @@ impl Membership {
     }
 
     async fn release_dead(&self) {
-        match cluster::release_dead(&self.pool, &self.me.id, DEAD_AFTER).await {
+        match cluster::release_dead(&self.pool, &self.me.id, self.dead_after).await {
             Ok((dead, freed)) if !dead.is_empty() => {
                 tracing::warn!(members = ?dead, released = freed, "removed cluster members that stopped stamping, and released their leases");
                 if let Some(n) = &self.on_release {
