@@ -27,20 +27,28 @@ func (w *worker) dial(i int) (*grpc.ClientConn, error) {
 	return grpc.NewClient(w.targets[i], append(opts, w.dialOpts...)...)
 }
 
-// pullConfigs makes one GetProviderConfig call for every registered pair.
+// pullConfigs makes one GetProviderConfig call per registered pair: one call for all of them
+// would put every pair's bundle into one answer, which many kinds sharing a large WASM
+// component push past the message cap (the worker would never start). Per pair, an answer
+// carries at most one bundle.
 func (w *worker) pullConfigs(ctx context.Context, client pb.WorkerServiceClient) ([]*pb.ProviderConfigEntry, error) {
-	req := &pb.GetProviderConfigRequest{}
+	var entries []*pb.ProviderConfigEntry
 	for _, e := range w.reg.entries {
-		req.Kinds = append(req.Kinds, e.kv.Kind)
-		req.KindVersions = append(req.KindVersions, e.kv.Version)
+		req := &pb.GetProviderConfigRequest{Kinds: []string{e.kv.Kind}, KindVersions: []int32{e.kv.Version}}
+		resp, err := w.pullOne(ctx, client, req)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, resp.GetEntries()...)
 	}
+	return entries, nil
+}
+
+// pullOne is one GetProviderConfig call under its own timeout.
+func (w *worker) pullOne(ctx context.Context, client pb.WorkerServiceClient, req *pb.GetProviderConfigRequest) (*pb.GetProviderConfigResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, configPullTimeout)
 	defer cancel()
-	resp, err := client.GetProviderConfig(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return resp.GetEntries(), nil
+	return client.GetProviderConfig(ctx, req)
 }
 
 // applyPulled applies a pulled set of default configs to every registered pair (pairs

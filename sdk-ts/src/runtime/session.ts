@@ -23,15 +23,27 @@ import { CONNECT_TIMEOUT_MS, describeError, isServiceError, methods, openClient,
 /** Bound on one GetProviderConfig call, milliseconds. */
 export const CONFIG_PULL_TIMEOUT_MS = 10_000;
 
-/** One GetProviderConfig call for every registered pair. */
+/**
+ * One GetProviderConfig call per registered pair: one call for all of them would put every
+ * pair's bundle into one answer, which many kinds sharing a large WASM component push past
+ * the message cap (the worker would never start). Per pair, an answer carries at most one
+ * bundle.
+ */
 async function pullConfigs(conn: Connection, shared: Shared, signal?: AbortSignal): Promise<pb.ProviderConfigEntry[]> {
-  const kinds = shared.registry.kinds();
-  const req = create(pb.GetProviderConfigRequestSchema, {
-    kinds: kinds.map((kv) => kv.kind),
-    kindVersions: kinds.map((kv) => kv.version),
-  });
-  const resp = await unary(conn.client, methods.getProviderConfig, req, conn.metadata, CONFIG_PULL_TIMEOUT_MS, signal);
-  return resp.entries;
+  const entries: pb.ProviderConfigEntry[] = [];
+  for (const kv of shared.registry.kinds()) {
+    const req = create(pb.GetProviderConfigRequestSchema, { kinds: [kv.kind], kindVersions: [kv.version] });
+    const resp = await unary(
+      conn.client,
+      methods.getProviderConfig,
+      req,
+      conn.metadata,
+      CONFIG_PULL_TIMEOUT_MS,
+      signal,
+    );
+    entries.push(...resp.entries);
+  }
+  return entries;
 }
 
 /**

@@ -92,14 +92,17 @@ def open_channel(shared: Shared, index: int) -> tuple[grpc.aio.Channel, Metadata
 
 
 async def pull_configs(channel: grpc.aio.Channel, metadata: Metadata, shared: Shared) -> list[Any]:
-    """One GetProviderConfig call for every registered pair."""
-    kinds = shared.registry.kinds()
-    req = pb.GetProviderConfigRequest(
-        kinds=[kv.kind for kv in kinds], kind_versions=[kv.version for kv in kinds]
-    )
+    """One GetProviderConfig call per registered pair: one call for all of them would put
+    every pair's bundle into one answer, which many kinds sharing a large WASM component
+    push past the message cap (the worker would never start). Per pair, an answer carries
+    at most one bundle."""
     stub = _stub(channel)
-    resp = await stub.GetProviderConfig(req, timeout=CONFIG_PULL_TIMEOUT, metadata=metadata)
-    return list(resp.entries)
+    entries: list[Any] = []
+    for kv in shared.registry.kinds():
+        req = pb.GetProviderConfigRequest(kinds=[kv.kind], kind_versions=[kv.version])
+        resp = await stub.GetProviderConfig(req, timeout=CONFIG_PULL_TIMEOUT, metadata=metadata)
+        entries.extend(resp.entries)
+    return entries
 
 
 async def _pull_once(shared: Shared, index: int) -> list[Any]:
