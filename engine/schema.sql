@@ -3,10 +3,10 @@
 --
 
 --
--- Name: apply_compose_result(uuid, uuid, bigint, bigint, jsonb, jsonb, jsonb, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_compose_result(uuid, uuid, bigint, bigint, jsonb, jsonb, jsonb, boolean, boolean, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_compose_result(p_root uuid, p_lease uuid, p_epoch bigint, p_generation bigint, p_children jsonb, p_edges jsonb, p_configs jsonb, p_apply_edges boolean, p_apply_configs boolean) RETURNS text
+CREATE FUNCTION public.apply_compose_result(p_root uuid, p_lease uuid, p_epoch bigint, p_generation bigint, p_children jsonb, p_edges jsonb, p_configs jsonb, p_apply_edges boolean, p_apply_configs boolean, p_status jsonb DEFAULT NULL::jsonb) RETURNS text
     LANGUAGE plpgsql
     SET client_min_messages TO 'warning'
     AS $$
@@ -176,7 +176,9 @@ BEGIN
         PERFORM teardown_advance(v_marked);
     END IF;
 
-    UPDATE resources SET composed_gen = greatest(composed_gen, p_generation) WHERE id = p_root;
+    UPDATE resources SET composed_gen = greatest(composed_gen, p_generation),
+                         status = coalesce(p_status, status)
+    WHERE id = p_root;
     IF v_changed IS NOT NULL THEN
         PERFORM schedule_eligible(v_changed);
     END IF;

@@ -288,11 +288,8 @@ impl Completer {
 
     /// Whether a result re-sent for a lease this broker did not hand out answers a whole task.
     fn is_single_stage_result(&self, key: &LeaseKey, pair: &KindPair, stage: i32) -> bool {
-        match key.task_type.as_str() {
-            "delete" => stage == pb::Stage::Delete as i32,
-            "operate" => stage == pb::Stage::Operate as i32,
-            db::queue::REACT => false,
-            _ => stage == pb::Stage::Work as i32 && self.manifests.is_plain_leaf(pair),
-        }
+        self.manifests
+            .final_stage(&key.task_type, pair)
+            .is_some_and(|s| s as i32 == stage)
     }
 }

@@ -160,12 +160,19 @@ impl Handout {
                     key,
                     generation,
                     payload,
+                    status,
                     edges,
                     configs,
                     pipeline,
                 } => {
                     let r = db::compose::compose_apply(
-                        &self.pool, &key, generation, &payload, edges, configs,
+                        &self.pool,
+                        &key,
+                        generation,
+                        &payload,
+                        status.as_ref(),
+                        edges,
+                        configs,
                     )
                     .await;
                     if let Ok(ComposeApplied::Applied) = r {

@@ -16,7 +16,10 @@ use converge_engine::{
     db::{self, queue::Completion},
     ids::KindPair,
 };
-use converge_proto::manifest::{Descendants, Emit, KindManifest};
+use converge_proto::{
+    manifest::{Descendants, Emit, KindManifest},
+    pb,
+};
 use sqlx::PgPool;
 
 use crate::{
@@ -68,7 +71,11 @@ impl fmt::Debug for Schema {
 impl Schema {
     /// Compiles `schema`; one the control plane let through but this build cannot compile
     /// is logged and not enforced (the apply already checked it with the same crate).
-    fn compile(pair: &KindPair, field: &str, schema: Option<&serde_json::Value>) -> Option<Schema> {
+    pub(crate) fn compile(
+        pair: &KindPair,
+        field: &str,
+        schema: Option<&serde_json::Value>,
+    ) -> Option<Schema> {
         let schema = schema.filter(|s| !s.is_null())?;
         match jsonschema::validator_for(schema) {
             Ok(v) => Some(Schema(Arc::new(v))),
@@ -256,6 +263,20 @@ impl Manifests {
     /// Whether a reconcile of `pair` is a single WORK stage (no composer, no rollup).
     pub fn is_plain_leaf(&self, pair: &KindPair) -> bool {
         self.get(pair).is_some_and(|i| i.is_plain_leaf())
+    }
+
+    /// The one stage whose result finishes a task of `task_type` for `pair` on its own (a
+    /// plain leaf's WORK, a teardown's DELETE, an operation's OPERATE), or `None` when a
+    /// result needs the pipeline that sent it: a composite's stage (its compose applied,
+    /// its rollup run under the same claim) or a reactor delivery. Only such a result can
+    /// be taken for a lease this broker did not hand out (a worker resuming it).
+    pub fn final_stage(&self, task_type: &str, pair: &KindPair) -> Option<pb::Stage> {
+        match task_type {
+            "delete" => Some(pb::Stage::Delete),
+            "operate" => Some(pb::Stage::Operate),
+            db::queue::REACT => None,
+            _ => self.is_plain_leaf(pair).then_some(pb::Stage::Work),
+        }
     }
 }
 

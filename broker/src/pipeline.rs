@@ -125,6 +125,9 @@ pub(crate) enum Step {
         generation: i64,
         /// The validated result.
         payload: ComposePayload,
+        /// The composer's status, stored with the result (`None`: none reported, or one
+        /// the kind's status_schema refuses, which the task's final result fails on).
+        status: Option<Value>,
         /// Whether the composer's edges are applied.
         edges: bool,
         /// Whether the composer's configs are applied.
@@ -467,11 +470,23 @@ impl Pipeline {
             Ok(x) => x,
             Err(e) => return self.fail(format!("compose result refused: {e}"), true),
         };
-        self.wait = Wait::Applied(convert::stage_outcome(&c.status, &c.conditions));
+        let outcome = convert::stage_outcome(&c.status, &c.conditions);
+        let status = outcome
+            .as_ref()
+            .ok()
+            .and_then(|o| o.status.clone())
+            .filter(|s| {
+                self.info
+                    .status_schema
+                    .as_ref()
+                    .is_none_or(|schema| schema.violation(s).is_none())
+            });
+        self.wait = Wait::Applied(outcome);
         Step::Apply {
             key: self.key.clone(),
             generation: self.task.generation,
             payload,
+            status,
             edges: self.info.compose_edges,
             configs: self.info.compose_configs,
             pipeline: self,
@@ -524,6 +539,7 @@ fn stage_name(stage: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifests::Schema;
 
     fn task(trigger: &str, generation: i64, composed_gen: i64) -> ClaimedTask {
         ClaimedTask {
@@ -717,9 +733,14 @@ mod tests {
     }
 
     /// Drives a fresh compose/work/rollup claim up to the compose write.
-    fn up_to_apply(mut t: ClaimedTask) -> Step {
+    fn up_to_apply(t: ClaimedTask) -> Step {
+        up_to_apply_with(t, info(true, true, true))
+    }
+
+    /// [`up_to_apply`] for a kind described by `i`.
+    fn up_to_apply_with(mut t: ClaimedTask, i: KindInfo) -> Step {
         t.task_deadline_secs = 30;
-        let p = pipeline(t, info(true, true, true));
+        let p = pipeline(t, i);
         let Step::Read {
             of: ReadOf::Children,
             pipeline,
@@ -757,6 +778,25 @@ mod tests {
         assert_eq!(s.stage, pb::Stage::Work);
         // The composer's status is carried into the next stage.
         assert_eq!(s.pipeline.status, Some(json!({"composed": true})));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_composers_status_is_written_with_its_children_unless_the_schema_refuses_it() {
+        let Step::Apply { status, .. } = up_to_apply(task("specChange", 2, 1)) else {
+            panic!("a valid compose result is applied");
+        };
+        assert_eq!(status, Some(json!({"composed": true})));
+
+        let mut strict = info(true, true, true);
+        let schema = json!({"type": "object", "properties": {"composed": {"type": "string"}}});
+        strict.status_schema =
+            Schema::compile(&KindPair::new("comp", 1), "status_schema", Some(&schema));
+        assert!(strict.status_schema.is_some());
+        let Step::Apply { status, .. } = up_to_apply_with(task("specChange", 2, 1), strict) else {
+            panic!("a valid compose result is applied");
+        };
+        // The task's final result fails on it; the row keeps the status it had until then.
+        assert_eq!(status, None);
     }
 
     #[tokio::test(start_paused = true)]

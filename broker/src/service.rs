@@ -351,14 +351,29 @@ async fn session(
     let (pool, parts) = (&w.inner.pool, &w.inner.parts);
     if !resumed.is_empty() {
         match db::queue::lease_adopt(pool, &resumed, &w.inner.opts.broker_id).await {
-            Ok(keys) => {
+            Ok(found) => {
+                // A composite's held stage result cannot finish its task without the
+                // pipeline that sent the stage (taken as final, its compose was never
+                // applied and its rollup never ran): such tasks are released to run again,
+                // and the held result is refused when it arrives.
+                let (keys, rerun): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| {
+                    parts
+                        .manifests
+                        .final_stage(&f.key.task_type, &f.pair)
+                        .is_some()
+                });
                 tracing::info!(
                     stream = sid,
                     resumed = resumed.len(),
                     adopted = keys.len(),
+                    rerun = rerun.len(),
                     "adopting resumed leases"
                 );
                 parts.registry.adopt(sid, keys);
+                let rerun: Vec<_> = rerun.into_iter().map(|f| f.key).collect();
+                if let Err(e) = db::queue::lease_release(pool, &rerun).await {
+                    tracing::warn!(error = %e, "could not release resumed composite leases; the reaper will");
+                }
             }
             Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
         }

@@ -8,12 +8,21 @@
 -- upserts new and changed children (owner/root stamped, value flows pre-substituted so an
 -- identical recompose writes nothing), re-adopts orphaned ones, orphans (grace) vanished ones
 -- and prunes them through the ordered teardown, replaces the root's edges (resolved through
--- the (kind, name) key) and configs, stamps composed_gen and schedules the children that
--- changed. Returns 'ok', or 'stale' when the lease is gone. Raises (SQLSTATE P0001) on a
--- result that cannot be applied; the broker turns that into a terminal failure.
+-- the (kind, name) key) and configs, stamps composed_gen, stores the composer's status (when
+-- it reported one) and schedules the children that changed. Returns 'ok', or 'stale' when
+-- the lease is gone. Raises (SQLSTATE P0001) on a result that cannot be applied; the broker
+-- turns that into a terminal failure.
+--
+-- The status is stored here, with the composed_gen stamp, because a claim cut short after
+-- this write (a drain, a crash) is not composed again for this generation: the next claim's
+-- rollup reads the composer's status from the row, not from the lost claim.
+-- The 9-argument form (no p_status) is gone; p_status defaults to NULL so a broker of the
+-- previous release still resolves its 9-argument call during a rolling upgrade.
+DROP FUNCTION IF EXISTS apply_compose_result(uuid, uuid, bigint, bigint, jsonb, jsonb, jsonb, boolean, boolean);
 CREATE OR REPLACE FUNCTION apply_compose_result(p_root uuid, p_lease uuid, p_epoch bigint, p_generation bigint,
                                      p_children jsonb, p_edges jsonb, p_configs jsonb,
-                                     p_apply_edges boolean, p_apply_configs boolean)
+                                     p_apply_edges boolean, p_apply_configs boolean,
+                                     p_status jsonb DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SET client_min_messages = warning
@@ -184,7 +193,9 @@ BEGIN
         PERFORM teardown_advance(v_marked);
     END IF;
 
-    UPDATE resources SET composed_gen = greatest(composed_gen, p_generation) WHERE id = p_root;
+    UPDATE resources SET composed_gen = greatest(composed_gen, p_generation),
+                         status = coalesce(p_status, status)
+    WHERE id = p_root;
     IF v_changed IS NOT NULL THEN
         PERFORM schedule_eligible(v_changed);
     END IF;

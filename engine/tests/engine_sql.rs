@@ -11,7 +11,7 @@ use converge_engine::{
     db::queue::{Completion, LeaseKey, Revoked},
     ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
@@ -1472,6 +1472,66 @@ async fn compose_chains_again(
     .await
     .unwrap();
     assert_eq!(outcome, "ok");
+}
+
+/// A compose result stores the composer's status with its composed_gen stamp (a claim cut
+/// short after the write is not composed again, and its next rollup reads the status from
+/// the row); a result without a status keeps the one the row has; a caller passing the nine
+/// arguments of the previous release still resolves.
+#[tokio::test]
+async fn a_compose_result_stores_the_composers_status() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    comp_kind(&db.pool).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (root, token, epoch) = compose_chains(&mut conn, "st", 1).await;
+    async fn read(conn: &mut sqlx::PgConnection, root: Uuid) -> (i64, Option<Value>) {
+        sqlx::query_as("SELECT composed_gen, status FROM resources WHERE id = $1")
+            .bind(root)
+            .fetch_one(conn)
+            .await
+            .unwrap()
+    }
+    // compose_chains passes nine arguments: no status stored.
+    assert_eq!(read(&mut conn, root).await, (1, None));
+    let apply = |status: Option<Value>| {
+        sqlx::query_scalar::<_, String>(
+            "SELECT apply_compose_result($1, $2, $3, 1, '[]', '[]', '[]', true, false, $4)",
+        )
+        .bind(root)
+        .bind(token)
+        .bind(epoch)
+        .bind(status)
+    };
+    let s = apply(Some(json!({"vpc": "v-1"})))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(s, "ok");
+    assert_eq!(
+        read(&mut conn, root).await,
+        (1, Some(json!({"vpc": "v-1"})))
+    );
+    let s = apply(None).fetch_one(&mut *conn).await.unwrap();
+    assert_eq!(s, "ok");
+    assert_eq!(
+        read(&mut conn, root).await,
+        (1, Some(json!({"vpc": "v-1"})))
+    );
+    // A stale lease writes nothing, the status included.
+    let s: String = sqlx::query_scalar(
+        "SELECT apply_compose_result($1, gen_random_uuid(), $2, 1, '[]', '[]', '[]', true, false, '{\"x\": 1}')",
+    )
+    .bind(root)
+    .bind(epoch)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(s, "stale");
+    assert_eq!(
+        read(&mut conn, root).await,
+        (1, Some(json!({"vpc": "v-1"})))
+    );
 }
 
 /// Entries read from the owner index, and rows read by sequential scans of temp tables (a

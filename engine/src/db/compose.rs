@@ -42,12 +42,15 @@ pub enum ComposeApplied {
 /// large compose.
 const LARGE_PAYLOAD: usize = 256 << 10;
 
-/// Applies `payload` for the composite behind `key` at `generation`.
+/// Applies `payload` for the composite behind `key` at `generation`, storing the composer's
+/// `status` with it when there is one (a later claim of the same generation is not composed
+/// again and reads it from the row).
 pub async fn compose_apply(
     pool: &PgPool,
     key: &LeaseKey,
     generation: i64,
     payload: &ComposePayload,
+    status: Option<&serde_json::Value>,
     apply_edges: bool,
     apply_configs: bool,
 ) -> Result<ComposeApplied> {
@@ -57,7 +60,7 @@ pub async fn compose_apply(
         conn.close_on_drop();
     }
     let r: Result<String, sqlx::Error> =
-        sqlx::query_scalar("SELECT apply_compose_result($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+        sqlx::query_scalar("SELECT apply_compose_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
             .bind(key.resource_id.0)
             .bind(key.lease_token.0)
             .bind(key.claim_epoch.0)
@@ -67,6 +70,7 @@ pub async fn compose_apply(
             .bind(sqlx::types::Json(&payload.configs))
             .bind(apply_edges)
             .bind(apply_configs)
+            .bind(status.map(sqlx::types::Json))
             .fetch_one(&mut *conn)
             .await;
     match r {
