@@ -24,6 +24,7 @@ import base64
 import concurrent.futures
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -44,6 +45,8 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 KINDS_DIR = HERE / "kinds"
+# Kinds only the composer forms serve (their compose-stage variants of the scenarios).
+COMPOSER_KINDS_DIR = KINDS_DIR / "composer"
 
 # converge settings that make retries fast enough for a suite (see control/src/config.rs).
 CONVERGE_ENV = {
@@ -258,6 +261,15 @@ class Form:
     specs: dict[str, dict] = field(default_factory=dict)
     traits: set[str] = field(default_factory=set)
     skip: dict[str, str] = field(default_factory=dict)
+    # A composer form's per-kind base config (engine limits), used instead of base_config.
+    kind_base: dict[str, dict] = field(default_factory=dict)
+    # A composer form's speed: inner spin-loop steps per millisecond (see Ctx.hold_spec).
+    spin_rate: float = 0.0
+
+    @property
+    def composer(self) -> bool:
+        """A form whose sandboxed composer serves the compose-stage kinds (starlark, cel)."""
+        return "composer" in self.traits
 
     def bundle(self, kind: str) -> bytes | None:
         """The bytes a kind's default config carries as its bundle, if the form gives one: a
@@ -352,11 +364,13 @@ class Ctx:
             kind, name, "Ready",
             lambda r: r["phase"] == "Ready" and r["synced_gen"] == r["generation"], timeout)
 
-    def base_config(self) -> dict | None:
-        """The form's base config with this cell's placeholders filled in, if it has one."""
-        if self.form.base_config is None:
+    def base_config(self, kind: str | None = None) -> dict | None:
+        """The form's base config (for ``kind``, if the form has one of its own for it) with
+        this cell's placeholders filled in, if it has one."""
+        base = self.form.kind_base.get(kind or "", self.form.base_config)
+        if base is None:
             return None
-        text = json.dumps(self.form.base_config)
+        text = json.dumps(base)
         for key, value in (("@CONFORMANCE_LOG@", str(self.event_log)),
                            ("@CONFORMANCE_FORM@", self.form.name),
                            ("@HANDLER@", str(HERE / "workers" / self.form.name / "handler.py"))):
@@ -365,8 +379,7 @@ class Ctx:
 
     def put_base_configs(self, kinds: list[str]) -> None:
         """A base-config form: every kind gets its default config (else it stays unready)."""
-        base = self.base_config()
-        if base is not None:
+        if self.form.base_config is not None:
             # In parallel: a JavaScript guest's default carries a 12 MB component per kind,
             # and one after another they took 15 s of every cell.
             with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -374,20 +387,25 @@ class Ctx:
                                          kind, {}, True) for kind in kinds]:
                     done.result()
 
-    def put_config(self, name: str, kind: str, spec: Any, is_default: bool) -> Reply:
+    def put_config(self, name: str, kind: str, spec: Any, is_default: bool,
+                   program: bool = True) -> Reply:
         """Creates or replaces a provider config (POST by global name; PUT if POST says 409).
 
         For a base-config form a scenario's default becomes the kind's one default
         ``{...base, settings: S}`` (with S's ``ready`` lifted to the top, where stdworker reads
-        readiness) and an override becomes ``{settings: O}``.
+        readiness) and an override becomes ``{settings: O}``. ``program=False`` leaves out of a
+        default what the form's composer runs (its bundle or its fixed graph), which makes
+        that composer unready.
         """
-        base = self.base_config()
-        if is_default and kind in self.form.specs:
+        base = self.base_config(kind)
+        if is_default and (base is not None or kind in self.form.specs):
+            # The kind's one default, under the name put_base_configs gave it.
+            name = f"conf-{self.form.name}-{kind}"
+        if is_default and program and kind in self.form.specs:
             # The form fixes this kind's default (a CEL graph): scenarios do not configure it.
             spec = self.form.specs[kind]
         elif base is not None:
             if is_default:
-                name = f"conf-{self.form.name}-{kind}"
                 mapped = dict(base, settings=spec)
                 if isinstance(spec, dict) and "ready" in spec:
                     mapped["ready"] = spec["ready"]
@@ -396,7 +414,7 @@ class Ctx:
                 spec = {"settings": spec}
         body = {"name": name, "kind": kind, "kind_version": 1, "is_default": is_default,
                 "spec": spec}
-        bundle = self.form.bundle(kind) if is_default else None
+        bundle = self.form.bundle(kind) if is_default and program else None
         if bundle is not None:
             body["data"] = base64.b64encode(bundle).decode()
         r = http("POST", self.url("/providerconfigs"), body)
@@ -406,6 +424,24 @@ class Ctx:
         check(r.status in (200, 201),
               f"POST /providerconfigs {name}: HTTP {r.status} {_short(r.body)}")
         return r
+
+    def put_raw_config(self, name: str, kind: str, spec: Any, is_default: bool) -> Reply:
+        """Creates or replaces a provider config with ``spec`` exactly as given and no bundle
+        (a CEL graph, whose config is the graph itself)."""
+        body = {"name": name, "kind": kind, "kind_version": 1, "is_default": is_default,
+                "spec": spec}
+        r = http("POST", self.url("/providerconfigs"), body)
+        if r.status == 409:
+            r = http("PUT", self.url(f"/providerconfigs/{name}"), body)
+        check(r.status in (200, 201),
+              f"POST /providerconfigs {name}: HTTP {r.status} {_short(r.body)}")
+        return r
+
+    def hold_spec(self, ms: int) -> dict:
+        """A spinning compose's spec (conf-cslow, conf-chold) that keeps a composer form busy
+        for about ``ms`` milliseconds: the compose takes len(spin)^2 loop steps, sized by the
+        form's measured ``spin_rate`` (a sandboxed composer has no clock to sleep on)."""
+        return {"spin": list(range(max(1, math.isqrt(int(ms * self.form.spin_rate)))))}
 
     # ---- event log
 
@@ -650,13 +686,21 @@ def readiness(ctx: Ctx) -> None:
     """A provider that reports itself unready (its default config says ready=false) gets no
     tasks, and its resources wait (Reconciling, never Failed); when the config flips ready
     the waiting work runs."""
-    ctx.put_config("conf-ready-default", "conf-ready", {"ready": False}, True)
+    _readiness(ctx, "conf-ready", lambda ready: ctx.put_config(
+        "conf-ready-default", "conf-ready", {"ready": ready}, True))
+
+
+def _readiness(ctx: Ctx, kind: str, set_ready: Callable[[bool], Any],
+               echoes: bool = True) -> None:
+    """readiness for ``kind``, whose provider ``set_ready`` makes ready or unready (through
+    its default config); ``echoes``: the ready provider's status echoes the spec."""
+    set_ready(False)
     ctx.start_worker()
     worker_connected(ctx)
-    ctx.apply("conf-ready", "gated", {"x": 1})
+    ctx.apply(kind, "gated", {"x": 1})
 
     def still_waiting() -> str | None:
-        r = ctx.get("conf-ready", "gated")
+        r = ctx.get(kind, "gated")
         if r is None or r["phase"] != "Reconciling":
             return f"gated left Reconciling while unready: {_short(r)}"
         if ctx.events(name="gated"):
@@ -664,9 +708,10 @@ def readiness(ctx: Ctx) -> None:
         return None
     observe_for(2.5, still_waiting)
 
-    ctx.put_config("conf-ready-default", "conf-ready", {"ready": True}, True)
-    r = ctx.wait_ready("conf-ready", "gated", timeout=15)
-    check((r["status"] or {}).get("echo") == {"x": 1}, f"gated status {_short(r['status'])}")
+    set_ready(True)
+    r = ctx.wait_ready(kind, "gated", timeout=15)
+    if echoes:
+        check((r["status"] or {}).get("echo") == {"x": 1}, f"gated status {_short(r['status'])}")
 
 
 @scenario
@@ -674,35 +719,47 @@ def config(ctx: Ctx) -> None:
     """The task carries the effective config: the kind default deep-merged with a resource's
     override (override wins per key); without a ref the default alone; an edited default
     reaches new work."""
-    default = {"a": 1, "b": {"c": 2}}
-    ctx.put_config("conf-config-default", "conf-config", default, True)
-    ctx.put_config("conf-config-override", "conf-config", {"b": {"d": 3}}, False)
-    ctx.apply("conf-config", "with-ref", {}, provider_config_ref="conf-config-override")
-    ctx.apply("conf-config", "no-ref", {})
-    r = ctx.wait_ready("conf-config", "with-ref")
-    want = {"a": 1, "b": {"c": 2, "d": 3}}
-    check(r["status"]["config"] == want, f"with-ref config {_short(r['status'])} != {_short(want)}")
-    r = ctx.wait_ready("conf-config", "no-ref")
-    check(r["status"]["config"] == default, f"no-ref config {_short(r['status'])} != {_short(default)}")
+    _config(ctx, "conf-config", lambda r: r["status"]["config"])
+
+
+def _config(ctx: Ctx, kind: str, seen: Callable[[dict], Any],
+            configs: tuple[Any, Any, Any, Any] | None = None,
+            put: Callable[[str, Any, bool], Any] | None = None) -> None:
+    """config for ``kind``: ``seen`` reads what a Ready resource shows of the config it was
+    given; ``configs`` are the (default, override, merged, edited) observations expected, and
+    ``put(name, observation, is_default)`` puts the config that produces one (default: the
+    observations are the configs, put with the form's put_config)."""
+    default, override, want, edited = configs or (
+        {"a": 1, "b": {"c": 2}}, {"b": {"d": 3}}, {"a": 1, "b": {"c": 2, "d": 3}},
+        {"a": 5, "b": {"c": 2}})
+    put = put or (lambda name, spec, is_default: ctx.put_config(name, kind, spec, is_default))
+    put(f"{kind}-default", default, True)
+    put(f"{kind}-override", override, False)
+    ctx.apply(kind, "with-ref", {}, provider_config_ref=f"{kind}-override")
+    ctx.apply(kind, "no-ref", {})
+    r = ctx.wait_ready(kind, "with-ref")
+    check(seen(r) == want, f"with-ref config {_short(r['status'])} != {_short(want)}")
+    r = ctx.wait_ready(kind, "no-ref")
+    check(seen(r) == default,
+          f"no-ref config {_short(r['status'])} != {_short(default)}")
     if "no-bundle-len" not in ctx.form.traits:
         check(r["status"].get("bundle_len") == 0, f"no-ref bundle_len {_short(r['status'])}")
 
-    edited = {"a": 5, "b": {"c": 2}}
-    ctx.put_config("conf-config-default", "conf-config", edited, True)
+    put(f"{kind}-default", edited, True)
     # The push is asynchronous (NOTIFY, within a second): new work may race it, so each
     # stale answer is followed by a fresh generation until the deadline.
     state = {"n": 0}
 
     def sees_edit() -> Any:
-        r = ctx.get("conf-config", "after-edit")
+        r = ctx.get(kind, "after-edit")
         if r is not None and r["phase"] == "Ready" and r["synced_gen"] == r["generation"]:
-            if r["status"]["config"] == edited:
+            if seen(r) == edited:
                 return r
-            if r["status"]["config"] != default:
+            if seen(r) != default:
                 raise Failure(f"after-edit config is neither old nor new: {_short(r['status'])}")
         if r is None or (r["phase"] == "Ready" and r["synced_gen"] == r["generation"]):
             state["n"] += 1
-            ctx.apply("conf-config", "after-edit", {"n": state["n"]})
+            ctx.apply(kind, "after-edit", {"n": state["n"]})
         return _Seen(r or {})
     wait_for("a new resource to see the edited default", sees_edit, timeout=10)
     if state["n"] > 1:
@@ -770,16 +827,25 @@ def cancel(ctx: Ctx) -> None:
     the cancelled task's result is never taken (the superseded resource ends Ready with the
     new generation's status, the quarantined one keeps none)."""
     # conf-hold is conf-slow under a 600 s deadline: nothing but the action cancels it.
+    _cancel(ctx, "conf-hold", "work", {"sleep_ms": 600_000}, {"sleep_ms": 10},
+            lambda st: st == {"slept_ms": 10, "attempt": 1})
+
+
+def _cancel(ctx: Ctx, kind: str, event: str, hold: dict, quick: dict,
+            quick_status: Callable[[Any], bool] | None) -> None:
+    """cancel for a ``kind`` whose ``hold`` spec keeps its task (journaled as ``event``)
+    running until cancelled and whose ``quick`` spec ends at once with a status that
+    ``quick_status`` accepts (None: not checked)."""
     names = {"cx-sup": "superseded", "cx-quar": "quarantined", "cx-del": "deleted"}
     for n in names:
-        ctx.apply("conf-hold", n, {"sleep_ms": 600_000})
+        ctx.apply(kind, n, hold)
     for n in names:
-        wait_for(f"{n}'s handler to start", lambda n=n: ctx.events(name=n, event="work"))
+        wait_for(f"{n}'s handler to start", lambda n=n: ctx.events(name=n, event=event))
 
-    ctx.apply("conf-hold", "cx-sup", {"sleep_ms": 10})
-    r = http("POST", ctx.url("/resources/conf-hold/cx-quar/quarantine"))
+    ctx.apply(kind, "cx-sup", quick)
+    r = http("POST", ctx.url(f"/resources/{kind}/cx-quar/quarantine"))
     check(r.status == 200, f"quarantine cx-quar: HTTP {r.status} {_short(r.body)}")
-    r = http("DELETE", ctx.url("/resources/conf-hold/cx-del"))
+    r = http("DELETE", ctx.url(f"/resources/{kind}/cx-del"))
     check(r.status in (200, 202, 204), f"DELETE cx-del: HTTP {r.status} {_short(r.body)}")
 
     for n, reason in names.items():
@@ -791,18 +857,18 @@ def cancel(ctx: Ctx) -> None:
             check(e.get("reason") == reason,
                   f"{n} was cancelled with reason {e.get('reason')!r}, want {reason!r}")
 
-    r = ctx.wait_resource("conf-hold", "cx-sup", "Ready at generation 2",
+    r = ctx.wait_resource(kind, "cx-sup", "Ready at generation 2",
                           lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
-    check(r["status"] == {"slept_ms": 10, "attempt": 1},
+    check(quick_status is None or quick_status(r["status"]),
           f"cx-sup status {_short(r['status'])}: not the new generation's")
-    wait_for("cx-del to be gone", lambda: ctx.get("conf-hold", "cx-del") is None)
-    r = ctx.get("conf-hold", "cx-quar")
+    wait_for("cx-del to be gone", lambda: ctx.get(kind, "cx-del") is None)
+    r = ctx.get(kind, "cx-quar")
     check(r is not None and r["phase"] == "Quarantined" and not r["status"],
           f"cx-quar after its cancellation: {_short(r)}")
-    works = ctx.events(name="cx-sup", event="work")
-    check([e["generation"] for e in works] == [1, 2], f"cx-sup work events {_short(works)}")
+    works = ctx.events(name="cx-sup", event=event)
+    check([e["generation"] for e in works] == [1, 2], f"cx-sup {event} events {_short(works)}")
     for n in ("cx-quar", "cx-del"):
-        check(len(ctx.events(name=n, event="work")) == 1,
+        check(len(ctx.events(name=n, event=event)) == 1,
               f"{n} ran again after its cancellation: {_short(ctx.events(name=n))}")
 
 
@@ -853,10 +919,19 @@ def drain(ctx: Ctx) -> None:
     finishes the task and delivers its result, which is accepted before converge exits 0;
     restarted on the same ports and database, converge gets the worker back and new work
     runs."""
-    worker_connected(ctx)
     # conf-hold: no deadline in reach, so only the drain decides when the task may end.
-    ctx.apply("conf-hold", "dr-a", {"sleep_ms": 1500})
-    wait_for("dr-a's handler to start", lambda: ctx.events(name="dr-a", event="work"))
+    _drain(ctx, "conf-hold", {"sleep_ms": 1500}, "work", "phase || '|' || synced_gen", "Ready|1",
+           lambda st: st == {"slept_ms": 1500, "attempt": 1})
+
+
+def _drain(ctx: Ctx, kind: str, spec: dict, event: str, column: str, taken: str,
+           status_ok: Callable[[Any], bool] | None) -> None:
+    """drain for a ``kind`` whose ``spec`` holds its task (journaled as ``event``) in flight
+    for a while: SQL ``column`` reads ``taken`` once its result was accepted; ``status_ok``
+    accepts its status once Ready (None: not checked)."""
+    worker_connected(ctx)
+    ctx.apply(kind, "dr-a", spec)
+    wait_for("dr-a's handler to start", lambda: ctx.events(name="dr-a", event=event))
     assert ctx.converge is not None and ctx.restart_converge is not None
     stopped = time.monotonic()
     code = ctx.converge.stop(grace=30)
@@ -864,20 +939,19 @@ def drain(ctx: Ctx) -> None:
     took = time.monotonic() - stopped
     # Read while converge is down: the result was taken during the drain, not after it.
     r = subprocess.run(["psql", ctx.db_url, "-Atc",
-                        "SELECT phase, synced_gen, status::text FROM resources "
-                        "WHERE kind = 'conf-hold' AND name = 'dr-a'"],
+                        f"SELECT {column} FROM resources WHERE kind = '{kind}' AND name = 'dr-a'"],
                        capture_output=True, text=True)
     check(r.returncode == 0, f"psql: {r.stderr.strip()}")
-    check(r.stdout.strip().startswith("Ready|1|"),
-          f"dr-a after the drain (converge down): {r.stdout.strip()!r}; want Ready at "
-          f"generation 1 (the in-flight result accepted during the drain)")
+    check(r.stdout.strip() == taken,
+          f"dr-a after the drain (converge down): {column} = {r.stdout.strip()!r}, want "
+          f"{taken!r} (the in-flight result accepted during the drain)")
     check(ctx.worker is not None and ctx.worker.alive(), "the worker exited on Drain")
     ctx.notes.append(f"drain: converge stopped {took:.1f}s after SIGTERM")
 
     ctx.restart_converge()
-    r2 = ctx.wait_ready("conf-hold", "dr-a")
-    check(r2["status"] == {"slept_ms": 1500, "attempt": 1}, f"dr-a status {_short(r2['status'])}")
-    works = ctx.events(name="dr-a", event="work")
+    r2 = ctx.wait_ready(kind, "dr-a")
+    check(status_ok is None or status_ok(r2["status"]), f"dr-a status {_short(r2['status'])}")
+    works = ctx.events(name="dr-a", event=event)
     check(len(works) == 1, f"dr-a ran again after the drain: {_short(works)}")
     ctx.apply("conf-leaf", "dr-after", {"v": 1})
     ctx.wait_ready("conf-leaf", "dr-after", timeout=60)
@@ -893,25 +967,33 @@ def reconnect(ctx: Ctx) -> None:
     broker there and holds the result; restarted on the same ports and database, the broker
     gets it back on the worker's new stream (listed in Subscribe's `resumed`, the lease
     adopted) and accepts it exactly once: the task is not run again and new work flows."""
-    worker_connected(ctx)
     # conf-hold: no deadline in reach, so the crash decides nothing about the task.
-    ctx.apply("conf-hold", "rc-a", {"sleep_ms": 800})
-    wait_for("rc-a's handler to start", lambda: ctx.events(name="rc-a", event="work"))
+    _reconnect(ctx, "conf-hold", "work", {"sleep_ms": 800},
+               lambda st: st == {"slept_ms": 800, "attempt": 1})
+
+
+def _reconnect(ctx: Ctx, kind: str, event: str, spec: dict,
+               status_ok: Callable[[Any], bool] | None) -> None:
+    """reconnect for a ``kind`` whose ``spec`` holds its task (journaled as ``event``) for
+    under a second; ``status_ok`` accepts its status once Ready (None: not checked)."""
+    worker_connected(ctx)
+    ctx.apply(kind, "rc-a", spec)
+    wait_for("rc-a's handler to start", lambda: ctx.events(name="rc-a", event=event))
     assert ctx.converge is not None and ctx.restart_converge is not None
     ctx.converge.kill()
-    # Setup, not an assertion: the handler ends about 0.8 s after it started, so by now the
+    # Setup, not an assertion: the handler ends within a second of its start, so by now the
     # worker holds a finished result that no broker has acknowledged.
     time.sleep(2.0)
     check(ctx.worker is not None and ctx.worker.alive(), "the worker exited when its broker died")
     ctx.restart_converge()
-    r = ctx.wait_ready("conf-hold", "rc-a", timeout=60)
-    check(r["status"] == {"slept_ms": 800, "attempt": 1}, f"rc-a status {_short(r['status'])}")
+    r = ctx.wait_ready(kind, "rc-a", timeout=60)
+    check(status_ok is None or status_ok(r["status"]), f"rc-a status {_short(r['status'])}")
     adopted = re.findall(r"adopting resumed leases.*?adopted=(\d+)",
                          ANSI.sub("", ctx.converge.log.read_text(errors="replace")))
     check(any(int(n) >= 1 for n in adopted),
           f"the restarted broker adopted no resumed lease (log lines: {adopted}); the result "
           f"came back some other way")
-    works = ctx.events(name="rc-a", event="work")
+    works = ctx.events(name="rc-a", event=event)
     check(len(works) == 1, f"rc-a ran again after the reconnect: {_short(works)}")
     ctx.apply("conf-leaf", "rc-after", {"v": 1})
     ctx.wait_ready("conf-leaf", "rc-after", timeout=60)
@@ -929,6 +1011,213 @@ def malformed(ctx: Ctx) -> None:
     check(ctx.worker is not None and ctx.worker.alive(), "the form's worker died during the probe")
     ctx.apply("conf-leaf", "after-probe", {"still": "served"})
     ctx.wait_ready("conf-leaf", "after-probe")
+
+
+# --------------------------------------------------------------------------- composer forms
+
+# A composer form (trait `composer`: stdworker's starlark and cel providers) serves the
+# compose stage only. The scenarios a composer can serve run against the compose-stage kinds
+# of `kinds/composer/` through these variants, in the same cells of the table; the others
+# are marked n/a by the form's profile. A composer's engine errors are all terminal by
+# design (compose-dsl/README.md: the same input gives the same error), so its transient
+# failures are the host's: a compose cut off by its deadline or by a crash, run again.
+COMPOSER: dict[str, Callable[[Ctx], None]] = {}
+
+
+def composer_variant(of: str) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
+    """Registers a function as scenario ``of`` for composer forms."""
+    def register(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+        check(of in SCENARIOS, f"composer variant of unknown scenario {of}")
+        COMPOSER[of] = fn
+        return fn
+    return register
+
+
+def composes_status(ctx: Ctx) -> bool:
+    """Whether the form's compose reports a status of its own (a CEL graph has none: its
+    composite's status is the built-in rollup)."""
+    return "statusless-compose" not in ctx.form.traits
+
+
+@composer_variant("terminal_transient")
+def composer_terminal_transient(ctx: Ctx) -> None:
+    """A compose that fails on purpose and one that hits a runtime error each fail the
+    composite terminally, naming the error, with no retry; the worker survives, and a fixed
+    spec composes."""
+    ctx.apply("conf-cfail", "term", {"mode": "terminal"})
+    ctx.apply("conf-cfail", "boom", {"mode": "error"})
+    r = ctx.wait_resource("conf-cfail", "term", "Failed", lambda r: r["phase"] == "Failed")
+    failed_at = time.monotonic()
+    check(bool(r.get("failure_terminal")) and "conformance" in (r.get("failure_message") or ""),
+          f"term failure is not the compose's terminal error: {_short(r)}")
+    r = ctx.wait_resource("conf-cfail", "boom", "Failed", lambda r: r["phase"] == "Failed")
+    check(bool(r.get("failure_terminal")) and "compose" in (r.get("failure_message") or "").lower(),
+          f"boom failure is not the compose's terminal runtime error: {_short(r)}")
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker died on a compose error")
+    ctx.apply("conf-cfail", "boom", {"mode": "ok"})
+    ctx.wait_resource("conf-cfail", "boom", "Ready after the spec fix",
+                      lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
+    # Not retried: watched for 2 s past the failure (many retry periods at RETRY_BASE=200ms).
+    observe_for(max(0.0, 2.0 - (time.monotonic() - failed_at)),
+                lambda: None if len(ctx.events(name="term")) == 1 else
+                f"a terminal compose failure was retried: {_short(ctx.events(name='term'))}")
+    e = ctx.events(name="term")
+    check(len(e) == 1 and e[0]["attempt"] == 1 and e[0]["event"] == "compose",
+          f"term events {_short(e)}")
+
+
+@composer_variant("deadline")
+def composer_deadline(ctx: Ctx) -> None:
+    """A compose that would run past the kind's 1 s deadline is stopped (its sandbox child
+    killed) and the composite records a failure naming the deadline; the worker survives,
+    and a fixed spec composes."""
+    ctx.apply("conf-cslow", "slow", ctx.hold_spec(10_000))
+    r = ctx.wait_resource("conf-cslow", "slow", "a failure naming the deadline",
+                          lambda r: "deadline" in (r.get("failure_message") or "").lower(),
+                          timeout=15)
+    check(r["phase"] != "Ready", f"slow is Ready after its deadline: {_short(r)}")
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker died on a runaway compose")
+    ctx.notes.append(f"deadline: {r.get('failure_message')}")
+    ctx.apply("conf-cslow", "slow", {"spin": [0]})
+    r = ctx.wait_resource("conf-cslow", "slow", "Ready after the spec fix",
+                          lambda r: r["phase"] == "Ready" and r["synced_gen"] == 2)
+    if composes_status(ctx):
+        check((r["status"] or {}).get("spun") == 1, f"slow status {_short(r['status'])}")
+
+
+@composer_variant("restart")
+def composer_restart(ctx: Ctx) -> None:
+    """A worker SIGKILLed with composes in flight loses nothing: a restarted worker composes
+    every composite, each synced exactly at its generation."""
+    names = [f"r-{i:02d}" for i in range(6)]
+    spec = ctx.hold_spec(800)
+    for n in names:
+        ctx.apply("conf-chold", n, spec)
+    wait_for("composes to be running in the worker",
+             lambda: len(ctx.events(kind="conf-chold", event="compose")) >= 2 or None)
+    ctx.crash_worker()
+    ctx.start_worker()
+    for n in names:
+        r = ctx.wait_ready("conf-chold", n, timeout=60)
+        check(r["generation"] == 1 and r["synced_gen"] == 1,
+              f"{n}: generation {r['generation']} synced_gen {r['synced_gen']}")
+        if composes_status(ctx):
+            want = len(spec["spin"]) ** 2
+            check((r["status"] or {}).get("spun") == want, f"{n} status {_short(r['status'])}")
+    composes = ctx.events(kind="conf-chold", event="compose")
+    check({e["name"] for e in composes} == set(names), "not every composite was composed")
+    rerun = {e["name"] for e in composes if sum(c["name"] == e["name"] for c in composes) > 1}
+    check(bool(rerun), "no compose was running when the worker was killed")
+    ctx.notes.append(f"restart: {len(rerun)} compose(s) interrupted by the crash were re-run")
+
+
+@composer_variant("readiness")
+@manual_worker
+def composer_readiness(ctx: Ctx) -> None:
+    """A composer whose default config lacks its program (no bundle, no graph) reports itself
+    unready and gets no compose; its composites wait (Reconciling, never Failed) until the
+    program arrives, then compose."""
+    _readiness(ctx, "conf-cready", lambda ready: ctx.put_config(
+        "conf-cready-default", "conf-cready", {}, True, program=ready),
+        echoes=composes_status(ctx))
+
+
+def _cel_child_graph(label: str) -> dict:
+    """A CEL graph composing one conf-leaf child named after ``label``."""
+    return {"resources": [{"id": "c", "template": {
+        "kind": "conf-leaf", "kind_version": 1, "name": "${root.name}-" + label, "spec": {}}}]}
+
+
+@composer_variant("config")
+def composer_config(ctx: Ctx) -> None:
+    """The compose is given the effective config (the kind default deep-merged with the
+    resource's override); an edited default reaches new composes. A CEL composer's config is
+    its graph: an override's `resources` replace the default's (arrays are replaced whole),
+    which shows in the children it composes."""
+    if composes_status(ctx):
+        _config(ctx, "conf-cconfig", lambda r: r["status"]["config"])
+        return
+    labels = ("edited", "override", "default")
+
+    def seen(r: dict) -> str | None:
+        return next((lb for lb in labels
+                     if ctx.get("conf-leaf", f"{r['name']}-{lb}") is not None), None)
+
+    def put(name: str, label: str, is_default: bool) -> None:
+        # The kind's one default keeps the name the cell's base config gave it.
+        name = f"conf-{ctx.form.name}-conf-cconfig" if is_default else name
+        ctx.put_raw_config(name, "conf-cconfig", _cel_child_graph(label), is_default)
+    _config(ctx, "conf-cconfig", seen, ("default", "override", "override", "edited"), put)
+
+
+@composer_variant("drain")
+@converge_env(SHUTDOWN_DRAIN="15s")
+def composer_drain(ctx: Ctx) -> None:
+    """SIGTERM on converge with a compose in flight: the worker receives Drain, finishes the
+    compose and delivers it, and it is accepted before converge exits 0; restarted, converge
+    gets the worker back, the composite settles without composing again, and new work runs."""
+    spec = ctx.hold_spec(1500)
+    _drain(ctx, "conf-chold", spec, "compose", "composed_gen", "1", spun(ctx, spec))
+
+
+def spun(ctx: Ctx, spec: dict) -> Callable[[Any], bool] | None:
+    """Accepts the status of a spinning compose of ``spec`` that ran to its end (None when
+    the form's compose reports no status)."""
+    if not composes_status(ctx):
+        return None
+    return lambda st: (st or {}).get("spun") == len(spec["spin"]) ** 2
+
+
+@composer_variant("cancel")
+def composer_cancel(ctx: Ctx) -> None:
+    """A spec change, a quarantine and a delete under a running compose each send CancelTask
+    with that reason; the composer stops the evaluation (its sandbox child killed) and the
+    journal records the cancellation; no cancelled compose's result is taken."""
+    quick = {"spin": [0]}
+    _cancel(ctx, "conf-chold", "compose", ctx.hold_spec(60_000), quick, spun(ctx, quick))
+
+
+@composer_variant("reconnect")
+@converge_env(MEMBER_DEAD_AFTER="60s")
+def composer_reconnect(ctx: Ctx) -> None:
+    """converge is SIGKILLed while a compose runs: the worker finishes it with no broker there
+    and resubscribes listing it in `resumed`. A composite's stage result cannot end its task
+    without the pipeline that sent it (its children applied, its rollup run), so the restarted
+    broker releases that lease instead of adopting it: the held result is refused, the task
+    runs again from its compose, and the composite ends Ready with the compose's status."""
+    worker_connected(ctx)
+    spec = ctx.hold_spec(500)
+    ctx.apply("conf-chold", "rc-a", spec)
+    wait_for("rc-a's compose to start", lambda: ctx.events(name="rc-a", event="compose"))
+    assert ctx.converge is not None and ctx.restart_converge is not None
+    ctx.converge.kill()
+    # Setup, not an assertion: the compose ends within a second of its start, so by now the
+    # worker holds a finished result that no broker has acknowledged.
+    time.sleep(2.0)
+    check(ctx.worker is not None and ctx.worker.alive(), "the worker exited when its broker died")
+    ctx.restart_converge()
+    r = ctx.wait_ready("conf-chold", "rc-a", timeout=60)
+    ok = spun(ctx, spec)
+    check(ok is None or ok(r["status"]), f"rc-a status {_short(r['status'])}")
+    log = ANSI.sub("", ctx.converge.log.read_text(errors="replace"))
+    rerun = [int(n) for n in re.findall(r"adopting resumed leases.*?rerun=(\d+)", log)]
+    check(any(n >= 1 for n in rerun),
+          f"the restarted broker did not release the resumed composite lease (rerun counts "
+          f"{rerun}); the held compose result came back some other way")
+    composes = ctx.events(name="rc-a", event="compose")
+    check(len(composes) == 2, f"rc-a composed {len(composes)} time(s), want 2 (the held "
+                              f"result refused, the task run again): {_short(composes)}")
+    check(len(ctx.events(name="rc-a", event="rollup")) >= 1, "rc-a's rollup never ran")
+    ctx.apply("conf-leaf", "rc-after", {"v": 1})
+    ctx.wait_ready("conf-leaf", "rc-after", timeout=60)
+
+
+@composer_variant("malformed")
+def composer_malformed(ctx: Ctx) -> None:
+    """malformed, then a composite still composes: the composer shares the worker's stream."""
+    malformed(ctx)
+    ctx.apply("conf-composite", "after-probe-comp", {"children": 1})
+    ctx.wait_ready("conf-composite", "after-probe-comp", timeout=40)
 
 
 # --------------------------------------------------------------------------- running
@@ -959,6 +1248,8 @@ class Runner:
         if not os.access(self.converge, os.X_OK):
             sys.exit(f"converge binary not found: {self.converge} (--converge or CONVERGE_BIN)")
         self.manifests = [json.loads(p.read_text()) for p in sorted(KINDS_DIR.glob("*.json"))]
+        self.composer_manifests = [json.loads(p.read_text())
+                                   for p in sorted(COMPOSER_KINDS_DIR.glob("*.json"))]
         self.root = Path(tempfile.mkdtemp(prefix="conformance-", dir=args.workdir))
 
     def run(self, forms: list[Form], scenarios: list[str]) -> list[Result]:
@@ -981,7 +1272,8 @@ class Runner:
             skip = STDWORKER_NA.get(name)
         if skip is not None:
             return Result(name, form.name, True, 0.0, f"n/a: {skip}", skipped=True)
-        fn = SCENARIOS[name]
+        fn = (COMPOSER.get(name) if form.composer else None) or SCENARIOS[name]
+        manifests = self.manifests + (self.composer_manifests if form.composer else [])
         workdir = self.root / f"{form.name}-{name}"
         workdir.mkdir()
         db = dbs.create()
@@ -991,7 +1283,7 @@ class Runner:
         env = getattr(fn, "converge_env", {})
         try:
             converge, http_base, broker = self.start_converge(db, workdir, env)
-            self.apply_manifests(http_base)
+            self.apply_manifests(http_base, manifests)
             ctx = Ctx(form, http_base, broker, workdir, self.args.probe, converge=converge,
                       db_url=db_url(self.admin, db))
 
@@ -1001,7 +1293,7 @@ class Runner:
                          urllib.parse.urlsplit(ctx.broker).port)
                 ctx.converge = self.start_converge(db, workdir, env, ports)[0]
             ctx.restart_converge = restart
-            ctx.put_base_configs([m["kind"] for m in self.manifests])
+            ctx.put_base_configs([m["kind"] for m in manifests])
             if not getattr(fn, "manual_worker", False):
                 ctx.start_worker()
             fn(ctx)
@@ -1039,8 +1331,9 @@ class Runner:
         wait_for("converge /readyz", ready, timeout=30)
         return proc, base, f"http://127.0.0.1:{gp}"
 
-    def apply_manifests(self, base: str) -> None:
-        for m in self.manifests:
+    @staticmethod
+    def apply_manifests(base: str, manifests: list[dict]) -> None:
+        for m in manifests:
             r = http("PUT", f"{base}/api/v1/kinds/{m['kind']}/manifest", m)
             check(r.status in (200, 201), f"manifest {m['kind']}: HTTP {r.status} {_short(r.body)}")
 
@@ -1128,7 +1421,8 @@ def parse_form_profile(spec: str) -> tuple[str, dict]:
         profile = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise argparse.ArgumentTypeError(f"--form-profile {name}: {e}") from e
-    unknown = set(profile) - {"base_config", "bundles", "specs", "traits", "skip", "about"}
+    unknown = set(profile) - {"base_config", "bundles", "specs", "traits", "skip", "about",
+                              "kind_base_config", "spin_rate"}
     if unknown:
         raise argparse.ArgumentTypeError(f"--form-profile {name}: unknown keys {sorted(unknown)}")
     here = Path(path).parent
@@ -1201,6 +1495,10 @@ def main() -> int:
         form.specs = profile["specs"]
         form.traits = set(profile.get("traits") or [])
         form.skip = dict(profile.get("skip") or {})
+        form.kind_base = dict(profile.get("kind_base_config") or {})
+        form.spin_rate = float(profile.get("spin_rate") or 0.0)
+        if form.composer and form.spin_rate <= 0:
+            ap.error(f"--form-profile {name}: a composer form needs a positive spin_rate")
         bad = set(form.skip) - set(SCENARIOS)
         if bad:
             ap.error(f"--form-profile {name}: skip names unknown scenarios {sorted(bad)}")

@@ -3,15 +3,17 @@
 #
 #   composer-worker.sh starlark|cel
 #
-# stdworker serving conf-composite with that composer provider and every other conformance
-# kind with the wasm provider (the Rust guest), so the compose scenario exercises the
-# composer against real leaves. <form>/profile.json says which scenarios the form runs.
+# stdworker serving conf-composite and the compose-stage kinds of conformance/kinds/composer/
+# with that composer provider, and every other conformance kind with the wasm provider (the
+# Rust guest), so the composer runs against real leaves. <form>/profile.json says which
+# scenarios the form runs.
 #
 # STDWORKER_BIN: the stdworker binary (default: the Cargo target dir's debug build).
 set -euo pipefail
+COMPOSED=conf-composite,conf-cfail,conf-cslow,conf-chold,conf-cready,conf-cconfig
 case "${1:-}" in
-    starlark) export STDWORKER_STARLARK_KINDS=conf-composite ;;
-    cel) export STDWORKER_CEL_KINDS=conf-composite ;;
+    starlark) export STDWORKER_STARLARK_KINDS="$COMPOSED" ;;
+    cel) export STDWORKER_CEL_KINDS="$COMPOSED" ;;
     *) echo "usage: $0 starlark|cel" >&2; exit 2 ;;
 esac
 STDWORKER_BIN="${STDWORKER_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}/debug/stdworker}"
