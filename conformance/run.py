@@ -659,20 +659,29 @@ def restart(ctx: Ctx) -> None:
     """A worker SIGKILLed with tasks in flight loses nothing: its leases are released, a
     restarted worker finishes every task, and each resource is synced exactly at its
     generation."""
-    names = [f"r-{i:02d}" for i in range(20)]
+    _restart(ctx, "conf-slow", "work", 20, {"sleep_ms": 600}, 4,
+             lambda st: (st or {}).get("slept_ms") == 600, timeout=40)
+
+
+def _restart(ctx: Ctx, kind: str, event: str, count: int, spec: dict, running: int,
+             status_ok: Callable[[Any], bool] | None, timeout: float) -> None:
+    """restart for ``count`` resources of ``kind`` whose ``spec`` keeps each task (journaled
+    as ``event``) busy for a while; the crash comes once ``running`` tasks have started;
+    ``status_ok`` accepts each final status (None: not checked)."""
+    names = [f"r-{i:02d}" for i in range(count)]
     for n in names:
-        ctx.apply("conf-slow", n, {"sleep_ms": 600})
+        ctx.apply(kind, n, spec)
     wait_for("tasks to be running in the worker",
-             lambda: len(ctx.events(kind="conf-slow", event="work")) >= 4 or None)
+             lambda: len(ctx.events(kind=kind, event=event)) >= running or None)
     ctx.crash_worker()
     ctx.start_worker()
     for n in names:
-        r = ctx.wait_ready("conf-slow", n, timeout=40)
+        r = ctx.wait_ready(kind, n, timeout=timeout)
         check(r["generation"] == 1 and r["synced_gen"] == 1,
               f"{n}: generation {r['generation']} synced_gen {r['synced_gen']}")
-        check((r["status"] or {}).get("slept_ms") == 600, f"{n} status {_short(r['status'])}")
+        check(status_ok is None or status_ok(r["status"]), f"{n} status {_short(r['status'])}")
         check(r.get("failure_gen", 0) in (0, 1), f"{n} failure_gen {r.get('failure_gen')}")
-    works = ctx.events(kind="conf-slow", event="work")
+    works = ctx.events(kind=kind, event=event)
     check({e["name"] for e in works} == set(names), "not every resource reached a handler")
     rerun = {e["name"] for e in works if sum(w["name"] == e["name"] for w in works) > 1}
     # Otherwise the crash hit an idle worker and the scenario proved nothing.
@@ -1089,26 +1098,8 @@ def composer_deadline(ctx: Ctx) -> None:
 def composer_restart(ctx: Ctx) -> None:
     """A worker SIGKILLed with composes in flight loses nothing: a restarted worker composes
     every composite, each synced exactly at its generation."""
-    names = [f"r-{i:02d}" for i in range(6)]
     spec = ctx.hold_spec(800)
-    for n in names:
-        ctx.apply("conf-chold", n, spec)
-    wait_for("composes to be running in the worker",
-             lambda: len(ctx.events(kind="conf-chold", event="compose")) >= 2 or None)
-    ctx.crash_worker()
-    ctx.start_worker()
-    for n in names:
-        r = ctx.wait_ready("conf-chold", n, timeout=60)
-        check(r["generation"] == 1 and r["synced_gen"] == 1,
-              f"{n}: generation {r['generation']} synced_gen {r['synced_gen']}")
-        if composes_status(ctx):
-            want = len(spec["spin"]) ** 2
-            check((r["status"] or {}).get("spun") == want, f"{n} status {_short(r['status'])}")
-    composes = ctx.events(kind="conf-chold", event="compose")
-    check({e["name"] for e in composes} == set(names), "not every composite was composed")
-    rerun = {e["name"] for e in composes if sum(c["name"] == e["name"] for c in composes) > 1}
-    check(bool(rerun), "no compose was running when the worker was killed")
-    ctx.notes.append(f"restart: {len(rerun)} compose(s) interrupted by the crash were re-run")
+    _restart(ctx, "conf-chold", "compose", 6, spec, 2, spun(ctx, spec), timeout=60)
 
 
 @composer_variant("readiness")
