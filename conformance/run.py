@@ -417,19 +417,17 @@ class Ctx:
         bundle = self.form.bundle(kind) if is_default and program else None
         if bundle is not None:
             body["data"] = base64.b64encode(bundle).decode()
-        r = http("POST", self.url("/providerconfigs"), body)
-        if r.status == 409:
-            # An API that keeps POST create-only updates by name instead.
-            r = http("PUT", self.url(f"/providerconfigs/{name}"), body)
-        check(r.status in (200, 201),
-              f"POST /providerconfigs {name}: HTTP {r.status} {_short(r.body)}")
-        return r
+        return self._upsert_config(body)
 
     def put_raw_config(self, name: str, kind: str, spec: Any, is_default: bool) -> Reply:
         """Creates or replaces a provider config with ``spec`` exactly as given and no bundle
         (a CEL graph, whose config is the graph itself)."""
-        body = {"name": name, "kind": kind, "kind_version": 1, "is_default": is_default,
-                "spec": spec}
+        return self._upsert_config({"name": name, "kind": kind, "kind_version": 1,
+                                    "is_default": is_default, "spec": spec})
+
+    def _upsert_config(self, body: dict) -> Reply:
+        """POSTs a provider config; if POST says 409, PUTs it by name (POST is create-only)."""
+        name = body["name"]
         r = http("POST", self.url("/providerconfigs"), body)
         if r.status == 409:
             r = http("PUT", self.url(f"/providerconfigs/{name}"), body)

@@ -1494,44 +1494,28 @@ async fn a_compose_result_stores_the_composers_status() {
     }
     // compose_chains passes nine arguments: no status stored.
     assert_eq!(read(&mut conn, root).await, (1, None));
-    let apply = |status: Option<Value>| {
-        sqlx::query_scalar::<_, String>(
+    let kept = Some(json!({"vpc": "v-1"}));
+    // (lease, status passed, answer, status after): a status is stored; none keeps it; a
+    // stale lease writes nothing, the status included.
+    let cases = [
+        (token, kept.clone(), "ok", kept.clone()),
+        (token, None, "ok", kept.clone()),
+        (Uuid::new_v4(), Some(json!({"x": 1})), "stale", kept),
+    ];
+    for (lease, status, answer, after) in cases {
+        let s: String = sqlx::query_scalar(
             "SELECT apply_compose_result($1, $2, $3, 1, '[]', '[]', '[]', true, false, $4)",
         )
         .bind(root)
-        .bind(token)
+        .bind(lease)
         .bind(epoch)
         .bind(status)
-    };
-    let s = apply(Some(json!({"vpc": "v-1"})))
         .fetch_one(&mut *conn)
         .await
         .unwrap();
-    assert_eq!(s, "ok");
-    assert_eq!(
-        read(&mut conn, root).await,
-        (1, Some(json!({"vpc": "v-1"})))
-    );
-    let s = apply(None).fetch_one(&mut *conn).await.unwrap();
-    assert_eq!(s, "ok");
-    assert_eq!(
-        read(&mut conn, root).await,
-        (1, Some(json!({"vpc": "v-1"})))
-    );
-    // A stale lease writes nothing, the status included.
-    let s: String = sqlx::query_scalar(
-        "SELECT apply_compose_result($1, gen_random_uuid(), $2, 1, '[]', '[]', '[]', true, false, '{\"x\": 1}')",
-    )
-    .bind(root)
-    .bind(epoch)
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap();
-    assert_eq!(s, "stale");
-    assert_eq!(
-        read(&mut conn, root).await,
-        (1, Some(json!({"vpc": "v-1"})))
-    );
+        assert_eq!(s, answer);
+        assert_eq!(read(&mut conn, root).await, (1, after));
+    }
 }
 
 /// Entries read from the owner index, and rows read by sequential scans of temp tables (a
