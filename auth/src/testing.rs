@@ -214,3 +214,40 @@ pub async fn https(
         server_cn,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+
+    fn sans_of(pem: &Pem) -> Option<Vec<String>> {
+        let der = CertificateDer::from_pem_slice(pem.cert.as_bytes()).expect("certificate PEM");
+        let (_, cert) = X509Certificate::from_der(&der).expect("certificate DER");
+        let san = cert.subject_alternative_name().expect("one SAN at most")?;
+        Some(
+            san.value
+                .general_names
+                .iter()
+                .map(|n| match n {
+                    GeneralName::DNSName(d) => format!("DNS:{d}"),
+                    GeneralName::URI(u) => format!("URI:{u}"),
+                    GeneralName::IPAddress(ip) => format!("IP:{ip:?}"),
+                    other => format!("{other:?}"),
+                })
+                .collect(),
+        )
+    }
+
+    /// RFC 5280 4.2.1.6: a SubjectAlternativeName holds at least one name, so a certificate
+    /// issued without names carries no SAN extension (newer TLS libraries refuse an empty one).
+    #[test]
+    fn a_leaf_without_names_has_no_san_extension() {
+        let ca = TestCa::new("ca");
+        assert_eq!(sans_of(&ca.leaf("w", Vec::new())), None);
+        assert_eq!(
+            sans_of(&ca.client("spiffe://t/w")),
+            Some(vec!["URI:spiffe://t/w".to_string()])
+        );
+        assert_eq!(sans_of(&ca.server("s")).map(|s| s.len()), Some(2));
+    }
+}

@@ -352,7 +352,9 @@ export class CA {
         "basicConstraints=critical,CA:FALSE",
         "keyUsage=critical,digitalSignature",
         `extendedKeyUsage=${client ? "clientAuth" : "serverAuth"}`,
-        `subjectAltName=${sans.join(",")}`,
+        // RFC 5280 4.2.1.6: a SubjectAlternativeName holds at least one name, so a
+        // certificate without names has no SAN extension at all.
+        ...(sans.length > 0 ? [`subjectAltName=${sans.join(",")}`] : []),
       ].join("\n"),
     );
     this.openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${key}.ec`);
