@@ -6,7 +6,8 @@
 #
 # Forms, each included only when its source exists:
 #   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
-#   python  conformance/workers/python/worker.py (run with $PYTHON, default the dev venv)
+#   python  conformance/workers/python/worker.py (run with $PYTHON, default the SDK's locked
+#                                                venv from sdk-python/scripts/venv.sh)
 #   go      sdk-go/cmd/conformance-worker       (go build)
 #   ts      conformance/workers/ts/worker.ts    (npm ci + tsc in sdk-ts and there; run with node)
 #   exec    conformance/workers/exec/worker.sh  (a launcher that execs stdworker; gets
@@ -28,7 +29,6 @@ cd "$ROOT"
 
 TARGET="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
 export CARGO_TARGET_DIR="$TARGET"
-PYTHON="${PYTHON:-$HOME/.cache/converge-py-venv/bin/python}"
 GO_OUT="$TARGET/conformance-go"
 
 want_forms="rust,python,go,ts,exec,wasm,wasm-js,starlark,cel"
@@ -59,11 +59,11 @@ CONVERGE_BIN="${CONVERGE_BIN:-$TARGET/debug/converge}"
 if [[ ! -x "$CONVERGE_BIN" ]]; then
     [[ $build == 1 ]] || { log "converge not found at $CONVERGE_BIN"; exit 1; }
     log "building converge"
-    cargo build -p converge --bin converge
+    cargo build --locked -p converge --bin converge
 fi
 if [[ $build == 1 ]]; then
     log "building the Rust form and the probe"
-    cargo build -p converge-conformance-worker
+    cargo build --locked -p converge-conformance-worker
 fi
 PROBE="$TARGET/debug/conformance-probe"
 [[ -x "$PROBE" ]] || { log "conformance-probe not found at $PROBE"; exit 1; }
@@ -74,6 +74,7 @@ if wanted rust; then
     forms+=(--form "rust=$TARGET/debug/conformance-worker")
 fi
 if wanted python && [[ -f conformance/workers/python/worker.py ]]; then
+    PYTHON="${PYTHON:-$(sdk-python/scripts/venv.sh)/bin/python}"
     [[ -x "$PYTHON" ]] || { log "python form present but $PYTHON is missing"; exit 1; }
     forms+=(--form "python=$PYTHON $ROOT/conformance/workers/python/worker.py")
 fi
@@ -90,8 +91,8 @@ if wanted ts && [[ -f conformance/workers/ts/worker.ts && -f sdk-ts/package.json
     # Compiled first, run with node: signals must reach the worker itself (SIGTERM → exit 0).
     if [[ $build == 1 || ! -f conformance/workers/ts/dist/worker.js ]]; then
         log "building the TypeScript form"
-        (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
-        (cd conformance/workers/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+        (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error && npx --no-install tsc -p tsconfig.json)
+        (cd conformance/workers/ts && npm ci --no-audit --no-fund --loglevel=error && npx --no-install tsc -p tsconfig.json)
     fi
     forms+=(--form "ts=node $ROOT/conformance/workers/ts/dist/worker.js")
 fi
@@ -103,7 +104,7 @@ stdworker_built=0
 need_stdworker() {
     if [[ $build == 1 && $stdworker_built == 0 ]]; then
         log "building stdworker"
-        cargo build --manifest-path stdworker/Cargo.toml --bin stdworker
+        cargo build --locked --manifest-path stdworker/Cargo.toml --bin stdworker
         stdworker_built=1
     fi
     [[ -x "$STDWORKER_BIN" ]] || { log "stdworker not found at $STDWORKER_BIN"; exit 1; }

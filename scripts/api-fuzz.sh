@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the HTTP API against its own OpenAPI document: starts a real `converge` (ROLE=control)
-# on a fresh database, seeds a kind and a resource, and runs schemathesis (pinned, from PyPI,
-# in a venv under the cache dir) on every operation of GET /openapi.json. Fails on any 5xx,
+# on a fresh database, seeds a kind and a resource, and runs schemathesis (locked with its
+# dependencies in scripts/pylock/schemathesis.txt, in a venv made by scripts/pylock.sh) on every operation of GET /openapi.json. Fails on any 5xx,
 # an undocumented status, a wrong content type, or a body that violates its schema.
 #
 #   CONVERGE_TEST_DATABASE_URL   admin URL of a throwaway server (scripts/pg-test-cluster.sh)
@@ -16,22 +16,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-SCHEMATHESIS_VERSION=4.32.5
 : "${CONVERGE_TEST_DATABASE_URL:?set it (eval \"\$(scripts/pg-test-cluster.sh start DIR)\")}"
 max_examples="${API_FUZZ_MAX_EXAMPLES:-200}"
 seed="${API_FUZZ_SEED:-1}"
 
-venv="${XDG_CACHE_HOME:-$HOME/.cache}/converge/schemathesis-$SCHEMATHESIS_VERSION"
-if [[ ! -x "$venv/bin/schemathesis" ]]; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
-fi
+venv="$(scripts/pylock.sh venv schemathesis)"
 
 target="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
 bin="${CONVERGE_BIN:-}"
 if [[ -z "$bin" ]]; then
-    CARGO_TARGET_DIR="$target" cargo build -q -p converge --bin converge
+    CARGO_TARGET_DIR="$target" cargo build --locked -q -p converge --bin converge
     bin="$target/debug/converge"
 fi
 

@@ -6,14 +6,16 @@
 #
 # buf is installed at a pinned version from npm (`@bufbuild/buf`, the vendor's prebuilt
 # binaries: about 20 s on a fresh machine, where `go install` built it from source in nearly
-# 10 minutes) into ${CONVERGE_TOOLS_DIR:-$HOME/.cache/converge-tools}/buf-<version>, outside
-# the clone, so a warm machine reuses it. Nothing is skipped: if buf cannot be installed or
+# 10 minutes) with `npm ci` from the lockfile in scripts/buf/, into
+# ${CONVERGE_TOOLS_DIR:-$HOME/.cache/converge-tools}/buf-<version>-<lockfile digest>, outside
+# the clone, so a warm machine reuses it and a lockfile change installs afresh. Nothing is skipped: if buf cannot be installed or
 # the base commit cannot be read (a shallow clone), this fails and says why.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUF_VERSION="v1.75.0"
-BIN_DIR="${CONVERGE_TOOLS_DIR:-$HOME/.cache/converge-tools}/buf-$BUF_VERSION"
+LOCK_DIR="$ROOT/scripts/buf"
+BIN_DIR="${CONVERGE_TOOLS_DIR:-$HOME/.cache/converge-tools}/buf-$BUF_VERSION-$(sha256sum <"$LOCK_DIR/package-lock.json" | cut -c1-12)"
 BUF="$BIN_DIR/node_modules/.bin/buf"
 
 die() {
@@ -25,10 +27,11 @@ if [[ ! -x "$BUF" ]]; then
     command -v npm >/dev/null 2>&1 ||
         die "npm not found; install Node.js >= 20 with npm: buf comes from npm (@bufbuild/buf)"
     echo "buf.sh: installing buf $BUF_VERSION into $BIN_DIR (npm @bufbuild/buf, once)"
+    rm -rf "$BIN_DIR"
     mkdir -p "$BIN_DIR"
-    npm install --prefix "$BIN_DIR" --no-audit --no-fund --loglevel=error \
-        "@bufbuild/buf@${BUF_VERSION#v}" ||
-        die "npm install @bufbuild/buf@${BUF_VERSION#v} failed (see above)"
+    cp "$LOCK_DIR/package.json" "$LOCK_DIR/package-lock.json" "$BIN_DIR/"
+    (cd "$BIN_DIR" && npm ci --no-audit --no-fund --loglevel=error) ||
+        die "npm ci of scripts/buf/package-lock.json (buf ${BUF_VERSION#v}) failed (see above)"
 fi
 [[ "$("$BUF" --version)" == "${BUF_VERSION#v}" ]] ||
     die "$BUF is not buf $BUF_VERSION; delete $BIN_DIR and run again"

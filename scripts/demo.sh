@@ -21,12 +21,12 @@ scripts/ensure-postgres.sh
 
 if command -v npm >/dev/null 2>&1; then
     echo "==> building the web UI (ui/, embedded into converge)"
-    (cd ui && npm ci --no-audit --no-fund --silent && npx vite build --logLevel warn)
+    (cd ui && npm ci --no-audit --no-fund --silent && npx --no-install vite build --logLevel warn)
 else
     echo "==> npm not found: converge will serve a page saying how to build the UI" >&2
 fi
 echo "==> building converge and the hello worker (release)"
-cargo build --release --quiet -p converge -p hello-worker
+cargo build --locked --release --quiet -p converge -p hello-worker
 BIN="$CARGO_TARGET_DIR/release"
 mkdir -p "$DATA_DIR"
 

@@ -6,10 +6,11 @@
 #                                       # KUBE_VERSIONS
 #
 #   helm, kubeconform   Go programs, `go install`ed from the Go module proxy (CGO off)
-#   DEPLOY_PYTHON       a venv's python with PyYAML (the checks in deploy/tests/ read YAML)
+#   DEPLOY_PYTHON       a venv's python with PyYAML (the checks in deploy/tests/ read YAML),
+#                       from the lock scripts/pylock/deploy.txt (scripts/pylock.sh)
 #   K8S_SCHEMAS         JSON schemas in kubeconform's layout: Kubernetes' own, from the
-#                       kubernetes-validate package on PyPI (which ships them for every minor
-#                       release), and the Prometheus Operator's ServiceMonitor, generated with
+#                       kubernetes-validate wheel on PyPI (which ships them for every minor
+#                       release; locked with its hash in scripts/pylock/kubernetes-validate.txt), and the Prometheus Operator's ServiceMonitor, generated with
 #                       controller-gen from its Go API types (the way upstream makes its CRDs)
 #   KUBE_VERSIONS       the Kubernetes releases the chart is validated against: the oldest it
 #                       supports (Chart.yaml's kubeVersion) and the newest with schemas
@@ -24,8 +25,8 @@ HELM_VERSION=v4.3.2
 KUBECONFORM_VERSION=v0.8.0
 CONTROLLER_GEN_VERSION=v0.23.0
 PROMETHEUS_OPERATOR_API_VERSION=v0.95.2
+# The version is also the lock's (scripts/pylock/kubernetes-validate.txt), which must agree.
 KUBERNETES_VALIDATE_VERSION=1.37.0
-PYYAML_VERSION=6.0.3
 KUBE_VERSIONS="1.30.0 1.37.0"
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/converge/deploy-tools"
@@ -42,11 +43,13 @@ command -v python3 >/dev/null 2>&1 || die "python3 not found; install Python >= 
 # go_tool NAME PACKAGE VERSION: prints the path of NAME built from PACKAGE@VERSION.
 go_tool() {
     local name="$1" pkg="$2" version="$3"
+    [[ "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "go_tool $name: '$version' is not an exact vX.Y.Z"
     local dir="$CACHE/$name-$version"
     if [[ ! -x "$dir/$name" ]]; then
         echo "deploy-tools.sh: go install $pkg@$version" >&2
         local tmp
         tmp="$(mktemp -d "$CACHE/.tmp-$name.XXXXXX")"
+        # pins: checked -- an exact vX.Y.Z, refused above otherwise
         CGO_ENABLED=0 GOBIN="$tmp" go install "$pkg@$version" >&2 ||
             { rm -rf "$tmp"; die "go install $pkg@$version failed"; }
         rm -rf "$dir"
@@ -58,21 +61,7 @@ go_tool() {
 helm="$(go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION")"
 kubeconform="$(go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION")"
 
-venv="$CACHE/venv-pyyaml-$PYYAML_VERSION"
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import yaml' 2>/dev/null; then
-    echo "deploy-tools.sh: venv with PyYAML $PYYAML_VERSION" >&2
-    rm -rf "$venv"
-    if ! python3 -m venv "$venv" 2>/dev/null; then
-        # Debian's system Python ships venv separately (python3-venv).
-        rm -rf "$venv"
-        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-        fi
-        python3 -m venv "$venv" || die "could not create a venv (install python3-venv)"
-    fi
-    "$venv/bin/pip" install -q --disable-pip-version-check "PyYAML==$PYYAML_VERSION" ||
-        { rm -rf "$venv"; die "pip install PyYAML==$PYYAML_VERSION failed"; }
-fi
+venv="$("$ROOT/scripts/pylock.sh" venv deploy)" || die "could not install scripts/pylock/deploy.txt"
 
 # The schema set is keyed by its sources' versions and the converter's content, so a change
 # to any of them makes a new one.
@@ -83,9 +72,11 @@ if [[ ! -f "$schemas/.complete" ]]; then
     echo "deploy-tools.sh: Kubernetes and ServiceMonitor JSON schemas" >&2
     tmp="$(mktemp -d "$CACHE/.tmp-schemas.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    python3 -m pip download -q --disable-pip-version-check --no-deps -d "$tmp/wheel" \
-        "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" ||
-        die "pip download kubernetes-validate==$KUBERNETES_VALIDATE_VERSION failed"
+    grep -q "^kubernetes-validate==$KUBERNETES_VALIDATE_VERSION " "$ROOT/scripts/pylock/kubernetes-validate.txt" ||
+        die "scripts/pylock/kubernetes-validate.txt does not lock kubernetes-validate $KUBERNETES_VALIDATE_VERSION"
+    "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --require-hashes \
+        --only-binary=:all: -d "$tmp/wheel" -r "$ROOT/scripts/pylock/kubernetes-validate.txt" ||
+        die "pip download of scripts/pylock/kubernetes-validate.txt failed"
 
     controller_gen="$(go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION")"
     api_mod=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring

@@ -25,7 +25,7 @@ esac
 target="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
 bin="${CONVERGE_BIN:-}"
 if [[ -z "$bin" ]]; then
-    CARGO_TARGET_DIR="$target" cargo build -q -p converge --bin converge
+    CARGO_TARGET_DIR="$target" cargo build --locked -q -p converge --bin converge
     bin="$target/debug/converge"
 fi
 if [[ ! -x ui/node_modules/.bin/openapi-typescript ]]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command that runs every converge test: ./scripts/test.sh
+# The one command that runs every converge test: ./scripts/test.sh [--newest]
 #
 # Starts a private, throwaway PostgreSQL cluster (scripts/pg-test-cluster.sh; never a server that
 # happens to be running), exports CONVERGE_TEST_DATABASE_URL for the Rust DB tests, runs every
@@ -9,6 +9,14 @@
 #
 # CARGO_TARGET_DIR defaults to $HOME/.cache/converge-target (outside the clone, so warm runs
 # are cheap).
+#
+# Every tool and test dependency comes at an exact version (Cargo.lock with --locked, Python
+# locks with hashes from scripts/pylock.sh, npm ci from committed lockfiles, Go tools at exact
+# versions; the first step, scripts/check-pins.py, fails on an install line that is not), so a
+# new release anywhere cannot change a run. --newest runs the SDKs' tests against the newest
+# releases their runtime ranges allow instead (pyproject.toml, package.json, go.mod: what a
+# user installing an SDK today gets), to see breakage in the wild early; it is not the default.
+# scripts/test-fresh.sh runs this with empty tool caches, as a new machine would.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -89,10 +97,15 @@ start_postgres() {
     local env
     env="$("$ROOT/scripts/pg-test-cluster.sh" start "$PG_DIR")" || die "could not start the test PostgreSQL cluster"
     eval "$env"
+    # Every SDK's end-to-end tests fail, rather than skip, without a database or binary.
+    export CONVERGE_E2E_REQUIRED=1
     echo "test.sh: CONVERGE_TEST_DATABASE_URL=$CONVERGE_TEST_DATABASE_URL"
 }
 
 stop_postgres() {
+    if [[ -n "${CONVERGE_NEWEST_DIR:-}" ]]; then
+        rm -rf "$CONVERGE_NEWEST_DIR"
+    fi
     if [[ -n "$PG_DIR" ]]; then
         "$ROOT/scripts/pg-test-cluster.sh" stop "$PG_DIR" || true
         PG_DIR=""
@@ -101,14 +114,14 @@ stop_postgres() {
 
 rust_steps() {
     step "rust fmt" cargo fmt --all -- --check
-    step "rust clippy" cargo clippy --workspace --all-targets --all-features -- -D warnings
+    step "rust clippy" cargo clippy --locked --workspace --all-targets --all-features -- -D warnings
     # Tests spawn the real binaries from the target dir, so build them first.
-    step "rust build" cargo build --workspace --bins
+    step "rust build" cargo build --locked --workspace --bins
     # The Starlark sample compose the API runs at provider-config apply (its own workspace,
     # see compose-dsl/Cargo.toml), built beside `converge` so the tests find it there.
-    step "starlark compose bin" cargo build --manifest-path "$ROOT/compose-dsl/Cargo.toml" \
+    step "starlark compose bin" cargo build --locked --manifest-path "$ROOT/compose-dsl/Cargo.toml" \
         -p converge-starlark --bin converge-starlark-compose
-    step "rust test" cargo test --workspace --all-features --no-fail-fast
+    step "rust test" cargo test --locked --workspace --all-features --no-fail-fast
 }
 
 # --- WorkerService contract (proto/) -------------------------------------------------------
@@ -128,8 +141,8 @@ side_workspace_steps() {
     for ws in compose-dsl wasm-host stdworker; do
         [[ -f "$ROOT/$ws/Cargo.toml" ]] || continue
         step "$ws fmt" cargo fmt --manifest-path "$ROOT/$ws/Cargo.toml" --all -- --check
-        step "$ws clippy" cargo clippy --manifest-path "$ROOT/$ws/Cargo.toml" --workspace --all-targets -- -D warnings
-        step "$ws test" cargo test --manifest-path "$ROOT/$ws/Cargo.toml" --workspace
+        step "$ws clippy" cargo clippy --locked --manifest-path "$ROOT/$ws/Cargo.toml" --workspace --all-targets -- -D warnings
+        step "$ws test" cargo test --locked --manifest-path "$ROOT/$ws/Cargo.toml" --workspace
     done
 }
 
@@ -154,8 +167,8 @@ docs_steps() {
 # host with the python-guest feature, which the side-workspace steps leave off.
 python_guest() {
     "$ROOT/wasm-host/guests/build-python.sh" &&
-        cargo clippy --manifest-path "$ROOT/wasm-host/Cargo.toml" --all-targets --all-features -- -D warnings &&
-        cargo test --manifest-path "$ROOT/wasm-host/Cargo.toml" --features python-guest --test guest_python
+        cargo clippy --locked --manifest-path "$ROOT/wasm-host/Cargo.toml" --all-targets --all-features -- -D warnings &&
+        cargo test --locked --manifest-path "$ROOT/wasm-host/Cargo.toml" --features python-guest --test guest_python
 }
 
 wasm_guest_steps() {
@@ -166,7 +179,8 @@ wasm_guest_steps() {
 
 # --- Python SDK (sdk-python/) -------------------------------------------------------------
 # mypy, the generated-code drift check and pytest (unit, stream and e2e against the real
-# converge built above), in a venv under $HOME/.cache.
+# converge built above), in a venv holding exactly scripts/pylock/sdk-test.txt
+# (sdk-python/scripts/venv.sh; with --newest, the newest releases pyproject.toml allows).
 python_sdk_steps() {
     [[ -d "$ROOT/sdk-python" ]] || return 0
     step "python sdk" "$ROOT/sdk-python/scripts/test.sh"
@@ -225,11 +239,43 @@ ui_steps() {
     step "ui" "$ROOT/ui/scripts/test.sh"
 }
 
+# --- Pins (scripts/check-pins.py) -----------------------------------------------------------
+# Every install line pinned, every lock present and current; after the rules' own check that
+# they refuse what they should.
+pins() {
+    python3 "$ROOT/scripts/check-pins.py" --self-test && python3 "$ROOT/scripts/check-pins.py"
+}
+
+pin_steps() {
+    step "pins (exact test dependencies)" pins
+}
+
+parse_args() {
+    while (($# > 0)); do
+        case "$1" in
+        --newest)
+            # Read by sdk-python/scripts/venv.sh, sdk-go/scripts/test.sh, sdk-ts/scripts/test.sh.
+            export CONVERGE_DEPS=newest
+            CONVERGE_NEWEST_DIR="$(mktemp -d "${TMPDIR:-/tmp}/converge-newest.XXXXXX")"
+            export CONVERGE_NEWEST_DIR
+            ;;
+        -h | --help)
+            sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *) die "unknown argument $1 (usage: scripts/test.sh [--newest])" ;;
+        esac
+        shift
+    done
+}
+
 main() {
     local start=$SECONDS
+    parse_args "$@"
     prepare_machine
     check_toolchains
     start_postgres
+    pin_steps
     rust_steps
     proto_steps
     api_contract_steps
@@ -243,6 +289,9 @@ main() {
     deploy_steps
     ui_steps
     stop_postgres
+    if [[ -n "${CONVERGE_NEWEST_DIR:-}" ]]; then
+        echo "test.sh: the SDK steps ran against the newest releases their ranges allow (--newest)"
+    fi
 
     echo
     local total=$((${#PASSED[@]} + ${#FAILED[@]}))

@@ -43,7 +43,7 @@ if [ -z "$worker" ]; then
     command -v cargo >/dev/null || { echo "classic: cargo is required (or set CLASSIC_WORKER)" >&2; exit 1; }
     echo "==> building the classic worker"
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
-    (cd "$root" && cargo build --release --quiet -p classic-worker)
+    (cd "$root" && cargo build --locked --release --quiet -p classic-worker)
     worker="$CARGO_TARGET_DIR/release/classic-worker"
 fi
 

@@ -86,8 +86,11 @@ type serverOptions struct {
 func freshDatabase(t *testing.T) string {
 	admin := os.Getenv("CONVERGE_TEST_DATABASE_URL")
 	if admin == "" {
-		t.Skip("CONVERGE_TEST_DATABASE_URL is unset: skipping the end-to-end test " +
-			`(eval "$(scripts/pg-test-cluster.sh start DIR)" provides one)`)
+		const how = `(eval "$(scripts/pg-test-cluster.sh start DIR)" provides one)`
+		if os.Getenv("CONVERGE_E2E_REQUIRED") == "1" {
+			t.Fatal("CONVERGE_TEST_DATABASE_URL is unset but CONVERGE_E2E_REQUIRED=1 " + how)
+		}
+		t.Skip("CONVERGE_TEST_DATABASE_URL is unset: skipping the end-to-end test " + how)
 	}
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])

@@ -6,14 +6,14 @@
 #
 # Every tool is pinned, and all of them come from package registries only, so the output is
 # byte-for-byte reproducible on any machine:
-#   - protoc: the one bundled in grpcio-tools (PyPI), installed in a venv under the cache dir,
-#     so no system protoc is needed;
+#   - protoc: the one bundled in grpcio-tools (PyPI), installed with its dependencies from the
+#     lock scripts/pylock/grpcio-tools.txt into a venv made by scripts/pylock.sh, so no
+#     system protoc is needed;
 #   - protoc-gen-go and protoc-gen-go-grpc: `go install`ed at fixed versions into the cache dir.
 # The proto's go_package names another import path, so the M option maps the file onto this
 # module's gen/workerv1 package without editing the shared proto.
 set -euo pipefail
 
-readonly GRPCIO_TOOLS_VERSION="1.85.1"
 readonly PROTOC_GEN_GO_VERSION="v1.36.12"
 readonly PROTOC_GEN_GO_GRPC_VERSION="v1.6.2"
 readonly GO_PACKAGE="converge.dev/sdk-go/gen/workerv1;workerv1"
@@ -25,17 +25,11 @@ proto_root="$(cd "$sdk/../proto" && pwd)"
 out="${1:-$sdk/gen/workerv1}"
 
 cache="${CONVERGE_GEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/converge-sdk-go-gen}"
-venv="$cache/venv-grpcio-tools-$GRPCIO_TOOLS_VERSION"
 bin="$cache/bin-go-$PROTOC_GEN_GO_VERSION-grpc-$PROTOC_GEN_GO_GRPC_VERSION"
 
 log() { echo "gen.sh: $*" >&2; }
 
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import grpc_tools.protoc' 2>/dev/null; then
-    log "installing grpcio-tools==$GRPCIO_TOOLS_VERSION into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "grpcio-tools==$GRPCIO_TOOLS_VERSION"
-fi
+venv="$("$sdk/../scripts/pylock.sh" venv grpcio-tools)"
 
 if [[ ! -x "$bin/protoc-gen-go" || ! -x "$bin/protoc-gen-go-grpc" ]]; then
     log "installing protoc-gen-go@$PROTOC_GEN_GO_VERSION and protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION into $bin"

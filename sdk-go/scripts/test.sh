@@ -5,7 +5,12 @@
 #   CONVERGE_BIN                 the converge binary (default
 #                                ${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}/debug/converge)
 #   CONVERGE_TEST_DATABASE_URL   admin URL to database `postgres`; without it the end-to-end
-#                                tests are skipped (scripts/pg-test-cluster.sh provides one)
+#                                tests are skipped (scripts/pg-test-cluster.sh provides one),
+#                                or fail when CONVERGE_E2E_REQUIRED=1 (scripts/test.sh)
+#   CONVERGE_DEPS                locked (default: go.mod and go.sum as committed) or newest
+#                                (every module upgraded to its newest release, `go get -u`, in
+#                                a copy of go.mod under CONVERGE_NEWEST_DIR: what a user whose
+#                                build resolves newer versions gets; scripts/test.sh --newest)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,11 +34,30 @@ if [[ -n "$unformatted" ]]; then
     exit 1
 fi
 
+# The module file the build uses: the committed one, or an upgraded copy (-modfile), so the
+# tree is never changed.
+modfile=()
+case "${CONVERGE_DEPS:-locked}" in
+locked) ;;
+newest)
+    [[ -n "${CONVERGE_NEWEST_DIR:-}" ]] || { echo "test.sh: CONVERGE_DEPS=newest needs CONVERGE_NEWEST_DIR" >&2; exit 1; }
+    cp go.mod "$CONVERGE_NEWEST_DIR/go.newest.mod"
+    cp go.sum "$CONVERGE_NEWEST_DIR/go.newest.sum"
+    modfile=(-modfile="$CONVERGE_NEWEST_DIR/go.newest.mod")
+    echo "== go get -u (newest releases)" >&2
+    # pins: newest -- deliberately the newest releases, into a copy of go.mod
+    go get "${modfile[@]}" -u -t ./...
+    diff <(grep -E '^\s+\S+ v' go.mod) <(grep -E '^\s+\S+ v' "$CONVERGE_NEWEST_DIR/go.newest.mod") |
+        sed -n 's/^> */sdk-go: newest: /p' >&2 || true
+    ;;
+*) echo "test.sh: CONVERGE_DEPS must be 'locked' or 'newest'" >&2; exit 1 ;;
+esac
+
 echo "== go vet" >&2
-go vet ./...
+go vet "${modfile[@]}" ./...
 
 echo "== generated code drift check" >&2
 "$here/check-gen.sh"
 
 echo "== go test" >&2
-go test -count=1 ./...
+go test "${modfile[@]}" -count=1 ./...

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs the Python SDK's checks: installs the SDK (editable, with test extras) into a venv,
+# Runs the Python SDK's checks: installs the SDK (editable, with its locked test dependencies)
+# into a venv (scripts/venv.sh),
 # type-checks it with mypy, runs the generated-code drift check and the whole pytest suite
 # (unit, fake-broker stream tests and end-to-end tests against the real converge binary).
 #
 #   sdk-python/scripts/test.sh [PYTEST ARGS...]
 #
 # Environment:
-#   CONVERGE_PY_VENV            venv to create/reuse (default ~/.cache/converge-py-venv)
+#   CONVERGE_DEPS               locked (default: scripts/pylock/sdk-test.txt) or newest (the
+#                               newest releases pyproject.toml's ranges allow; scripts/venv.sh)
 #   PYTHON                      interpreter that creates the venv (default python3, >= 3.11)
 #   CONVERGE_BIN                converge binary for the e2e tests
 #                               (default ${CARGO_TARGET_DIR:-~/.cache/converge-target}/debug/converge)
@@ -18,24 +20,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 sdk="$(dirname "$here")"
 repo="$(dirname "$sdk")"
-venv="${CONVERGE_PY_VENV:-$HOME/.cache/converge-py-venv}"
-
 die() { echo "sdk-python/test.sh: error: $*" >&2; exit 1; }
 
-py="${PYTHON:-python3}"
-command -v "$py" >/dev/null || die "$py not found (Python >= 3.11 is required)"
-if [[ ! -x "$venv/bin/python" ]]; then
-    "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$py is older than 3.11"
-    if ! "$py" -m venv "$venv" 2>/dev/null; then
-        # Debian's system Python ships venv separately (python3-venv).
-        rm -rf "$venv"
-        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-        fi
-        "$py" -m venv "$venv" || die "could not create a venv with $py (install python3-venv)"
-    fi
-fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$sdk[test]"
+venv="$("$here/venv.sh")"
 
 export CONVERGE_BIN="${CONVERGE_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}/debug/converge}"
 [[ -x "$CONVERGE_BIN" ]] || die "converge binary not found at $CONVERGE_BIN (build it or set CONVERGE_BIN)"

@@ -33,23 +33,36 @@ export CONVERGE_BIN="${CONVERGE_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/converge-t
 [[ -x "$CONVERGE_BIN" ]] || die "converge binary not found at $CONVERGE_BIN (build it or set CONVERGE_BIN)"
 
 cd "$sdk"
-step "npm ci"
-npm ci --no-audit --no-fund --loglevel=error
+case "${CONVERGE_DEPS:-locked}" in
+locked)
+    step "npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+    ;;
+newest)
+    # The newest releases package.json's ranges allow, ignoring (and not rewriting) the lock:
+    # what `npm install converge-sdk` resolves for a user today (scripts/test.sh --newest).
+    step "npm install --no-package-lock (newest releases)"
+    # pins: newest
+    npm install --no-package-lock --no-audit --no-fund --loglevel=error
+    npm ls --depth=0 2>/dev/null | sed -n 's/^[^a-z@]*/sdk-ts: newest: /p' >&2 || true
+    ;;
+*) die "CONVERGE_DEPS must be 'locked' or 'newest'" ;;
+esac
 
 step "build (tsc -> dist/)"
-npx tsc -p tsconfig.json
+npx --no-install tsc -p tsconfig.json
 
 step "typecheck and build the tests, example and bench worker (strict)"
 rm -rf build
-npx tsc -p tsconfig.test.json
+npx --no-install tsc -p tsconfig.test.json
 
 step "lint and format check (biome)"
-npx biome check
+npx --no-install biome check
 
 step "drift check"
 scripts/check-gen.sh
 
-step "npm install ./sdk-ts from a fresh copy"
+step "npm install ./sdk-ts from a fresh copy (npm ci from test/install's lockfile)"
 scratch="$(mktemp -d -t sdkts-install.XXXXXX)"
 pgdir=""
 cleanup() {
@@ -63,7 +76,20 @@ trap cleanup EXIT
 mkdir "$scratch/sdk-ts"
 git -C "$sdk" ls-files -z --cached --others --exclude-standard . |
     (cd "$sdk" && xargs -0 cp --parents -t "$scratch/sdk-ts")
-(cd "$scratch" && npm install --no-audit --no-fund --loglevel=error ./sdk-ts >/dev/null &&
+# What `npm install ./sdk-ts` does in a new project (link the folder, install its
+# dependencies, build dist/ in `prepare`), with every version from a committed lockfile so a
+# new release on npm cannot change the run. After changing sdk-ts's dependencies, regenerate
+# it: in an empty dir holding a copy of sdk-ts, `npm install ./sdk-ts`, and copy the
+# package-lock.json it writes over test/install's (its name and root entry are the fixture's).
+cp "$sdk/test/install/package.json" "$scratch/"
+if [[ "${CONVERGE_DEPS:-locked}" == newest ]]; then
+    # pins: newest
+    (cd "$scratch" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+else
+    cp "$sdk/test/install/package-lock.json" "$scratch/"
+    (cd "$scratch" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+(cd "$scratch" &&
     node --input-type=module -e '
         import { SDK, KindVersion, WorkerConfig } from "converge-sdk";
         import { request, run } from "converge-sdk/testing";

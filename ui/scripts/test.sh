@@ -30,20 +30,20 @@ step "npm ci"
 npm ci --no-audit --no-fund
 
 step "typecheck (tsc --noEmit)"
-npx tsc --noEmit -p tsconfig.json
+npx --no-install tsc --noEmit -p tsconfig.json
 
 step "component tests (vitest)"
-npx vitest run
+npx --no-install vitest run
 
 step "production build (vite build -> ui/dist)"
-npx vite build
+npx --no-install vite build
 
 if [ -z "${CONVERGE_URL:-}" ]; then
     target="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
     # Rebuild so converge embeds the dist just built (control/build.rs), then test the UI
     # as users get it: served by converge itself.
     step "embedding the UI: cargo build converge and classic-worker"
-    (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build -p converge --bin converge -p classic-worker --bin classic-worker)
+    (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build --locked -p converge --bin converge -p classic-worker --bin classic-worker)
     if [ -z "${UI_BASE_URL:-}" ]; then
         export UI_FROM_CONVERGE="${UI_FROM_CONVERGE:-1}"
     fi
@@ -51,5 +51,5 @@ fi
 
 step "browser tests (playwright + $chromium)"
 rm -rf test-results
-npx playwright test
+npx --no-install playwright test
 echo "screenshots: $ui/test-results/screenshots/"

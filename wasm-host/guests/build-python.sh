@@ -11,11 +11,13 @@
 # the componentize-py version and this script); when the stamp matches, nothing is
 # rebuilt. FORCE=1 rebuilds anyway.
 #
-# The venv lives at $HOME/.cache/converge-pyguest-venv (created on first use, reused after)
-# so the toolchain never touches the system Python or the repo.
+# componentize-py comes from the lock scripts/pylock/componentize-py.txt (exact version and
+# hashes), in a venv made by scripts/pylock.sh outside the repo, so the toolchain never
+# touches the system Python.
 set -euo pipefail
 
-# Pinned: the newest release on PyPI (checked 2026-11), and its components load and run
+# Pinned (here and in scripts/pylock/componentize-py.in, which must agree: checked below):
+# the newest release on PyPI (checked 2026-11), and its components load and run
 # under the host's wasmtime =48.0.8. It imports WASI at 0.2.9 while wasmtime-wasi 48
 # provides 0.2.x at a lower patch level; wasmtime's linker matches 0.2.x imports by semver
 # compatibility, so that works as long as componentize-py calls nothing newer than what
@@ -27,7 +29,6 @@ COMPONENTIZE_PY_VERSION=0.25.1
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$here/python"
 wit="$here/../wit"
-venv="${CONVERGE_PYGUEST_VENV:-$HOME/.cache/converge-pyguest-venv}"
 out="${CONVERGE_PYTHON_GUEST:-$HOME/.cache/converge-wasm/python-guest.wasm}"
 stamp="$out.stamp"
 
@@ -39,23 +40,11 @@ die() {
 command -v python3 >/dev/null || die "python3 is not installed (apt-get install python3 python3-venv)"
 
 # --- the toolchain ------------------------------------------------------------------------
-if [[ ! -x "$venv/bin/python" ]]; then
-    echo "build-python.sh: creating the venv $venv"
-    python3 -m venv "$venv" ||
-        die "cannot create a venv at $venv (on Debian: apt-get install python3-venv)"
-fi
-# `pip show` fails when the package is absent; that is the "install it" case, not an error.
-installed="$("$venv/bin/python" -m pip show componentize-py 2>/dev/null | sed -n 's/^Version: //p' || true)"
-if [[ "$installed" != "$COMPONENTIZE_PY_VERSION" ]]; then
-    echo "build-python.sh: installing componentize-py==$COMPONENTIZE_PY_VERSION into $venv"
-    if ! "$venv/bin/python" -m pip install --disable-pip-version-check --quiet \
-        --timeout 60 --retries 2 "componentize-py==$COMPONENTIZE_PY_VERSION"; then
-        die "pip could not install componentize-py==$COMPONENTIZE_PY_VERSION.
+venv="$("$here/../../scripts/pylock.sh" venv componentize-py)" ||
+    die "could not install componentize-py from scripts/pylock/componentize-py.txt.
   PyPI may be unreachable from this machine (check the network or PIP_INDEX_URL), or the
   wheel for this platform is missing. Nothing was built; the tests behind the
   'python-guest' feature will fail until $out exists."
-    fi
-fi
 cpy="$venv/bin/componentize-py"
 [[ -x "$cpy" ]] || die "$cpy is missing after installing componentize-py"
 version="$("$cpy" --version | awk '{print $2}')"
