@@ -7,7 +7,7 @@
 //! validation message, while workers read them intact from the database.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, RwLock},
     time::Duration,
 };
@@ -111,6 +111,9 @@ impl KindSchemas {
         manifest: KindManifest,
         at: &dyn Fn(usize) -> usize,
     ) -> Result<KindSchemas, Vec<FieldError>> {
+        converge_engine::metrics::metrics()
+            .kind_schema_compiles
+            .inc();
         let mut errs = Vec::new();
         let spec = compile("/spec_schema", "spec_schema", manifest.spec_schema.as_ref())
             .map_err(|e| errs.push(e))
@@ -537,80 +540,205 @@ fn describe(
     }
 }
 
-/// The cache, keyed by (kind, version).
+/// Most (kind, version) pairs remembered as unknown; past it the memory starts afresh, so a
+/// client naming random kinds cannot grow it without bound.
+pub const MAX_UNKNOWN: usize = 10_000;
+
+/// A compiled manifest and the content hash (`manifest_version`) it was compiled from.
+struct Cached {
+    schemas: Arc<KindSchemas>,
+    manifest_version: i64,
+}
+
+/// The kinds known and unknown.
+#[derive(Default)]
+struct Known {
+    map: HashMap<(String, i32), Cached>,
+    /// (kind, version)s a lookup found unregistered, since the last change to the
+    /// manifests this process heard of (`kind_manifest_changed`, its own applies, a reload).
+    unknown: HashSet<(String, i32)>,
+}
+
+/// The cache, keyed by (kind, version), with a negative side: a miss costs one lookup of the
+/// missing pairs (never a re-read of every manifest), a pair found unregistered is
+/// remembered until the manifests change, and a manifest is compiled once per content
+/// (`converge_kind_schema_compiles_total` counts every compile, [`KindSchemas::build`]).
 #[derive(Default)]
 pub struct Schemas {
-    map: RwLock<HashMap<(String, i32), Arc<KindSchemas>>>,
+    known: RwLock<Known>,
+}
+
+/// Compiles a stored manifest, or logs why it does not compile.
+fn compile_stored(r: db::kinds::StoredManifest) -> Option<Cached> {
+    let Ok(m) = serde_json::from_value::<KindManifest>(r.manifest) else {
+        tracing::error!(kind = %r.pair.kind, version = r.pair.version, "stored manifest does not parse");
+        return None;
+    };
+    match KindSchemas::compile(m) {
+        Ok(k) => Some(Cached {
+            schemas: Arc::new(k),
+            manifest_version: r.manifest_version,
+        }),
+        Err(e) => {
+            tracing::error!(kind = %r.pair.kind, version = r.pair.version, errors = ?e, "stored manifest does not compile");
+            None
+        }
+    }
 }
 
 impl Schemas {
-    /// Rebuilds the whole cache from the database.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Known> {
+        self.known.read().expect("schema cache poisoned")
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Known> {
+        self.known.write().expect("schema cache poisoned")
+    }
+
+    /// Brings the whole cache up to the database: reads every manifest's content hash, and
+    /// reads and compiles only the manifests that are new or changed; forgets deleted ones
+    /// and every remembered unknown.
     pub async fn reload(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
-        let rows = db::kinds::manifest_list(pool).await?;
-        let mut map = HashMap::with_capacity(rows.len());
-        for r in rows {
-            let Ok(m) = serde_json::from_value::<KindManifest>(r.manifest) else {
-                continue;
+        let versions = db::kinds::manifest_versions(pool).await?;
+        let changed: Vec<(String, i32)> = {
+            let k = self.read();
+            versions
+                .iter()
+                .filter(|(p, h)| {
+                    k.map
+                        .get(&(p.kind.clone(), p.version))
+                        .is_none_or(|c| c.manifest_version != *h)
+                })
+                .map(|(p, _)| (p.kind.clone(), p.version))
+                .collect()
+        };
+        let fresh = db::kinds::manifests_of(pool, &changed).await?;
+        let mut compiled: HashMap<(String, i32), Cached> = fresh
+            .into_iter()
+            .filter_map(|r| {
+                let key = (r.pair.kind.clone(), r.pair.version);
+                compile_stored(r).map(|c| (key, c))
+            })
+            .collect();
+        let mut k = self.write();
+        let mut map = HashMap::with_capacity(versions.len());
+        for (p, h) in versions {
+            let key = (p.kind, p.version);
+            let entry = match compiled.remove(&key) {
+                Some(c) => Some(c),
+                None => k.map.remove(&key).filter(|c| c.manifest_version == h),
             };
-            let key = (m.kind.clone(), m.kind_version);
-            match KindSchemas::compile(m) {
-                Ok(k) => {
-                    map.insert(key, Arc::new(k));
-                }
-                Err(e) => {
-                    tracing::error!(kind = %key.0, version = key.1, errors = ?e, "stored manifest does not compile")
-                }
+            if let Some(c) = entry {
+                map.insert(key, c);
             }
         }
-        *self.map.write().expect("schema cache poisoned") = map;
+        k.map = map;
+        k.unknown.clear();
         Ok(())
     }
 
-    /// The compiled schemas of (kind, version).
+    /// Makes sure every pair of `pairs` is either cached or remembered as unknown: the pairs
+    /// that are neither (or, with `fresh`, every pair not cached: a refusal must not rest on a
+    /// memory another pod's apply may have outdated a moment ago) are read in one statement,
+    /// compiled when found, remembered as unknown when not.
+    pub async fn lookup(
+        &self,
+        pool: &PgPool,
+        pairs: impl IntoIterator<Item = (String, i32)>,
+        fresh: bool,
+    ) -> Result<(), sqlx::Error> {
+        let missing: Vec<(String, i32)> = {
+            let k = self.read();
+            let mut seen = HashSet::new();
+            pairs
+                .into_iter()
+                .filter(|p| !k.map.contains_key(p) && (fresh || !k.unknown.contains(p)))
+                .filter(|p| seen.insert(p.clone()))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let found = db::kinds::manifests_of(pool, &missing).await?;
+        let mut compiled: HashMap<(String, i32), Cached> = found
+            .into_iter()
+            .filter_map(|r| {
+                let key = (r.pair.kind.clone(), r.pair.version);
+                compile_stored(r).map(|c| (key, c))
+            })
+            .collect();
+        let mut k = self.write();
+        for key in missing {
+            match compiled.remove(&key) {
+                Some(c) => {
+                    k.unknown.remove(&key);
+                    k.map.insert(key, c);
+                }
+                None => {
+                    if k.unknown.len() >= MAX_UNKNOWN {
+                        k.unknown.clear();
+                    }
+                    k.unknown.insert(key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The compiled schemas of (kind, version), if cached.
     pub fn get(&self, kind: &str, version: i32) -> Option<Arc<KindSchemas>> {
-        self.map
-            .read()
-            .expect("schema cache poisoned")
+        self.read()
+            .map
             .get(&(kind.to_string(), version))
-            .cloned()
+            .map(|c| c.schemas.clone())
+    }
+
+    /// Whether (kind, version) is remembered as unknown.
+    pub fn is_unknown(&self, kind: &str, version: i32) -> bool {
+        self.read().unknown.contains(&(kind.to_string(), version))
     }
 
     /// Whether any version of `kind` is known.
     pub fn has_kind(&self, kind: &str) -> bool {
-        self.map
-            .read()
-            .expect("schema cache poisoned")
-            .keys()
-            .any(|(k, _)| k == kind)
+        self.read().map.keys().any(|(k, _)| k == kind)
     }
 
     /// Whether some version of `kind` declares only reactor reactions.
     pub fn is_reactor_kind(&self, kind: &str) -> bool {
-        self.map
-            .read()
-            .expect("schema cache poisoned")
+        self.read()
+            .map
             .iter()
-            .any(|((k, _), s)| k == kind && s.manifest.is_reactor())
+            .any(|((k, _), c)| k == kind && c.schemas.manifest.is_reactor())
     }
 
-    /// Installs freshly applied schemas (this pod sees its own apply at once).
-    pub fn insert(&self, k: KindSchemas) {
+    /// Installs freshly applied schemas compiled from a manifest whose content hash is
+    /// `manifest_version` (this pod sees its own apply at once), and forgets every remembered
+    /// unknown: a kind just applied is never refused here.
+    pub fn insert(&self, k: KindSchemas, manifest_version: i64) {
         let key = (k.manifest.kind.clone(), k.manifest.kind_version);
-        self.map
-            .write()
-            .expect("schema cache poisoned")
-            .insert(key, Arc::new(k));
+        let mut known = self.write();
+        known.unknown.clear();
+        known.map.insert(
+            key,
+            Cached {
+                schemas: Arc::new(k),
+                manifest_version,
+            },
+        );
     }
 
     /// Forgets a deleted kind version (this pod sees its own delete at once).
     pub fn remove(&self, kind: &str, version: i32) {
-        self.map
-            .write()
-            .expect("schema cache poisoned")
-            .remove(&(kind.to_string(), version));
+        self.write().map.remove(&(kind.to_string(), version));
     }
 
-    /// Keeps the cache fresh until `shutdown`: LISTEN kind_manifest_changed + a failsafe.
+    /// Forgets every remembered unknown (the manifests changed somewhere).
+    pub fn forget_unknown(&self) {
+        self.write().unknown.clear();
+    }
+
+    /// Keeps the cache fresh until `shutdown`: LISTEN kind_manifest_changed + a failsafe. A
+    /// notification first forgets the remembered unknowns (at once, before the re-read).
     pub async fn keep_fresh(
         self: Arc<Self>,
         pool: PgPool,
@@ -627,7 +755,7 @@ impl Schemas {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = notify.notified() => {}
+                _ = notify.notified() => self.forget_unknown(),
                 _ = tokio::time::sleep(every) => {}
             }
             if let Err(e) = self.reload(&pool).await {
