@@ -4,7 +4,11 @@
 //!
 //! It also knows a kind's secrets: a `config_schema` subschema marked `"writeOnly": true`
 //! covers config values the API never shows ([`MASK`] instead) and never echoes in a
-//! validation message, while workers read them intact from the database.
+//! validation message, while workers read them intact from the database. The secrets are
+//! found by the validator that checks the config (its evaluation reports where it applied a
+//! writeOnly subschema, however the schema reaches it: `$ref`, `$anchor`, `$id`-relative
+//! URIs, `$dynamicRef`), united with a structural walk that covers the branches a document
+//! does not take; see `KindSchemas::write_only_pointers`.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -63,6 +67,8 @@ pub struct KindSchemas {
     pub manifest: KindManifest,
     spec: Option<jsonschema::Validator>,
     config: Option<jsonschema::Validator>,
+    /// Whether the config_schema marks anything `"writeOnly": true`.
+    config_has_write_only: bool,
 }
 
 /// Compiles the JSON Schema at `pointer` (its field named `field`); `None` when absent.
@@ -141,10 +147,12 @@ impl KindSchemas {
             }
         }
         if errs.is_empty() {
+            let config_has_write_only = manifest.config_schema.as_ref().is_some_and(has_write_only);
             Ok(KindSchemas {
                 manifest,
                 spec,
                 config,
+                config_has_write_only,
             })
         } else {
             Err(errs)
@@ -229,23 +237,145 @@ impl KindSchemas {
 
     fn config_secrets(&self, config: &Value) -> Secrets {
         let mut s = Secrets::default();
-        let mut copy = config.clone();
-        self.write_only(&mut copy, |ptr, v| {
-            s.pointers.push(ptr.to_string());
-            leaf_texts(v, &mut s.texts);
-        });
+        for ptr in self.write_only_pointers(config) {
+            if let Some(v) = config.pointer(&ptr) {
+                leaf_texts(v, &mut s.texts);
+            }
+            s.pointers.push(ptr);
+        }
         s
     }
 
     /// Calls `visit(pointer, value)` for every value of `config` a writeOnly subschema of
-    /// the kind's config_schema covers.
-    fn write_only(&self, config: &mut Value, visit: impl FnMut(&str, &mut Value)) {
-        let Some(root) = self.manifest.config_schema.as_ref() else {
-            return;
-        };
-        let mut w = WriteOnlyWalk { root, visit };
-        w.walk(vec![root], config, &mut String::new());
+    /// the kind's config_schema covers (the outermost one where they nest).
+    fn write_only(&self, config: &mut Value, mut visit: impl FnMut(&str, &mut Value)) {
+        for ptr in self.write_only_pointers(config) {
+            if let Some(v) = config.pointer_mut(&ptr) {
+                visit(&ptr, v);
+            }
+        }
     }
+
+    /// The locations (JSON pointers) of `config` a writeOnly subschema of the kind's
+    /// config_schema covers, outermost only, in document order of their pointers. Two
+    /// sources, united so that a secret is masked if either finds it:
+    ///
+    /// - the validator itself ([`jsonschema::Validator::evaluate`]): every place it applied
+    ///   a subschema carrying `"writeOnly": true` (an annotation, kept or dropped because
+    ///   the subschema failed). It reaches a subschema exactly as validation does, through
+    ///   the one resolver: `$ref` to a pointer, an `$anchor`, an `$id`-relative URI,
+    ///   `$dynamicRef`, every applicator, `patternProperties` by its regex;
+    /// - a walk of the schema's structure beside the document ([`WriteOnlyWalk`]), which
+    ///   errs on the side of covering: it follows every branch whether or not the document
+    ///   takes it (a stored config that fails a later schema, an `anyOf` branch a `"***"`
+    ///   written back makes fail, an evaluation an unfinished regex match cut short).
+    ///
+    /// A document of more than [`MAX_SEARCHED_VALUES`] values is not evaluated (its output
+    /// would grow with it): every string, number and boolean in it counts as covered.
+    fn write_only_pointers(&self, config: &Value) -> Vec<String> {
+        let (Some(root), Some(validator)) =
+            (self.manifest.config_schema.as_ref(), self.config.as_ref())
+        else {
+            return Vec::new();
+        };
+        if !self.config_has_write_only {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        if values_beyond(config, MAX_SEARCHED_VALUES) {
+            scalar_pointers(config, &mut String::new(), &mut found);
+            return found;
+        }
+        evaluated_write_only(validator, config, &mut found);
+        let mut w = WriteOnlyWalk {
+            root,
+            found: &mut found,
+        };
+        w.walk(vec![root], config, &mut String::new());
+        outermost(found)
+    }
+}
+
+/// Whether any subschema of `schema` is marked `"writeOnly": true`: without one, a config
+/// has no secrets and nothing needs to look for them.
+fn has_write_only(schema: &Value) -> bool {
+    let mut todo = vec![schema];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::Object(o) => {
+                if o.get("writeOnly") == Some(&Value::Bool(true)) {
+                    return true;
+                }
+                todo.extend(o.values());
+            }
+            Value::Array(a) => todo.extend(a),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Pushes to `out` the instance location of every place `validator`, evaluating `doc`,
+/// applied a subschema carrying `"writeOnly": true`: the annotations it collected, and the
+/// ones it dropped because that subschema (or one beside it) failed.
+fn evaluated_write_only(validator: &jsonschema::Validator, doc: &Value, out: &mut Vec<String>) {
+    let marks = |a: Option<&Value>| a.and_then(|a| a.get("writeOnly")) == Some(&Value::Bool(true));
+    let evaluation = validator.evaluate(doc);
+    let mut todo = vec![evaluation.root()];
+    while let Some(unit) = todo.pop() {
+        if marks(unit.annotations().map(|a| a.value()))
+            || marks(unit.dropped_annotations().map(|a| a.value()))
+        {
+            out.push(unit.instance_location().as_str().to_string());
+        }
+        todo.extend(unit.children());
+    }
+}
+
+/// The pointers of every string, number and boolean of `v` (at `ptr`).
+fn scalar_pointers(v: &Value, ptr: &mut String, out: &mut Vec<String>) {
+    let at = |ptr: &mut String, token: &str, child: &Value, out: &mut Vec<String>| {
+        let len = ptr.len();
+        ptr.push('/');
+        ptr.push_str(token);
+        scalar_pointers(child, ptr, out);
+        ptr.truncate(len);
+    };
+    match v {
+        Value::Object(o) => {
+            for (k, child) in o {
+                at(ptr, &converge_proto::json_pointer::escape(k), child, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, child) in a.iter().enumerate() {
+                at(ptr, &i.to_string(), child, out);
+            }
+        }
+        Value::Null => {}
+        _ => out.push(ptr.clone()),
+    }
+}
+
+/// `pointers` sorted, each once, without any that lies under another (the outer one covers
+/// it whole).
+fn outermost(mut pointers: Vec<String>) -> Vec<String> {
+    pointers.sort();
+    pointers.dedup();
+    let mut out: Vec<String> = Vec::with_capacity(pointers.len());
+    for p in pointers {
+        // Sorted, so an ancestor comes before its descendants (though not always right
+        // before: "/a/b" < "/a-" < "/a/c" sorts "/a-" between two children of "/a").
+        let covered = out.iter().any(|o| {
+            o.is_empty()
+                || p.strip_prefix(o.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        });
+        if !covered {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// What a writeOnly value reads as.
@@ -301,7 +431,9 @@ fn leaf_texts(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// A walk of a document beside its schema, to find what `"writeOnly": true` covers. It errs
+/// A walk of a document beside its schema, to find what `"writeOnly": true` covers: the
+/// covering half of [`KindSchemas::write_only_pointers`] (the validator's evaluation is the
+/// exact half, and the only one that follows `$anchor`, `$id` and `$dynamicRef`). It errs
 /// on the side of covering: every subschema that *could* apply is followed whether or not it
 /// validates (a stored config that fails a later schema keeps its secrets hidden): the
 /// in-place applicators (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`,
@@ -309,25 +441,26 @@ fn leaf_texts(v: &Value, out: &mut Vec<String>) {
 /// `unevaluatedProperties` (for keys not in `properties`), `patternProperties` (taken to match
 /// every key: there is no regex engine here), `prefixItems`, `items` (both forms),
 /// `additionalItems`, `contains` and `unevaluatedItems`.
-struct WriteOnlyWalk<'s, F> {
+struct WriteOnlyWalk<'s, 'o> {
     root: &'s Value,
-    visit: F,
+    /// The covered locations found.
+    found: &'o mut Vec<String>,
 }
 
-impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
+impl<'s> WriteOnlyWalk<'s, '_> {
     /// `schemas` all apply to `doc`, found at `ptr`.
-    fn walk(&mut self, schemas: Vec<&'s Value>, doc: &mut Value, ptr: &mut String) {
+    fn walk(&mut self, schemas: Vec<&'s Value>, doc: &Value, ptr: &mut String) {
         let applying = self.in_place_closure(schemas);
         if applying
             .iter()
             .any(|s| s.get("writeOnly") == Some(&Value::Bool(true)))
         {
-            (self.visit)(ptr, doc);
+            self.found.push(ptr.clone());
             return;
         }
         match doc {
             Value::Object(map) => {
-                for (key, child) in map.iter_mut() {
+                for (key, child) in map {
                     let mut subs = Vec::new();
                     for s in &applying {
                         let named = s.get("properties").and_then(|p| p.get(key));
@@ -353,7 +486,7 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
                 }
             }
             Value::Array(items) => {
-                for (i, child) in items.iter_mut().enumerate() {
+                for (i, child) in items.iter().enumerate() {
                     let mut subs = Vec::new();
                     for s in &applying {
                         let prefix = s.get("prefixItems").and_then(Value::as_array);
@@ -380,10 +513,10 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
             _ => {}
         }
 
-        fn descend<'s, F: FnMut(&str, &mut Value)>(
-            w: &mut WriteOnlyWalk<'s, F>,
+        fn descend<'s>(
+            w: &mut WriteOnlyWalk<'s, '_>,
             subs: Vec<&'s Value>,
-            child: &mut Value,
+            child: &Value,
             ptr: &mut String,
             token: &str,
         ) {
@@ -828,6 +961,63 @@ mod tests {
                 "extra": {"plain": "p", "x": MASK, "y": MASK}
             })
         );
+    }
+
+    #[test]
+    fn masks_what_the_validator_reaches_by_anchor_id_and_dynamic_ref() {
+        let k = kind(json!({
+            "$id": "https://example.invalid/cfg",
+            "type": "object",
+            "$defs": {
+                "anchored": {"$anchor": "secret", "type": "string", "writeOnly": true},
+                "byid": {"$id": "parts/key", "type": "string", "writeOnly": true},
+                "dyn": {"$dynamicAnchor": "leaf", "type": "string", "writeOnly": true}
+            },
+            "properties": {
+                "a": {"$ref": "#secret"},
+                "b": {"$ref": "parts/key"},
+                "c": {"$ref": "https://example.invalid/parts/key"},
+                "d": {"$dynamicRef": "#leaf"},
+                "plain": {"type": "string"}
+            },
+            "patternProperties": {"^pw_": {"$ref": "#secret"}}
+        }));
+        let mut cfg = json!({"a": "1", "b": "2", "c": "3", "d": "4", "plain": "p",
+                             "pw_x": "5", "other": "o"});
+        assert_eq!(k.mask_config(&mut cfg), 5, "{cfg}");
+        assert_eq!(
+            cfg,
+            json!({"a": MASK, "b": MASK, "c": MASK, "d": MASK, "plain": "p",
+                   "pw_x": MASK, "other": "o"})
+        );
+        // A value of the wrong type is still a secret (the annotation is dropped, not lost).
+        let mut cfg = json!({"a": 12345});
+        assert_eq!(k.mask_config(&mut cfg), 1);
+        assert_eq!(cfg, json!({"a": MASK}));
+        // The round trip keeps it, and messages never quote it.
+        let stored = json!({"a": "s3cr3t-value", "plain": "p"});
+        let mut back = json!({"a": MASK, "plain": "q"});
+        assert_eq!(k.restore_config(&mut back, Some(&stored), "/spec"), Ok(1));
+        assert_eq!(back["a"], "s3cr3t-value");
+        let v = k.validate_config(&json!({"a": "s3cr3t-value", "plain": 5}), "/spec");
+        assert!(
+            v.errors.iter().all(|e| !e.message.contains("s3cr3t")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_huge_config_is_masked_whole() {
+        let k = kind(json!({"properties": {"t": secret()}}));
+        let mut cfg = json!({"t": "x", "many": vec![1; MAX_SEARCHED_VALUES], "n": null});
+        k.mask_config(&mut cfg);
+        assert_eq!(cfg["t"], MASK);
+        assert_eq!(cfg["many"][0], MASK);
+        assert_eq!(cfg["n"], Value::Null);
+        // No writeOnly anywhere: nothing is looked for.
+        let plain = kind(json!({"properties": {"t": {}}}));
+        let mut cfg = json!({"t": "x", "many": vec![1; MAX_SEARCHED_VALUES]});
+        assert_eq!(plain.mask_config(&mut cfg), 0);
     }
 
     #[test]
