@@ -378,6 +378,7 @@ pub(crate) fn applied_json(
 )]
 pub async fn get(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<auth::Caller>>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -390,7 +391,7 @@ pub async fn get(
     }
     if watch {
         let resume = super::watch::last_event_id(&headers)?;
-        return watch_one(s, kind, name, resume).await;
+        return watch_one(s, caller.map(|c| c.0), kind, name, resume).await;
     }
     let detail = detail(&s, &kind, &name)
         .await?
@@ -454,6 +455,7 @@ pub(crate) async fn detail(
 /// name may be applied again.
 async fn watch_one(
     s: AppState,
+    caller: Option<auth::Caller>,
     kind: String,
     name: String,
     resume: Option<i64>,
@@ -477,6 +479,7 @@ async fn watch_one(
             ))
         }
     };
+    let state = s.clone();
     let rest = super::watch::messages(w, move |batch| {
         let (s, kind, name) = (s.clone(), kind.clone(), name.clone());
         async move {
@@ -488,10 +491,11 @@ async fn watch_one(
                 .collect())
         }
     });
-    Ok(super::watch::respond(futures::StreamExt::chain(
-        futures::stream::iter(first),
-        rest,
-    )))
+    Ok(super::watch::respond(
+        &state,
+        caller,
+        futures::StreamExt::chain(futures::stream::iter(first), rest),
+    ))
 }
 
 pub(crate) fn encode_cursor(t: DateTime<Utc>, id: Uuid) -> String {
