@@ -473,7 +473,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_problem_is_bounded_whatever_it_holds() {
-        let huge = "\u{1}".repeat(1 << 20);
+        // 64 KiB a string (64 times the largest message), 10,000 of them: 1.3 GB to build.
+        // (1 MiB each needed 20 GB, more than a shared test machine has to spare.)
+        let huge = "\u{1}".repeat(1 << 16);
         let errors: Vec<FieldError> = (0..10_000)
             .map(|i| FieldError::new(format!("/a/{i}/{huge}"), huge.clone()))
             .collect();
@@ -494,6 +496,35 @@ mod tests {
         assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
         let (_, body) = body_of(ApiError::invalid(&huge, huge.clone())).await;
         assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
+    }
+
+    #[test]
+    fn an_item_problem_is_bounded_by_its_escaped_size() {
+        // Control characters escape to six bytes each: a text cap alone would not hold.
+        for text in ["x", "\u{1}", "\"", "é"] {
+            let huge = text.repeat(100_000);
+            let errors: Vec<FieldError> = (0..200)
+                .map(|i| FieldError::new(format!("/spec/{i}/{huge}"), huge.clone()))
+                .collect();
+            let e = ApiError::fields(&huge, errors, 7);
+            let (status, problem) = e.into_problem_within(&ITEM_PROBLEM_LIMITS);
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+            let body = serde_json::to_vec(&problem).unwrap();
+            assert!(
+                body.len() <= MAX_ITEM_PROBLEM_BYTES,
+                "{text:?}: {} bytes",
+                body.len()
+            );
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            let listed = v["errors"].as_array().map_or(0, Vec::len) as u64;
+            let omitted = v["errors_omitted"].as_u64().unwrap_or(0);
+            assert_eq!(listed + omitted, 200 + 7, "{text:?}: every problem counted");
+            assert!(v["detail"].as_str().unwrap().ends_with('…'), "{text:?}");
+        }
+        // A short problem is whole.
+        let (_, p) = ApiError::invalid("/name", "bad").into_problem_within(&ITEM_PROBLEM_LIMITS);
+        assert_eq!(p.detail, "/name: bad");
+        assert_eq!(p.errors.unwrap()[0].message, "bad");
     }
 
     #[tokio::test]
