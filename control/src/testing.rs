@@ -4,3 +4,5 @@
 
 pub use converge_engine::testing::{TEST_DATABASE_URL_ENV, TestDb, wait_for};
 pub use converge_testkit::{free_port, spawn_ready, spawn_ready_tls};
+
+pub mod write_only;

@@ -1,13 +1,16 @@
 //! `POST /api/v1/resources:batch` against the real `converge`: per-item results with the
 //! single apply's 422s, nothing written for a failed item, a repeated batch answering
-//! `unchanged` for every item, NDJSON bodies, duplicates within a batch, the item cap, and
-//! applied items reaching Ready through a real worker.
+//! `unchanged` for every item, NDJSON bodies, duplicates within a batch, the item cap,
+//! applied items reaching Ready through a real worker, a bounded reply whose memory returns,
+//! and unknown kinds costing a lookup, never a recompile (issue 41).
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Converge, Worker, wait_ready_at};
+const T: Duration = Duration::from_secs(30);
+
+use common::{Converge, Worker, wait_for, wait_ready_at};
 use serde_json::{Value, json};
 
 /// POSTs `body` (already serialised) with `content_type`; returns (status, body).
@@ -173,5 +176,267 @@ async fn ndjson_duplicates_and_the_item_cap() {
     let (status, body) = post_batch(&c, "application/json", many).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("10000"), "{body}");
+    c.stop().await;
+}
+
+/// converge's resident set (`VmRSS`) and its peak (`VmHWM`), in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// A kind whose spec has 40 fields, each allowing only a long list of long words: a value
+/// breaks each field's rules with a message that quotes the list.
+fn strict_manifest() -> Value {
+    let words: Vec<String> = (0..40)
+        .map(|i| format!("allowed-{i:02}-{}", "w".repeat(40)))
+        .collect();
+    let props: serde_json::Map<String, Value> = (0..40)
+        .map(|i| {
+            (
+                format!("f{i:02}"),
+                json!({"type": "string", "maxLength": 8, "pattern": "^[a-z]+$", "enum": words}),
+            )
+        })
+        .collect();
+    json!({"kind": "strict", "kind_version": 1,
+        "spec_schema": {"type": "object", "properties": props, "additionalProperties": false},
+        "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]})
+}
+
+/// POSTs `body` as a JSON array batch; returns (status, reply bytes).
+async fn post_raw(c: &Converge, body: String) -> (u16, Vec<u8>) {
+    let r = c
+        .client
+        .post(format!("{}/api/v1/resources:batch", c.http))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.bytes().await.unwrap().to_vec())
+}
+
+/// Issue 41 item 3: a batch of failing items with large values answers a bounded reply
+/// (each problem at most 2 KiB, the whole at most 4 MiB, the rest counted) and the memory
+/// it took is returned.
+#[tokio::test]
+async fn failing_items_with_large_values_get_a_bounded_reply_and_memory_returns() {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&strict_manifest()).await;
+    let item = |i: usize, len: usize| {
+        let spec: serde_json::Map<String, Value> = (0..40)
+            .map(|f| {
+                (
+                    format!("f{f:02}"),
+                    json!(format!("{i}-{f}-{}", "Ø".repeat(len))),
+                )
+            })
+            .collect();
+        json!({"kind": "strict", "kind_version": 1, "name": format!("s-{i}"), "spec": spec})
+    };
+    // Warm up (pools, caches, the allocator's arenas) with a small batch of the same shape.
+    let warm: Vec<Value> = (0..50).map(|i| item(i, 100)).collect();
+    let (status, _) = post_raw(&c, Value::Array(warm).to_string()).await;
+    assert_eq!(status, 200);
+    let (rss_before, _) = rss_kib(c.pid());
+
+    // 1,000 items, 40 failing fields each, every value ~200 bytes: ~8 MiB of request.
+    let items: Vec<Value> = (0..1000).map(|i| item(i, 100)).collect();
+    let body = Value::Array(items).to_string();
+    let request_bytes = body.len();
+    let (status, reply) = post_raw(&c, body).await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&reply).expect("the reply is one JSON document");
+    assert!(reply.len() <= 4 << 20, "{} bytes", reply.len());
+    assert_eq!(
+        (v["items"].as_u64(), v["failed"].as_u64()),
+        (Some(1000), Some(1000))
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(
+        results.len() as u64 + v["results_omitted"].as_u64().unwrap(),
+        1000
+    );
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["index"], i, "results are item order from the first");
+        assert_eq!(r["status"], 422, "{r}");
+        let problem = serde_json::to_vec(&r["error"]).unwrap();
+        assert!(
+            problem.len() <= 2048,
+            "item {i}: {} bytes: {}",
+            problem.len(),
+            r["error"]
+        );
+        let listed = r["error"]["errors"].as_array().map_or(0, Vec::len) as u64;
+        let omitted = r["error"]["errors_omitted"].as_u64().unwrap_or(0);
+        assert!(
+            listed >= 1 && listed + omitted >= 40,
+            "item {i}: {}",
+            r["error"]
+        );
+    }
+    let (_, peak) = rss_kib(c.pid());
+    // Memory grown by the request is returned once the reply is read.
+    let settled = wait_for(
+        Duration::from_secs(20),
+        "converge's RSS back within 50 MB of where it started",
+        || async {
+            let (now, _) = rss_kib(c.pid());
+            (now <= rss_before + 50 * 1000).then_some(now)
+        },
+    )
+    .await;
+    println!(
+        "request {request_bytes} bytes -> reply {} bytes ({} results listed); converge RSS \
+         {rss_before} KiB before, {settled} KiB after, peak {peak} KiB",
+        reply.len(),
+        results.len()
+    );
+
+    // 10,000 failing items: more problems than 4 MiB holds; the first ones are listed, the
+    // rest counted, and the counts cover every item.
+    let items: Vec<Value> = (0..10_000).map(|i| item(i, 4)).collect();
+    let (status, reply) = post_raw(&c, Value::Array(items).to_string()).await;
+    assert_eq!(status, 200);
+    assert!(reply.len() <= 4 << 20, "{} bytes", reply.len());
+    let v: Value = serde_json::from_slice(&reply).unwrap();
+    let listed = v["results"].as_array().unwrap().len() as u64;
+    let omitted = v["results_omitted"].as_u64().unwrap();
+    assert_eq!(
+        (v["failed"].as_u64(), listed + omitted),
+        (Some(10_000), 10_000)
+    );
+    assert!(
+        omitted > 0 && listed > 1000,
+        "{listed} listed, {omitted} omitted"
+    );
+    println!(
+        "10,000 failing items: {} bytes, {listed} listed, {omitted} omitted",
+        reply.len()
+    );
+    c.stop().await;
+}
+
+/// converge_kind_schema_compiles_total from /metrics.
+async fn compiles(c: &Converge) -> f64 {
+    let text = c
+        .client
+        .get(format!("{}/metrics", c.http))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("converge_kind_schema_compiles_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no converge_kind_schema_compiles_total in /metrics:\n{text}"))
+}
+
+/// Issue 41 item 3: a batch naming 500 unknown kinds costs a lookup, not a re-read and
+/// recompile of every stored manifest per item; a kind applied a moment later, through this
+/// process or another, is never refused.
+#[tokio::test]
+async fn unknown_kinds_are_looked_up_not_recompiled_and_a_new_kind_is_never_refused() {
+    let c = Converge::start(&[]).await;
+    // Stored behind the API's back, so the cache reads them in on the notification alone
+    // (an apply through the API also compiles its check, racing that re-read): once both
+    // are compiled, nothing else is left to compile.
+    let c0 = compiles(&c).await;
+    for m in [Converge::hello_manifest(30), strict_manifest()] {
+        let m: converge_proto::manifest::KindManifest = serde_json::from_value(m).unwrap();
+        let doc = serde_json::to_value(&m).unwrap();
+        converge_control::db::kinds::manifest_put(&c.db.pool, &m.kind, m.kind_version, &doc)
+            .await
+            .unwrap();
+    }
+    let before = wait_for(
+        T,
+        "both stored manifests compiled into the cache",
+        || async {
+            let n = compiles(&c).await;
+            (n == c0 + 2.0).then_some(n)
+        },
+    )
+    .await;
+    let items: Vec<Value> = (0..500)
+        .map(
+            |i| json!({"kind": format!("nosuch-{i}"), "kind_version": 1, "name": format!("u-{i}")}),
+        )
+        .collect();
+    let started = std::time::Instant::now();
+    let (status, body) = post_batch(&c, "application/json", Value::Array(items).to_string()).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["failed"], 500);
+    for r in body["results"].as_array().unwrap() {
+        assert_eq!(r["status"], 404, "{r}");
+    }
+    // Again: the unknown kinds are remembered, still nothing compiled.
+    let items: Vec<Value> = (0..500)
+        .map(
+            |i| json!({"kind": format!("nosuch-{i}"), "kind_version": 1, "name": format!("u-{i}")}),
+        )
+        .collect();
+    let again = std::time::Instant::now();
+    let (status, _) = post_batch(&c, "application/json", Value::Array(items).to_string()).await;
+    assert_eq!(status, 200);
+    println!(
+        "a 500-item batch of unknown kinds answered in {took:?} (again: {:?})",
+        again.elapsed()
+    );
+    assert_eq!(
+        compiles(&c).await,
+        before,
+        "no manifest was compiled for an unknown kind"
+    );
+
+    // Applied a moment later through this process: at once accepted.
+    let mut m = Converge::hello_manifest(30);
+    m["kind"] = json!("nosuch-7");
+    c.apply_manifest(&m).await;
+    let one = |kind: &str, name: &str| json!({"kind": kind, "kind_version": 1, "name": name});
+    let (status, body) = post_batch(
+        &c,
+        "application/json",
+        json!([one("nosuch-7", "u-7")]).to_string(),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["results"][0]["status"]),
+        (200, &json!(201)),
+        "{body}"
+    );
+
+    // Applied through another process: the next apply here, single or batched, takes it.
+    let peer = c.spawn_peer(&[]).await;
+    let at_peer = converge_testkit::Api::new(&peer.http);
+    for (i, kind) in ["nosuch-8", "nosuch-9"].into_iter().enumerate() {
+        let mut m = Converge::hello_manifest(30);
+        m["kind"] = json!(kind);
+        at_peer.apply_manifest(&m).await;
+        if i == 0 {
+            let (status, _, body) = c.apply(&one(kind, "u-single")).await;
+            assert_eq!(status, 201, "{body}");
+        } else {
+            let (status, body) = post_batch(
+                &c,
+                "application/json",
+                json!([one(kind, "u-batch")]).to_string(),
+            )
+            .await;
+            assert_eq!(body["results"][0]["status"], 201, "{status} {body}");
+        }
+    }
     c.stop().await;
 }

@@ -2,7 +2,9 @@
 //! worker: a `config_schema` property marked `"writeOnly": true` reads as `"***"` in every API
 //! response (the secret strings are searched for in every body the API returns, errors
 //! included), a write carrying `"***"` keeps the stored value, and the worker still receives
-//! every secret intact, in the pushed default and in a task's override.
+//! every secret intact, in the pushed default and in a task's override. Issue 41: the same
+//! for a secret the schema reaches by any route the validator follows (`$anchor`,
+//! `$dynamicRef`, `$id`-relative `$ref`, the applicators, ...), alone or chained.
 
 mod common;
 
@@ -12,6 +14,7 @@ use std::{
 };
 
 use common::{Converge, wait_for};
+use converge_control::testing::write_only::{self, Route};
 use converge_sdk::{
     HandlerError, KindVersion, Outcome, Provider, ProviderConfig, ReactionRequest, Registry,
     WorkerConfig,
@@ -277,5 +280,138 @@ async fn write_only_values_are_masked_in_every_read_and_reach_the_worker_intact(
         assert_eq!(s, 200, "{path}: {body}");
     }
     stop.cancel();
+    c.stop().await;
+}
+
+/// Sends a request and returns (status, body), asserting `secret` is not in the body.
+async fn call_hiding(
+    c: &Converge,
+    secret: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut r = c
+        .client
+        .request(method.clone(), format!("{}/api/v1/{path}", c.http));
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    assert!(
+        !text.contains(secret),
+        "{method} {path} ({status}) shows the secret {secret:?}: {text}"
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Route chains: every route alone, then `random` chains of two to four routes from a
+/// fixed seed (the control crate's property test explores many more without a server).
+fn route_chains(random: usize) -> Vec<Vec<Route>> {
+    let mut chains: Vec<Vec<Route>> = Route::ALL.iter().map(|r| vec![*r]).collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    for _ in 0..random {
+        let len = 2 + next(3);
+        chains.push(
+            (0..len)
+                .map(|_| Route::ALL[next(Route::ALL.len())])
+                .collect(),
+        );
+    }
+    chains
+}
+
+/// Issue 41 item 4: a writeOnly value the config_schema reaches by `$anchor`, `$dynamicRef`,
+/// an `$id`-relative `$ref` or any other route the validator follows, alone or chained, is
+/// masked in the write's echo, the read of one and the list, kept on a write-back of
+/// `"***"`, and never quoted by a 422.
+#[tokio::test]
+async fn write_only_values_reached_by_any_route_are_masked_in_every_read() {
+    let c = Converge::start(&[]).await;
+    for (i, routes) in route_chains(18).into_iter().enumerate() {
+        let kind = format!("sec{i}");
+        let secret = format!("route-secret-{i:03}-7d1e");
+        let case = write_only::case(&routes, &secret, false);
+        let manifest = json!({"kind": kind, "kind_version": 1, "config_schema": case.schema,
+            "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]});
+        c.apply_manifest(&manifest).await;
+        let name = format!("cfg-{i}");
+        let put = |spec: &Value| {
+            json!({"name": name, "kind": kind, "kind_version": 1, "is_default": false,
+                   "spec": spec})
+        };
+        let what = format!("{routes:?}");
+
+        let (s, echo) = call_hiding(
+            &c,
+            &secret,
+            Method::POST,
+            "providerconfigs",
+            Some(put(&case.config)),
+        )
+        .await;
+        assert_eq!(s, 201, "{what}: {echo}");
+        assert_eq!(echo["spec"], case.masked, "{what}: the write's echo");
+        let (s, one) = call_hiding(
+            &c,
+            &secret,
+            Method::GET,
+            &format!("providerconfigs/{name}"),
+            None,
+        )
+        .await;
+        assert_eq!((s, &one["spec"]), (200, &case.masked), "{what}: one");
+        let (s, list) = call_hiding(
+            &c,
+            &secret,
+            Method::GET,
+            &format!("providerconfigs?kind={kind}"),
+            None,
+        )
+        .await;
+        assert_eq!(
+            (s, &list["items"][0]["spec"]),
+            (200, &case.masked),
+            "{what}: the list"
+        );
+
+        // What was read, written back: the secret is kept (the database still holds it).
+        let (s, back) = call_hiding(
+            &c,
+            &secret,
+            Method::POST,
+            "providerconfigs",
+            Some(put(&case.masked)),
+        )
+        .await;
+        assert_eq!(s, 200, "{what}: {back}");
+        let stored: Value = sqlx::query_scalar("SELECT spec FROM providerconfigs WHERE name = $1")
+            .bind(&name)
+            .fetch_one(&c.db.pool)
+            .await
+            .unwrap();
+        assert_eq!(stored, case.config, "{what}: the secret is kept");
+
+        // A value breaking its rule: refused, never quoted.
+        let tight = write_only::case(&routes, &secret, true);
+        let mut m = manifest.clone();
+        m["kind"] = json!(format!("{kind}t"));
+        m["config_schema"] = tight.schema.clone();
+        c.apply_manifest(&m).await;
+        let mut body = put(&tight.config);
+        body["kind"] = m["kind"].clone();
+        body["name"] = json!(format!("{name}t"));
+        let (s, refused) =
+            call_hiding(&c, &secret, Method::POST, "providerconfigs", Some(body)).await;
+        assert_eq!(s, 422, "{what}: {refused}");
+    }
     c.stop().await;
 }

@@ -1,8 +1,8 @@
 //! Every door checks who is knocking (issue 23), against the real `converge` binary: the
 //! HTTP role matrix with problem+json answers, the token file reloaded without a restart,
 //! the WorkerService's UNAUTHENTICATED / PERMISSION_DENIED, the refusal to listen open
-//! beyond loopback, HTTPS and gRPC over TLS with mTLS and a renewed certificate, and
-//! PostgreSQL over TLS.
+//! beyond loopback, HTTPS and gRPC over TLS with mTLS and a renewed certificate,
+//! PostgreSQL over TLS, and a removed viewer's open watches closing (issue 41).
 
 mod common;
 
@@ -292,6 +292,111 @@ async fn the_token_file_is_reread_without_a_restart() {
     std::fs::write(&auth, "principals: [{name: x, role: nobody}]").unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await; // two reload polls; no state to poll
     assert_eq!(get(ADMIN).await, 200);
+    c.stop().await;
+}
+
+/// The raw chunks of an open event stream.
+type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>;
+
+/// An open `?watch=true` stream of `path` (under the API) as `token`.
+async fn open_watch(c: &Converge, token: &str, path: &str) -> Chunks {
+    use futures::StreamExt;
+    let r = c
+        .client
+        .get(format!("{}{path}", c.http))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec())))
+}
+
+/// Reads `s` until it ends (or fails); how long after `since` that was.
+async fn until_closed(s: &mut Chunks, since: std::time::Instant) -> Duration {
+    use futures::StreamExt;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(_)) = s.next().await {}
+    })
+    .await
+    .expect("the watch of a removed principal must end");
+    since.elapsed()
+}
+
+#[tokio::test]
+async fn a_removed_viewers_watches_close_and_others_go_on() {
+    use futures::StreamExt;
+    let dir = Scratch::new();
+    let (c, auth) = start_with_auth(&dir).await;
+    let apply = |name: &'static str| {
+        let c = &c;
+        async move {
+            let body = json!({"kind": "hello", "kind_version": 1, "name": name, "spec": {}});
+            let r = call(
+                c,
+                Some(OPERATOR),
+                Method::POST,
+                "/api/v1/resources",
+                Some(&body),
+            )
+            .await;
+            assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        }
+    };
+    apply("watched-1").await;
+    let mut one = open_watch(&c, VIEWER, "/api/v1/resources/hello/watched-1?watch=true").await;
+    let mut log = open_watch(&c, VIEWER, "/api/v1/events?watch=true").await;
+    let mut admin = open_watch(&c, ADMIN, "/api/v1/events?watch=true").await;
+    // The resource's watch first sends the resource as it is: both are streaming.
+    let first = tokio::time::timeout(Duration::from_secs(10), one.next())
+        .await
+        .expect("the first message")
+        .expect("the stream is open")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("watched-1"));
+
+    let kept: Vec<_> = principals()
+        .into_iter()
+        .filter(|p| p.0 != "alice")
+        .collect();
+    write_auth(&auth, &kept, &[]);
+    let removed = std::time::Instant::now();
+    let (one_after, log_after) = tokio::join!(
+        until_closed(&mut one, removed),
+        until_closed(&mut log, removed)
+    );
+    // Within a second of converge reloading the file (polled once a second for now).
+    println!(
+        "a removed viewer's watches closed {one_after:?} (one resource) and {log_after:?} \
+         (the event log) after the AUTH_FILE write"
+    );
+    let r = call(
+        &c,
+        Some(VIEWER),
+        Method::GET,
+        "/api/v1/events?watch=true",
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 401, "a reconnect is refused");
+
+    // The admin's watch, opened beside them, goes on: a new resource's event reaches it.
+    apply("watched-2").await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let mut seen = String::new();
+        while let Some(chunk) = admin.next().await {
+            seen.push_str(&String::from_utf8_lossy(
+                &chunk.expect("the admin's watch is open"),
+            ));
+            if seen.contains("watched-2") {
+                return;
+            }
+        }
+        panic!("the admin's watch ended: {seen}");
+    })
+    .await
+    .expect("the admin's watch sees the next event");
     c.stop().await;
 }
 

@@ -119,7 +119,7 @@ pub struct StateLabel {
 }
 
 /// Every family, by the name it takes in the text (a counter's with `_total`).
-pub const FAMILIES: [&str; 12] = [
+pub const FAMILIES: [&str; 13] = [
     "converge_reconciles_total",
     "converge_reconcile_duration_seconds",
     "converge_task_duration_seconds",
@@ -132,6 +132,7 @@ pub const FAMILIES: [&str; 12] = [
     "converge_http_requests_total",
     "converge_http_request_duration_seconds",
     "converge_db_pool_connections",
+    "converge_kind_schema_compiles_total",
 ];
 
 /// How a task ended, as the broker saw it.
@@ -194,6 +195,10 @@ pub struct Metrics {
     pub http_request_duration: Histograms<RouteLabel>,
     /// `converge_db_pool_connections{state}`: the process's PostgreSQL pool.
     pub db_pool_connections: Family<StateLabel, Gauge>,
+    /// `converge_kind_schema_compiles_total`: kind manifests whose JSON Schemas the control
+    /// plane compiled (an applied manifest's check, a new or changed manifest read into the
+    /// validator cache; never one for a lookup of an unknown kind).
+    pub kind_schema_compiles: Counter,
 }
 
 impl Metrics {
@@ -212,6 +217,7 @@ impl Metrics {
             http_requests: Family::default(),
             http_request_duration: Family::new_with_constructor(short_histogram),
             db_pool_connections: Family::default(),
+            kind_schema_compiles: Counter::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -273,6 +279,11 @@ impl Metrics {
             "db_pool_connections",
             "Connections of this process's PostgreSQL pool, by state (idle or in_use)",
             m.db_pool_connections.clone(),
+        );
+        r.register(
+            "kind_schema_compiles",
+            "Kind manifests whose JSON Schemas the control plane compiled: an applied manifest's check, a new or changed manifest read into the validator cache; none for a lookup of an unknown kind",
+            m.kind_schema_compiles.clone(),
         );
         m
     }

@@ -44,17 +44,16 @@ impl Joined {
     }
 
     /// The (kind, version)s `pairs` names. A kind missing from the cache may have just been
-    /// applied through another pod: when any is, the manifests are re-read once for all of
-    /// them, not once per kind.
+    /// applied through another pod: the ones neither cached nor remembered as unknown are
+    /// looked up together, in one read. A kind missing here leaves its flows unchecked (a
+    /// warning), never refused, so the remembered unknowns are trusted.
     pub async fn read_kinds(
         schemas: &Schemas,
         pool: &PgPool,
         pairs: Vec<(String, i32)>,
     ) -> Result<Joined, sqlx::Error> {
         let pairs: BTreeSet<(String, i32)> = pairs.into_iter().collect();
-        if pairs.iter().any(|(k, v)| schemas.get(k, *v).is_none()) {
-            schemas.reload(pool).await?;
-        }
+        schemas.lookup(pool, pairs.iter().cloned(), false).await?;
         Ok(Joined(
             pairs
                 .into_iter()

@@ -4,10 +4,14 @@
 //!
 //! It also knows a kind's secrets: a `config_schema` subschema marked `"writeOnly": true`
 //! covers config values the API never shows ([`MASK`] instead) and never echoes in a
-//! validation message, while workers read them intact from the database.
+//! validation message, while workers read them intact from the database. The secrets are
+//! found by the validator that checks the config (its evaluation reports where it applied a
+//! writeOnly subschema, however the schema reaches it: `$ref`, `$anchor`, `$id`-relative
+//! URIs, `$dynamicRef`), united with a structural walk that covers the branches a document
+//! does not take; see `KindSchemas::write_only_pointers`.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, RwLock},
     time::Duration,
 };
@@ -63,6 +67,8 @@ pub struct KindSchemas {
     pub manifest: KindManifest,
     spec: Option<jsonschema::Validator>,
     config: Option<jsonschema::Validator>,
+    /// Whether the config_schema marks anything `"writeOnly": true`.
+    config_has_write_only: bool,
 }
 
 /// Compiles the JSON Schema at `pointer` (its field named `field`); `None` when absent.
@@ -111,6 +117,9 @@ impl KindSchemas {
         manifest: KindManifest,
         at: &dyn Fn(usize) -> usize,
     ) -> Result<KindSchemas, Vec<FieldError>> {
+        converge_engine::metrics::metrics()
+            .kind_schema_compiles
+            .inc();
         let mut errs = Vec::new();
         let spec = compile("/spec_schema", "spec_schema", manifest.spec_schema.as_ref())
             .map_err(|e| errs.push(e))
@@ -138,10 +147,12 @@ impl KindSchemas {
             }
         }
         if errs.is_empty() {
+            let config_has_write_only = manifest.config_schema.as_ref().is_some_and(has_write_only);
             Ok(KindSchemas {
                 manifest,
                 spec,
                 config,
+                config_has_write_only,
             })
         } else {
             Err(errs)
@@ -226,23 +237,145 @@ impl KindSchemas {
 
     fn config_secrets(&self, config: &Value) -> Secrets {
         let mut s = Secrets::default();
-        let mut copy = config.clone();
-        self.write_only(&mut copy, |ptr, v| {
-            s.pointers.push(ptr.to_string());
-            leaf_texts(v, &mut s.texts);
-        });
+        for ptr in self.write_only_pointers(config) {
+            if let Some(v) = config.pointer(&ptr) {
+                leaf_texts(v, &mut s.texts);
+            }
+            s.pointers.push(ptr);
+        }
         s
     }
 
     /// Calls `visit(pointer, value)` for every value of `config` a writeOnly subschema of
-    /// the kind's config_schema covers.
-    fn write_only(&self, config: &mut Value, visit: impl FnMut(&str, &mut Value)) {
-        let Some(root) = self.manifest.config_schema.as_ref() else {
-            return;
-        };
-        let mut w = WriteOnlyWalk { root, visit };
-        w.walk(vec![root], config, &mut String::new());
+    /// the kind's config_schema covers (the outermost one where they nest).
+    fn write_only(&self, config: &mut Value, mut visit: impl FnMut(&str, &mut Value)) {
+        for ptr in self.write_only_pointers(config) {
+            if let Some(v) = config.pointer_mut(&ptr) {
+                visit(&ptr, v);
+            }
+        }
     }
+
+    /// The locations (JSON pointers) of `config` a writeOnly subschema of the kind's
+    /// config_schema covers, outermost only, in document order of their pointers. Two
+    /// sources, united so that a secret is masked if either finds it:
+    ///
+    /// - the validator itself ([`jsonschema::Validator::evaluate`]): every place it applied
+    ///   a subschema carrying `"writeOnly": true` (an annotation, kept or dropped because
+    ///   the subschema failed). It reaches a subschema exactly as validation does, through
+    ///   the one resolver: `$ref` to a pointer, an `$anchor`, an `$id`-relative URI,
+    ///   `$dynamicRef`, every applicator, `patternProperties` by its regex;
+    /// - a walk of the schema's structure beside the document ([`WriteOnlyWalk`]), which
+    ///   errs on the side of covering: it follows every branch whether or not the document
+    ///   takes it (a stored config that fails a later schema, an `anyOf` branch a `"***"`
+    ///   written back makes fail, an evaluation an unfinished regex match cut short).
+    ///
+    /// A document of more than [`MAX_SEARCHED_VALUES`] values is not evaluated (its output
+    /// would grow with it): every string, number and boolean in it counts as covered.
+    fn write_only_pointers(&self, config: &Value) -> Vec<String> {
+        let (Some(root), Some(validator)) =
+            (self.manifest.config_schema.as_ref(), self.config.as_ref())
+        else {
+            return Vec::new();
+        };
+        if !self.config_has_write_only {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        if values_beyond(config, MAX_SEARCHED_VALUES) {
+            scalar_pointers(config, &mut String::new(), &mut found);
+            return found;
+        }
+        evaluated_write_only(validator, config, &mut found);
+        let mut w = WriteOnlyWalk {
+            root,
+            found: &mut found,
+        };
+        w.walk(vec![root], config, &mut String::new());
+        outermost(found)
+    }
+}
+
+/// Whether any subschema of `schema` is marked `"writeOnly": true`: without one, a config
+/// has no secrets and nothing needs to look for them.
+fn has_write_only(schema: &Value) -> bool {
+    let mut todo = vec![schema];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::Object(o) => {
+                if o.get("writeOnly") == Some(&Value::Bool(true)) {
+                    return true;
+                }
+                todo.extend(o.values());
+            }
+            Value::Array(a) => todo.extend(a),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Pushes to `out` the instance location of every place `validator`, evaluating `doc`,
+/// applied a subschema carrying `"writeOnly": true`: the annotations it collected, and the
+/// ones it dropped because that subschema (or one beside it) failed.
+fn evaluated_write_only(validator: &jsonschema::Validator, doc: &Value, out: &mut Vec<String>) {
+    let marks = |a: Option<&Value>| a.and_then(|a| a.get("writeOnly")) == Some(&Value::Bool(true));
+    let evaluation = validator.evaluate(doc);
+    let mut todo = vec![evaluation.root()];
+    while let Some(unit) = todo.pop() {
+        if marks(unit.annotations().map(|a| a.value()))
+            || marks(unit.dropped_annotations().map(|a| a.value()))
+        {
+            out.push(unit.instance_location().as_str().to_string());
+        }
+        todo.extend(unit.children());
+    }
+}
+
+/// The pointers of every string, number and boolean of `v` (at `ptr`).
+fn scalar_pointers(v: &Value, ptr: &mut String, out: &mut Vec<String>) {
+    let at = |ptr: &mut String, token: &str, child: &Value, out: &mut Vec<String>| {
+        let len = ptr.len();
+        ptr.push('/');
+        ptr.push_str(token);
+        scalar_pointers(child, ptr, out);
+        ptr.truncate(len);
+    };
+    match v {
+        Value::Object(o) => {
+            for (k, child) in o {
+                at(ptr, &converge_proto::json_pointer::escape(k), child, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, child) in a.iter().enumerate() {
+                at(ptr, &i.to_string(), child, out);
+            }
+        }
+        Value::Null => {}
+        _ => out.push(ptr.clone()),
+    }
+}
+
+/// `pointers` sorted, each once, without any that lies under another (the outer one covers
+/// it whole).
+fn outermost(mut pointers: Vec<String>) -> Vec<String> {
+    pointers.sort();
+    pointers.dedup();
+    let mut out: Vec<String> = Vec::with_capacity(pointers.len());
+    for p in pointers {
+        // Sorted, so an ancestor comes before its descendants (though not always right
+        // before: "/a/b" < "/a-" < "/a/c" sorts "/a-" between two children of "/a").
+        let covered = out.iter().any(|o| {
+            o.is_empty()
+                || p.strip_prefix(o.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        });
+        if !covered {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// What a writeOnly value reads as.
@@ -298,7 +431,9 @@ fn leaf_texts(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// A walk of a document beside its schema, to find what `"writeOnly": true` covers. It errs
+/// A walk of a document beside its schema, to find what `"writeOnly": true` covers: the
+/// covering half of [`KindSchemas::write_only_pointers`] (the validator's evaluation is the
+/// exact half, and the only one that follows `$anchor`, `$id` and `$dynamicRef`). It errs
 /// on the side of covering: every subschema that *could* apply is followed whether or not it
 /// validates (a stored config that fails a later schema keeps its secrets hidden): the
 /// in-place applicators (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`,
@@ -306,25 +441,26 @@ fn leaf_texts(v: &Value, out: &mut Vec<String>) {
 /// `unevaluatedProperties` (for keys not in `properties`), `patternProperties` (taken to match
 /// every key: there is no regex engine here), `prefixItems`, `items` (both forms),
 /// `additionalItems`, `contains` and `unevaluatedItems`.
-struct WriteOnlyWalk<'s, F> {
+struct WriteOnlyWalk<'s, 'o> {
     root: &'s Value,
-    visit: F,
+    /// The covered locations found.
+    found: &'o mut Vec<String>,
 }
 
-impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
+impl<'s> WriteOnlyWalk<'s, '_> {
     /// `schemas` all apply to `doc`, found at `ptr`.
-    fn walk(&mut self, schemas: Vec<&'s Value>, doc: &mut Value, ptr: &mut String) {
+    fn walk(&mut self, schemas: Vec<&'s Value>, doc: &Value, ptr: &mut String) {
         let applying = self.in_place_closure(schemas);
         if applying
             .iter()
             .any(|s| s.get("writeOnly") == Some(&Value::Bool(true)))
         {
-            (self.visit)(ptr, doc);
+            self.found.push(ptr.clone());
             return;
         }
         match doc {
             Value::Object(map) => {
-                for (key, child) in map.iter_mut() {
+                for (key, child) in map {
                     let mut subs = Vec::new();
                     for s in &applying {
                         let named = s.get("properties").and_then(|p| p.get(key));
@@ -350,7 +486,7 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
                 }
             }
             Value::Array(items) => {
-                for (i, child) in items.iter_mut().enumerate() {
+                for (i, child) in items.iter().enumerate() {
                     let mut subs = Vec::new();
                     for s in &applying {
                         let prefix = s.get("prefixItems").and_then(Value::as_array);
@@ -377,10 +513,10 @@ impl<'s, F: FnMut(&str, &mut Value)> WriteOnlyWalk<'s, F> {
             _ => {}
         }
 
-        fn descend<'s, F: FnMut(&str, &mut Value)>(
-            w: &mut WriteOnlyWalk<'s, F>,
+        fn descend<'s>(
+            w: &mut WriteOnlyWalk<'s, '_>,
             subs: Vec<&'s Value>,
-            child: &mut Value,
+            child: &Value,
             ptr: &mut String,
             token: &str,
         ) {
@@ -537,80 +673,205 @@ fn describe(
     }
 }
 
-/// The cache, keyed by (kind, version).
+/// Most (kind, version) pairs remembered as unknown; past it the memory starts afresh, so a
+/// client naming random kinds cannot grow it without bound.
+pub const MAX_UNKNOWN: usize = 10_000;
+
+/// A compiled manifest and the content hash (`manifest_version`) it was compiled from.
+struct Cached {
+    schemas: Arc<KindSchemas>,
+    manifest_version: i64,
+}
+
+/// The kinds known and unknown.
+#[derive(Default)]
+struct Known {
+    map: HashMap<(String, i32), Cached>,
+    /// (kind, version)s a lookup found unregistered, since the last change to the
+    /// manifests this process heard of (`kind_manifest_changed`, its own applies, a reload).
+    unknown: HashSet<(String, i32)>,
+}
+
+/// The cache, keyed by (kind, version), with a negative side: a miss costs one lookup of the
+/// missing pairs (never a re-read of every manifest), a pair found unregistered is
+/// remembered until the manifests change, and a manifest is compiled once per content
+/// (`converge_kind_schema_compiles_total` counts every compile, [`KindSchemas::build`]).
 #[derive(Default)]
 pub struct Schemas {
-    map: RwLock<HashMap<(String, i32), Arc<KindSchemas>>>,
+    known: RwLock<Known>,
+}
+
+/// Compiles a stored manifest, or logs why it does not compile.
+fn compile_stored(r: db::kinds::StoredManifest) -> Option<Cached> {
+    let Ok(m) = serde_json::from_value::<KindManifest>(r.manifest) else {
+        tracing::error!(kind = %r.pair.kind, version = r.pair.version, "stored manifest does not parse");
+        return None;
+    };
+    match KindSchemas::compile(m) {
+        Ok(k) => Some(Cached {
+            schemas: Arc::new(k),
+            manifest_version: r.manifest_version,
+        }),
+        Err(e) => {
+            tracing::error!(kind = %r.pair.kind, version = r.pair.version, errors = ?e, "stored manifest does not compile");
+            None
+        }
+    }
 }
 
 impl Schemas {
-    /// Rebuilds the whole cache from the database.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Known> {
+        self.known.read().expect("schema cache poisoned")
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Known> {
+        self.known.write().expect("schema cache poisoned")
+    }
+
+    /// Brings the whole cache up to the database: reads every manifest's content hash, and
+    /// reads and compiles only the manifests that are new or changed; forgets deleted ones
+    /// and every remembered unknown.
     pub async fn reload(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
-        let rows = db::kinds::manifest_list(pool).await?;
-        let mut map = HashMap::with_capacity(rows.len());
-        for r in rows {
-            let Ok(m) = serde_json::from_value::<KindManifest>(r.manifest) else {
-                continue;
+        let versions = db::kinds::manifest_versions(pool).await?;
+        let changed: Vec<(String, i32)> = {
+            let k = self.read();
+            versions
+                .iter()
+                .filter(|(p, h)| {
+                    k.map
+                        .get(&(p.kind.clone(), p.version))
+                        .is_none_or(|c| c.manifest_version != *h)
+                })
+                .map(|(p, _)| (p.kind.clone(), p.version))
+                .collect()
+        };
+        let fresh = db::kinds::manifests_of(pool, &changed).await?;
+        let mut compiled: HashMap<(String, i32), Cached> = fresh
+            .into_iter()
+            .filter_map(|r| {
+                let key = (r.pair.kind.clone(), r.pair.version);
+                compile_stored(r).map(|c| (key, c))
+            })
+            .collect();
+        let mut k = self.write();
+        let mut map = HashMap::with_capacity(versions.len());
+        for (p, h) in versions {
+            let key = (p.kind, p.version);
+            let entry = match compiled.remove(&key) {
+                Some(c) => Some(c),
+                None => k.map.remove(&key).filter(|c| c.manifest_version == h),
             };
-            let key = (m.kind.clone(), m.kind_version);
-            match KindSchemas::compile(m) {
-                Ok(k) => {
-                    map.insert(key, Arc::new(k));
-                }
-                Err(e) => {
-                    tracing::error!(kind = %key.0, version = key.1, errors = ?e, "stored manifest does not compile")
-                }
+            if let Some(c) = entry {
+                map.insert(key, c);
             }
         }
-        *self.map.write().expect("schema cache poisoned") = map;
+        k.map = map;
+        k.unknown.clear();
         Ok(())
     }
 
-    /// The compiled schemas of (kind, version).
+    /// Makes sure every pair of `pairs` is either cached or remembered as unknown: the pairs
+    /// that are neither (or, with `fresh`, every pair not cached: a refusal must not rest on a
+    /// memory another pod's apply may have outdated a moment ago) are read in one statement,
+    /// compiled when found, remembered as unknown when not.
+    pub async fn lookup(
+        &self,
+        pool: &PgPool,
+        pairs: impl IntoIterator<Item = (String, i32)>,
+        fresh: bool,
+    ) -> Result<(), sqlx::Error> {
+        let missing: Vec<(String, i32)> = {
+            let k = self.read();
+            let mut seen = HashSet::new();
+            pairs
+                .into_iter()
+                .filter(|p| !k.map.contains_key(p) && (fresh || !k.unknown.contains(p)))
+                .filter(|p| seen.insert(p.clone()))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let found = db::kinds::manifests_of(pool, &missing).await?;
+        let mut compiled: HashMap<(String, i32), Cached> = found
+            .into_iter()
+            .filter_map(|r| {
+                let key = (r.pair.kind.clone(), r.pair.version);
+                compile_stored(r).map(|c| (key, c))
+            })
+            .collect();
+        let mut k = self.write();
+        for key in missing {
+            match compiled.remove(&key) {
+                Some(c) => {
+                    k.unknown.remove(&key);
+                    k.map.insert(key, c);
+                }
+                None => {
+                    if k.unknown.len() >= MAX_UNKNOWN {
+                        k.unknown.clear();
+                    }
+                    k.unknown.insert(key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The compiled schemas of (kind, version), if cached.
     pub fn get(&self, kind: &str, version: i32) -> Option<Arc<KindSchemas>> {
-        self.map
-            .read()
-            .expect("schema cache poisoned")
+        self.read()
+            .map
             .get(&(kind.to_string(), version))
-            .cloned()
+            .map(|c| c.schemas.clone())
+    }
+
+    /// Whether (kind, version) is remembered as unknown.
+    pub fn is_unknown(&self, kind: &str, version: i32) -> bool {
+        self.read().unknown.contains(&(kind.to_string(), version))
     }
 
     /// Whether any version of `kind` is known.
     pub fn has_kind(&self, kind: &str) -> bool {
-        self.map
-            .read()
-            .expect("schema cache poisoned")
-            .keys()
-            .any(|(k, _)| k == kind)
+        self.read().map.keys().any(|(k, _)| k == kind)
     }
 
     /// Whether some version of `kind` declares only reactor reactions.
     pub fn is_reactor_kind(&self, kind: &str) -> bool {
-        self.map
-            .read()
-            .expect("schema cache poisoned")
+        self.read()
+            .map
             .iter()
-            .any(|((k, _), s)| k == kind && s.manifest.is_reactor())
+            .any(|((k, _), c)| k == kind && c.schemas.manifest.is_reactor())
     }
 
-    /// Installs freshly applied schemas (this pod sees its own apply at once).
-    pub fn insert(&self, k: KindSchemas) {
+    /// Installs freshly applied schemas compiled from a manifest whose content hash is
+    /// `manifest_version` (this pod sees its own apply at once), and forgets every remembered
+    /// unknown: a kind just applied is never refused here.
+    pub fn insert(&self, k: KindSchemas, manifest_version: i64) {
         let key = (k.manifest.kind.clone(), k.manifest.kind_version);
-        self.map
-            .write()
-            .expect("schema cache poisoned")
-            .insert(key, Arc::new(k));
+        let mut known = self.write();
+        known.unknown.clear();
+        known.map.insert(
+            key,
+            Cached {
+                schemas: Arc::new(k),
+                manifest_version,
+            },
+        );
     }
 
     /// Forgets a deleted kind version (this pod sees its own delete at once).
     pub fn remove(&self, kind: &str, version: i32) {
-        self.map
-            .write()
-            .expect("schema cache poisoned")
-            .remove(&(kind.to_string(), version));
+        self.write().map.remove(&(kind.to_string(), version));
     }
 
-    /// Keeps the cache fresh until `shutdown`: LISTEN kind_manifest_changed + a failsafe.
+    /// Forgets every remembered unknown (the manifests changed somewhere).
+    pub fn forget_unknown(&self) {
+        self.write().unknown.clear();
+    }
+
+    /// Keeps the cache fresh until `shutdown`: LISTEN kind_manifest_changed + a failsafe. A
+    /// notification first forgets the remembered unknowns (at once, before the re-read).
     pub async fn keep_fresh(
         self: Arc<Self>,
         pool: PgPool,
@@ -627,7 +888,7 @@ impl Schemas {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = notify.notified() => {}
+                _ = notify.notified() => self.forget_unknown(),
                 _ = tokio::time::sleep(every) => {}
             }
             if let Err(e) = self.reload(&pool).await {
@@ -700,6 +961,63 @@ mod tests {
                 "extra": {"plain": "p", "x": MASK, "y": MASK}
             })
         );
+    }
+
+    #[test]
+    fn masks_what_the_validator_reaches_by_anchor_id_and_dynamic_ref() {
+        let k = kind(json!({
+            "$id": "https://example.invalid/cfg",
+            "type": "object",
+            "$defs": {
+                "anchored": {"$anchor": "secret", "type": "string", "writeOnly": true},
+                "byid": {"$id": "parts/key", "type": "string", "writeOnly": true},
+                "dyn": {"$dynamicAnchor": "leaf", "type": "string", "writeOnly": true}
+            },
+            "properties": {
+                "a": {"$ref": "#secret"},
+                "b": {"$ref": "parts/key"},
+                "c": {"$ref": "https://example.invalid/parts/key"},
+                "d": {"$dynamicRef": "#leaf"},
+                "plain": {"type": "string"}
+            },
+            "patternProperties": {"^pw_": {"$ref": "#secret"}}
+        }));
+        let mut cfg = json!({"a": "1", "b": "2", "c": "3", "d": "4", "plain": "p",
+                             "pw_x": "5", "other": "o"});
+        assert_eq!(k.mask_config(&mut cfg), 5, "{cfg}");
+        assert_eq!(
+            cfg,
+            json!({"a": MASK, "b": MASK, "c": MASK, "d": MASK, "plain": "p",
+                   "pw_x": MASK, "other": "o"})
+        );
+        // A value of the wrong type is still a secret (the annotation is dropped, not lost).
+        let mut cfg = json!({"a": 12345});
+        assert_eq!(k.mask_config(&mut cfg), 1);
+        assert_eq!(cfg, json!({"a": MASK}));
+        // The round trip keeps it, and messages never quote it.
+        let stored = json!({"a": "s3cr3t-value", "plain": "p"});
+        let mut back = json!({"a": MASK, "plain": "q"});
+        assert_eq!(k.restore_config(&mut back, Some(&stored), "/spec"), Ok(1));
+        assert_eq!(back["a"], "s3cr3t-value");
+        let v = k.validate_config(&json!({"a": "s3cr3t-value", "plain": 5}), "/spec");
+        assert!(
+            v.errors.iter().all(|e| !e.message.contains("s3cr3t")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_huge_config_is_masked_whole() {
+        let k = kind(json!({"properties": {"t": secret()}}));
+        let mut cfg = json!({"t": "x", "many": vec![1; MAX_SEARCHED_VALUES], "n": null});
+        k.mask_config(&mut cfg);
+        assert_eq!(cfg["t"], MASK);
+        assert_eq!(cfg["many"][0], MASK);
+        assert_eq!(cfg["n"], Value::Null);
+        // No writeOnly anywhere: nothing is looked for.
+        let plain = kind(json!({"properties": {"t": {}}}));
+        let mut cfg = json!({"t": "x", "many": vec![1; MAX_SEARCHED_VALUES]});
+        assert_eq!(plain.mask_config(&mut cfg), 0);
     }
 
     #[test]

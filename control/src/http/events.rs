@@ -113,9 +113,10 @@ fn unknown(k: &str) -> ApiError {
         (status = 503, response = Unavailable),
     ),
 )]
-#[tracing::instrument(skip(s, headers))]
+#[tracing::instrument(skip(s, caller, headers))]
 pub async fn log(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -138,7 +139,7 @@ pub async fn log(
                 .map(|e| super::watch::message(e.id, e.as_ref()))
                 .collect())
         });
-        return Ok(super::watch::respond(msgs));
+        return Ok(super::watch::respond(&s, caller.map(|c| c.0), msgs));
     }
     let upto = s.watches.horizon().await.map_err(super::watch::refused)?;
     let items =

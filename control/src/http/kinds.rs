@@ -91,7 +91,7 @@ pub async fn put_manifest(
                     source: e,
                 },
             })?;
-    s.schemas.insert(compiled);
+    s.schemas.insert(compiled, version);
     s.work_scheduled();
     let (status, word) = match result {
         ManifestApply::Created => (StatusCode::CREATED, "created"),

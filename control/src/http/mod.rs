@@ -62,7 +62,9 @@ pub struct AppState {
 
 impl AppState {
     /// The compiled manifest of (kind, version). Another pod may have just applied it, so a
-    /// miss re-reads the manifests once before answering `None`.
+    /// miss looks the pair up in the database (one indexed read; a manifest found is compiled
+    /// once and cached) rather than trusting the remembered unknowns: what this answers
+    /// decides refusals and which secrets are masked.
     pub async fn kind_schemas(
         &self,
         kind: &str,
@@ -72,9 +74,9 @@ impl AppState {
             return Ok(Some(k));
         }
         self.schemas
-            .reload(&self.pool)
+            .lookup(&self.pool, [(kind.to_string(), version)], true)
             .await
-            .map_err(problem::ApiError::db("reload kind manifests"))?;
+            .map_err(problem::ApiError::db("look up a kind manifest"))?;
         Ok(self.schemas.get(kind, version))
     }
 

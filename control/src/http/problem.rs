@@ -270,13 +270,17 @@ fn is_zero(n: &usize) -> bool {
 
 /// The errors a problem lists: each clipped, in order, while the running size stays within
 /// `budget` bytes and the count within [`MAX_LISTED`]; and how many were left off.
-fn listed(errors: Vec<FieldError>, budget: usize) -> (Vec<FieldError>, usize) {
+fn listed(
+    errors: Vec<FieldError>,
+    budget: usize,
+    limits: &ProblemLimits,
+) -> (Vec<FieldError>, usize) {
     let total = errors.len();
     let mut out = Vec::with_capacity(total.min(MAX_LISTED));
     let mut used = 0;
     for mut e in errors.into_iter().take(MAX_LISTED) {
-        clip_in_place(&mut e.location, MAX_LOCATION);
-        clip_in_place(&mut e.message, MAX_MESSAGE);
+        clip_in_place(&mut e.location, limits.location);
+        clip_in_place(&mut e.message, limits.message);
         // The serialised size (escapes can make it up to 6x the text).
         let size = serde_json::to_vec(&e).map_or(usize::MAX, |v| v.len() + 1);
         if used + size > budget {
@@ -289,24 +293,103 @@ fn listed(errors: Vec<FieldError>, budget: usize) -> (Vec<FieldError>, usize) {
     (out, left_off)
 }
 
+/// How large a problem may grow: [`ApiError::into_problem`] answers one request within
+/// [`PROBLEM_LIMITS`], a failed item of a batch within [`ITEM_PROBLEM_LIMITS`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProblemLimits {
+    /// The whole problem, serialised, in bytes.
+    pub total: usize,
+    /// The `detail`, serialised (quotes and escapes included), in bytes.
+    pub detail_json: usize,
+    /// One located error's message, in bytes of text.
+    pub message: usize,
+    /// One located error's location, in bytes of text.
+    pub location: usize,
+}
+
+/// A request's problem: [`MAX_PROBLEM_BYTES`] in all, a `detail` of [`MAX_DETAIL`] bytes of
+/// text (up to six times that escaped).
+pub const PROBLEM_LIMITS: ProblemLimits = ProblemLimits {
+    total: MAX_PROBLEM_BYTES,
+    detail_json: 6 * MAX_DETAIL + 2,
+    message: MAX_MESSAGE,
+    location: MAX_LOCATION,
+};
+
+/// The largest problem of one failed batch item, serialised, in bytes.
+pub const MAX_ITEM_PROBLEM_BYTES: usize = 2048;
+
+/// A batch item's problem: [`MAX_ITEM_PROBLEM_BYTES`] in all, so that a batch of thousands
+/// of failing items answers in a few MiB (`resource_batch`).
+pub const ITEM_PROBLEM_LIMITS: ProblemLimits = ProblemLimits {
+    total: MAX_ITEM_PROBLEM_BYTES,
+    detail_json: 512,
+    message: 256,
+    location: 256,
+};
+
+/// Room for a problem's fixed fields (`type`, `title`, `status`, the `errors` brackets and
+/// `errors_omitted`), serialised.
+const FIXED_FIELDS: usize = 192;
+
+/// How many bytes `c` takes inside a JSON string as serde_json writes it.
+fn json_char_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// `s` cut (with "…") so that it serialises as a JSON string of at most `max` bytes.
+fn clip_json(s: &mut String, max: usize) {
+    // Less the quotes.
+    let room = max.saturating_sub(2);
+    if s.chars().map(json_char_len).sum::<usize>() <= room {
+        return;
+    }
+    let (mut used, mut cut) = (0, 0);
+    for (i, c) in s.char_indices() {
+        let n = json_char_len(c);
+        if used + n + ELLIPSIS.len_utf8() > room {
+            break;
+        }
+        used += n;
+        cut = i + c.len_utf8();
+    }
+    s.truncate(cut);
+    s.push(ELLIPSIS);
+}
+
 impl ApiError {
-    /// The status and the problem+json body this error answers with (its `IntoResponse`; a
-    /// batch reports one per failed item). A 500's cause is logged here, never returned.
+    /// The status and the problem+json body this error answers with (its `IntoResponse`).
+    /// A 500's cause is logged here, never returned.
     pub(crate) fn into_problem(self) -> (StatusCode, Value) {
+        let (status, body) = self.into_problem_within(&PROBLEM_LIMITS);
+        let body = serde_json::to_value(body).unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    /// The status and the problem this error answers with, serialising to at most
+    /// `limits.total` bytes: the `detail` clipped, the located errors each clipped and listed
+    /// while they fit, the rest counted in `errors_omitted`. A 500's cause is logged here.
+    pub(crate) fn into_problem_within(self, limits: &ProblemLimits) -> (StatusCode, Problem) {
         let status = self.status();
         if let ApiError::Internal { op, source } = &self {
             tracing::error!(op, error = %source, "internal error");
         }
-        let detail = clipped(MAX_DETAIL, &self);
+        let mut detail = clipped(MAX_DETAIL, &self);
+        clip_json(&mut detail, limits.detail_json);
         let (errors, errors_omitted) = match self {
             ApiError::Invalid {
                 errors, omitted, ..
             } => {
                 // Room for everything but the list: the fixed fields and the detail as
                 // serialised (JSON escapes can make it up to 6x its text).
-                let detail_json = serde_json::to_vec(&detail).map_or(6 * MAX_DETAIL, |v| v.len());
-                let budget = MAX_PROBLEM_BYTES - 512 - detail_json;
-                let (kept, left_off) = listed(errors, budget);
+                let detail_json =
+                    serde_json::to_vec(&detail).map_or(limits.detail_json, |v| v.len());
+                let budget = limits.total.saturating_sub(FIXED_FIELDS + detail_json);
+                let (kept, left_off) = listed(errors, budget, limits);
                 (Some(kept), omitted + left_off)
             }
             _ => (None, 0),
@@ -319,7 +402,6 @@ impl ApiError {
             errors,
             errors_omitted,
         };
-        let body = serde_json::to_value(body).unwrap_or(Value::Null);
         (status, body)
     }
 }
@@ -391,7 +473,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_problem_is_bounded_whatever_it_holds() {
-        let huge = "\u{1}".repeat(1 << 20);
+        // 64 KiB a string (64 times the largest message), 10,000 of them: 1.3 GB to build.
+        // (1 MiB each needed 20 GB, more than a shared test machine has to spare.)
+        let huge = "\u{1}".repeat(1 << 16);
         let errors: Vec<FieldError> = (0..10_000)
             .map(|i| FieldError::new(format!("/a/{i}/{huge}"), huge.clone()))
             .collect();
@@ -412,6 +496,35 @@ mod tests {
         assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
         let (_, body) = body_of(ApiError::invalid(&huge, huge.clone())).await;
         assert!(body.len() <= MAX_PROBLEM_BYTES, "{} bytes", body.len());
+    }
+
+    #[test]
+    fn an_item_problem_is_bounded_by_its_escaped_size() {
+        // Control characters escape to six bytes each: a text cap alone would not hold.
+        for text in ["x", "\u{1}", "\"", "é"] {
+            let huge = text.repeat(100_000);
+            let errors: Vec<FieldError> = (0..200)
+                .map(|i| FieldError::new(format!("/spec/{i}/{huge}"), huge.clone()))
+                .collect();
+            let e = ApiError::fields(&huge, errors, 7);
+            let (status, problem) = e.into_problem_within(&ITEM_PROBLEM_LIMITS);
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+            let body = serde_json::to_vec(&problem).unwrap();
+            assert!(
+                body.len() <= MAX_ITEM_PROBLEM_BYTES,
+                "{text:?}: {} bytes",
+                body.len()
+            );
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            let listed = v["errors"].as_array().map_or(0, Vec::len) as u64;
+            let omitted = v["errors_omitted"].as_u64().unwrap_or(0);
+            assert_eq!(listed + omitted, 200 + 7, "{text:?}: every problem counted");
+            assert!(v["detail"].as_str().unwrap().ends_with('…'), "{text:?}");
+        }
+        // A short problem is whole.
+        let (_, p) = ApiError::invalid("/name", "bad").into_problem_within(&ITEM_PROBLEM_LIMITS);
+        assert_eq!(p.detail, "/name: bad");
+        assert_eq!(p.errors.unwrap()[0].message, "bad");
     }
 
     #[tokio::test]

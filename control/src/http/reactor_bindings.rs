@@ -83,10 +83,18 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
         );
     }
     if !s.schemas.is_reactor_kind(&b.reactor) {
-        s.schemas
-            .reload(&s.pool)
+        // Any version of the reactor kind will do: its versions are read in one statement.
+        let versions = db::kinds::manifest_versions(&s.pool)
             .await
-            .map_err(ApiError::db("reload kind manifests"))?;
+            .map_err(ApiError::db("look up a kind manifest"))?;
+        let pairs = versions
+            .into_iter()
+            .filter(|(p, _)| p.kind == b.reactor)
+            .map(|(p, _)| (p.kind, p.version));
+        s.schemas
+            .lookup(&s.pool, pairs, true)
+            .await
+            .map_err(ApiError::db("look up a kind manifest"))?;
         if !s.schemas.is_reactor_kind(&b.reactor) {
             push(
                 "/reactor",

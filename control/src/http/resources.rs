@@ -7,7 +7,7 @@ use axum::{
     http::{HeaderMap, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -94,11 +94,52 @@ fn check_labels(labels: &serde_json::Map<String, Value>) -> Vec<FieldError> {
 }
 
 /// What validating an apply looks up in the database, remembered for the rest of a batch
-/// (one request): provider config targets by name, and whether a (kind, version) is retired.
+/// (one request): provider config targets by name, whether a (kind, version) is retired,
+/// and which (kind, version)s were looked up in the kind cache during this request.
 #[derive(Default)]
 pub(crate) struct ApplyLookups {
     configs: HashMap<String, Option<(String, i32, Value)>>,
     retired: HashMap<(String, i32), bool>,
+    kinds_read: HashSet<(String, i32)>,
+}
+
+impl ApplyLookups {
+    /// Looks up, in one read, every (kind, version) of `pairs` the kind cache does not hold
+    /// (a batch's items, before they are checked one by one), so that an unknown kind costs
+    /// the request one lookup, not one per item.
+    pub(crate) async fn read_kinds(
+        &mut self,
+        s: &AppState,
+        pairs: impl IntoIterator<Item = (String, i32)>,
+    ) -> Result<(), ApiError> {
+        let pairs: Vec<(String, i32)> = pairs
+            .into_iter()
+            .filter(|p| !self.kinds_read.contains(p))
+            .collect();
+        // Fresh (not the remembered unknowns): a refusal must not rest on a memory another
+        // pod's apply may have outdated a moment ago.
+        s.schemas
+            .lookup(&s.pool, pairs.iter().cloned(), true)
+            .await
+            .map_err(ApiError::db("look up kind manifests"))?;
+        self.kinds_read.extend(pairs);
+        Ok(())
+    }
+
+    /// The compiled manifest of (kind, version): from the cache, else looked up once in this
+    /// request.
+    async fn kind_schemas(
+        &mut self,
+        s: &AppState,
+        kind: &str,
+        version: i32,
+    ) -> Result<Option<std::sync::Arc<crate::app::schemas::KindSchemas>>, ApiError> {
+        if let Some(k) = s.schemas.get(kind, version) {
+            return Ok(Some(k));
+        }
+        self.read_kinds(s, [(kind.to_string(), version)]).await?;
+        Ok(s.schemas.get(kind, version))
+    }
 }
 
 /// Checks one apply body as `POST /api/v1/resources` does, everything but the write: the
@@ -135,7 +176,10 @@ pub(crate) async fn validate_apply(
         ));
     }
     errors.extend(check_labels(&body.labels));
-    let Some(schemas) = s.kind_schemas(&body.kind, body.kind_version).await? else {
+    let Some(schemas) = lookups
+        .kind_schemas(s, &body.kind, body.kind_version)
+        .await?
+    else {
         return Err(ApiError::NotFound(format!(
             "kind {} version {} is not registered (apply its manifest first)",
             quote(&body.kind),
@@ -334,6 +378,7 @@ pub(crate) fn applied_json(
 )]
 pub async fn get(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<auth::Caller>>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -346,7 +391,7 @@ pub async fn get(
     }
     if watch {
         let resume = super::watch::last_event_id(&headers)?;
-        return watch_one(s, kind, name, resume).await;
+        return watch_one(s, caller.map(|c| c.0), kind, name, resume).await;
     }
     let detail = detail(&s, &kind, &name)
         .await?
@@ -410,6 +455,7 @@ pub(crate) async fn detail(
 /// name may be applied again.
 async fn watch_one(
     s: AppState,
+    caller: Option<auth::Caller>,
     kind: String,
     name: String,
     resume: Option<i64>,
@@ -433,6 +479,7 @@ async fn watch_one(
             ))
         }
     };
+    let state = s.clone();
     let rest = super::watch::messages(w, move |batch| {
         let (s, kind, name) = (s.clone(), kind.clone(), name.clone());
         async move {
@@ -444,10 +491,11 @@ async fn watch_one(
                 .collect())
         }
     });
-    Ok(super::watch::respond(futures::StreamExt::chain(
-        futures::stream::iter(first),
-        rest,
-    )))
+    Ok(super::watch::respond(
+        &state,
+        caller,
+        futures::StreamExt::chain(futures::stream::iter(first), rest),
+    ))
 }
 
 pub(crate) fn encode_cursor(t: DateTime<Utc>, id: Uuid) -> String {

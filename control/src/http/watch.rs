@@ -2,8 +2,15 @@
 //! [`Watch`] of the process's one event-log tail ([`crate::app::watch`]). Each message's SSE
 //! `id` is an event-log position, so a client that reconnects with `Last-Event-ID` resumes
 //! with no gap and no duplicate. Watches are reads: the auth guard treats them as any GET.
+//!
+//! A watch outlives the check its request passed, so it re-checks its caller: once the
+//! caller's principal is removed from `AUTH_FILE` (or its role or kinds change), the stream
+//! ends within [`PRINCIPAL_RECHECK`] of converge reloading the file ([`revoked`]); a client
+//! that reconnects then meets the guard's 401.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use converge_auth::Authenticator;
 
 use axum::{
     http::HeaderMap,
@@ -17,6 +24,7 @@ use serde::Serialize;
 
 use super::{
     AppState,
+    auth::Caller,
     problem::{ApiError, quote},
 };
 use crate::{
@@ -120,12 +128,47 @@ where
     .flatten()
 }
 
-/// The `text/event-stream` answer.
-pub fn respond<S>(messages: S) -> Response
+/// How often an open watch looks whether `AUTH_FILE` changed (a read of its generation); on
+/// a change it re-checks its caller ([`revoked`]).
+pub const PRINCIPAL_RECHECK: Duration = Duration::from_millis(100);
+
+/// Resolves once `caller` is no longer listed in `AUTH_FILE` as it was when its request was
+/// let in (removed, or its role or kinds changed); never when authentication is off.
+pub async fn revoked(auth: Option<Arc<Authenticator>>, caller: Option<Caller>) {
+    let (Some(auth), Some(Caller(principal))) = (auth, caller) else {
+        return std::future::pending().await;
+    };
+    let mut seen = auth.generation();
+    loop {
+        principals_changed(&auth, seen).await;
+        let now = auth.generation();
+        if now != seen {
+            seen = now;
+            if !auth.still_valid(&principal) {
+                tracing::info!(principal = %principal.name, "watch closed: the principal was removed or changed in AUTH_FILE");
+                return;
+            }
+        }
+    }
+}
+
+/// Returns when the principal list may have moved past generation `seen`. A poll of the
+/// generation for now (cheap: a read lock and a counter); an event from the authenticator,
+/// when it offers one, replaces the sleep here and nothing else.
+async fn principals_changed(auth: &Authenticator, seen: u64) {
+    if auth.generation() == seen {
+        tokio::time::sleep(PRINCIPAL_RECHECK).await;
+    }
+}
+
+/// The `text/event-stream` answer to `caller`: it ends when the server stops, the watch
+/// fails, or the caller is revoked ([`revoked`]).
+pub fn respond<S>(s: &AppState, caller: Option<Caller>, messages: S) -> Response
 where
     S: Stream<Item = SseEvent> + Send + 'static,
 {
-    Sse::new(messages.map(Ok::<_, Infallible>))
+    let revoked = Box::pin(revoked(s.auth.clone(), caller));
+    Sse::new(messages.take_until(revoked).map(Ok::<_, Infallible>))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
 }

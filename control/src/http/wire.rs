@@ -194,7 +194,9 @@ pub struct BatchFailed {
     pub index: u64,
     /// The status the single apply would have answered.
     pub status: u16,
-    /// The problem the single apply would have answered.
+    /// The problem the single apply would have answered, bounded to 2 KiB serialised: its
+    /// `detail` and messages clipped, its located errors listed while they fit (the rest
+    /// counted in `errors_omitted`).
     pub error: Problem,
 }
 
@@ -208,7 +210,8 @@ pub enum BatchItem {
     Failed(BatchFailed),
 }
 
-/// The answer to `POST /resources:batch`: one result per item, in item order.
+/// The answer to `POST /resources:batch`: the counts of every item, and one result per
+/// item in item order while the reply stays within 4 MiB.
 #[derive(Serialize, ToSchema)]
 pub struct BatchResult {
     /// How many items the request held.
@@ -221,8 +224,12 @@ pub struct BatchResult {
     pub unchanged: u64,
     /// Items refused.
     pub failed: u64,
-    /// One per item, in item order.
+    /// One per item, in item order, from the first: `results[i]` is item `i`'s. Listed while
+    /// the reply stays within 4 MiB; the items after are counted in `results_omitted`.
     pub results: Vec<BatchItem>,
+    /// How many items' results were left off the end of `results` to keep the reply within
+    /// 4 MiB (the counts above include them).
+    pub results_omitted: u64,
 }
 
 /// A stored condition.

@@ -289,7 +289,11 @@ async fn apply(
         for (i, label) in labels.iter().enumerate() {
             let mut item = reply.body["results"][i].clone();
             let status = item["status"].as_u64().unwrap_or(0);
-            if !(200..300).contains(&status) {
+            if item.is_null() {
+                // Past the reply's 4 MiB (not with APPLY_BATCH items, whose results fit).
+                eprintln!("error: {label}: the reply lists no result for it (results_omitted)");
+                ok = false;
+            } else if !(200..300).contains(&status) {
                 let status = StatusCode::from_u16(u16::try_from(status).unwrap_or(500))
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 let problem = ApiProblem::from_body(status, &item["error"].to_string());

@@ -110,6 +110,43 @@ pub async fn registered(pool: &PgPool) -> Result<Vec<KindPair>, sqlx::Error> {
     Ok(rows.into_iter().map(|(k, v)| KindPair::new(k, v)).collect())
 }
 
+/// Every registered (kind, version) with its manifest's content hash (`manifest_version`),
+/// without the manifests: what a cache compares to know which manifests changed.
+pub async fn manifest_versions(pool: &PgPool) -> Result<Vec<(KindPair, i64)>, sqlx::Error> {
+    let rows: Vec<(String, i32, i64)> = sqlx::query_as(
+        "SELECT kind, kind_version, manifest_version FROM kind_manifest ORDER BY kind, kind_version",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(k, v, h)| (KindPair::new(k, v), h))
+        .collect())
+}
+
+/// The stored manifests of `pairs` (kind, version), in one statement; a pair not registered
+/// has no row.
+pub async fn manifests_of(
+    pool: &PgPool,
+    pairs: &[(String, i32)],
+) -> Result<Vec<StoredManifest>, sqlx::Error> {
+    if pairs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (kinds, versions): (Vec<&str>, Vec<i32>) =
+        pairs.iter().map(|(k, v)| (k.as_str(), *v)).unzip();
+    let rows = sqlx::query(
+        "SELECT m.kind, m.kind_version, m.manifest, m.manifest_version
+         FROM unnest($1::text[], $2::int[]) AS p(kind, kind_version)
+         JOIN kind_manifest m USING (kind, kind_version)",
+    )
+    .bind(&kinds)
+    .bind(&versions)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(stored_manifest).collect()
+}
+
 /// Decodes a `kind, kind_version, manifest, manifest_version` row.
 fn stored_manifest(r: &sqlx::postgres::PgRow) -> Result<StoredManifest, sqlx::Error> {
     Ok(StoredManifest {

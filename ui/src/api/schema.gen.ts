@@ -802,12 +802,19 @@ export interface components {
              * @description The status the single apply would have answered.
              */
             status: number;
-            /** @description The problem the single apply would have answered. */
+            /**
+             * @description The problem the single apply would have answered, bounded to 2 KiB serialised: its
+             *     `detail` and messages clipped, its located errors listed while they fit (the rest
+             *     counted in `errors_omitted`).
+             */
             error: components["schemas"]["Problem"];
         };
         /** @description One item's result in a batch. */
         BatchItem: components["schemas"]["BatchApplied"] | components["schemas"]["BatchFailed"];
-        /** @description The answer to `POST /resources:batch`: one result per item, in item order. */
+        /**
+         * @description The answer to `POST /resources:batch`: the counts of every item, and one result per
+         *     item in item order while the reply stays within 4 MiB.
+         */
         BatchResult: {
             /**
              * Format: int64
@@ -834,8 +841,17 @@ export interface components {
              * @description Items refused.
              */
             failed: number;
-            /** @description One per item, in item order. */
+            /**
+             * @description One per item, in item order, from the first: `results[i]` is item `i`'s. Listed while
+             *     the reply stays within 4 MiB; the items after are counted in `results_omitted`.
+             */
             results: components["schemas"]["BatchItem"][];
+            /**
+             * Format: int64
+             * @description How many items' results were left off the end of `results` to keep the reply within
+             *     4 MiB (the counts above include them).
+             */
+            results_omitted: number;
         };
         /** @description The create-or-replace body. */
         BindingBody: {
@@ -3527,7 +3543,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description One result per item, in item order. */
+            /** @description The counts of every item, and one result per item in item order while the reply stays within 4 MiB (`results_omitted` counts the rest); a failed item's problem is at most 2 KiB. */
             200: {
                 headers: {
                     [name: string]: unknown;
