@@ -273,6 +273,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 requeue_after: cfg.retry_base.max(std::time::Duration::from_secs(10)),
                 unclaimed_delete_after: cfg.unclaimed_delete_after,
                 events_retention: cfg.events_retention,
+                // The membership loop's boot grace, for the same reason: a restarted
+                // converge's workers resume their leases before anything takes them away.
+                boot_grace: cfg.member_dead_after,
             },
         );
         tasks.spawn(reaper.run(loops.clone()));

@@ -360,3 +360,69 @@ async fn an_idle_connection_flood_leaves_probes_and_workers_working() {
     drop(flood);
     drop(child);
 }
+
+/// `(name, attempt)` of each `start` line of a HELLO_LOG.
+fn started(log: &std::path::Path) -> Vec<(String, u32)> {
+    starts(log)
+        .iter()
+        .map(|l| {
+            let mut f = l.split_whitespace().skip(1);
+            let name = f.next().unwrap().to_owned();
+            (name, f.next().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_converge_restarted_after_a_long_outage_runs_no_task_twice() {
+    let _serial = SERIAL.lock().await;
+    const N: usize = 64;
+    // Down 15 s, longer than MEMBER_DEAD_AFTER: the new process finds its predecessor's row
+    // silent for longer than the dead-after window.
+    let env = [("MEMBER_DEAD_AFTER", "10s")];
+    let mut c = Converge::start(&env).await;
+    c.apply_manifest(&Converge::hello_manifest(0)).await;
+    let dir = converge_auth::testing::scratch_dir("restart-once");
+    let log = dir.join("w.log");
+    let w = Worker::hello(
+        &c.broker,
+        "keeper",
+        &[
+            ("WORKER_MAX_PARALLEL", "64"),
+            ("HELLO_LOG", log.to_str().unwrap()),
+        ],
+    );
+    for i in 0..N {
+        c.apply(&hello(&format!("r{i}"), json!({"sleep_ms": 3000})))
+            .await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "every task running on the worker",
+        || async { (starts(&log).len() == N).then_some(()) },
+    )
+    .await;
+    // kill -9 with 64 tasks in flight; the worker finishes them meanwhile and keeps the
+    // results for its reconnect.
+    c.crash().await;
+    let crashed = Instant::now();
+    tokio::time::sleep(Duration::from_secs(15)).await; // the outage itself, not a wait for state
+    c.restart(&env).await;
+    for i in 0..N {
+        wait_ready(&c, &format!("r{i}"), Duration::from_secs(60)).await;
+    }
+    eprintln!(
+        "{N} tasks in flight across a 15 s outage Ready {:?} after the kill",
+        crashed.elapsed()
+    );
+    let mut runs = std::collections::BTreeMap::<String, usize>::new();
+    for (name, _) in started(&log) {
+        *runs.entry(name).or_default() += 1;
+    }
+    let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
+    assert_eq!(runs.len(), N);
+    assert!(twice.is_empty(), "tasks run twice: {twice:?}");
+    drop(w);
+    let _ = std::fs::remove_dir_all(&dir);
+    c.stop().await;
+}
