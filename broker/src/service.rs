@@ -326,9 +326,6 @@ impl Workers {
     }
 }
 
-/// How often a stream re-checks that its principal is still listed after AUTH_FILE changed.
-const PRINCIPAL_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// One subscribed stream as its session sees it.
 struct Subscribed {
     sid: StreamId,
@@ -390,23 +387,37 @@ async fn session(
             ));
         }
     }
+    // Revocation is an event: the authenticator's generation moves within milliseconds of
+    // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
+    // subscribing too: a reload between the stream's authentication and the subscription
+    // would otherwise go unseen.
     let auth = w.inner.opts.auth.clone().zip(principal);
-    let mut seen_generation = auth.as_ref().map(|(a, _)| a.generation()).unwrap_or(0);
-    let mut recheck = tokio::time::interval(PRINCIPAL_RECHECK);
+    let mut changes = auth.as_ref().map(|(a, _)| a.subscribe());
+    let revoked = |a: &converge_auth::Authenticator, p: &converge_auth::Principal| {
+        (!a.still_valid(p)).then(|| {
+            Status::unauthenticated(format!(
+                "principal {:?} was removed or changed in AUTH_FILE",
+                p.name
+            ))
+        })
+    };
+    if let Some(status) = auth.as_ref().and_then(|(a, p)| revoked(a, p)) {
+        closer.close(status);
+    }
     let end = loop {
         let next = tokio::select! {
             m = inbound.message() => m,
             _ = closer.closed() => break closer.reason(),
-            _ = recheck.tick(), if auth.is_some() => {
-                let (a, p) = auth.as_ref().expect("guarded by the select condition");
-                if a.generation() != seen_generation {
-                    seen_generation = a.generation();
-                    if !a.still_valid(p) {
-                        closer.close(Status::unauthenticated(format!(
-                            "principal {:?} was removed or changed in AUTH_FILE", p.name
-                        )));
-                        break "principal revoked".to_string();
-                    }
+            changed = async { changes.as_mut().expect("guarded by the select condition").changed().await }, if changes.is_some() => {
+                if changed.is_err() {
+                    // The authenticator is gone (the process is stopping): nothing to watch.
+                    changes = None;
+                    continue;
+                }
+                let (a, p) = auth.as_ref().expect("a subscription implies authentication");
+                if let Some(status) = revoked(a, p) {
+                    closer.close(status);
+                    break "principal revoked".to_string();
                 }
                 continue;
             }

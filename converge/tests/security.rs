@@ -682,3 +682,46 @@ async fn postgres_over_tls_with_verify_full() {
     conn.close().await.unwrap();
     db.stop().await.unwrap();
 }
+
+/// A connection to `broker`, from `local` when given (another loopback address stands for
+/// another host).
+async fn connect(broker: &str, local: Option<&str>) -> Channel {
+    tonic::transport::Endpoint::from_shared(broker.to_owned())
+        .unwrap()
+        .local_address(local.map(|a| a.parse().unwrap()))
+        .connect()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_removed_workers_stream_closes_when_the_token_file_changes() {
+    let dir = Scratch::new();
+    let (c, auth) = start_with_auth(&dir).await;
+    let mut s = open_stream(connect(&c.broker, None).await, Some(WORKER), &["hello"])
+        .await
+        .unwrap();
+    // The stream is registered once its response came: the removal below is a revocation.
+    let kept: Vec<_> = principals()
+        .into_iter()
+        .filter(|p| p.0 != "hello-w")
+        .collect();
+    let written = std::time::Instant::now();
+    write_auth(&auth, &kept, &[]);
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.1.message().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the stream of a removed principal must end");
+    let took = written.elapsed();
+    let e = end.map(|_| ()).unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("hello-w"), "{e:?}");
+    eprintln!("a removed worker's stream closed {took:?} after the AUTH_FILE rename");
+    c.stop().await;
+}
