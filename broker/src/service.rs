@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use converge_auth::Principal;
 use converge_engine::{
     db::{self, descendants},
     ids::{ClaimEpoch, KindPair, LeaseToken},
@@ -39,9 +40,19 @@ use crate::{
 /// Most tasks one stream may ask for at once.
 const MAX_STREAM_INFLIGHT: u32 = 10_000;
 
-fn pairs_from(kinds: &[String], versions: &[i32]) -> Result<Vec<KindPair>, Status> {
+/// The (kind, version) pairs a Subscribe or GetProviderConfig names, at most `max` kinds
+/// (`MAX_KINDS_PER_STREAM`: each kind of each stream costs the broker memory and every
+/// dispatch pass time, so one request cannot name ten thousand).
+fn pairs_from(kinds: &[String], versions: &[i32], max: usize) -> Result<Vec<KindPair>, Status> {
     if kinds.is_empty() {
         return Err(Status::invalid_argument("kinds must not be empty"));
+    }
+    if kinds.len() > max {
+        return Err(Status::invalid_argument(format!(
+            "{} kinds named; a stream serves at most {max} (MAX_KINDS_PER_STREAM on the \
+             broker): split the kinds over several streams or raise the limit",
+            kinds.len()
+        )));
     }
     if versions.len() > kinds.len() {
         return Err(Status::invalid_argument(
@@ -90,6 +101,8 @@ pub(crate) struct ServiceOptions {
     pub max_message_bytes: usize,
     /// Who may speak the WorkerService (`None`: authentication is off).
     pub auth: Option<Arc<converge_auth::Authenticator>>,
+    /// Most kinds one Subscribe (or GetProviderConfig) may name (`MAX_KINDS_PER_STREAM`).
+    pub max_kinds_per_stream: usize,
 }
 
 /// The handles a session feeds.
@@ -154,6 +167,11 @@ impl Workers {
         }
     }
 
+    /// The caller [`authz::Authenticated`] found for `req`.
+    fn caller<T>(&self, req: &Request<T>) -> Result<Option<Arc<Principal>>, Status> {
+        authz::caller(req, self.inner.opts.auth.is_some())
+    }
+
     /// `WorkStream`: checks the caller and its Subscribe, registers the stream and starts
     /// its session; the returned stream carries the broker's frames.
     #[tracing::instrument(skip_all, fields(peer = ?req.remote_addr()))]
@@ -165,7 +183,7 @@ impl Workers {
             return Err(Status::unavailable("broker is shutting down"));
         }
         let peer = req.remote_addr().map(|a| a.to_string());
-        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let principal = self.caller(&req)?;
         let mut inbound = req.into_inner();
         let first =
             tokio::time::timeout(self.inner.opts.subscribe_timeout, inbound.message()).await;
@@ -180,7 +198,11 @@ impl Workers {
             Ok(Err(s)) => return Err(s),
             Err(_) => return Err(Status::deadline_exceeded("no Subscribe received in time")),
         };
-        let pairs = pairs_from(&sub.kinds, &sub.kind_versions)?;
+        let pairs = pairs_from(
+            &sub.kinds,
+            &sub.kind_versions,
+            self.inner.opts.max_kinds_per_stream,
+        )?;
         authz::check_kinds(principal.as_deref(), &pairs)?;
         let max_inflight = match sub.max_inflight {
             0 => self.inner.opts.default_max_inflight,
@@ -255,9 +277,13 @@ impl Workers {
         &self,
         req: Request<pb::GetProviderConfigRequest>,
     ) -> Result<Response<pb::GetProviderConfigResponse>, Status> {
-        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let principal = self.caller(&req)?;
         let req = req.into_inner();
-        let pairs = pairs_from(&req.kinds, &req.kind_versions)?;
+        let pairs = pairs_from(
+            &req.kinds,
+            &req.kind_versions,
+            self.inner.opts.max_kinds_per_stream,
+        )?;
         authz::check_kinds(principal.as_deref(), &pairs)?;
         let entries = self
             .inner
@@ -288,7 +314,7 @@ impl Workers {
         &self,
         req: Request<pb::ListDescendantsRequest>,
     ) -> Result<Response<pb::ListDescendantsResponse>, Status> {
-        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let principal = self.caller(&req)?;
         let req = req.into_inner();
         let id = uuid::Uuid::from_slice(&req.resource_id)
             .map_err(|_| Status::invalid_argument("resource_id must be 16 bytes"))?;
@@ -387,6 +413,10 @@ async fn session(
             ));
         }
     }
+    // Revocation is an event: the authenticator's generation moves within milliseconds of
+    // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
+    // subscribing too: a reload between the stream's authentication and the subscription
+    // would otherwise go unseen.
     // Revocation is an event: the authenticator's generation moves within milliseconds of
     // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
     // subscribing too: a reload between the stream's authentication and the subscription

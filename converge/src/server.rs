@@ -198,6 +198,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 shutdown_drain: cfg.shutdown_drain,
                 max_message_bytes: cfg.grpc_max_message_bytes,
                 auth: security.auth.clone(),
+                max_kinds_per_stream: cfg.max_kinds_per_stream,
                 ..BrokerConfig::default()
             },
         )

@@ -694,6 +694,63 @@ async fn connect(broker: &str, local: Option<&str>) -> Channel {
         .unwrap()
 }
 
+/// `name`'s value in kB in `/proc/<pid>/status`, as bytes.
+fn proc_status_bytes(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"));
+    kb * 1024
+}
+
+#[tokio::test]
+async fn unauthenticated_calls_are_refused_before_their_message_is_read() {
+    const CALLS: usize = 16;
+    const SIZE: usize = 60 << 20;
+    let dir = Scratch::new();
+    let (c, _) = start_with_auth(&dir).await;
+    let pid = c.pid();
+    let rss_before = proc_status_bytes(pid, "VmRSS");
+    let calls = (0..CALLS).map(|_| {
+        let broker = c.broker.clone();
+        async move {
+            let mut client = WorkerServiceClient::new(connect(&broker, None).await)
+                .max_encoding_message_size(usize::MAX);
+            client
+                .get_provider_config(pb::GetProviderConfigRequest {
+                    kinds: vec!["k".repeat(SIZE)],
+                    kind_versions: vec![1],
+                })
+                .await
+        }
+    });
+    for r in futures::future::join_all(calls).await {
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    }
+    let peak = proc_status_bytes(pid, "VmHWM");
+    let grew = peak.saturating_sub(rss_before);
+    eprintln!(
+        "{CALLS} concurrent unauthenticated {} MiB calls: converge VmRSS {} MiB before, VmHWM {} MiB after (+{} MiB)",
+        SIZE >> 20,
+        rss_before >> 20,
+        peak >> 20,
+        grew >> 20
+    );
+    assert!(
+        grew <= 150 << 20,
+        "converge grew {} MiB for calls it refused",
+        grew >> 20
+    );
+    // The door still opens for a worker with a token.
+    get_config(connect(&c.broker, None).await, Some(WORKER), "hello")
+        .await
+        .unwrap();
+    c.stop().await;
+}
+
 #[tokio::test]
 async fn a_removed_workers_stream_closes_when_the_token_file_changes() {
     let dir = Scratch::new();
