@@ -160,3 +160,13 @@ pub(crate) fn check_kinds(principal: Option<&Principal>, pairs: &[KindPair]) -> 
         ))),
     }
 }
+
+/// Whether `principal` may serve `kind` (authentication off: anyone may).
+pub(crate) fn may_serve(principal: Option<&Principal>, kind: &str) -> bool {
+    principal.is_none_or(|p| p.may_serve(kind))
+}
+
+/// A principal's name for the log (`-` when authentication is off).
+pub(crate) fn name_of(principal: Option<&Principal>) -> &str {
+    principal.map_or("-", |p| p.name.as_str())
+}

@@ -6,7 +6,7 @@
 //! settings it needs; the crate root's `Broker` implements the tonic trait by delegating
 //! here, so the public service type stays `WorkerServiceServer<Broker>`.
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{collections::HashSet, net::SocketAddr, sync::Arc, time::Duration};
 
 use prost::Message;
 use sqlx::PgPool;
@@ -14,11 +14,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use converge_auth::Principal;
+use converge_auth::{Principal, tls::PeerInfo};
 use converge_engine::{
     db::{self, descendants},
     ids::{ClaimEpoch, KindPair, LeaseToken},
-    metrics::{TaskResult, metrics},
+    metrics::{LeaseUse, Refused, TaskResult, metrics},
 };
 use converge_proto::{
     manifest::is_valid_kind_name,
@@ -33,7 +33,9 @@ use crate::{
     dispatch::DispatchHandle,
     handout::Handout,
     manifests::Manifests,
-    registry::{Closer, Outbound, Registry, StreamEntry, StreamId, StreamOut, WorkerIdentity},
+    registry::{
+        Closer, Held, Holder, Outbound, Registry, StreamEntry, StreamId, StreamOut, WorkerIdentity,
+    },
     wire,
 };
 
@@ -174,7 +176,7 @@ impl Workers {
 
     /// `WorkStream`: checks the caller and its Subscribe, registers the stream and starts
     /// its session; the returned stream carries the broker's frames.
-    #[tracing::instrument(skip_all, fields(peer = ?req.remote_addr()))]
+    #[tracing::instrument(skip_all, fields(peer = ?peer_of(&req).map(|p| p.remote_addr)))]
     pub async fn work_stream(
         &self,
         req: Request<Streaming<pb::WorkStreamClientMsg>>,
@@ -182,7 +184,9 @@ impl Workers {
         if self.inner.draining.is_cancelled() {
             return Err(Status::unavailable("broker is shutting down"));
         }
-        let peer = req.remote_addr().map(|a| a.to_string());
+        let peer = peer_of(&req)
+            .map(|p| p.remote_addr)
+            .or_else(|| req.remote_addr());
         let principal = self.caller(&req)?;
         let mut inbound = req.into_inner();
         let first =
@@ -230,9 +234,11 @@ impl Workers {
         let actor = principal.as_ref().map(|p| p.name.as_str()).unwrap_or("-");
         tracing::info!(stream = sid, worker = %name, principal = %actor, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
         self.warn_unknown_kinds(sid, &name, &pairs).await;
+        // A worker resumes at most what one stream may hold: more is not its own.
         let resumed: Vec<(LeaseToken, ClaimEpoch)> = sub
             .resumed
             .iter()
+            .take(MAX_STREAM_INFLIGHT as usize)
             .filter_map(|r| parse_token(&r.lease_token).map(|t| (t, ClaimEpoch(r.claim_epoch))))
             .collect();
         tokio::spawn(session(
@@ -309,12 +315,22 @@ impl Workers {
     /// lease the caller names. The lease is the authority: a worker reads the subtree of a
     /// task it holds, of a kind its principal may serve, and nothing else; a lease that is
     /// gone (the task finished, was reaped or superseded) is FAILED_PRECONDITION.
+    ///
+    /// A unary call names no stream, so "the stream that holds the lease" is judged by who
+    /// calls from where: a lease this broker handed to a stream of another principal, or to
+    /// a stream whose worker connects from another address (another host or pod), is
+    /// PERMISSION_DENIED (logged with both principals, counted in
+    /// `converge_broker_lease_refusals_total`). Two workers of one principal on one address
+    /// cannot be told apart here; each SDK pages on the connection its task came on.
     #[tracing::instrument(skip_all)]
     pub async fn list_descendants(
         &self,
         req: Request<pb::ListDescendantsRequest>,
     ) -> Result<Response<pb::ListDescendantsResponse>, Status> {
         let principal = self.caller(&req)?;
+        let from = peer_of(&req)
+            .map(|p| p.remote_addr)
+            .or_else(|| req.remote_addr());
         let req = req.into_inner();
         let id = uuid::Uuid::from_slice(&req.resource_id)
             .map_err(|_| Status::invalid_argument("resource_id must be 16 bytes"))?;
@@ -327,6 +343,16 @@ impl Workers {
                     .ok_or_else(|| Status::invalid_argument("page_token was not made here"))?,
             ),
         };
+        if let Some(h) = self.inner.parts.registry.holder_of(LeaseToken(token))
+            && !pages_for(&h, principal.as_deref(), from)
+        {
+            tracing::warn!(lease = %token, holder = h.principal.as_deref().unwrap_or("-"), holder_stream = h.stream, holder_peer = ?h.peer, sender = authz::name_of(principal.as_deref()), sender_peer = ?from, "refused ListDescendants for a lease another worker's stream holds");
+            metrics().lease_refused(LeaseUse::ListDescendants, Refused::OtherStream, 1);
+            return Err(Status::permission_denied(
+                "the lease is held by another worker's stream: page with the lease of a task \
+                 this worker runs",
+            ));
+        }
         let pool = &self.inner.pool;
         let leased = descendants::leased_composite(pool, id, token, req.claim_epoch)
             .await
@@ -337,7 +363,10 @@ impl Workers {
         authz::check_kinds(
             principal.as_deref(),
             &[KindPair::new(&leased.kind, leased.kind_version)],
-        )?;
+        )
+        .inspect_err(|_| {
+            metrics().lease_refused(LeaseUse::ListDescendants, Refused::Kind, 1);
+        })?;
         let size = match req.page_size {
             0 => descendants::DEFAULT_PAGE,
             n => n.min(descendants::MAX_PAGE),
@@ -350,6 +379,22 @@ impl Workers {
             next_page_token: next.map(|c| c.encode()).unwrap_or_default(),
         }))
     }
+}
+
+/// The connection a request came on, as the listener describes it.
+fn peer_of<T>(req: &Request<T>) -> Option<&PeerInfo> {
+    req.extensions().get::<PeerInfo>()
+}
+
+/// Whether a ListDescendants caller (`principal`, from `from`) may page with a lease that
+/// `holder` holds: the same principal, and the same address when both are known.
+fn pages_for(holder: &Holder, principal: Option<&Principal>, from: Option<SocketAddr>) -> bool {
+    let same_principal = holder.principal.as_deref() == principal.map(|p| p.name.as_str());
+    let same_host = match (holder.peer, from) {
+        (Some(h), Some(f)) => h.ip() == f.ip(),
+        _ => true,
+    };
+    same_principal && same_host
 }
 
 /// One subscribed stream as its session sees it.
@@ -368,38 +413,12 @@ async fn session(
     stream: Subscribed,
     mut inbound: Streaming<pb::WorkStreamClientMsg>,
     resumed: Vec<(LeaseToken, ClaimEpoch)>,
-    principal: Option<std::sync::Arc<converge_auth::Principal>>,
+    principal: Option<Arc<Principal>>,
 ) {
     let Subscribed { sid, closer, pairs } = stream;
     let (pool, parts) = (&w.inner.pool, &w.inner.parts);
     if !resumed.is_empty() {
-        match db::queue::lease_adopt(pool, &resumed, &w.inner.opts.broker_id).await {
-            Ok(found) => {
-                // A composite's held stage result cannot finish its task without the
-                // pipeline that sent the stage (taken as final, its compose was never
-                // applied and its rollup never ran): such tasks are released to run again,
-                // and the held result is refused when it arrives.
-                let (keys, rerun): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| {
-                    parts
-                        .manifests
-                        .final_stage(&f.key.task_type, &f.pair)
-                        .is_some()
-                });
-                tracing::info!(
-                    stream = sid,
-                    resumed = resumed.len(),
-                    adopted = keys.len(),
-                    rerun = rerun.len(),
-                    "adopting resumed leases"
-                );
-                parts.registry.adopt(sid, keys);
-                let rerun: Vec<_> = rerun.into_iter().map(|f| f.key).collect();
-                if let Err(e) = db::queue::lease_release(pool, &rerun).await {
-                    tracing::warn!(error = %e, "could not release resumed composite leases; the reaper will");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
-        }
+        adopt_resumed(&w, sid, &resumed, principal.as_deref()).await;
     }
     // Rule 2 holds or the stream ends: without its configs a worker would run tasks blind,
     // so a failed prime closes the stream and the worker reconnects (with backoff).
@@ -417,13 +436,9 @@ async fn session(
     // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
     // subscribing too: a reload between the stream's authentication and the subscription
     // would otherwise go unseen.
-    // Revocation is an event: the authenticator's generation moves within milliseconds of
-    // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
-    // subscribing too: a reload between the stream's authentication and the subscription
-    // would otherwise go unseen.
-    let auth = w.inner.opts.auth.clone().zip(principal);
+    let auth = w.inner.opts.auth.clone().zip(principal.clone());
     let mut changes = auth.as_ref().map(|(a, _)| a.subscribe());
-    let revoked = |a: &converge_auth::Authenticator, p: &converge_auth::Principal| {
+    let revoked = |a: &converge_auth::Authenticator, p: &Principal| {
         (!a.still_valid(p)).then(|| {
             Status::unauthenticated(format!(
                 "principal {:?} was removed or changed in AUTH_FILE",
@@ -454,7 +469,7 @@ async fn session(
         };
         match next {
             Ok(Some(msg)) => {
-                if let Err(status) = handle(&w, sid, &pairs, msg).await {
+                if let Err(status) = handle(&w, sid, &pairs, principal.as_ref(), msg).await {
                     let end = format!("protocol error: {}", status.message());
                     closer.close(status);
                     break end;
@@ -480,6 +495,84 @@ async fn session(
     parts.dispatch.wake();
 }
 
+/// Takes over the leases a reconnected worker lists in `Subscribe.resumed`, as far as they
+/// are its own: a lease of a kind its principal may not serve, or that another principal's
+/// stream of this broker holds, is refused (logged with both principals, counted) and left
+/// as it is; the worker's held result for it is then refused as unknown.
+async fn adopt_resumed(
+    w: &Workers,
+    sid: StreamId,
+    resumed: &[(LeaseToken, ClaimEpoch)],
+    principal: Option<&Principal>,
+) {
+    let (pool, parts) = (&w.inner.pool, &w.inner.parts);
+    let found = match db::queue::lease_lookup(pool, resumed).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not look up resumed leases");
+            return;
+        }
+    };
+    let sender = authz::name_of(principal);
+    let mut allowed = Vec::with_capacity(found.len());
+    let (mut other_kind, mut other_stream) = (0u64, 0u64);
+    for f in found {
+        let token = f.key.lease_token;
+        if !authz::may_serve(principal, &f.pair.kind) {
+            tracing::warn!(stream = sid, lease = %token, kind = %f.pair.kind, sender, "refused to resume a lease of a kind the worker's principal may not serve");
+            other_kind += 1;
+        } else if let Some(h) =
+            parts
+                .registry
+                .resume_refused(token, sid, principal.map(|p| p.name.as_str()))
+        {
+            tracing::warn!(stream = sid, lease = %token, sender, holder = h.principal.as_deref().unwrap_or("-"), holder_stream = h.stream, "refused to resume a lease another principal's stream holds");
+            other_stream += 1;
+        } else {
+            allowed.push((token, f.key.claim_epoch));
+        }
+    }
+    for (n, why) in [
+        (other_kind, Refused::Kind),
+        (other_stream, Refused::OtherStream),
+    ] {
+        if n > 0 {
+            metrics().lease_refused(LeaseUse::Resume, why, n);
+        }
+    }
+    if allowed.is_empty() {
+        return;
+    }
+    match db::queue::lease_adopt(pool, &allowed, &w.inner.opts.broker_id).await {
+        Ok(found) => {
+            // A composite's held stage result cannot finish its task without the pipeline
+            // that sent the stage (taken as final, its compose was never applied and its
+            // rollup never ran): such tasks are released to run again, and the held result
+            // is refused when it arrives.
+            let (keys, rerun): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| {
+                parts
+                    .manifests
+                    .final_stage(&f.key.task_type, &f.pair)
+                    .is_some()
+            });
+            tracing::info!(
+                stream = sid,
+                resumed = resumed.len(),
+                adopted = keys.len(),
+                rerun = rerun.len(),
+                refused = other_kind + other_stream,
+                "adopting resumed leases"
+            );
+            parts.registry.adopt(sid, keys);
+            let rerun: Vec<_> = rerun.into_iter().map(|f| f.key).collect();
+            if let Err(e) = db::queue::lease_release(pool, &rerun).await {
+                tracing::warn!(error = %e, "could not release resumed composite leases; the reaper will");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not adopt resumed leases"),
+    }
+}
+
 /// How the worker says its task ended.
 fn task_result(c: &pb::StageComplete) -> TaskResult {
     match (c.error_message.is_empty(), c.terminal) {
@@ -489,10 +582,35 @@ fn task_result(c: &pb::StageComplete) -> TaskResult {
     }
 }
 
+/// Logs and counts a frame's use of leases another stream holds (the frame changes nothing
+/// for them).
+fn refuse_elsewhere(
+    sid: StreamId,
+    sender: Option<&Arc<Principal>>,
+    frame: LeaseUse,
+    holders: &[(LeaseToken, Holder)],
+) {
+    let Some((lease, h)) = holders.first() else {
+        return;
+    };
+    tracing::warn!(
+        stream = sid,
+        sender = authz::name_of(sender.map(|p| &**p)),
+        holder = h.principal.as_deref().unwrap_or("-"),
+        holder_stream = h.stream,
+        %lease,
+        count = holders.len(),
+        frame = frame.as_str(),
+        "refused a worker's use of a lease another stream holds"
+    );
+    metrics().lease_refused(frame, Refused::OtherStream, holders.len() as u64);
+}
+
 async fn handle(
     w: &Workers,
     sid: StreamId,
     pairs: &[KindPair],
+    principal: Option<&Arc<Principal>>,
     msg: pb::WorkStreamClientMsg,
 ) -> Result<(), Status> {
     let parts = &w.inner.parts;
@@ -506,8 +624,8 @@ async fn handle(
                 Status::invalid_argument("StageComplete.lease_token is not a lease token")
             })?;
             let epoch = ClaimEpoch(c.claim_epoch);
-            match parts.registry.take(token, epoch) {
-                Some(mut f) => {
+            match parts.registry.take_result(token, epoch, sid) {
+                Held::Here(mut f) => {
                     if let Some(t) = f.timer.take() {
                         t.abort();
                     }
@@ -538,11 +656,19 @@ async fn handle(
                         });
                     }
                 }
-                None => parts.completions.submit(Job::Unknown {
+                // Another stream holds it: the result is not this stream's to give. Nothing
+                // changes (the holder's slot, timer and pipeline stay), and the holder's own
+                // result is still taken when it comes.
+                Held::Elsewhere(holder) => {
+                    refuse_elsewhere(sid, principal, LeaseUse::Complete, &[(token, holder)]);
+                    parts.registry.ack(sid, token, epoch, false);
+                }
+                Held::Unknown => parts.completions.submit(Job::Unknown {
                     token,
                     epoch,
                     msg: c,
                     reply: sid,
+                    principal: principal.cloned(),
                 }),
             }
         }
@@ -566,7 +692,10 @@ async fn handle(
                 .zip(&h.claim_epoch)
                 .filter_map(|(t, e)| parse_token(t).map(|t| (t, ClaimEpoch(*e))))
                 .collect();
-            let keys = parts.registry.keys_for(&leases);
+            // Only the stream's own leases are refreshed: an entry for a lease another
+            // stream holds would keep alive a task this worker does not run.
+            let (keys, elsewhere) = parts.registry.keys_for(sid, &leases);
+            refuse_elsewhere(sid, principal, LeaseUse::Heartbeat, &elsewhere);
             if let Err(e) = db::queue::lease_heartbeat(&w.inner.pool, &keys).await {
                 tracing::warn!(error = %e, "heartbeat refresh failed");
             }
