@@ -168,6 +168,7 @@ impl Broker {
             registry.clone(),
             completions.clone(),
             wake.clone(),
+            KEEPALIVE_ROUND,
         );
         let (dispatcher, dispatch) = dispatch::Dispatcher::new(
             dispatch::DispatchOptions {
@@ -402,6 +403,12 @@ pub fn grpc_service(broker: &Broker) -> GrpcService {
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// See [`KEEPALIVE_INTERVAL`].
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection whose peer stopped sending is dropped at most this long after its last byte
+/// (a PING after [`KEEPALIVE_INTERVAL`] of silence, [`KEEPALIVE_TIMEOUT`] for its answer),
+/// plus a second for the session to see it: a stream still open this long after one of its
+/// tasks hit its deadline has answered a PING sent after the deadline.
+const KEEPALIVE_ROUND: Duration =
+    Duration::from_secs(KEEPALIVE_INTERVAL.as_secs() + KEEPALIVE_TIMEOUT.as_secs() + 1);
 /// Concurrent HTTP/2 streams one connection may open (a worker needs one WorkStream plus a
 /// few unary calls); a peer cannot make the broker hold unbounded stream state.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;

@@ -16,6 +16,10 @@
 //! a heartbeat entry or a resume from another stream finds it [`Held::Elsewhere`] and changes
 //! nothing ([`Registry::take_result`], [`Registry::keys_for`], [`Registry::adopt`]).
 //!
+//! A stream one of whose tasks hit its broker-side deadline is *suspect*: it is handed no new
+//! task until its peer was heard from after that deadline (see [`Registry::suspect`]), so a
+//! hung-but-connected worker never gets the retry of the task it hung on.
+//!
 //! A low part: it knows streams, leases and frames, and keeps a composite's [`Pipeline`]
 //! with its lease between stages, but never runs one, claims, or writes to the database. It
 //! is also the broker's [`Roster`]: the membership loop publishes its streams as the
@@ -47,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use uuid::Uuid;
 
+use converge_auth::listen::ConnActivity;
 use converge_proto::pb::{self, work_stream_server_msg::Body};
 
 use converge_engine::{
@@ -215,6 +220,11 @@ pub(crate) struct StreamEntry {
     pub claimable: bool,
     /// Set once the broker sent `Drain`: no more tasks.
     pub draining: bool,
+    /// What its connection's reads say about the peer (`None` off a guarded listener).
+    pub activity: Option<ConnActivity>,
+    /// The last broker-side deadline one of its tasks hit, until the peer was heard from
+    /// after it (see [`Registry::suspect`]).
+    pub suspect_since: Option<tokio::time::Instant>,
 }
 
 impl StreamEntry {
@@ -223,10 +233,18 @@ impl StreamEntry {
             || self.draining
             || !self.pairs.contains(pair)
             || self.unready.contains(pair)
+            || self.is_suspect()
         {
             return 0;
         }
         self.max_inflight.saturating_sub(self.inflight)
+    }
+
+    /// A deadline passed on this stream and nothing came from its peer since: its
+    /// connection read no byte (no frame, no PONG to the broker's HTTP/2 PING) after it.
+    fn is_suspect(&self) -> bool {
+        self.suspect_since
+            .is_some_and(|t| !self.activity.as_ref().is_some_and(|a| a.heard_since(t)))
     }
 
     fn holder(&self, stream: StreamId) -> Holder {
@@ -483,6 +501,45 @@ impl Registry {
             }
         }
         (unplaced, placed)
+    }
+
+    /// One of stream `id`'s tasks hit its broker-side deadline at `at`: the stream gets no
+    /// new task until its peer is heard from after `at` (any byte on its connection: a
+    /// frame, or the PONG to the broker's keepalive PING, which an idle connection gets
+    /// within `KEEPALIVE_INTERVAL`), or [`Registry::clear_suspicion`] lifts it. A worker that
+    /// hangs whole (SIGSTOP, a frozen VM) sends nothing, so the retry of the task it hung on,
+    /// and every other task, goes to another stream until keepalive ends its connection.
+    ///
+    /// Guarantees: between `at` and a sign of life after it, [`Registry::capacity`] and
+    /// [`Registry::assign`] count no slot of the stream. Caveat: the sign is per connection
+    /// (through an L7 proxy the proxy answers PINGs, as it does for the keepalive itself).
+    pub fn suspect(&self, id: StreamId, at: tokio::time::Instant) {
+        if let Some(e) = self.lock().streams.get_mut(&id) {
+            e.suspect_since = Some(e.suspect_since.map_or(at, |t| t.max(at)));
+        }
+    }
+
+    /// Stream `id` sent a frame that arrived at `at`: a sign of life, clearing a suspicion
+    /// from before it (for a stream whose connection's reads are not tracked).
+    pub fn heard_from(&self, id: StreamId, at: tokio::time::Instant) {
+        if let Some(e) = self.lock().streams.get_mut(&id)
+            && e.suspect_since.is_some_and(|t| at > t)
+        {
+            e.suspect_since = None;
+        }
+    }
+
+    /// Lifts the suspicion a deadline at `at` raised on stream `id`, if no later deadline
+    /// replaced it: its connection outlived a whole keepalive round after `at`, so it
+    /// answered a PING sent after it. True if the stream may take tasks again.
+    pub fn clear_suspicion(&self, id: StreamId, at: tokio::time::Instant) -> bool {
+        match self.lock().streams.get_mut(&id) {
+            Some(e) if e.suspect_since == Some(at) => {
+                e.suspect_since = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Attaches a lease's deadline timer (aborted at once if the lease is already gone, so
@@ -829,6 +886,8 @@ mod tests {
             inflight: 0,
             claimable: true,
             draining: false,
+            activity: None,
+            suspect_since: None,
         }
     }
 
@@ -958,6 +1017,35 @@ mod tests {
         assert!(matches!(r.take_result(t, epoch, a), Held::Elsewhere(h) if h == held_by(b)));
         assert!(matches!(r.take_result(t, epoch, b), Held::Here(f) if f.stream == b));
         assert_eq!((r.inflight_count(), counts(&r)), (0, vec![0, 0]));
+    }
+
+    #[tokio::test]
+    async fn a_stream_past_a_deadline_takes_no_task_until_heard_from_after_it() {
+        let r = Registry::default();
+        let a = r.add_stream(entry("a", &[("vpc", 1)]));
+        let vpc = || vec![(KindPair::new("vpc", 1), 8)];
+        assert_eq!(r.capacity(), vpc());
+        let before = tokio::time::Instant::now();
+        let at = before + Duration::from_millis(1);
+        r.suspect(a, at);
+        assert!(r.capacity().is_empty());
+        let (unplaced, _) = r.assign(vec![outgoing(Uuid::new_v4())]);
+        assert_eq!(unplaced.len(), 1, "a suspect stream is handed nothing");
+        // A frame that arrived before the deadline proves nothing.
+        r.heard_from(a, before);
+        assert!(r.capacity().is_empty());
+        r.heard_from(a, at + Duration::from_millis(1));
+        assert_eq!(r.capacity(), vpc());
+
+        // A later deadline replaces an earlier one: the earlier one's keepalive round does
+        // not lift it.
+        let later = at + Duration::from_secs(1);
+        r.suspect(a, at);
+        r.suspect(a, later);
+        assert!(!r.clear_suspicion(a, at));
+        assert!(r.capacity().is_empty());
+        assert!(r.clear_suspicion(a, later));
+        assert_eq!(r.capacity(), vpc());
     }
 
     #[tokio::test]

@@ -184,9 +184,10 @@ impl Workers {
         if self.inner.draining.is_cancelled() {
             return Err(Status::unavailable("broker is shutting down"));
         }
-        let peer = peer_of(&req)
-            .map(|p| p.remote_addr)
-            .or_else(|| req.remote_addr());
+        let (peer, activity) = match peer_of(&req) {
+            Some(p) => (Some(p.remote_addr), p.activity.clone()),
+            None => (req.remote_addr(), None),
+        };
         let principal = self.caller(&req)?;
         let mut inbound = req.into_inner();
         let first =
@@ -230,6 +231,8 @@ impl Workers {
             inflight: 0,
             claimable: false,
             draining: false,
+            activity,
+            suspect_since: None,
         });
         let actor = principal.as_ref().map(|p| p.name.as_str()).unwrap_or("-");
         tracing::info!(stream = sid, worker = %name, principal = %actor, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
@@ -469,6 +472,7 @@ async fn session(
         };
         match next {
             Ok(Some(msg)) => {
+                parts.registry.heard_from(sid, tokio::time::Instant::now());
                 if let Err(status) = handle(&w, sid, &pairs, principal.as_ref(), msg).await {
                     let end = format!("protocol error: {}", status.message());
                     closer.close(status);
