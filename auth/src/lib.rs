@@ -1,7 +1,9 @@
 //! Who may knock on converge's doors.
 //!
 //! - [`principals`]: the `AUTH_FILE` format, roles and kind globs;
-//! - [`store`]: the live principal index, re-read when the file changes (no restart);
+//! - [`store`]: the live principal index, re-read when the file changes (no restart), and
+//!   the change signal long-lived doors re-check their principal on;
+//! - [`watch`]: re-reading a file when its directory reports a change, with a failsafe;
 //! - [`token`]: minting bearer tokens and hashing them (only hashes are ever stored);
 //! - [`tls`]: TLS listeners whose certificates reload when their files change, and the
 //!   SPIFFE identity of an mTLS peer;
@@ -13,6 +15,7 @@ pub mod principals;
 pub mod store;
 pub mod tls;
 pub mod token;
+pub mod watch;
 
 pub use principals::{Principal, Role};
 pub use store::Authenticator;

@@ -92,15 +92,29 @@ struct ConnState {
     opened: Instant,
     /// Milliseconds after `opened` of the last byte read or written.
     last_io_ms: AtomicU64,
+    /// Milliseconds after `opened` of the last byte read (meaningful once `spoke`).
+    last_read_ms: AtomicU64,
     spoke: AtomicBool,
     closed: AtomicBool,
     reader: AtomicWaker,
 }
 
 impl ConnState {
+    fn since_opened_ms(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn touch(&self) {
-        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_io_ms
+            .store(self.since_opened_ms(), Ordering::Relaxed);
+    }
+
+    /// A byte came from the peer.
+    fn heard(&self) {
+        let ms = self.since_opened_ms();
         self.last_io_ms.store(ms, Ordering::Relaxed);
+        self.last_read_ms.store(ms, Ordering::Relaxed);
+        self.spoke.store(true, Ordering::Relaxed);
     }
 
     fn idle_for(&self, now: Instant) -> Duration {
@@ -228,6 +242,7 @@ impl Budget {
             peer,
             opened: Instant::now(),
             last_io_ms: AtomicU64::new(0),
+            last_read_ms: AtomicU64::new(0),
             spoke: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             reader: AtomicWaker::new(),
@@ -281,6 +296,11 @@ impl<T> Guarded<T> {
         &self.io
     }
 
+    /// What this connection's reads say about its peer.
+    pub fn activity(&self) -> ConnActivity {
+        ConnActivity(self.state.clone())
+    }
+
     fn check(&self) -> io::Result<()> {
         if self.state.closed.load(Ordering::Relaxed) {
             return Err(io::Error::new(
@@ -310,8 +330,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Guarded<T> {
         let before = buf.filled().len();
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.state.spoke.store(true, Ordering::Relaxed);
-            this.state.touch();
+            this.state.heard();
         }
         r
     }
@@ -355,10 +374,38 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
     }
 }
 
+/// When a connection's peer last sent a byte: the one sign of life of a worker that is
+/// visible per connection. The broker pings every idle gRPC connection (HTTP/2 PING, see
+/// `converge_broker::KEEPALIVE_INTERVAL`), and the PONG is bytes read here, so a peer whose
+/// process runs answers within an interval while a stopped one (SIGSTOP, a frozen VM) sends
+/// nothing at all. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ConnActivity(Arc<ConnState>);
+
+impl ConnActivity {
+    /// Whether the peer sent at least one byte after `t` (a frame, or the answer to one of
+    /// the server's HTTP/2 PINGs). Read at millisecond resolution, rounded down: a byte in
+    /// the same millisecond as `t` does not count.
+    pub fn heard_since(&self, t: Instant) -> bool {
+        let s = &self.0;
+        s.spoke.load(Ordering::Relaxed)
+            && s.opened + Duration::from_millis(s.last_read_ms.load(Ordering::Relaxed)) > t
+    }
+}
+
+/// A plain connection tells the WorkerService who is calling (the address; no certificate)
+/// and what its reads say about the peer.
 impl tonic::transport::server::Connected for Guarded<TcpStream> {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    type ConnectInfo = crate::tls::PeerInfo;
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
+        crate::tls::PeerInfo {
+            remote_addr: self
+                .io
+                .peer_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+            spiffe_ids: Arc::new([]),
+            activity: Some(self.activity()),
+        }
     }
 }
 

@@ -1,6 +1,12 @@
 //! The live principal index: built from `AUTH_FILE`, looked up on every request, and rebuilt
-//! when the file's content changes (polled, so it works on every filesystem and with
-//! Kubernetes' symlink-swapped Secret volumes, where inotify on the file misses updates).
+//! when the file's content changes. The file's *directory* is watched (inotify, through the
+//! `notify` crate: watching the file itself misses an atomic rename and Kubernetes'
+//! symlink-swapped Secret volumes), with a failsafe re-read for filesystems that send no
+//! events (NFS, some FUSE mounts); see [`crate::watch`].
+//!
+//! Whoever must act on a change at once (an open worker stream, an SSE watch) subscribes to
+//! the index's generation ([`Authenticator::subscribe`]) and re-checks its principal with
+//! [`Authenticator::still_valid`] when it moves: revocation is an event, not a poll.
 //!
 //! A file that stops parsing is logged and ignored: the last good index stays in force, so
 //! a typo during an edit never locks every client out (nor lets anyone in).
@@ -13,6 +19,7 @@ use std::{
 };
 
 use sha2::{Digest, Sha256};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -55,6 +62,8 @@ struct Index {
 pub struct Authenticator {
     path: PathBuf,
     index: RwLock<Arc<Index>>,
+    /// The generation of the index in force, sent after each reload that changed it.
+    changed: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -104,9 +113,11 @@ impl Authenticator {
             spiffe_ids = index.by_spiffe.len(),
             "principals loaded"
         );
+        let (changed, _) = watch::channel(index.generation);
         Ok(Arc::new(Authenticator {
             path,
             index: RwLock::new(Arc::new(index)),
+            changed,
         }))
     }
 
@@ -131,6 +142,16 @@ impl Authenticator {
     /// Bumps on every successful reload (streams opened under an older list re-check).
     pub fn generation(&self) -> u64 {
         self.current().generation
+    }
+
+    /// The index's generation as it changes: `changed()` resolves once for every reload that
+    /// changed the principals (the value is the new [`Authenticator::generation`]), within
+    /// milliseconds of the file's change event. A holder of a long-lived door (a worker
+    /// stream, an SSE watch) awaits it and then asks [`Authenticator::still_valid`]; it should
+    /// check once right after subscribing, since a reload may have come between its
+    /// authentication and the subscription.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// Whether `principal` is still listed with the same role and kinds.
@@ -163,17 +184,23 @@ impl Authenticator {
             spiffe_ids = index.by_spiffe.len(),
             "principals reloaded"
         );
+        let generation = index.generation;
         *self
             .index
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(index);
+        // After the swap: a subscriber woken by this reads the new index.
+        self.changed.send_replace(generation);
         Ok(true)
     }
 
-    /// Polls the file every `every` until `stop`, reloading it when its content changes.
-    pub async fn keep_fresh(self: Arc<Self>, every: Duration, stop: CancellationToken) {
-        crate::poll_reload(
-            every,
+    /// Keeps the index fresh until `stop`: reloads when the file's directory reports a
+    /// change, and every `failsafe` whatever it reports (see [`crate::watch::watch_reload`]).
+    pub async fn keep_fresh(self: Arc<Self>, failsafe: Duration, stop: CancellationToken) {
+        let path = self.path.clone();
+        crate::watch::watch_reload(
+            &path,
+            failsafe,
             stop,
             "AUTH_FILE not reloaded; the previous principals stay in force",
             move || self.reload(),
@@ -201,7 +228,9 @@ mod tests {
         let auth = Authenticator::load(&path).unwrap();
         assert_eq!(auth.by_token("ta").unwrap().name, "a");
         assert!(auth.by_token("tb").is_none());
+        let mut changes = auth.subscribe();
         assert!(!auth.reload().unwrap(), "unchanged content is not a reload");
+        assert!(!changes.has_changed().unwrap(), "and wakes nobody");
 
         std::fs::write(&path, format!("principals:\n{}", line("b", "admin", "tb"))).unwrap();
         assert!(auth.reload().unwrap());
@@ -211,9 +240,18 @@ mod tests {
         );
         assert_eq!(auth.by_token("tb").unwrap().name, "b");
         assert_eq!(auth.generation(), 2);
+        assert!(
+            changes.has_changed().unwrap(),
+            "a change wakes the subscribers"
+        );
+        assert_eq!(*changes.borrow_and_update(), 2);
 
         std::fs::write(&path, "principals: [{name: b, role: bogus}]").unwrap();
         assert!(auth.reload().is_err());
+        assert!(
+            !changes.has_changed().unwrap(),
+            "a broken file changes nothing"
+        );
         assert_eq!(
             auth.by_token("tb").unwrap().name,
             "b",

@@ -220,14 +220,18 @@ impl ServerTls {
     }
 }
 
-/// Who is on the other end of a TLS connection.
+/// Who is on the other end of a connection the WorkerService serves (TLS or plain; the
+/// request extension tonic gives every call on it).
 #[derive(Debug, Clone)]
 pub struct PeerInfo {
     /// The peer's address.
     pub remote_addr: SocketAddr,
     /// The `spiffe://` URIs in the subject alternative names of the peer's verified client
-    /// certificate (empty without one).
+    /// certificate (empty without one, and on a plain connection).
     pub spiffe_ids: Arc<[String]>,
+    /// When the peer last sent a byte (`None` for a connection not admitted through a
+    /// [`crate::listen::GuardedListener`]).
+    pub activity: Option<crate::listen::ConnActivity>,
 }
 
 /// The `spiffe://` SAN URIs of a DER certificate (empty when it has none or does not parse;
@@ -370,11 +374,13 @@ pub fn accept_tls(
                             .and_then(|c| c.first())
                             .map(|c| spiffe_ids(c))
                             .unwrap_or_default();
+                        let activity = Some(io.get_ref().0.activity());
                         let conn = TlsConn {
                             io,
                             peer: PeerInfo {
                                 remote_addr,
                                 spiffe_ids: spiffe.into(),
+                                activity,
                             },
                         };
                         let _ = tx.send(conn).await;

@@ -23,17 +23,19 @@ use sqlx::PgPool;
 use tokio::sync::{Notify, mpsc};
 use uuid::Uuid;
 
+use converge_auth::Principal;
 use converge_engine::{
     db::{
         self,
         queue::{Completion, LeaseKey},
     },
     ids::{ClaimEpoch, KindPair, LeaseToken},
+    metrics::{LeaseUse, Refused, metrics},
 };
 use converge_proto::pb;
 
 use crate::{
-    convert,
+    authz, convert,
     manifests::Manifests,
     registry::{Registry, StreamId},
 };
@@ -60,6 +62,9 @@ pub(crate) enum Job {
         msg: pb::StageComplete,
         /// The stream to ack.
         reply: StreamId,
+        /// The sending stream's principal (`None`: authentication is off): the lease's kind
+        /// must be one it may serve.
+        principal: Option<Arc<Principal>>,
     },
 }
 
@@ -174,7 +179,8 @@ impl Completer {
                     epoch,
                     msg,
                     reply,
-                } => unknown.push((token, epoch, msg, reply)),
+                    principal,
+                } => unknown.push((token, epoch, msg, reply, principal)),
             }
         }
         if !unknown.is_empty() {
@@ -186,10 +192,21 @@ impl Completer {
                     Vec::new()
                 }
             };
-            for (token, epoch, msg, reply) in unknown {
+            for (token, epoch, msg, reply, principal) in unknown {
                 let found = found
                     .iter()
                     .find(|f| f.key.lease_token == token && f.key.claim_epoch == epoch);
+                // The lease token is a secret of the stream it was sent on, but a result
+                // carrying it is still checked like any request: only for a kind the sender
+                // may serve.
+                if let Some(f) = found
+                    && !authz::may_serve(principal.as_deref(), &f.pair.kind)
+                {
+                    tracing::warn!(lease = %token, kind = %f.pair.kind, sender = authz::name_of(principal.as_deref()), stream = reply, "refused a resent result for a kind the sender's principal may not serve");
+                    metrics().lease_refused(LeaseUse::Complete, Refused::Kind, 1);
+                    self.registry.ack(reply, token, epoch, false);
+                    continue;
+                }
                 match found {
                     // Only a single-stage result is final on its own (a plain leaf's WORK, a
                     // teardown, an operation); a composite's stage result cannot be adopted

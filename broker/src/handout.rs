@@ -1,6 +1,6 @@
 //! Handing tasks to streams and what follows from it: placement (a task that finds no
-//! stream goes back to the queue, never fails), the broker-side deadline (rule 6), and the
-//! execution of a composite pipeline's [`Step`]s.
+//! stream goes back to the queue, never fails), the broker-side deadline (rule 6) and the
+//! suspicion it casts on its stream, and the execution of a composite pipeline's [`Step`]s.
 //!
 //! It is given the pool, the registry, the completion writer's handle and the dispatcher's
 //! wake-up; the dispatcher (for fresh claims) and the sessions (for stage results) call it.
@@ -32,21 +32,27 @@ pub(crate) struct Handout {
     completions: CompletionHandle,
     /// The dispatcher's wake-up: a lease came back or new work appeared.
     dispatch: Arc<Notify>,
+    /// How long after a deadline a stream still open has surely answered a keepalive PING
+    /// sent after it (the transport's interval plus its timeout, and a margin).
+    keepalive_round: Duration,
 }
 
 impl Handout {
-    /// A handout over `registry`'s streams that records through `completions`.
+    /// A handout over `registry`'s streams that records through `completions`;
+    /// `keepalive_round` is the longest a connection that stopped answering stays open.
     pub fn new(
         pool: PgPool,
         registry: Arc<Registry>,
         completions: CompletionHandle,
         dispatch: Arc<Notify>,
+        keepalive_round: Duration,
     ) -> Self {
         Handout {
             pool,
             registry,
             completions,
             dispatch,
+            keepalive_round,
         }
     }
 
@@ -68,7 +74,9 @@ impl Handout {
 
     /// Rule 6: the broker's timer is authoritative. Past `after` the task is recorded as a
     /// transient failure and the worker is told to cancel it; its late result is refused
-    /// (the lease is no longer in flight here, and the failure moved its epoch on).
+    /// (the lease is no longer in flight here, and the failure moved its epoch on). The
+    /// stream is suspect from then on (see [`Registry::suspect`]): a worker that hung whole
+    /// must not be handed the retry.
     fn arm_deadline(&self, token: LeaseToken, after: Duration) {
         let this = self.clone();
         let h = tokio::spawn(async move {
@@ -82,8 +90,21 @@ impl Handout {
         let Some(f) = self.registry.take_token(token) else {
             return;
         };
-        tracing::info!(lease = %token, resource = %f.key.resource_id, "task deadline exceeded; cancelling");
+        tracing::info!(lease = %token, resource = %f.key.resource_id, stream = f.stream, "task deadline exceeded; cancelling, and no new task for the stream until its worker is heard from");
         metrics().task_ended(&f.pair.kind, f.stage, TaskResult::Deadline, None);
+        let at = tokio::time::Instant::now();
+        self.registry.suspect(f.stream, at);
+        // A connection still open a whole keepalive round later answered a PING sent after
+        // the deadline (hyper drops one that does not): the stream may take tasks again
+        // even if its reads are not tracked.
+        let (registry, dispatch, sid) = (self.registry.clone(), self.dispatch.clone(), f.stream);
+        let round = self.keepalive_round;
+        tokio::spawn(async move {
+            tokio::time::sleep(round).await;
+            if registry.clear_suspicion(sid, at) {
+                dispatch.notify_one();
+            }
+        });
         self.registry.push(
             f.stream,
             pb::work_stream_server_msg::Body::Cancel(pb::CancelTask {

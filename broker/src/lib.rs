@@ -12,7 +12,8 @@
 //! The parts are components that own their state and are given only the handles of the
 //! parts below them; this file alone knows them all and wires them. From the bottom:
 //!
-//! - `manifests` (kind manifest cache), `convert`, `compose`, `authz`, `error`: leaves;
+//! - `manifests` (kind manifest cache), `convert`, `compose`, `authz` (the authentication
+//!   layer every WorkerService request passes before a message is decoded), `error`: leaves;
 //! - `pipeline`: a composite's stage decisions, returned as steps (uses `manifests`);
 //! - `registry`: streams and in-flight leases (keeps a `pipeline` with its lease);
 //! - `configs`: default provider configs pushed to the registry's streams;
@@ -27,9 +28,9 @@
 //!
 //! `broker/tests/module_graph.rs` fails if a `use` ever closes a circle among them.
 
+pub mod authz;
 pub mod error;
 
-mod authz;
 mod caches;
 mod complete;
 mod compose;
@@ -83,6 +84,8 @@ pub struct BrokerConfig {
     /// Who may speak the WorkerService (`None`: authentication is off, loopback or
     /// AUTH=none).
     pub auth: Option<Arc<converge_auth::Authenticator>>,
+    /// Most kinds one Subscribe may name (`MAX_KINDS_PER_STREAM`).
+    pub max_kinds_per_stream: usize,
 }
 
 impl BrokerConfig {
@@ -111,9 +114,15 @@ impl Default for BrokerConfig {
             cache_refresh: Duration::from_secs(15),
             max_message_bytes: converge_proto::MAX_MESSAGE_BYTES,
             auth: None,
+            max_kinds_per_stream: DEFAULT_MAX_KINDS_PER_STREAM,
         }
     }
 }
+
+/// The default of [`BrokerConfig::max_kinds_per_stream`] (`MAX_KINDS_PER_STREAM`): a worker
+/// serving more kinds opens more streams. 100 streams of 10,000 kinds each held 548 MiB and
+/// slowed every dispatch pass (issue 41).
+pub const DEFAULT_MAX_KINDS_PER_STREAM: usize = 1_000;
 
 /// A cheap, cloneable handle to one broker.
 #[derive(Clone)]
@@ -159,6 +168,7 @@ impl Broker {
             registry.clone(),
             completions.clone(),
             wake.clone(),
+            KEEPALIVE_ROUND,
         );
         let (dispatcher, dispatch) = dispatch::Dispatcher::new(
             dispatch::DispatchOptions {
@@ -197,6 +207,7 @@ impl Broker {
                 subscribe_timeout: cfg.subscribe_timeout,
                 max_message_bytes: cfg.max_message_bytes,
                 auth: cfg.auth.clone(),
+                max_kinds_per_stream: cfg.max_kinds_per_stream,
             },
             pool.clone(),
             service::Parts {
@@ -358,14 +369,17 @@ impl pb::worker_service_server::WorkerService for Broker {
     }
 }
 
-/// The WorkerService as tonic serves it (with [`wire::mirror_compression`] in front).
+/// The WorkerService as tonic serves it: [`wire::mirror_compression`] (headers only), then
+/// [`authz::Authenticated`], then the generated server that decodes messages.
 pub type GrpcService = tonic::service::interceptor::InterceptedService<
-    pb::worker_service_server::WorkerServiceServer<Broker>,
+    authz::Authenticated<pb::worker_service_server::WorkerServiceServer<Broker>>,
     wire::MirrorCompression,
 >;
 
-/// The tonic service for `broker`: the message size limit of its config both ways, and gzip
-/// accepted from any worker and sent to the workers that send it (plain frames still work).
+/// The tonic service for `broker`: every request authenticated from its headers before
+/// anything of its body is read or decoded, the message size limit of its config both ways,
+/// and gzip accepted from any worker and sent to the workers that send it (plain frames
+/// still work).
 pub fn grpc_service(broker: &Broker) -> GrpcService {
     use tonic::codec::CompressionEncoding::Gzip;
     let limit = broker.config().max_message_bytes;
@@ -374,7 +388,11 @@ pub fn grpc_service(broker: &Broker) -> GrpcService {
         .max_encoding_message_size(limit)
         .accept_compressed(Gzip)
         .send_compressed(Gzip);
-    tonic::service::interceptor::InterceptedService::new(server, wire::mirror_compression)
+    let server = authz::Authenticated::new(server, broker.config().auth.clone());
+    tonic::service::interceptor::InterceptedService::new(
+        server,
+        wire::mirror_compression as wire::MirrorCompression,
+    )
 }
 
 /// How often the broker pings each connection (HTTP/2 PING), and how long it waits for the
@@ -385,6 +403,12 @@ pub fn grpc_service(broker: &Broker) -> GrpcService {
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// See [`KEEPALIVE_INTERVAL`].
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection whose peer stopped sending is dropped at most this long after its last byte
+/// (a PING after [`KEEPALIVE_INTERVAL`] of silence, [`KEEPALIVE_TIMEOUT`] for its answer),
+/// plus a second for the session to see it: a stream still open this long after one of its
+/// tasks hit its deadline has answered a PING sent after the deadline.
+const KEEPALIVE_ROUND: Duration =
+    Duration::from_secs(KEEPALIVE_INTERVAL.as_secs() + KEEPALIVE_TIMEOUT.as_secs() + 1);
 /// Concurrent HTTP/2 streams one connection may open (a worker needs one WorkStream plus a
 /// few unary calls); a peer cannot make the broker hold unbounded stream state.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;

@@ -12,6 +12,14 @@
 //! enter and leave its maps, under the same lock, so a scrape reads two gauges instead of
 //! walking the maps.
 //!
+//! A lease belongs to the stream it was handed to (or that adopted it on resume): a result,
+//! a heartbeat entry or a resume from another stream finds it [`Held::Elsewhere`] and changes
+//! nothing ([`Registry::take_result`], [`Registry::keys_for`], [`Registry::adopt`]).
+//!
+//! A stream one of whose tasks hit its broker-side deadline is *suspect*: it is handed no new
+//! task until its peer was heard from after that deadline (see [`Registry::suspect`]), so a
+//! hung-but-connected worker never gets the retry of the task it hung on.
+//!
 //! A low part: it knows streams, leases and frames, and keeps a composite's [`Pipeline`]
 //! with its lease between stages, but never runs one, claims, or writes to the database. It
 //! is also the broker's [`Roster`]: the membership loop publishes its streams as the
@@ -19,6 +27,7 @@
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
+    net::SocketAddr,
     pin::Pin,
     sync::{
         Arc, OnceLock,
@@ -42,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use uuid::Uuid;
 
+use converge_auth::listen::ConnActivity;
 use converge_proto::pb::{self, work_stream_server_msg::Body};
 
 use converge_engine::{
@@ -187,7 +197,7 @@ pub(crate) struct WorkerIdentity {
     /// The authenticated principal, if authentication is on.
     pub principal: Option<String>,
     /// The peer address.
-    pub peer: Option<String>,
+    pub peer: Option<SocketAddr>,
     /// When it subscribed.
     pub connected_at: chrono::DateTime<chrono::Utc>,
 }
@@ -210,6 +220,11 @@ pub(crate) struct StreamEntry {
     pub claimable: bool,
     /// Set once the broker sent `Drain`: no more tasks.
     pub draining: bool,
+    /// What its connection's reads say about the peer (`None` off a guarded listener).
+    pub activity: Option<ConnActivity>,
+    /// The last broker-side deadline one of its tasks hit, until the peer was heard from
+    /// after it (see [`Registry::suspect`]).
+    pub suspect_since: Option<tokio::time::Instant>,
 }
 
 impl StreamEntry {
@@ -218,11 +233,48 @@ impl StreamEntry {
             || self.draining
             || !self.pairs.contains(pair)
             || self.unready.contains(pair)
+            || self.is_suspect()
         {
             return 0;
         }
         self.max_inflight.saturating_sub(self.inflight)
     }
+
+    /// A deadline passed on this stream and nothing came from its peer since: its
+    /// connection read no byte (no frame, no PONG to the broker's HTTP/2 PING) after it.
+    fn is_suspect(&self) -> bool {
+        self.suspect_since
+            .is_some_and(|t| !self.activity.as_ref().is_some_and(|a| a.heard_since(t)))
+    }
+
+    fn holder(&self, stream: StreamId) -> Holder {
+        Holder {
+            stream,
+            principal: self.who.principal.clone(),
+            peer: self.who.peer,
+        }
+    }
+}
+
+/// The stream holding a lease another stream named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Holder {
+    /// The holding stream.
+    pub stream: StreamId,
+    /// Its principal (`None`: authentication is off).
+    pub principal: Option<String>,
+    /// Its peer's address.
+    pub peer: Option<SocketAddr>,
+}
+
+/// Where a lease named by a stream's frame is held, as [`Registry::take_result`] found it.
+pub(crate) enum Held {
+    /// By that very stream, at that epoch: taken out of flight for its result.
+    Here(Inflight),
+    /// By another stream of this broker (at any epoch): refused, nothing changed.
+    Elsewhere(Holder),
+    /// Not by this broker at that epoch (resent after a reconnect, or stale).
+    Unknown,
 }
 
 /// A lease this broker handed out and has no result for yet.
@@ -451,6 +503,45 @@ impl Registry {
         (unplaced, placed)
     }
 
+    /// One of stream `id`'s tasks hit its broker-side deadline at `at`: the stream gets no
+    /// new task until its peer is heard from after `at` (any byte on its connection: a
+    /// frame, or the PONG to the broker's keepalive PING, which an idle connection gets
+    /// within `KEEPALIVE_INTERVAL`), or [`Registry::clear_suspicion`] lifts it. A worker that
+    /// hangs whole (SIGSTOP, a frozen VM) sends nothing, so the retry of the task it hung on,
+    /// and every other task, goes to another stream until keepalive ends its connection.
+    ///
+    /// Guarantees: between `at` and a sign of life after it, [`Registry::capacity`] and
+    /// [`Registry::assign`] count no slot of the stream. Caveat: the sign is per connection
+    /// (through an L7 proxy the proxy answers PINGs, as it does for the keepalive itself).
+    pub fn suspect(&self, id: StreamId, at: tokio::time::Instant) {
+        if let Some(e) = self.lock().streams.get_mut(&id) {
+            e.suspect_since = Some(e.suspect_since.map_or(at, |t| t.max(at)));
+        }
+    }
+
+    /// Stream `id` sent a frame that arrived at `at`: a sign of life, clearing a suspicion
+    /// from before it (for a stream whose connection's reads are not tracked).
+    pub fn heard_from(&self, id: StreamId, at: tokio::time::Instant) {
+        if let Some(e) = self.lock().streams.get_mut(&id)
+            && e.suspect_since.is_some_and(|t| at > t)
+        {
+            e.suspect_since = None;
+        }
+    }
+
+    /// Lifts the suspicion a deadline at `at` raised on stream `id`, if no later deadline
+    /// replaced it: its connection outlived a whole keepalive round after `at`, so it
+    /// answered a PING sent after it. True if the stream may take tasks again.
+    pub fn clear_suspicion(&self, id: StreamId, at: tokio::time::Instant) -> bool {
+        match self.lock().streams.get_mut(&id) {
+            Some(e) if e.suspect_since == Some(at) => {
+                e.suspect_since = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Attaches a lease's deadline timer (aborted at once if the lease is already gone, so
     /// a result that beat the timer's arming leaves no timer behind).
     pub fn set_timer(&self, token: LeaseToken, timer: AbortHandle) {
@@ -460,9 +551,39 @@ impl Registry {
         }
     }
 
-    /// Takes a lease out of the in-flight set (its result arrived or its deadline passed),
-    /// freeing the stream's slot. `None` if this broker does not hold it at that epoch.
-    pub fn take(&self, token: LeaseToken, epoch: ClaimEpoch) -> Option<Inflight> {
+    /// Takes a lease out of the in-flight set for a result stream `from` sent, if `from`
+    /// holds it at that epoch, freeing the slot. A lease another stream holds is left as it
+    /// is: the result belongs to the stream that holds the lease.
+    pub fn take_result(&self, token: LeaseToken, epoch: ClaimEpoch, from: StreamId) -> Held {
+        let mut s = self.lock();
+        match s.inflight.get(&token.0) {
+            Some(f) if f.stream != from => {
+                let holder = f.stream;
+                match s.streams.get(&holder) {
+                    Some(e) => Held::Elsewhere(e.holder(holder)),
+                    // A lease outlives its stream only between the stream's removal and
+                    // its release: nobody holds it.
+                    None => Held::Unknown,
+                }
+            }
+            Some(f) if f.key.claim_epoch == epoch => match s.take_inflight(token) {
+                Some(f) => Held::Here(f),
+                None => Held::Unknown,
+            },
+            _ => Held::Unknown,
+        }
+    }
+
+    /// The stream holding `token`, if this broker handed it out.
+    pub fn holder_of(&self, token: LeaseToken) -> Option<Holder> {
+        let s = self.lock();
+        let f = s.inflight.get(&token.0)?;
+        Some(s.streams.get(&f.stream)?.holder(f.stream))
+    }
+
+    /// Takes a lease out of the in-flight set (its deadline passed), freeing the stream's
+    /// slot. `None` if this broker does not hold it at that epoch.
+    fn take(&self, token: LeaseToken, epoch: ClaimEpoch) -> Option<Inflight> {
         let mut s = self.lock();
         match s.inflight.get(&token.0) {
             Some(f) if f.key.claim_epoch == epoch => {}
@@ -528,23 +649,64 @@ impl Registry {
             .collect()
     }
 
-    /// The keys of the given leases that this broker holds (for heartbeat attestation).
-    pub fn keys_for(&self, leases: &[(LeaseToken, ClaimEpoch)]) -> Vec<LeaseKey> {
+    /// The keys of the given leases that stream `from` holds at the stated epochs (for
+    /// heartbeat attestation), and the holders of those another stream holds (ignored).
+    pub fn keys_for(
+        &self,
+        from: StreamId,
+        leases: &[(LeaseToken, ClaimEpoch)],
+    ) -> (Vec<LeaseKey>, Vec<(LeaseToken, Holder)>) {
         let s = self.lock();
-        leases
-            .iter()
-            .filter_map(|(t, e)| s.inflight.get(&t.0).filter(|f| f.key.claim_epoch == *e))
-            .map(|f| f.key.clone())
-            .collect()
+        let mut keys = Vec::with_capacity(leases.len());
+        let mut elsewhere = Vec::new();
+        for (t, e) in leases {
+            let Some(f) = s.inflight.get(&t.0) else {
+                continue;
+            };
+            if f.stream != from {
+                if let Some(h) = s.streams.get(&f.stream) {
+                    elsewhere.push((*t, h.holder(f.stream)));
+                }
+            } else if f.key.claim_epoch == *e {
+                keys.push(f.key.clone());
+            }
+        }
+        (keys, elsewhere)
+    }
+
+    /// Whether a worker resuming on stream `to` with `principal` may take over `token`: not
+    /// if another stream of this broker holds it under another principal (that stream's
+    /// holder is returned). A lease held under the same principal moves with
+    /// [`Registry::adopt`]: the worker reconnected before this broker saw its old stream end.
+    pub fn resume_refused(
+        &self,
+        token: LeaseToken,
+        to: StreamId,
+        principal: Option<&str>,
+    ) -> Option<Holder> {
+        let h = self.holder_of(token)?;
+        (h.stream != to && h.principal.as_deref() != principal).then_some(h)
     }
 
     /// Adopts leases found in the database for a resumed stream (a worker that reconnected
-    /// to this broker while still running tasks another session handed out).
+    /// to this broker while still running tasks another session handed out). A lease another
+    /// stream of this broker still holds moves to `stream` (the caller refused those of
+    /// another principal, see [`Registry::resume_refused`]): the worker's old stream is gone
+    /// from its side, and its held result must be taken on the new one.
     pub fn adopt(&self, stream: StreamId, found: Vec<FoundLease>) {
         let mut s = self.lock();
         let mut n = 0;
         for FoundLease { key: k, pair, verb } in found {
-            if s.inflight.contains_key(&k.lease_token.0) {
+            if let Some(f) = s.inflight.get_mut(&k.lease_token.0) {
+                let old = f.stream;
+                if old == stream {
+                    continue;
+                }
+                f.stream = stream;
+                if let Some(e) = s.streams.get_mut(&old) {
+                    e.inflight = e.inflight.saturating_sub(1);
+                }
+                n += 1;
                 continue;
             }
             metrics().inflight_add(&pair.kind, 1);
@@ -686,7 +848,7 @@ impl Roster for Registry {
                     name: e.who.name.clone(),
                     sdk: e.who.sdk.clone(),
                     principal: e.who.principal.clone(),
-                    peer: e.who.peer.clone(),
+                    peer: e.who.peer.map(|a| a.to_string()),
                     kinds,
                     max_inflight: u32::try_from(e.max_inflight).unwrap_or(u32::MAX),
                     inflight: u32::try_from(e.inflight).unwrap_or(u32::MAX),
@@ -724,6 +886,8 @@ mod tests {
             inflight: 0,
             claimable: true,
             draining: false,
+            activity: None,
+            suspect_since: None,
         }
     }
 
@@ -800,6 +964,88 @@ mod tests {
             (REVOKED_KEPT, REVOKED_KEPT)
         );
         assert!(!s.revoked.contains(&first));
+    }
+
+    #[tokio::test]
+    async fn a_lease_is_the_holding_streams_alone_until_it_moves_on_resume() {
+        let r = Registry::default();
+        let named = |name: &str, principal: &str| {
+            let mut e = entry(name, &[("vpc", 1)]);
+            e.who.principal = Some(principal.into());
+            e
+        };
+        let a = r.add_stream(named("a", "p"));
+        let b = r.add_stream(StreamEntry {
+            claimable: false,
+            ..named("b", "p")
+        });
+        let token = Uuid::new_v4();
+        assert!(r.assign(vec![outgoing(token)]).0.is_empty());
+        let (t, epoch, key) = (LeaseToken(token), ClaimEpoch(1), outgoing(token).key);
+        let held_by = |s: StreamId| Holder {
+            stream: s,
+            principal: Some("p".into()),
+            peer: None,
+        };
+
+        // Another stream's result, heartbeat entry or page: refused, nothing taken.
+        assert!(matches!(r.take_result(t, epoch, b), Held::Elsewhere(h) if h == held_by(a)));
+        assert_eq!(
+            r.keys_for(b, &[(t, epoch)]),
+            (vec![], vec![(t, held_by(a))])
+        );
+        assert_eq!(r.holder_of(t), Some(held_by(a)));
+        assert_eq!(r.inflight_count(), 1);
+        // The holder's own heartbeat counts; a wrong epoch is neither.
+        assert_eq!(r.keys_for(a, &[(t, epoch)]), (vec![key.clone()], vec![]));
+        assert!(matches!(r.take_result(t, ClaimEpoch(2), a), Held::Unknown));
+
+        // A resume by another principal is refused; by the same one the lease moves.
+        assert_eq!(r.resume_refused(t, b, Some("q")), Some(held_by(a)));
+        assert_eq!(r.resume_refused(t, b, Some("p")), None);
+        r.adopt(
+            b,
+            vec![FoundLease {
+                key,
+                pair: KindPair::new("vpc", 1),
+                verb: None,
+            }],
+        );
+        let counts =
+            |r: &Registry| -> Vec<u32> { r.workers().iter().map(|w| w.inflight).collect() };
+        assert_eq!(counts(&r), [0, 1]);
+        assert!(matches!(r.take_result(t, epoch, a), Held::Elsewhere(h) if h == held_by(b)));
+        assert!(matches!(r.take_result(t, epoch, b), Held::Here(f) if f.stream == b));
+        assert_eq!((r.inflight_count(), counts(&r)), (0, vec![0, 0]));
+    }
+
+    #[tokio::test]
+    async fn a_stream_past_a_deadline_takes_no_task_until_heard_from_after_it() {
+        let r = Registry::default();
+        let a = r.add_stream(entry("a", &[("vpc", 1)]));
+        let vpc = || vec![(KindPair::new("vpc", 1), 8)];
+        assert_eq!(r.capacity(), vpc());
+        let before = tokio::time::Instant::now();
+        let at = before + Duration::from_millis(1);
+        r.suspect(a, at);
+        assert!(r.capacity().is_empty());
+        let (unplaced, _) = r.assign(vec![outgoing(Uuid::new_v4())]);
+        assert_eq!(unplaced.len(), 1, "a suspect stream is handed nothing");
+        // A frame that arrived before the deadline proves nothing.
+        r.heard_from(a, before);
+        assert!(r.capacity().is_empty());
+        r.heard_from(a, at + Duration::from_millis(1));
+        assert_eq!(r.capacity(), vpc());
+
+        // A later deadline replaces an earlier one: the earlier one's keepalive round does
+        // not lift it.
+        let later = at + Duration::from_secs(1);
+        r.suspect(a, at);
+        r.suspect(a, later);
+        assert!(!r.clear_suspicion(a, at));
+        assert!(r.capacity().is_empty());
+        assert!(r.clear_suspicion(a, later));
+        assert_eq!(r.capacity(), vpc());
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 //! settings it needs; the crate root's `Broker` implements the tonic trait by delegating
 //! here, so the public service type stays `WorkerServiceServer<Broker>`.
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{collections::HashSet, net::SocketAddr, sync::Arc, time::Duration};
 
 use prost::Message;
 use sqlx::PgPool;
@@ -14,10 +14,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use converge_auth::{Principal, tls::PeerInfo};
 use converge_engine::{
     db::{self, descendants},
     ids::{ClaimEpoch, KindPair, LeaseToken},
-    metrics::{TaskResult, metrics},
+    metrics::{LeaseUse, Refused, TaskResult, metrics},
 };
 use converge_proto::{
     manifest::is_valid_kind_name,
@@ -32,16 +33,28 @@ use crate::{
     dispatch::DispatchHandle,
     handout::Handout,
     manifests::Manifests,
-    registry::{Closer, Outbound, Registry, StreamEntry, StreamId, StreamOut, WorkerIdentity},
+    registry::{
+        Closer, Held, Holder, Outbound, Registry, StreamEntry, StreamId, StreamOut, WorkerIdentity,
+    },
     wire,
 };
 
 /// Most tasks one stream may ask for at once.
 const MAX_STREAM_INFLIGHT: u32 = 10_000;
 
-fn pairs_from(kinds: &[String], versions: &[i32]) -> Result<Vec<KindPair>, Status> {
+/// The (kind, version) pairs a Subscribe or GetProviderConfig names, at most `max` kinds
+/// (`MAX_KINDS_PER_STREAM`: each kind of each stream costs the broker memory and every
+/// dispatch pass time, so one request cannot name ten thousand).
+fn pairs_from(kinds: &[String], versions: &[i32], max: usize) -> Result<Vec<KindPair>, Status> {
     if kinds.is_empty() {
         return Err(Status::invalid_argument("kinds must not be empty"));
+    }
+    if kinds.len() > max {
+        return Err(Status::invalid_argument(format!(
+            "{} kinds named; a stream serves at most {max} (MAX_KINDS_PER_STREAM on the \
+             broker): split the kinds over several streams or raise the limit",
+            kinds.len()
+        )));
     }
     if versions.len() > kinds.len() {
         return Err(Status::invalid_argument(
@@ -90,6 +103,8 @@ pub(crate) struct ServiceOptions {
     pub max_message_bytes: usize,
     /// Who may speak the WorkerService (`None`: authentication is off).
     pub auth: Option<Arc<converge_auth::Authenticator>>,
+    /// Most kinds one Subscribe (or GetProviderConfig) may name (`MAX_KINDS_PER_STREAM`).
+    pub max_kinds_per_stream: usize,
 }
 
 /// The handles a session feeds.
@@ -154,9 +169,14 @@ impl Workers {
         }
     }
 
+    /// The caller [`authz::Authenticated`] found for `req`.
+    fn caller<T>(&self, req: &Request<T>) -> Result<Option<Arc<Principal>>, Status> {
+        authz::caller(req, self.inner.opts.auth.is_some())
+    }
+
     /// `WorkStream`: checks the caller and its Subscribe, registers the stream and starts
     /// its session; the returned stream carries the broker's frames.
-    #[tracing::instrument(skip_all, fields(peer = ?req.remote_addr()))]
+    #[tracing::instrument(skip_all, fields(peer = ?peer_of(&req).map(|p| p.remote_addr)))]
     pub async fn work_stream(
         &self,
         req: Request<Streaming<pb::WorkStreamClientMsg>>,
@@ -164,8 +184,11 @@ impl Workers {
         if self.inner.draining.is_cancelled() {
             return Err(Status::unavailable("broker is shutting down"));
         }
-        let peer = req.remote_addr().map(|a| a.to_string());
-        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let (peer, activity) = match peer_of(&req) {
+            Some(p) => (Some(p.remote_addr), p.activity.clone()),
+            None => (req.remote_addr(), None),
+        };
+        let principal = self.caller(&req)?;
         let mut inbound = req.into_inner();
         let first =
             tokio::time::timeout(self.inner.opts.subscribe_timeout, inbound.message()).await;
@@ -180,7 +203,11 @@ impl Workers {
             Ok(Err(s)) => return Err(s),
             Err(_) => return Err(Status::deadline_exceeded("no Subscribe received in time")),
         };
-        let pairs = pairs_from(&sub.kinds, &sub.kind_versions)?;
+        let pairs = pairs_from(
+            &sub.kinds,
+            &sub.kind_versions,
+            self.inner.opts.max_kinds_per_stream,
+        )?;
         authz::check_kinds(principal.as_deref(), &pairs)?;
         let max_inflight = match sub.max_inflight {
             0 => self.inner.opts.default_max_inflight,
@@ -204,13 +231,17 @@ impl Workers {
             inflight: 0,
             claimable: false,
             draining: false,
+            activity,
+            suspect_since: None,
         });
         let actor = principal.as_ref().map(|p| p.name.as_str()).unwrap_or("-");
         tracing::info!(stream = sid, worker = %name, principal = %actor, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
         self.warn_unknown_kinds(sid, &name, &pairs).await;
+        // A worker resumes at most what one stream may hold: more is not its own.
         let resumed: Vec<(LeaseToken, ClaimEpoch)> = sub
             .resumed
             .iter()
+            .take(MAX_STREAM_INFLIGHT as usize)
             .filter_map(|r| parse_token(&r.lease_token).map(|t| (t, ClaimEpoch(r.claim_epoch))))
             .collect();
         tokio::spawn(session(
@@ -255,9 +286,13 @@ impl Workers {
         &self,
         req: Request<pb::GetProviderConfigRequest>,
     ) -> Result<Response<pb::GetProviderConfigResponse>, Status> {
-        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let principal = self.caller(&req)?;
         let req = req.into_inner();
-        let pairs = pairs_from(&req.kinds, &req.kind_versions)?;
+        let pairs = pairs_from(
+            &req.kinds,
+            &req.kind_versions,
+            self.inner.opts.max_kinds_per_stream,
+        )?;
         authz::check_kinds(principal.as_deref(), &pairs)?;
         let entries = self
             .inner
@@ -283,12 +318,22 @@ impl Workers {
     /// lease the caller names. The lease is the authority: a worker reads the subtree of a
     /// task it holds, of a kind its principal may serve, and nothing else; a lease that is
     /// gone (the task finished, was reaped or superseded) is FAILED_PRECONDITION.
+    ///
+    /// A unary call names no stream, so "the stream that holds the lease" is judged by who
+    /// calls from where: a lease this broker handed to a stream of another principal, or to
+    /// a stream whose worker connects from another address (another host or pod), is
+    /// PERMISSION_DENIED (logged with both principals, counted in
+    /// `converge_broker_lease_refusals_total`). Two workers of one principal on one address
+    /// cannot be told apart here; each SDK pages on the connection its task came on.
     #[tracing::instrument(skip_all)]
     pub async fn list_descendants(
         &self,
         req: Request<pb::ListDescendantsRequest>,
     ) -> Result<Response<pb::ListDescendantsResponse>, Status> {
-        let principal = authz::caller(self.inner.opts.auth.as_deref(), &req)?;
+        let principal = self.caller(&req)?;
+        let from = peer_of(&req)
+            .map(|p| p.remote_addr)
+            .or_else(|| req.remote_addr());
         let req = req.into_inner();
         let id = uuid::Uuid::from_slice(&req.resource_id)
             .map_err(|_| Status::invalid_argument("resource_id must be 16 bytes"))?;
@@ -301,6 +346,16 @@ impl Workers {
                     .ok_or_else(|| Status::invalid_argument("page_token was not made here"))?,
             ),
         };
+        if let Some(h) = self.inner.parts.registry.holder_of(LeaseToken(token))
+            && !pages_for(&h, principal.as_deref(), from)
+        {
+            tracing::warn!(lease = %token, holder = h.principal.as_deref().unwrap_or("-"), holder_stream = h.stream, holder_peer = ?h.peer, sender = authz::name_of(principal.as_deref()), sender_peer = ?from, "refused ListDescendants for a lease another worker's stream holds");
+            metrics().lease_refused(LeaseUse::ListDescendants, Refused::OtherStream, 1);
+            return Err(Status::permission_denied(
+                "the lease is held by another worker's stream: page with the lease of a task \
+                 this worker runs",
+            ));
+        }
         let pool = &self.inner.pool;
         let leased = descendants::leased_composite(pool, id, token, req.claim_epoch)
             .await
@@ -311,7 +366,10 @@ impl Workers {
         authz::check_kinds(
             principal.as_deref(),
             &[KindPair::new(&leased.kind, leased.kind_version)],
-        )?;
+        )
+        .inspect_err(|_| {
+            metrics().lease_refused(LeaseUse::ListDescendants, Refused::Kind, 1);
+        })?;
         let size = match req.page_size {
             0 => descendants::DEFAULT_PAGE,
             n => n.min(descendants::MAX_PAGE),
@@ -326,8 +384,21 @@ impl Workers {
     }
 }
 
-/// How often a stream re-checks that its principal is still listed after AUTH_FILE changed.
-const PRINCIPAL_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+/// The connection a request came on, as the listener describes it.
+fn peer_of<T>(req: &Request<T>) -> Option<&PeerInfo> {
+    req.extensions().get::<PeerInfo>()
+}
+
+/// Whether a ListDescendants caller (`principal`, from `from`) may page with a lease that
+/// `holder` holds: the same principal, and the same address when both are known.
+fn pages_for(holder: &Holder, principal: Option<&Principal>, from: Option<SocketAddr>) -> bool {
+    let same_principal = holder.principal.as_deref() == principal.map(|p| p.name.as_str());
+    let same_host = match (holder.peer, from) {
+        (Some(h), Some(f)) => h.ip() == f.ip(),
+        _ => true,
+    };
+    same_principal && same_host
+}
 
 /// One subscribed stream as its session sees it.
 struct Subscribed {
@@ -345,38 +416,12 @@ async fn session(
     stream: Subscribed,
     mut inbound: Streaming<pb::WorkStreamClientMsg>,
     resumed: Vec<(LeaseToken, ClaimEpoch)>,
-    principal: Option<std::sync::Arc<converge_auth::Principal>>,
+    principal: Option<Arc<Principal>>,
 ) {
     let Subscribed { sid, closer, pairs } = stream;
     let (pool, parts) = (&w.inner.pool, &w.inner.parts);
     if !resumed.is_empty() {
-        match db::queue::lease_adopt(pool, &resumed, &w.inner.opts.broker_id).await {
-            Ok(found) => {
-                // A composite's held stage result cannot finish its task without the
-                // pipeline that sent the stage (taken as final, its compose was never
-                // applied and its rollup never ran): such tasks are released to run again,
-                // and the held result is refused when it arrives.
-                let (keys, rerun): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| {
-                    parts
-                        .manifests
-                        .final_stage(&f.key.task_type, &f.pair)
-                        .is_some()
-                });
-                tracing::info!(
-                    stream = sid,
-                    resumed = resumed.len(),
-                    adopted = keys.len(),
-                    rerun = rerun.len(),
-                    "adopting resumed leases"
-                );
-                parts.registry.adopt(sid, keys);
-                let rerun: Vec<_> = rerun.into_iter().map(|f| f.key).collect();
-                if let Err(e) = db::queue::lease_release(pool, &rerun).await {
-                    tracing::warn!(error = %e, "could not release resumed composite leases; the reaper will");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "could not look up resumed leases"),
-        }
+        adopt_resumed(&w, sid, &resumed, principal.as_deref()).await;
     }
     // Rule 2 holds or the stream ends: without its configs a worker would run tasks blind,
     // so a failed prime closes the stream and the worker reconnects (with backoff).
@@ -390,30 +435,45 @@ async fn session(
             ));
         }
     }
-    let auth = w.inner.opts.auth.clone().zip(principal);
-    let mut seen_generation = auth.as_ref().map(|(a, _)| a.generation()).unwrap_or(0);
-    let mut recheck = tokio::time::interval(PRINCIPAL_RECHECK);
+    // Revocation is an event: the authenticator's generation moves within milliseconds of
+    // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
+    // subscribing too: a reload between the stream's authentication and the subscription
+    // would otherwise go unseen.
+    let auth = w.inner.opts.auth.clone().zip(principal.clone());
+    let mut changes = auth.as_ref().map(|(a, _)| a.subscribe());
+    let revoked = |a: &converge_auth::Authenticator, p: &Principal| {
+        (!a.still_valid(p)).then(|| {
+            Status::unauthenticated(format!(
+                "principal {:?} was removed or changed in AUTH_FILE",
+                p.name
+            ))
+        })
+    };
+    if let Some(status) = auth.as_ref().and_then(|(a, p)| revoked(a, p)) {
+        closer.close(status);
+    }
     let end = loop {
         let next = tokio::select! {
             m = inbound.message() => m,
             _ = closer.closed() => break closer.reason(),
-            _ = recheck.tick(), if auth.is_some() => {
-                let (a, p) = auth.as_ref().expect("guarded by the select condition");
-                if a.generation() != seen_generation {
-                    seen_generation = a.generation();
-                    if !a.still_valid(p) {
-                        closer.close(Status::unauthenticated(format!(
-                            "principal {:?} was removed or changed in AUTH_FILE", p.name
-                        )));
-                        break "principal revoked".to_string();
-                    }
+            changed = async { changes.as_mut().expect("guarded by the select condition").changed().await }, if changes.is_some() => {
+                if changed.is_err() {
+                    // The authenticator is gone (the process is stopping): nothing to watch.
+                    changes = None;
+                    continue;
+                }
+                let (a, p) = auth.as_ref().expect("a subscription implies authentication");
+                if let Some(status) = revoked(a, p) {
+                    closer.close(status);
+                    break "principal revoked".to_string();
                 }
                 continue;
             }
         };
         match next {
             Ok(Some(msg)) => {
-                if let Err(status) = handle(&w, sid, &pairs, msg).await {
+                parts.registry.heard_from(sid, tokio::time::Instant::now());
+                if let Err(status) = handle(&w, sid, &pairs, principal.as_ref(), msg).await {
                     let end = format!("protocol error: {}", status.message());
                     closer.close(status);
                     break end;
@@ -439,6 +499,84 @@ async fn session(
     parts.dispatch.wake();
 }
 
+/// Takes over the leases a reconnected worker lists in `Subscribe.resumed`, as far as they
+/// are its own: a lease of a kind its principal may not serve, or that another principal's
+/// stream of this broker holds, is refused (logged with both principals, counted) and left
+/// as it is; the worker's held result for it is then refused as unknown.
+async fn adopt_resumed(
+    w: &Workers,
+    sid: StreamId,
+    resumed: &[(LeaseToken, ClaimEpoch)],
+    principal: Option<&Principal>,
+) {
+    let (pool, parts) = (&w.inner.pool, &w.inner.parts);
+    let found = match db::queue::lease_lookup(pool, resumed).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not look up resumed leases");
+            return;
+        }
+    };
+    let sender = authz::name_of(principal);
+    let mut allowed = Vec::with_capacity(found.len());
+    let (mut other_kind, mut other_stream) = (0u64, 0u64);
+    for f in found {
+        let token = f.key.lease_token;
+        if !authz::may_serve(principal, &f.pair.kind) {
+            tracing::warn!(stream = sid, lease = %token, kind = %f.pair.kind, sender, "refused to resume a lease of a kind the worker's principal may not serve");
+            other_kind += 1;
+        } else if let Some(h) =
+            parts
+                .registry
+                .resume_refused(token, sid, principal.map(|p| p.name.as_str()))
+        {
+            tracing::warn!(stream = sid, lease = %token, sender, holder = h.principal.as_deref().unwrap_or("-"), holder_stream = h.stream, "refused to resume a lease another principal's stream holds");
+            other_stream += 1;
+        } else {
+            allowed.push((token, f.key.claim_epoch));
+        }
+    }
+    for (n, why) in [
+        (other_kind, Refused::Kind),
+        (other_stream, Refused::OtherStream),
+    ] {
+        if n > 0 {
+            metrics().lease_refused(LeaseUse::Resume, why, n);
+        }
+    }
+    if allowed.is_empty() {
+        return;
+    }
+    match db::queue::lease_adopt(pool, &allowed, &w.inner.opts.broker_id).await {
+        Ok(found) => {
+            // A composite's held stage result cannot finish its task without the pipeline
+            // that sent the stage (taken as final, its compose was never applied and its
+            // rollup never ran): such tasks are released to run again, and the held result
+            // is refused when it arrives.
+            let (keys, rerun): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| {
+                parts
+                    .manifests
+                    .final_stage(&f.key.task_type, &f.pair)
+                    .is_some()
+            });
+            tracing::info!(
+                stream = sid,
+                resumed = resumed.len(),
+                adopted = keys.len(),
+                rerun = rerun.len(),
+                refused = other_kind + other_stream,
+                "adopting resumed leases"
+            );
+            parts.registry.adopt(sid, keys);
+            let rerun: Vec<_> = rerun.into_iter().map(|f| f.key).collect();
+            if let Err(e) = db::queue::lease_release(pool, &rerun).await {
+                tracing::warn!(error = %e, "could not release resumed composite leases; the reaper will");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not adopt resumed leases"),
+    }
+}
+
 /// How the worker says its task ended.
 fn task_result(c: &pb::StageComplete) -> TaskResult {
     match (c.error_message.is_empty(), c.terminal) {
@@ -448,10 +586,35 @@ fn task_result(c: &pb::StageComplete) -> TaskResult {
     }
 }
 
+/// Logs and counts a frame's use of leases another stream holds (the frame changes nothing
+/// for them).
+fn refuse_elsewhere(
+    sid: StreamId,
+    sender: Option<&Arc<Principal>>,
+    frame: LeaseUse,
+    holders: &[(LeaseToken, Holder)],
+) {
+    let Some((lease, h)) = holders.first() else {
+        return;
+    };
+    tracing::warn!(
+        stream = sid,
+        sender = authz::name_of(sender.map(|p| &**p)),
+        holder = h.principal.as_deref().unwrap_or("-"),
+        holder_stream = h.stream,
+        %lease,
+        count = holders.len(),
+        frame = frame.as_str(),
+        "refused a worker's use of a lease another stream holds"
+    );
+    metrics().lease_refused(frame, Refused::OtherStream, holders.len() as u64);
+}
+
 async fn handle(
     w: &Workers,
     sid: StreamId,
     pairs: &[KindPair],
+    principal: Option<&Arc<Principal>>,
     msg: pb::WorkStreamClientMsg,
 ) -> Result<(), Status> {
     let parts = &w.inner.parts;
@@ -465,8 +628,8 @@ async fn handle(
                 Status::invalid_argument("StageComplete.lease_token is not a lease token")
             })?;
             let epoch = ClaimEpoch(c.claim_epoch);
-            match parts.registry.take(token, epoch) {
-                Some(mut f) => {
+            match parts.registry.take_result(token, epoch, sid) {
+                Held::Here(mut f) => {
                     if let Some(t) = f.timer.take() {
                         t.abort();
                     }
@@ -497,11 +660,19 @@ async fn handle(
                         });
                     }
                 }
-                None => parts.completions.submit(Job::Unknown {
+                // Another stream holds it: the result is not this stream's to give. Nothing
+                // changes (the holder's slot, timer and pipeline stay), and the holder's own
+                // result is still taken when it comes.
+                Held::Elsewhere(holder) => {
+                    refuse_elsewhere(sid, principal, LeaseUse::Complete, &[(token, holder)]);
+                    parts.registry.ack(sid, token, epoch, false);
+                }
+                Held::Unknown => parts.completions.submit(Job::Unknown {
                     token,
                     epoch,
                     msg: c,
                     reply: sid,
+                    principal: principal.cloned(),
                 }),
             }
         }
@@ -525,7 +696,10 @@ async fn handle(
                 .zip(&h.claim_epoch)
                 .filter_map(|(t, e)| parse_token(t).map(|t| (t, ClaimEpoch(*e))))
                 .collect();
-            let keys = parts.registry.keys_for(&leases);
+            // Only the stream's own leases are refreshed: an entry for a lease another
+            // stream holds would keep alive a task this worker does not run.
+            let (keys, elsewhere) = parts.registry.keys_for(sid, &leases);
+            refuse_elsewhere(sid, principal, LeaseUse::Heartbeat, &elsewhere);
             if let Err(e) = db::queue::lease_heartbeat(&w.inner.pool, &keys).await {
                 tracing::warn!(error = %e, "heartbeat refresh failed");
             }

@@ -100,6 +100,9 @@ pub struct Config {
     pub max_bundle_bytes: usize,
     /// MAX_WATCHERS: `?watch=true` streams open at once (503 beyond).
     pub max_watchers: usize,
+    /// MAX_KINDS_PER_STREAM: most kinds one worker stream's Subscribe (or one
+    /// GetProviderConfig) may name, 1..=100000, default 1,000 (INVALID_ARGUMENT beyond).
+    pub max_kinds_per_stream: usize,
     /// GRPC_MAX_MESSAGE_BYTES: largest WorkerService message the broker accepts or sends
     /// (decompressed), 4 MiB..=512 MiB, default 64 MiB (`converge_proto::wire`).
     pub grpc_max_message_bytes: usize,
@@ -341,6 +344,7 @@ impl Config {
             max_body_bytes: read(&get, "MAX_BODY_BYTES", 16 * 1024 * 1024, num)?,
             max_bundle_bytes: read(&get, "MAX_BUNDLE_BYTES", 10 * 1024 * 1024, num)?,
             max_watchers: read(&get, "MAX_WATCHERS", 256, num)?,
+            max_kinds_per_stream: read(&get, "MAX_KINDS_PER_STREAM", 1_000, num)?,
             grpc_max_message_bytes: read(
                 &get,
                 wire::MAX_MESSAGE_BYTES_VAR,
@@ -388,6 +392,12 @@ impl Config {
         if !(1..=100_000).contains(&cfg.max_watchers) {
             return Err(ConfigError {
                 var: "MAX_WATCHERS",
+                reason: "must be 1..=100000".into(),
+            });
+        }
+        if !(1..=100_000).contains(&cfg.max_kinds_per_stream) {
+            return Err(ConfigError {
+                var: "MAX_KINDS_PER_STREAM",
                 reason: "must be 1..=100000".into(),
             });
         }
@@ -564,6 +574,19 @@ mod tests {
             assert_eq!(
                 cfg(&[("MEMBER_DEAD_AFTER", v)]).unwrap_err().var,
                 "MEMBER_DEAD_AFTER"
+            );
+        }
+    }
+
+    #[test]
+    fn kinds_per_stream_is_bounded() {
+        assert_eq!(cfg(&[]).unwrap().max_kinds_per_stream, 1_000);
+        let c = cfg(&[("MAX_KINDS_PER_STREAM", "5000")]).unwrap();
+        assert_eq!(c.max_kinds_per_stream, 5_000);
+        for v in ["0", "100001", "many"] {
+            assert_eq!(
+                cfg(&[("MAX_KINDS_PER_STREAM", v)]).unwrap_err().var,
+                "MAX_KINDS_PER_STREAM"
             );
         }
     }

@@ -31,8 +31,12 @@ use converge_engine::{
     reaper::{Reaper, ReaperConfig},
 };
 
-/// How often AUTH_FILE and the TLS files are checked for changes.
+/// How often the TLS files are checked for changes.
 const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often AUTH_FILE is re-read whatever its directory's change events say: it is watched
+/// (`converge_auth::watch`), so this only bounds a change on a filesystem that sends no
+/// events (NFS, some FUSE mounts).
+const AUTH_FAILSAFE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The security material of one process: principals and TLS configurations, each kept
 /// fresh from its files by a task of its own.
@@ -79,7 +83,7 @@ impl Security {
 
     fn keep_fresh(&self, tasks: &mut JoinSet<()>, stop: &CancellationToken) {
         if let Some(a) = &self.auth {
-            tasks.spawn(a.clone().keep_fresh(RELOAD_EVERY, stop.clone()));
+            tasks.spawn(a.clone().keep_fresh(AUTH_FAILSAFE, stop.clone()));
         }
         for t in [&self.http_tls, &self.grpc_tls].into_iter().flatten() {
             tasks.spawn(t.clone().keep_fresh(RELOAD_EVERY, stop.clone()));
@@ -194,6 +198,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 shutdown_drain: cfg.shutdown_drain,
                 max_message_bytes: cfg.grpc_max_message_bytes,
                 auth: security.auth.clone(),
+                max_kinds_per_stream: cfg.max_kinds_per_stream,
                 ..BrokerConfig::default()
             },
         )
@@ -273,6 +278,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 requeue_after: cfg.retry_base.max(std::time::Duration::from_secs(10)),
                 unclaimed_delete_after: cfg.unclaimed_delete_after,
                 events_retention: cfg.events_retention,
+                // The membership loop's boot grace, for the same reason: a restarted
+                // converge's workers resume their leases before anything takes them away.
+                boot_grace: cfg.member_dead_after,
             },
         );
         tasks.spawn(reaper.run(loops.clone()));

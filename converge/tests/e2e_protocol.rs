@@ -1,8 +1,8 @@
 //! The WorkerService contract against the real `converge` binary, driven by a raw gRPC client
 //! so every frame can be observed: Subscribe-first, epoch fencing with CompleteAck, the
 //! broker-side deadline with CancelTask, CancelTask for a deleted, quarantined or superseded
-//! resource (with the Rust SDK's handler seeing each), a reactor task's deadline, and one
-//! deadline budget across a composite's stages.
+//! resource (with the Rust SDK's handler seeing each), a reactor task's deadline, one
+//! deadline budget across a composite's stages, and the cap on kinds per Subscribe.
 
 mod common;
 
@@ -55,6 +55,43 @@ async fn first_frame_must_be_subscribe_with_kinds() {
         .await;
     let t = w.task().await;
     assert_eq!(t.kind, "hello");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscribe_naming_more_kinds_than_the_limit_is_refused() {
+    // MAX_KINDS_PER_STREAM's default: 1,000.
+    let c = setup(0).await;
+    let kinds = |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{i}")).collect() };
+    let sub = |n: usize| {
+        Out::Subscribe(pb::Subscribe {
+            kinds: kinds(n),
+            max_inflight: 4,
+            ..Default::default()
+        })
+    };
+    let err = RawWorker::connect(&c, sub(1001)).await.err().unwrap();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    for part in ["1001 kinds", "at most 1000", "MAX_KINDS_PER_STREAM"] {
+        assert!(err.message().contains(part), "{}", err.message());
+    }
+    // GetProviderConfig names kinds too, under the same limit.
+    let mut client = pb::worker_service_client::WorkerServiceClient::connect(c.broker.clone())
+        .await
+        .unwrap();
+    let err = client
+        .get_provider_config(pb::GetProviderConfigRequest {
+            kinds: kinds(1001),
+            kind_versions: Vec::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("MAX_KINDS_PER_STREAM"), "{err:?}");
+    // At the limit the stream is served (a refusal is the WorkStream call's answer).
+    RawWorker::connect(&c, sub(1000))
+        .await
+        .expect("a Subscribe of 1,000 kinds is served");
     c.stop().await;
 }
 

@@ -1,8 +1,11 @@
 //! Every door checks who is knocking (issue 23), against the real `converge` binary: the
 //! HTTP role matrix with problem+json answers, the token file reloaded without a restart,
 //! the WorkerService's UNAUTHENTICATED / PERMISSION_DENIED, the refusal to listen open
-//! beyond loopback, HTTPS and gRPC over TLS with mTLS and a renewed certificate,
-//! PostgreSQL over TLS, and a removed viewer's open watches closing (issue 41).
+//! beyond loopback, HTTPS and gRPC over TLS with mTLS and a renewed certificate, and
+//! PostgreSQL over TLS. And what a caller may do once inside (issue 41): a lease is its
+//! stream's alone (results, heartbeats, pages, resumes), a caller without a credential is
+//! refused before its message is read, a removed worker's stream closes as the token file
+//! changes, and a removed viewer's open watches close.
 
 mod common;
 
@@ -411,16 +414,30 @@ async fn open_stream(
     token: Option<&str>,
     kinds: &[&str],
 ) -> Result<Stream, tonic::Status> {
+    open_subscribed(channel, token, subscribe(kinds)).await
+}
+
+/// A Subscribe for `kinds` (version 1 each).
+fn subscribe(kinds: &[&str]) -> pb::Subscribe {
+    pb::Subscribe {
+        kinds: kinds.iter().map(|k| k.to_string()).collect(),
+        kind_versions: vec![1; kinds.len()],
+        max_inflight: 4,
+        worker_name: "raw".into(),
+        sdk: "test/0".into(),
+        ..Default::default()
+    }
+}
+
+/// [`open_stream`] with a Subscribe of the caller's making.
+async fn open_subscribed(
+    channel: Channel,
+    token: Option<&str>,
+    sub: pb::Subscribe,
+) -> Result<Stream, tonic::Status> {
     let (tx, rx) = mpsc::channel(8);
     tx.send(pb::WorkStreamClientMsg {
-        body: Some(Out::Subscribe(pb::Subscribe {
-            kinds: kinds.iter().map(|k| k.to_string()).collect(),
-            kind_versions: vec![1; kinds.len()],
-            max_inflight: 4,
-            worker_name: "raw".into(),
-            sdk: "test/0".into(),
-            ..Default::default()
-        })),
+        body: Some(Out::Subscribe(sub)),
     })
     .await
     .unwrap();
@@ -786,4 +803,330 @@ async fn postgres_over_tls_with_verify_full() {
     child.kill().await.unwrap();
     conn.close().await.unwrap();
     db.stop().await.unwrap();
+}
+
+/// A connection to `broker`, from `local` when given (another loopback address stands for
+/// another host).
+async fn connect(broker: &str, local: Option<&str>) -> Channel {
+    tonic::transport::Endpoint::from_shared(broker.to_owned())
+        .unwrap()
+        .local_address(local.map(|a| a.parse().unwrap()))
+        .connect()
+        .await
+        .unwrap()
+}
+
+async fn send(s: &Stream, body: Out) {
+    s.0.send(pb::WorkStreamClientMsg { body: Some(body) })
+        .await
+        .unwrap();
+}
+
+/// The next ack on `s`, skipping config pushes.
+async fn next_ack(s: &mut Stream) -> pb::CompleteAck {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), s.1.message())
+            .await
+            .expect("no frame in time")
+            .expect("stream failed")
+            .expect("stream ended");
+        match msg.body {
+            Some(In::Ack(a)) => return a,
+            Some(In::Config(_)) => continue,
+            other => panic!("expected an ack, got {other:?}"),
+        }
+    }
+}
+
+fn complete(t: &pb::StageTask, status: Value) -> Out {
+    Out::Complete(pb::StageComplete {
+        lease_token: t.lease_token.clone(),
+        stage: t.stage,
+        claim_epoch: t.claim_epoch,
+        status: serde_json::to_vec(&status).unwrap(),
+        ..Default::default()
+    })
+}
+
+fn heartbeat(t: &pb::StageTask) -> Out {
+    Out::Heartbeat(pb::WorkHeartbeat {
+        lease_token: vec![t.lease_token.clone()],
+        claim_epoch: vec![t.claim_epoch],
+    })
+}
+
+/// One ListDescendants page of `t`'s resource with `t`'s lease, as `token` calls it.
+async fn page(
+    channel: Channel,
+    token: &str,
+    t: &pb::StageTask,
+) -> Result<pb::ListDescendantsResponse, tonic::Status> {
+    let mut req = tonic::Request::new(pb::ListDescendantsRequest {
+        resource_id: t.resource_id.clone(),
+        lease_token: t.lease_token.clone(),
+        claim_epoch: t.claim_epoch,
+        ..Default::default()
+    });
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    WorkerServiceClient::new(channel)
+        .list_descendants(req)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// The value of `converge_broker_lease_refusals_total{frame,why}` in `/metrics` at `http`.
+async fn refusals(http: &str, frame: &str, why: &str) -> f64 {
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!(r#"converge_broker_lease_refusals_total{{frame="{frame}",why="{why}"}}"#);
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{series} is not exported"))
+}
+
+const HELLO_WORKER_2: &str = "tok-hello-worker-2-0123456789";
+
+#[tokio::test]
+async fn a_lease_belongs_to_the_stream_that_holds_it() {
+    let dir = Scratch::new();
+    let auth = dir.0.join("auth.yaml");
+    // A second principal that may serve hello too: its streams are another worker's.
+    let mut entries = principals();
+    entries.push(("hello-w2", "worker", HELLO_WORKER_2, &["hello"]));
+    write_auth(&auth, &entries, &[]);
+    let env = [("AUTH_FILE", auth.to_str().unwrap())];
+    let c = Converge::start(&env).await;
+    // Another broker on the same database: to it the lease is one it did not hand out.
+    let peer = c.spawn_peer(&env).await;
+    let r = call(
+        &c,
+        Some(ADMIN),
+        Method::PUT,
+        "/api/v1/kinds/hello/manifest",
+        Some(&Converge::hello_manifest_any_status(30)),
+    )
+    .await;
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let r = call(
+        &c,
+        Some(OPERATOR),
+        Method::POST,
+        "/api/v1/resources",
+        Some(&json!({"kind": "hello", "kind_version": 1, "name": "held", "spec": {}})),
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+
+    let home = connect(&c.broker, None).await;
+    let mut holder = open_stream(home.clone(), Some(WORKER), &["hello"])
+        .await
+        .unwrap();
+    let t = next_task(&mut holder).await;
+    let work = || async {
+        let r = call(
+            &c,
+            Some(VIEWER),
+            Method::GET,
+            "/api/v1/resources/hello/held",
+            None,
+        )
+        .await;
+        r.json::<Value>().await.unwrap()
+    };
+    let claimed = work().await;
+    assert_eq!(claimed["work"]["claimed"], true, "{claimed}");
+
+    // A second stream of the same principal (another connection) and a stream of another
+    // principal allowed the same kind: each heartbeats the lease, then completes it.
+    let mut same = open_stream(connect(&c.broker, None).await, Some(WORKER), &["hello"])
+        .await
+        .unwrap();
+    let mut other = open_stream(
+        connect(&c.broker, None).await,
+        Some(HELLO_WORKER_2),
+        &["hello"],
+    )
+    .await
+    .unwrap();
+    for s in [&mut same, &mut other] {
+        send(s, heartbeat(&t)).await;
+        send(s, complete(&t, json!({"stolen": true}))).await;
+        let ack = next_ack(s).await;
+        assert_eq!(
+            (ack.lease_token.as_str(), ack.accepted),
+            (t.lease_token.as_str(), false)
+        );
+    }
+    // The other principal cannot take the lease over by resuming it either.
+    let mut resumed = subscribe(&["hello"]);
+    resumed.resumed = vec![pb::ResumedTask {
+        lease_token: t.lease_token.clone(),
+        claim_epoch: t.claim_epoch,
+    }];
+    let _thief = open_subscribed(
+        connect(&c.broker, None).await,
+        Some(HELLO_WORKER_2),
+        resumed.clone(),
+    )
+    .await
+    .unwrap();
+    // Paging with it: refused to the other principal, and to the same principal calling
+    // from another host; the holder pages.
+    let e = page(connect(&c.broker, None).await, HELLO_WORKER_2, &t)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let e = page(connect(&c.broker, Some("127.0.0.2")).await, WORKER, &t)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let own = page(home.clone(), WORKER, &t).await.unwrap();
+    assert!(own.descendants.is_empty(), "{own:?}");
+
+    // To another broker the lease is unknown: a result and a resume from a principal that
+    // may not serve hello are refused there.
+    let mut far = open_stream(
+        connect(&peer.broker, None).await,
+        Some(OTHER_WORKER),
+        &["net-a"],
+    )
+    .await
+    .unwrap();
+    send(&far, complete(&t, json!({"stolen": "elsewhere"}))).await;
+    assert!(!next_ack(&mut far).await.accepted);
+    resumed.kinds = vec!["net-a".into()];
+    let _far_thief = open_subscribed(
+        connect(&peer.broker, None).await,
+        Some(OTHER_WORKER),
+        resumed,
+    )
+    .await
+    .unwrap();
+
+    // Each refusal is counted; the resume is refused in its session, after the Subscribe
+    // was answered.
+    wait_for(Duration::from_secs(10), "the refusals counted", || async {
+        let got = [
+            refusals(&c.http, "complete", "other_stream").await,
+            refusals(&c.http, "heartbeat", "other_stream").await,
+            refusals(&c.http, "list_descendants", "other_stream").await,
+            refusals(&c.http, "resume", "other_stream").await,
+            refusals(&peer.http, "complete", "kind").await,
+            refusals(&peer.http, "resume", "kind").await,
+        ];
+        (got == [2.0, 2.0, 2.0, 1.0, 1.0, 1.0]).then_some(())
+    })
+    .await;
+
+    // Nothing changed: still claimed, no status, the heartbeat not refreshed by strangers.
+    let now = work().await;
+    assert_eq!(now["phase"], "Reconciling", "{now}");
+    assert!(now["status"].is_null(), "{now}");
+    assert_eq!(now["work"]["claimed"], true, "{now}");
+    assert_eq!(now["work"]["heartbeat_at"], claimed["work"]["heartbeat_at"]);
+
+    // The holder's own result is accepted.
+    send(&holder, complete(&t, json!({"by": "holder"}))).await;
+    assert!(next_ack(&mut holder).await.accepted);
+    let r = wait_for(Duration::from_secs(10), "held Ready", || async {
+        let v = work().await;
+        (v["phase"] == "Ready").then_some(v)
+    })
+    .await;
+    assert_eq!(r["status"], json!({"by": "holder"}));
+    c.stop().await;
+}
+
+/// `name`'s value in kB in `/proc/<pid>/status`, as bytes.
+fn proc_status_bytes(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"));
+    kb * 1024
+}
+
+#[tokio::test]
+async fn unauthenticated_calls_are_refused_before_their_message_is_read() {
+    const CALLS: usize = 16;
+    const SIZE: usize = 60 << 20;
+    let dir = Scratch::new();
+    let (c, _) = start_with_auth(&dir).await;
+    let pid = c.pid();
+    let rss_before = proc_status_bytes(pid, "VmRSS");
+    let calls = (0..CALLS).map(|_| {
+        let broker = c.broker.clone();
+        async move {
+            let mut client = WorkerServiceClient::new(connect(&broker, None).await)
+                .max_encoding_message_size(usize::MAX);
+            client
+                .get_provider_config(pb::GetProviderConfigRequest {
+                    kinds: vec!["k".repeat(SIZE)],
+                    kind_versions: vec![1],
+                })
+                .await
+        }
+    });
+    for r in futures::future::join_all(calls).await {
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    }
+    let peak = proc_status_bytes(pid, "VmHWM");
+    let grew = peak.saturating_sub(rss_before);
+    eprintln!(
+        "{CALLS} concurrent unauthenticated {} MiB calls: converge VmRSS {} MiB before, VmHWM {} MiB after (+{} MiB)",
+        SIZE >> 20,
+        rss_before >> 20,
+        peak >> 20,
+        grew >> 20
+    );
+    assert!(
+        grew <= 150 << 20,
+        "converge grew {} MiB for calls it refused",
+        grew >> 20
+    );
+    // The door still opens for a worker with a token.
+    get_config(connect(&c.broker, None).await, Some(WORKER), "hello")
+        .await
+        .unwrap();
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_removed_workers_stream_closes_when_the_token_file_changes() {
+    let dir = Scratch::new();
+    let (c, auth) = start_with_auth(&dir).await;
+    let mut s = open_stream(connect(&c.broker, None).await, Some(WORKER), &["hello"])
+        .await
+        .unwrap();
+    // The stream is registered once its response came: the removal below is a revocation.
+    let kept: Vec<_> = principals()
+        .into_iter()
+        .filter(|p| p.0 != "hello-w")
+        .collect();
+    let written = std::time::Instant::now();
+    write_auth(&auth, &kept, &[]);
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.1.message().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the stream of a removed principal must end");
+    let took = written.elapsed();
+    let e = end.map(|_| ()).unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("hello-w"), "{e:?}");
+    eprintln!("a removed worker's stream closed {took:?} after the AUTH_FILE rename");
+    c.stop().await;
 }

@@ -360,3 +360,186 @@ async fn an_idle_connection_flood_leaves_probes_and_workers_working() {
     drop(flood);
     drop(child);
 }
+
+/// The value of the sample `series` (its name and labels exactly as exported) in converge's
+/// `/metrics`; 0 when absent.
+async fn sample(c: &Converge, series: &str) -> f64 {
+    let text = c
+        .client
+        .get(format!("{}/metrics", c.http))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `(name, attempt)` of each `start` line of a HELLO_LOG.
+fn started(log: &std::path::Path) -> Vec<(String, u32)> {
+    starts(log)
+        .iter()
+        .map(|l| {
+            let mut f = l.split_whitespace().skip(1);
+            let name = f.next().unwrap().to_owned();
+            (name, f.next().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_that_hangs_past_a_deadline_is_handed_no_retry() {
+    let _serial = SERIAL.lock().await;
+    const N: usize = 16;
+    let c = Converge::start(&[]).await;
+    // A 4 s deadline: shorter than keepalive's detection of a hung worker (5 s + 5 s), so
+    // every task of the hung worker is retried while its connection is still open.
+    c.apply_manifest(&Converge::hello_manifest(4)).await;
+    let dir = converge_auth::testing::scratch_dir("hung-deadline");
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let a = Worker::hello(
+        &c.broker,
+        "hung",
+        &[
+            ("WORKER_MAX_PARALLEL", "64"),
+            ("HELLO_LOG", log_a.to_str().unwrap()),
+        ],
+    );
+    for i in 0..N {
+        c.apply(&hello(&format!("r{i}"), json!({"sleep_ms": 1500})))
+            .await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "the first worker starts every task",
+        || async { (starts(&log_a).len() == N).then_some(()) },
+    )
+    .await;
+    // It hangs whole, connection open, before any of its 1.5 s tasks ends.
+    let pid = a.child.id().unwrap();
+    signal(pid, "-STOP");
+    let stopped = Instant::now();
+    let _b = Worker::hello(
+        &c.broker,
+        "healthy",
+        &[
+            ("WORKER_MAX_PARALLEL", "64"),
+            ("HELLO_LOG", log_b.to_str().unwrap()),
+        ],
+    );
+    // Each task hits its deadline on the hung worker and its retry runs once, on the
+    // healthy one: a retry handed back to the hung worker would hit the deadline again and
+    // come back as attempt 3.
+    for i in 0..N {
+        let r = wait_ready(&c, &format!("r{i}"), Duration::from_secs(60)).await;
+        assert_eq!(
+            (&r["status"]["worker"], &r["status"]["attempt"]),
+            (&json!("healthy"), &json!(2)),
+            "r{i}: {r}"
+        );
+    }
+    eprintln!(
+        "{N} tasks of a SIGSTOPped worker past their 4 s deadline Ready on another worker {:?} after the stop",
+        stopped.elapsed()
+    );
+    let deadlines = sample(
+        &c,
+        r#"converge_reconciles_total{kind="hello",stage="work",result="deadline"}"#,
+    )
+    .await;
+    assert_eq!(
+        deadlines, N as f64,
+        "one deadline per task, none for a retry"
+    );
+    let mut on_b = started(&log_b);
+    on_b.sort();
+    let mut want: Vec<(String, u32)> = (0..N).map(|i| (format!("r{i}"), 2)).collect();
+    want.sort();
+    assert_eq!(on_b, want, "every retry ran once, on the healthy worker");
+
+    // The hung worker wakes up with the healthy one gone: once it has answered the broker,
+    // it takes tasks again. The probe is the last task it is sent, so when it starts the
+    // worker has read every frame sent to it before: a retry among them would have started
+    // first.
+    drop(_b);
+    signal(pid, "-CONT");
+    c.apply(&hello("probe", json!({}))).await;
+    let r = wait_ready(&c, "probe", Duration::from_secs(60)).await;
+    assert_eq!(r["status"]["worker"], "hung", "{r}");
+    let on_a = started(&log_a);
+    assert_eq!(on_a.len(), N + 1, "{on_a:?}");
+    assert!(
+        on_a.iter()
+            .all(|(name, attempt)| *attempt == 1 || name == "probe"),
+        "a retry was handed to the hung worker: {on_a:?}"
+    );
+    drop(a);
+    let _ = std::fs::remove_dir_all(&dir);
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_converge_restarted_after_a_long_outage_runs_no_task_twice() {
+    let _serial = SERIAL.lock().await;
+    const N: usize = 64;
+    // Down 15 s, longer than MEMBER_DEAD_AFTER: the new process finds its predecessor's row
+    // silent for longer than the dead-after window.
+    let env = [("MEMBER_DEAD_AFTER", "10s")];
+    let mut c = Converge::start(&env).await;
+    c.apply_manifest(&Converge::hello_manifest(0)).await;
+    let dir = converge_auth::testing::scratch_dir("restart-once");
+    let log = dir.join("w.log");
+    let w = Worker::hello(
+        &c.broker,
+        "keeper",
+        &[
+            ("WORKER_MAX_PARALLEL", "64"),
+            ("HELLO_LOG", log.to_str().unwrap()),
+        ],
+    );
+    for i in 0..N {
+        c.apply(&hello(&format!("r{i}"), json!({"sleep_ms": 3000})))
+            .await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "every task running on the worker",
+        || async { (starts(&log).len() == N).then_some(()) },
+    )
+    .await;
+    // kill -9 with 64 tasks in flight; the worker finishes them meanwhile and keeps the
+    // results for its reconnect.
+    c.crash().await;
+    let crashed = Instant::now();
+    tokio::time::sleep(Duration::from_secs(15)).await; // the outage itself, not a wait for state
+    c.restart(&env).await;
+    for i in 0..N {
+        wait_ready(&c, &format!("r{i}"), Duration::from_secs(60)).await;
+    }
+    eprintln!(
+        "{N} tasks in flight across a 15 s outage Ready {:?} after the kill",
+        crashed.elapsed()
+    );
+    let mut runs = std::collections::BTreeMap::<String, usize>::new();
+    for (name, _) in started(&log) {
+        *runs.entry(name).or_default() += 1;
+    }
+    let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
+    assert_eq!(runs.len(), N);
+    assert!(twice.is_empty(), "tasks run twice: {twice:?}");
+    drop(w);
+    let _ = std::fs::remove_dir_all(&dir);
+    c.stop().await;
+}

@@ -11,6 +11,15 @@
 //! or leaves, and with a heartbeat when only in-flight counts moved, at most every
 //! [`WORKERS_REFRESH`], so the cost is one small UPDATE a second, never a write per task.
 //!
+//! **Boot grace.** A process releases nobody's leases during its first `DEAD_AFTER`. A lone
+//! converge restarted after an outage longer than `DEAD_AFTER` finds its predecessor's row
+//! silent for that long already; released at once, every task its workers were finishing
+//! (or had finished, holding the result for the reconnect) would run a second time (64 of
+//! 64 in issue 41). With the grace, the workers reconnect (their backoff is capped at 5 s)
+//! and resume their leases (`lease_adopt` moves them to the new broker), and only what no
+//! worker took back is released when the grace ends. In a cluster the other members, up all
+//! along, release a dead member's leases as before.
+//!
 //! A member paused longer than `DEAD_AFTER` (a frozen VM) finds its row gone on its next beat:
 //! its leases were released and re-claimed meanwhile, and the epoch fence refuses whatever it
 //! still delivers for them, so nothing runs twice to completion unnoticed.
@@ -104,6 +113,8 @@ impl Membership {
             .map_or_else(|| Arc::new(Notify::new()), |r| r.changed());
         let mut written: Option<Written> = None;
         let mut first = true;
+        // The boot grace (see the module's docs) counts from here.
+        let booted = Instant::now();
         let mut tick = tokio::time::interval(BEAT_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -116,7 +127,7 @@ impl Membership {
                 }
             };
             self.stamp(&mut written, &mut first).await;
-            if on_tick {
+            if on_tick && booted.elapsed() >= self.dead_after {
                 self.release_dead().await;
             }
         }

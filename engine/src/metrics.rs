@@ -111,6 +111,59 @@ pub struct RequestLabels {
     pub code: u16,
 }
 
+/// `frame`, `why`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// What named the lease: one of [`LeaseUse`]'s names.
+    pub frame: &'static str,
+    /// Why it was refused: one of [`Refused`]'s names.
+    pub why: &'static str,
+}
+
+/// What a worker did with a lease the broker refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseUse {
+    /// A `StageComplete` (a result sent after a reconnect too).
+    Complete,
+    /// An entry of a `WorkHeartbeat`.
+    Heartbeat,
+    /// A `ListDescendants` call.
+    ListDescendants,
+    /// A `Subscribe.resumed` entry.
+    Resume,
+}
+
+impl LeaseUse {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseUse::Complete => "complete",
+            LeaseUse::Heartbeat => "heartbeat",
+            LeaseUse::ListDescendants => "list_descendants",
+            LeaseUse::Resume => "resume",
+        }
+    }
+}
+
+/// Why the broker refused a worker's use of a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Another stream holds the lease.
+    OtherStream,
+    /// The lease's kind is not one the sender's principal may serve.
+    Kind,
+}
+
+impl Refused {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::OtherStream => "other_stream",
+            Refused::Kind => "kind",
+        }
+    }
+}
+
 /// `state`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
@@ -119,7 +172,7 @@ pub struct StateLabel {
 }
 
 /// Every family, by the name it takes in the text (a counter's with `_total`).
-pub const FAMILIES: [&str; 13] = [
+pub const FAMILIES: [&str; 14] = [
     "converge_reconciles_total",
     "converge_reconcile_duration_seconds",
     "converge_task_duration_seconds",
@@ -127,6 +180,7 @@ pub const FAMILIES: [&str; 13] = [
     "converge_outbox_pending",
     "converge_broker_streams",
     "converge_broker_inflight",
+    "converge_broker_lease_refusals_total",
     "converge_drain_batch_seconds",
     "converge_rollup_latency_seconds",
     "converge_http_requests_total",
@@ -184,6 +238,9 @@ pub struct Metrics {
     /// `converge_broker_inflight{kind}`: tasks this process's broker handed out and has no
     /// result for yet.
     pub broker_inflight: Family<KindLabel, Gauge>,
+    /// `converge_broker_lease_refusals_total{frame,why}`: a worker's use of a lease its
+    /// stream does not hold, or of a kind its principal may not serve, refused.
+    pub lease_refusals: Family<RefusalLabels, Counter>,
     /// `converge_drain_batch_seconds{lane}`: one drain statement that applied results.
     pub drain_batch: Histograms<LaneLabel>,
     /// `converge_rollup_latency_seconds{kind}`: a composite's rollup run, from its claim
@@ -212,6 +269,7 @@ impl Metrics {
             outbox_pending: Gauge::default(),
             broker_streams: Gauge::default(),
             broker_inflight: Family::default(),
+            lease_refusals: Family::default(),
             drain_batch: Family::new_with_constructor(short_histogram),
             rollup_latency: Family::new_with_constructor(latency_histogram),
             http_requests: Family::default(),
@@ -254,6 +312,27 @@ impl Metrics {
             "broker_inflight",
             "Tasks this process's broker handed out and has no result for yet, by kind",
             m.broker_inflight.clone(),
+        );
+        // Every series exists from the start at 0, so an alert on its rate needs no series to
+        // appear first (and a refusal is rare: this is how it is noticed).
+        for (frame, why) in [
+            (LeaseUse::Complete, Refused::OtherStream),
+            (LeaseUse::Complete, Refused::Kind),
+            (LeaseUse::Heartbeat, Refused::OtherStream),
+            (LeaseUse::ListDescendants, Refused::OtherStream),
+            (LeaseUse::ListDescendants, Refused::Kind),
+            (LeaseUse::Resume, Refused::OtherStream),
+            (LeaseUse::Resume, Refused::Kind),
+        ] {
+            let _ = m.lease_refusals.get_or_create(&RefusalLabels {
+                frame: frame.as_str(),
+                why: why.as_str(),
+            });
+        }
+        r.register(
+            "broker_lease_refusals",
+            "A worker's use of a lease its stream does not hold (another stream holds it) or of a kind its principal may not serve, refused by this process's broker, by frame and reason",
+            m.lease_refusals.clone(),
         );
         r.register(
             "drain_batch_seconds",
@@ -318,6 +397,16 @@ impl Metrics {
                 .get_or_create(&KindLabel { kind: kind.clone() })
                 .observe(s.max(0.0));
         }
+    }
+
+    /// `n` uses of leases (`frame`) refused for `why`.
+    pub fn lease_refused(&self, frame: LeaseUse, why: Refused, n: u64) {
+        self.lease_refusals
+            .get_or_create(&RefusalLabels {
+                frame: frame.as_str(),
+                why: why.as_str(),
+            })
+            .inc_by(n);
     }
 
     /// A task of `kind` was handed out (`+1`) or came back (`-1`).

@@ -26,6 +26,11 @@ pub struct ReaperConfig {
     pub unclaimed_delete_after: Duration,
     /// Resource events older than this are deleted.
     pub events_retention: Duration,
+    /// How long after this process started stale leases are left alone
+    /// (`MEMBER_DEAD_AFTER`): a converge restarted after a long outage finds every lease of
+    /// its predecessor stale, and reaping them at once would re-run tasks whose workers are
+    /// about to reconnect and hand back their finished results (see `membership`).
+    pub boot_grace: Duration,
 }
 
 /// How often the reaper looks for a PostgreSQL restart between ticks.
@@ -38,6 +43,8 @@ const CATCH_UP_BATCH: i32 = 5000;
 pub struct Reaper {
     cfg: ReaperConfig,
     pool: PgPool,
+    /// When it was built (the boot grace counts from here).
+    started: tokio::time::Instant,
 }
 
 /// Counts from one reaper tick.
@@ -62,7 +69,11 @@ pub struct TickReport {
 impl Reaper {
     /// Builds a reaper.
     pub fn new(pool: PgPool, cfg: ReaperConfig) -> Reaper {
-        Reaper { cfg, pool }
+        Reaper {
+            cfg,
+            pool,
+            started: tokio::time::Instant::now(),
+        }
     }
 
     /// One pass of every sweep. `requeue` is the shard range the catch-up scans this tick.
@@ -72,7 +83,11 @@ impl Reaper {
         with_gc: bool,
     ) -> Result<TickReport, sqlx::Error> {
         let s = self.cfg.shards;
-        let reaped = db::sweeps::lease_reap_stale(&self.pool, s, self.cfg.stale_after).await?;
+        let reaped = if self.started.elapsed() < self.cfg.boot_grace {
+            0
+        } else {
+            db::sweeps::lease_reap_stale(&self.pool, s, self.cfg.stale_after).await?
+        };
         let requeued = db::sweeps::resource_requeue_lagging(
             &self.pool,
             requeue,

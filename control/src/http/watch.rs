@@ -5,7 +5,7 @@
 //!
 //! A watch outlives the check its request passed, so it re-checks its caller: once the
 //! caller's principal is removed from `AUTH_FILE` (or its role or kinds change), the stream
-//! ends within [`PRINCIPAL_RECHECK`] of converge reloading the file ([`revoked`]); a client
+//! ends as soon as converge has reloaded the file ([`revoked`]); a client
 //! that reconnects then meets the guard's 401.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
@@ -128,36 +128,25 @@ where
     .flatten()
 }
 
-/// How often an open watch looks whether `AUTH_FILE` changed (a read of its generation); on
-/// a change it re-checks its caller ([`revoked`]).
-pub const PRINCIPAL_RECHECK: Duration = Duration::from_millis(100);
-
 /// Resolves once `caller` is no longer listed in `AUTH_FILE` as it was when its request was
-/// let in (removed, or its role or kinds changed); never when authentication is off.
+/// let in (removed, or its role or kinds changed); never when authentication is off. Woken by
+/// the authenticator's change signal ([`Authenticator::subscribe`]: the moment a reload
+/// changes the principals), and checked once at the start, since a reload may have come
+/// between the request's authentication and the subscription.
 pub async fn revoked(auth: Option<Arc<Authenticator>>, caller: Option<Caller>) {
     let (Some(auth), Some(Caller(principal))) = (auth, caller) else {
         return std::future::pending().await;
     };
-    let mut seen = auth.generation();
+    let mut changes = auth.subscribe();
     loop {
-        principals_changed(&auth, seen).await;
-        let now = auth.generation();
-        if now != seen {
-            seen = now;
-            if !auth.still_valid(&principal) {
-                tracing::info!(principal = %principal.name, "watch closed: the principal was removed or changed in AUTH_FILE");
-                return;
-            }
+        if !auth.still_valid(&principal) {
+            tracing::info!(principal = %principal.name, "watch closed: the principal was removed or changed in AUTH_FILE");
+            return;
         }
-    }
-}
-
-/// Returns when the principal list may have moved past generation `seen`. A poll of the
-/// generation for now (cheap: a read lock and a counter); an event from the authenticator,
-/// when it offers one, replaces the sleep here and nothing else.
-async fn principals_changed(auth: &Authenticator, seen: u64) {
-    if auth.generation() == seen {
-        tokio::time::sleep(PRINCIPAL_RECHECK).await;
+        if changes.changed().await.is_err() {
+            // The authenticator is gone (shutdown): nothing can revoke the caller any more.
+            return std::future::pending().await;
+        }
     }
 }
 

@@ -112,6 +112,27 @@ impl Converge {
         self.child.kill().await.unwrap();
     }
 
+    /// Starts converge again after a [`Converge::crash`], on the same database and the same
+    /// ports (its workers reconnect to the address they know), with `env`; waits until
+    /// /readyz is 200.
+    pub async fn restart(&mut self, env: &[(&str, &str)]) {
+        let port = |url: &str| -> u16 { url.rsplit(':').next().unwrap().parse().unwrap() };
+        let (hp, gp) = (port(&self.http), port(&self.broker));
+        self.child = serve_command(&self.db.url, hp, gp, env)
+            .spawn()
+            .expect("spawn converge");
+        let url = format!("{}/readyz", self.http);
+        wait_for(
+            Duration::from_secs(30),
+            "the restarted converge's /readyz",
+            || async {
+                let r = self.client.get(&url).send().await.ok()?;
+                (r.status() == 200).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// The hello example's manifest without its `status_schema`, for tests whose raw clients
     /// or in-process providers answer hello tasks with statuses of their own (the broker
     /// refuses a status the schema does not allow).

@@ -504,7 +504,9 @@ pub async fn lease_revocations(
 /// Takes over the queue rows still leased under the given (token, epoch) pairs for
 /// `broker_id` (a worker resumed them on this broker after its old one went away), so the
 /// old broker's death no longer concerns them (see `cluster::release_dead`). Epochs are unchanged: the
-/// worker's result stays valid.
+/// worker's result stays valid. The resume is the worker's attestation, so `heartbeat_at`
+/// is refreshed: a lease resumed after a long outage is not reaped as stale before the
+/// worker's next heartbeat.
 pub async fn lease_adopt(
     pool: &PgPool,
     leases: &[(LeaseToken, ClaimEpoch)],
@@ -515,7 +517,7 @@ pub async fn lease_adopt(
     }
     let (tokens, epochs) = lease_arrays(leases);
     let rows: Vec<FoundRow> = sqlx::query_as(
-        "UPDATE work_queue w SET broker_id = $3
+        "UPDATE work_queue w SET broker_id = $3, heartbeat_at = now()
          FROM unnest($1::uuid[], $2::bigint[]) AS x(lease_token, claim_epoch)
          WHERE w.lease_token = x.lease_token AND w.claim_epoch = x.claim_epoch
          RETURNING w.resource_id, w.shard_id, w.task_type, w.lease_token, w.claim_epoch,
