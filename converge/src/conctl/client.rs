@@ -141,10 +141,18 @@ impl Token {
 /// A successful answer.
 #[derive(Debug)]
 pub struct Reply {
+    /// The status (a 2xx).
+    pub status: StatusCode,
     /// Response headers.
     pub headers: HeaderMap,
     /// Parsed JSON body (null when empty).
     pub body: Value,
+}
+
+/// Whether `e` is the server's 404 (to tell "absent" from a failure).
+pub fn is_not_found(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ApiProblem>()
+        .is_some_and(|p| p.status == StatusCode::NOT_FOUND)
 }
 
 impl Reply {
@@ -280,7 +288,46 @@ impl Client {
                 )
             })?
         };
-        Ok(Reply { headers, body })
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Follows a keyset-paged list at `/api/v1{path}` (the `X-Next-Cursor` header) with the
+    /// query pairs `q`, collecting the array `field` of each page until `limit` rows or the
+    /// last page (pages of at most 500, the API's largest).
+    pub async fn pages(
+        &self,
+        path: &str,
+        field: &str,
+        q: &[(&str, String)],
+        limit: usize,
+    ) -> anyhow::Result<Vec<Value>> {
+        let mut rows: Vec<Value> = Vec::new();
+        let mut cursor = String::new();
+        while rows.len() < limit {
+            let mut page_q = q.to_vec();
+            page_q.push(("limit", (limit - rows.len()).min(500).to_string()));
+            if !cursor.is_empty() {
+                page_q.push(("cursor", cursor.clone()));
+            }
+            let reply = self
+                .call(Method::GET, &format!("{path}{}", query(&page_q)), None)
+                .await?;
+            let page = reply.body[field].as_array().cloned().unwrap_or_default();
+            if page.is_empty() {
+                break;
+            }
+            rows.extend(page);
+            cursor = reply.header("x-next-cursor");
+            if cursor.is_empty() {
+                break;
+            }
+        }
+        rows.truncate(limit);
+        Ok(rows)
     }
 
     /// A 401 says what to do about it rather than repeating the server's "unauthorized".

@@ -15,7 +15,7 @@ pub async fn show(c: &Client, format: Format) -> anyhow::Result<()> {
     if format != Format::Table {
         return output::document(&body, format);
     }
-    print!("{}", render(&body));
+    crate::output::out!("{}", render(&body));
     Ok(())
 }
 

@@ -1,11 +1,15 @@
-//! `conctl`: the command-line client of the converge HTTP API — apply JSON/YAML files, get
-//! (or watch), list, delete, wait for a phase, the operator actions (reconcile, quarantine,
-//! unquarantine), and who is here (cluster).
+//! `conctl`: the command-line client of the converge HTTP API — apply and sync JSON/YAML
+//! files (resources, kind manifests, provider configs, reactor bindings), get (or watch),
+//! list, delete, wait for a phase, events and spec history, the operator actions
+//! (reconcile, quarantine, unquarantine), and who is here (cluster).
 
+mod apply;
 mod client;
 mod cluster;
 mod docs;
+mod events;
 mod output;
+mod status;
 mod transport;
 mod watch;
 
@@ -13,12 +17,12 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::bail;
 use clap::{Parser, Subcommand, ValueEnum};
-use hyper::{Method, StatusCode};
+use hyper::Method;
 use serde_json::Value;
 
-use client::{ApiProblem, Client, Token, enc, query};
+use client::{Client, Token, enc, query};
 use docs::DocType;
-use output::{Format, age, cell, table};
+use output::{Format, age, cell, clip, out, outln, table};
 
 #[derive(Parser)]
 #[command(
@@ -80,26 +84,50 @@ enum Object {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create or update resources and kind manifests from JSON or YAML files.
+    /// Create or update resources, kind manifests, provider configs and reactor bindings
+    /// from JSON or YAML files.
+    #[command(after_help = APPLY_HELP)]
     Apply {
         /// A file or directory to apply (`-` reads stdin); repeatable. A directory means
         /// every .json, .yaml and .yml file under it, in path order. YAML files may hold
-        /// several `---`-separated documents, JSON files an array of documents. Resources
-        /// are sent in batches of 1,000 (`POST /api/v1/resources:batch`).
+        /// several `---`-separated documents, JSON files an array of documents.
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
-        /// Treat every document as this type (default: its `type` field, else a manifest if
-        /// it declares `reactions`, else a resource).
+        /// Treat every document as this type (default: its `type` field, else its shape).
         #[arg(long = "type", value_enum)]
         doc_type: Option<DocType>,
     },
-    /// Show one resource (KIND/NAME) or one kind's manifest (KIND).
+    /// Apply files (as `apply`), then prune: delete the roots that carry every -l label and
+    /// that no file defines any more.
+    #[command(after_help = SYNC_HELP)]
+    Sync {
+        /// A file or directory to apply (`-` reads stdin); repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<String>,
+        /// Treat every document as this type (default: its `type` field, else its shape).
+        #[arg(long = "type", value_enum)]
+        doc_type: Option<DocType>,
+        /// Delete the labelled roots the files no longer define (needs at least one -l).
+        #[arg(long)]
+        prune: bool,
+        /// The label every managed resource carries, as KEY=VALUE (repeatable: all of
+        /// them). Only roots with all of these are ever pruned.
+        #[arg(short = 'l', long = "label", value_name = "KEY=VALUE", value_parser = apply::parse_label)]
+        labels: Vec<(String, String)>,
+        /// Print what would be created, configured, left unchanged and deleted; change
+        /// nothing.
+        #[arg(long)]
+        plan: bool,
+    },
+    /// Show one resource (KIND/NAME) or one kind's manifest (`get manifest KIND`).
+    #[command(after_help = GET_HELP)]
     Get {
-        /// resource | manifest.
-        #[arg(value_enum)]
-        object: Object,
-        /// KIND/NAME for a resource, KIND for a manifest.
-        name: String,
+        /// KIND/NAME of a resource; or `resource` or `manifest`, followed by the name.
+        #[arg(value_name = "KIND/NAME")]
+        first: String,
+        /// With `resource`: KIND/NAME; with `manifest`: KIND.
+        #[arg(value_name = "NAME")]
+        second: Option<String>,
         /// Manifest version (default: the highest).
         #[arg(long)]
         kind_version: Option<i32>,
@@ -110,6 +138,7 @@ enum Command {
     },
     /// Wait until a resource (KIND/NAME) is in a phase; exits non-zero on --timeout (default
     /// 30s), a terminal failure, or its deletion.
+    #[command(after_help = WAIT_HELP)]
     Wait {
         /// KIND/NAME.
         target: String,
@@ -118,20 +147,26 @@ enum Command {
         #[arg(long = "for", value_name = "PHASE", value_parser = parse_phase)]
         for_phase: String,
     },
-    /// List resources (roots by default) or manifests.
+    /// List resources (roots by default, every resource with --all, a resource's children
+    /// with --owner) or manifests.
+    #[command(after_help = LIST_HELP)]
     List {
         /// resources (default) | manifests.
         #[arg(value_enum, default_value = "resource")]
         object: Object,
         /// Every resource, not only roots.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "owner")]
         all: bool,
+        /// Only the direct children of this resource (KIND/NAME).
+        #[arg(long, value_name = "KIND/NAME")]
+        owner: Option<String>,
         /// Only this kind (repeatable: any of them).
         #[arg(long)]
         kind: Vec<String>,
-        /// Only resources with this label, as key:value (repeatable: all of them).
-        #[arg(short = 'l', long = "label")]
-        label: Vec<String>,
+        /// Only resources with this label, as KEY=VALUE or KEY:VALUE (repeatable: all of
+        /// them).
+        #[arg(short = 'l', long = "label", value_name = "KEY=VALUE", value_parser = apply::parse_label)]
+        label: Vec<(String, String)>,
         /// Only this phase (repeatable: any of them).
         #[arg(long)]
         phase: Vec<String>,
@@ -141,6 +176,32 @@ enum Command {
         /// At most this many rows (pages are followed up to it).
         #[arg(long, default_value_t = 100)]
         limit: usize,
+    },
+    /// Show the newest events of one resource (KIND/NAME) or of every resource: phase
+    /// changes with their failure messages, creations, deletions and operations.
+    Events {
+        /// KIND/NAME (default: every resource's events).
+        target: Option<String>,
+        /// Only this kind's events (without KIND/NAME).
+        #[arg(long, conflicts_with = "target")]
+        kind: Option<String>,
+        /// How many of the newest events to show (1-1000).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: u16,
+        /// Then follow: print every new event as it happens, until interrupted.
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
+    /// Show a root's recorded specs (newest first, with what each changed), or with --diff
+    /// the changes between two of them.
+    #[command(after_help = HISTORY_HELP)]
+    History {
+        /// KIND/NAME of a root (only roots keep spec history).
+        target: String,
+        /// Show the changes: of the newest generation (no value), of generation N against
+        /// the one recorded before it, or from generation A to B (`A..B`).
+        #[arg(long, value_name = "N|A..B", num_args = 0..=1, value_parser = events::parse_range)]
+        diff: Option<Option<(Option<i64>, i64)>>,
     },
     /// Delete a resource (KIND/NAME) and everything composed under it, or a kind version
     /// (`delete kind KIND --version N`) once no resource of it is left.
@@ -173,6 +234,60 @@ enum Command {
     /// workers serve each kind version.
     Cluster,
 }
+
+const APPLY_HELP: &str = "\
+Document types, applied in this order:
+  manifest         PUT /api/v1/kinds/{kind}/manifest     (declares `reactions`)
+  providerconfig   POST /api/v1/providerconfigs          (has `is_default` or `data`)
+  reactor-binding  POST /api/v1/reactor-bindings         (has `watch_kind`, `reactor` or `transition`)
+  resource         POST /api/v1/resources:batch          (anything else; 1,000 a request)
+A document's type is --type, else its `type` field, else its shape (in brackets). Two
+documents naming the same object (a resource's kind/name, a manifest's kind and version, a
+config's or binding's name) are refused, naming both, before anything is applied.
+
+Examples:
+  conctl apply -f examples/classic/
+  conctl apply -f kind.yaml -f resources.yaml
+  cat hello.json | conctl apply -f -";
+
+const SYNC_HELP: &str = "\
+Examples:
+  conctl sync -f deploy/ --prune -l app=shop --plan   # what would change; changes nothing
+  conctl sync -f deploy/ --prune -l app=shop          # apply, then delete removed roots
+Only roots carrying every label are pruned, through the API's delete (their composed
+children go with them); resources without the labels are never touched. Nothing is pruned
+when a document was refused.";
+
+const GET_HELP: &str = "\
+Examples:
+  conctl get hello/world                 # phase, READY, what it is doing, conditions, work
+  conctl get hello/world -o yaml
+  conctl get hello/world --watch
+  conctl get manifest hello --kind-version 1
+  conctl get resource hello/world        # the same as `conctl get hello/world`";
+
+const WAIT_HELP: &str = "\
+A failure that predates the wait does not end it while a new attempt is queued or running
+(`conctl reconcile X && conctl wait X --for=Ready`), nor does a transient failure being
+retried: only a terminal failure of an attempt made during the wait, one standing with
+nothing queued to retry it, the deletion, or --timeout ends it with status 1.";
+
+const LIST_HELP: &str = "\
+Tables show READY and a MESSAGE: the failure (`terminal: ...` or `retrying (attempt N in
+3s): ...`), the waiting reason, or the Ready condition of what is not ready.
+
+Examples:
+  conctl list                                   # roots
+  conctl list --all -l team=web --phase Failed
+  conctl list --owner classicbom/demo-bom       # its direct children
+  conctl list manifests";
+
+const HISTORY_HELP: &str = "\
+Examples:
+  conctl history hello/world              # GEN AGE CHANGES
+  conctl history hello/world --diff       # the newest change
+  conctl history hello/world --diff 3     # generation 3 against the one before it
+  conctl history hello/world --diff 1..4";
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -223,137 +338,48 @@ fn resource_path(target: &str) -> anyhow::Result<String> {
     Ok(format!("/resources/{}/{}", enc(k), enc(n)))
 }
 
-/// Resources sent in one `POST /api/v1/resources:batch` (the server takes up to 10,000; a
-/// smaller batch keeps each request's body and its answer small).
-const APPLY_BATCH: usize = 1_000;
-
-async fn apply(
-    c: &Client,
-    files: &[String],
-    forced: Option<DocType>,
-    format: Format,
-) -> anyhow::Result<bool> {
-    let docs = docs::load(files, forced)?;
-    let mut ok = true;
-    let mut bodies = Vec::new();
-    let (manifests, resources): (Vec<_>, Vec<_>) = docs
-        .into_iter()
-        .partition(|d| d.doc_type == DocType::Manifest);
-    for d in manifests {
-        let kind = d.body["kind"].as_str().unwrap_or_default().to_string();
-        if kind.is_empty() {
-            eprintln!("error: {}: a manifest needs a kind", d.origin);
-            ok = false;
-            continue;
-        }
-        let path = format!("/kinds/{}/manifest", enc(&kind));
-        let label = format!("manifest/{kind}");
-        match c.call(Method::PUT, &path, Some(&d.body)).await {
-            Ok(r) => {
-                // Flows of the manifest's edges left unchecked (a kind not registered yet).
-                for w in r.body["warnings"].as_array().into_iter().flatten() {
-                    eprintln!("warning: {label}: {}", w.as_str().unwrap_or_default());
-                }
-                if format == Format::Table {
-                    println!("{label}: {}", r.header("x-apply-result"));
-                } else {
-                    bodies.push(r.body);
-                }
-            }
-            Err(e) => ok &= refused(&label, e)?,
-        }
-    }
-    // Resources go in batches: one request per APPLY_BATCH documents, one answer per item.
-    for chunk in resources.chunks(APPLY_BATCH) {
-        let labels: Vec<String> = chunk
-            .iter()
-            .map(|d| {
-                let kind = d.body["kind"].as_str().unwrap_or_default();
-                let name = d.body["name"].as_str().unwrap_or_default();
-                if kind.is_empty() || name.is_empty() {
-                    d.origin.clone()
-                } else {
-                    format!("{kind}/{name}")
-                }
-            })
-            .collect();
-        let batch = Value::Array(chunk.iter().map(|d| d.body.clone()).collect());
-        let reply = match c.call(Method::POST, "/resources:batch", Some(&batch)).await {
-            Ok(r) => r,
-            Err(e) => {
-                let what = format!("{} resources from {}", chunk.len(), labels[0]);
-                ok &= refused(&what, e)?;
-                continue;
-            }
-        };
-        for (i, label) in labels.iter().enumerate() {
-            let mut item = reply.body["results"][i].clone();
-            let status = item["status"].as_u64().unwrap_or(0);
-            if item.is_null() {
-                // Past the reply's 4 MiB (not with APPLY_BATCH items, whose results fit).
-                eprintln!("error: {label}: the reply lists no result for it (results_omitted)");
-                ok = false;
-            } else if !(200..300).contains(&status) {
-                let status = StatusCode::from_u16(u16::try_from(status).unwrap_or(500))
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                let problem = ApiProblem::from_body(status, &item["error"].to_string());
-                eprintln!("error: {label}: {problem}");
-                ok = false;
-            } else if format == Format::Table {
-                println!("{label}: {}", item["result"].as_str().unwrap_or_default());
-            } else if let Some(o) = item.as_object_mut() {
-                o.remove("index");
-                o.remove("status");
-                bodies.push(item);
-            }
-        }
-    }
-    if format != Format::Table {
-        output::document(&Value::Array(bodies), format)?;
-    }
-    Ok(ok)
-}
-
-/// Reports a refused document (`Ok(false)`: the others go on, the exit code says so), or
-/// stops the whole apply on a 401: without a usable token every other document would be
-/// refused the same way.
-fn refused(label: &str, e: anyhow::Error) -> anyhow::Result<bool> {
-    if e.downcast_ref::<ApiProblem>()
-        .is_some_and(|p| p.status == StatusCode::UNAUTHORIZED)
-    {
-        return Err(e);
-    }
-    eprintln!("error: {label}: {e:#}");
-    Ok(false)
-}
-
 fn print_resource(r: &Value) {
-    let gen_ = cell(&r["generation"]);
-    print!(
+    out!(
         "{}",
         table(
-            &["KIND", "NAME", "PHASE", "GEN", "SYNCED", "AGE"],
+            &[
+                "KIND", "NAME", "PHASE", "READY", "GEN", "SYNCED", "AGE", "MESSAGE"
+            ],
             &[vec![
                 cell(&r["kind"]),
                 cell(&r["name"]),
                 cell(&r["phase"]),
-                gen_,
+                status::ready(r),
+                cell(&r["generation"]),
                 cell(&r["synced_gen"]),
                 age(&r["created_at"]),
+                match status::message(r) {
+                    m if m.is_empty() => "-".into(),
+                    m => clip(&m, MESSAGE_WIDTH),
+                },
             ]],
         )
     );
     if let Some(owner) = r["owner"].as_object() {
-        println!("\nOwner: {}/{}", cell(&owner["kind"]), cell(&owner["name"]));
+        outln!("\nOwner: {}/{}", cell(&owner["kind"]), cell(&owner["name"]));
     }
     if let Some(msg) = r["failure_message"].as_str() {
-        println!("\nLast failure: {msg}");
+        let how = if r["failure_terminal"] == true {
+            "terminal"
+        } else {
+            "transient"
+        };
+        outln!(
+            "\nLast failure ({how}, generation {}, attempt {}): {msg}",
+            cell(&r["failure_gen"]),
+            cell(&r["failure_attempts"])
+        );
     }
     if let Some(at) = r["next_attempt_at"].as_str() {
-        println!("Next attempt at: {at}");
+        outln!("Next attempt at: {at}");
     }
     if let Some(why) = r["waiting_for"].as_str() {
-        println!("\nWaiting for: {why}");
+        outln!("\nWaiting for: {why}");
     }
     let conditions = r["conditions"].as_array().cloned().unwrap_or_default();
     if !conditions.is_empty() {
@@ -369,7 +395,7 @@ fn print_resource(r: &Value) {
                 ]
             })
             .collect();
-        print!(
+        out!(
             "\nConditions:\n{}",
             table(&["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], &rows)
         );
@@ -380,7 +406,7 @@ fn print_resource(r: &Value) {
         } else {
             "queued".to_string()
         };
-        println!(
+        outln!(
             "\nWork: {} {state} (generation {}, attempt {}, trigger {})",
             cell(&w["task_type"]),
             cell(&w["generation"]),
@@ -389,6 +415,9 @@ fn print_resource(r: &Value) {
         );
     }
 }
+
+/// The widest MESSAGE cell of a resource table.
+const MESSAGE_WIDTH: usize = 80;
 
 fn reactions_cell(m: &Value) -> String {
     m["reactions"]
@@ -400,6 +429,26 @@ fn reactions_cell(m: &Value) -> String {
                 .join(",")
         })
         .unwrap_or_else(|| "-".into())
+}
+
+/// What `get FIRST [SECOND]` names: `get KIND/NAME` is a resource; `get resource
+/// KIND/NAME` and `get manifest KIND` name the object type first.
+fn get_target(first: &str, second: Option<&str>) -> anyhow::Result<(Object, String)> {
+    match second {
+        Some(name) => {
+            let object = Object::from_str(first, true).map_err(|_| {
+                anyhow::anyhow!(
+                    "{first:?} is not `resource` or `manifest` (conctl get KIND/NAME, conctl get \
+                     manifest KIND)"
+                )
+            })?;
+            Ok((object, name.to_string()))
+        }
+        None if first.contains('/') => Ok((Object::Resource, first.to_string())),
+        None => {
+            bail!("{first:?} is not KIND/NAME (a kind's manifest: conctl get manifest {first})")
+        }
+    }
 }
 
 async fn get(
@@ -425,7 +474,7 @@ async fn get(
             let path = format!("/kinds/{}/manifest{}", enc(name), query(&q));
             let m = c.call(Method::GET, &path, None).await?.body;
             if format == Format::Table {
-                print!(
+                out!(
                     "{}",
                     table(
                         &["KIND", "VERSION", "REACTIONS", "DESCRIPTION"],
@@ -448,86 +497,77 @@ async fn get(
 /// The filters of `conctl list resources`.
 struct ListArgs {
     all: bool,
+    owner: Option<String>,
     kind: Vec<String>,
-    label: Vec<String>,
+    label: Vec<(String, String)>,
     phase: Vec<String>,
     name: Option<String>,
     limit: usize,
 }
 
 async fn list_resources(c: &Client, a: &ListArgs, format: Format) -> anyhow::Result<()> {
-    let (path, field) = if a.all {
-        ("/resources", "resources")
-    } else {
-        ("/resources/roots", "roots")
+    let (path, field) = match &a.owner {
+        Some(owner) => (format!("{}/children", resource_path(owner)?), "resources"),
+        None if a.all => ("/resources".to_string(), "resources"),
+        None => ("/resources/roots".to_string(), "roots"),
     };
-    let mut base: Vec<(&str, String)> = Vec::new();
-    base.extend(a.kind.iter().map(|k| ("kind", k.clone())));
-    base.extend(a.phase.iter().map(|p| ("phase", p.clone())));
-    base.extend(a.label.iter().map(|l| ("label", l.clone())));
-    base.extend(a.name.iter().map(|n| ("name", n.clone())));
-    let mut rows: Vec<Value> = Vec::new();
-    let mut cursor = String::new();
-    while rows.len() < a.limit {
-        let mut q = base.clone();
-        q.push(("limit", (a.limit - rows.len()).min(500).to_string()));
-        if !cursor.is_empty() {
-            q.push(("cursor", cursor.clone()));
-        }
-        let reply = c
-            .call(Method::GET, &format!("{path}{}", query(&q)), None)
-            .await?;
-        let page = reply.body[field].as_array().cloned().unwrap_or_default();
-        if page.is_empty() {
-            break;
-        }
-        rows.extend(page);
-        cursor = reply.header("x-next-cursor");
-        if cursor.is_empty() {
-            break;
-        }
-    }
-    rows.truncate(a.limit);
+    let mut q: Vec<(&str, String)> = Vec::new();
+    q.extend(a.kind.iter().map(|k| ("kind", k.clone())));
+    q.extend(a.phase.iter().map(|p| ("phase", p.clone())));
+    q.extend(apply::label_query(&a.label));
+    q.extend(a.name.iter().map(|n| ("name", n.clone())));
+    let rows = c.pages(&path, field, &q, a.limit).await?;
     if format != Format::Table {
         return output::document(&Value::Array(rows), format);
     }
-    let out = if a.all {
-        let cells: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                let owner = r["owner"]
-                    .as_object()
-                    .map(|o| format!("{}/{}", cell(&o["kind"]), cell(&o["name"])))
-                    .unwrap_or_else(|| "-".into());
-                vec![
-                    cell(&r["kind"]),
-                    cell(&r["name"]),
-                    cell(&r["phase"]),
-                    cell(&r["generation"]),
-                    owner,
-                ]
-            })
-            .collect();
-        table(&["KIND", "NAME", "PHASE", "GEN", "OWNER"], &cells)
-    } else {
-        let cells: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    cell(&r["kind"]),
-                    cell(&r["name"]),
-                    cell(&r["phase"]),
-                    cell(&r["resource_count"]),
-                    cell(&r["generation"]),
-                ]
-            })
-            .collect();
-        table(&["KIND", "NAME", "PHASE", "CHILDREN", "GEN"], &cells)
-    };
     if rows.is_empty() {
         eprintln!("no resources found");
+        return Ok(());
+    }
+    let messages = status::messages(c, &rows).await;
+    let roots = a.owner.is_none() && !a.all;
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .zip(&messages)
+        .map(|(r, message)| {
+            let mut row = vec![
+                cell(&r["kind"]),
+                cell(&r["name"]),
+                cell(&r["phase"]),
+                status::ready(r),
+            ];
+            if roots {
+                row.push(cell(&r["resource_count"]));
+            }
+            row.push(cell(&r["generation"]));
+            if a.all {
+                row.push(
+                    r["owner"]
+                        .as_object()
+                        .map(|o| format!("{}/{}", cell(&o["kind"]), cell(&o["name"])))
+                        .unwrap_or_else(|| "-".into()),
+                );
+            }
+            row.push(clip(message, MESSAGE_WIDTH));
+            row
+        })
+        .collect();
+    let headers: &[&str] = if roots {
+        &[
+            "KIND", "NAME", "PHASE", "READY", "CHILDREN", "GEN", "MESSAGE",
+        ]
+    } else if a.all {
+        &["KIND", "NAME", "PHASE", "READY", "GEN", "OWNER", "MESSAGE"]
     } else {
-        print!("{out}");
+        &["KIND", "NAME", "PHASE", "READY", "GEN", "MESSAGE"]
+    };
+    out!("{}", table(headers, &cells));
+    let unread = rows.iter().filter(|r| r["is_ready"] != true).count();
+    if unread > status::MESSAGE_ROWS {
+        eprintln!(
+            "note: MESSAGE shown for the first {} rows that are not ready",
+            status::MESSAGE_ROWS
+        );
     }
     Ok(())
 }
@@ -551,7 +591,7 @@ async fn list_manifests(c: &Client, format: Format) -> anyhow::Result<()> {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         table(
             &[
@@ -571,7 +611,7 @@ async fn list_manifests(c: &Client, format: Format) -> anyhow::Result<()> {
 /// Prints an action's outcome: a line for people, the reply for scripts.
 fn report(format: Format, line: String, body: &Value) -> anyhow::Result<()> {
     if format == Format::Table {
-        println!("{line}");
+        outln!("{line}");
         Ok(())
     } else {
         output::document(body, format)
@@ -583,13 +623,30 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let c = Client::new(&cli.server, cli.timeout, token, cli.ca_file.as_deref())?;
     let f = cli.output;
     match cli.command {
-        Command::Apply { files, doc_type } => return apply(&c, &files, doc_type, f).await,
+        Command::Apply { files, doc_type } => return apply::apply(&c, &files, doc_type, f).await,
+        Command::Sync {
+            files,
+            doc_type,
+            prune,
+            labels,
+            plan,
+        } => {
+            let args = apply::SyncArgs {
+                files,
+                forced: doc_type,
+                prune,
+                labels,
+                plan,
+            };
+            return apply::sync(&c, &args, f).await;
+        }
         Command::Get {
-            object,
-            name,
+            first,
+            second,
             kind_version,
             watch,
         } => {
+            let (object, name) = get_target(&first, second.as_deref())?;
             if !watch {
                 get(&c, object, &name, kind_version, f).await?;
             } else if object == Object::Resource {
@@ -609,6 +666,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::List {
             object: Object::Resource,
             all,
+            owner,
             kind,
             label,
             phase,
@@ -617,6 +675,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         } => {
             let args = ListArgs {
                 all,
+                owner,
                 kind,
                 label,
                 phase,
@@ -624,6 +683,28 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 limit,
             };
             list_resources(&c, &args, f).await?
+        }
+        Command::Events {
+            target,
+            kind,
+            limit,
+            watch,
+        } => {
+            let filter = match &target {
+                Some(t) => {
+                    let (k, n) = kind_name(t)?;
+                    events::Filter {
+                        kind: Some(k.into()),
+                        name: Some(n.into()),
+                    }
+                }
+                None => events::Filter { kind, name: None },
+            };
+            events::show(&c, &filter, usize::from(limit), watch, f).await?;
+        }
+        Command::History { target, diff } => {
+            let path = resource_path(&target)?;
+            events::history(&c, &target, &path, diff, f).await?;
         }
         Command::Delete {
             object: Object::Resource,
@@ -703,6 +784,44 @@ mod tests {
         assert_eq!(kind_name("hello/world").unwrap(), ("hello", "world"));
         assert!(kind_name("hello").is_err());
         assert!(kind_name("a/b/c").is_err());
+    }
+
+    #[test]
+    fn get_takes_kind_name_alone_or_after_the_object_type() {
+        assert_eq!(
+            get_target("hello/world", None).unwrap(),
+            (Object::Resource, "hello/world".to_string())
+        );
+        assert_eq!(
+            get_target("resource", Some("hello/world")).unwrap(),
+            (Object::Resource, "hello/world".to_string())
+        );
+        assert_eq!(
+            get_target("manifest", Some("hello")).unwrap(),
+            (Object::Manifest, "hello".to_string())
+        );
+        let e = get_target("hello", None).unwrap_err().to_string();
+        assert!(e.contains("conctl get manifest hello"), "{e}");
+        assert!(get_target("pods", Some("x")).is_err());
+        let cli = Cli::try_parse_from(["conctl", "history", "k/n", "--diff"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::History {
+                diff: Some(None),
+                ..
+            }
+        ));
+        let cli = Cli::try_parse_from(["conctl", "history", "k/n", "--diff", "1..3"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::History {
+                diff: Some(Some((Some(1), 3))),
+                ..
+            }
+        ));
+        let cli = Cli::try_parse_from(["conctl", "history", "k/n"]).unwrap();
+        assert!(matches!(cli.command, Command::History { diff: None, .. }));
+        assert!(Cli::try_parse_from(["conctl", "events", "--limit", "0"]).is_err());
     }
 
     #[test]

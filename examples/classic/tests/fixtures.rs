@@ -86,7 +86,7 @@ fn bom() -> Value {
 }
 
 #[test]
-fn the_sample_bom_fits_the_schema_and_the_yaml_says_the_same() {
+fn the_sample_bom_fits_the_schema() {
     let bom = bom();
     assert_eq!(
         (
@@ -99,11 +99,6 @@ fn the_sample_bom_fits_the_schema_and_the_yaml_says_the_same() {
     let m = manifest("classicbom");
     let v = validator(m.spec_schema.as_ref());
     assert_fits(&v, &bom["spec"], "bom.json spec");
-    let yaml: Value = serde_yaml::from_str(&read("bom.yaml")).unwrap();
-    assert_eq!(
-        yaml, bom,
-        "bom.yaml and bom.json describe the same resource"
-    );
 
     for bad in [
         json!({"functional_domains": [{"name": "Payments", "teams": ["a"]}], "region": "r"}),
