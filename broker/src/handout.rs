@@ -20,6 +20,7 @@ use converge_proto::pb;
 use crate::{
     complete::{CompletionHandle, Job},
     convert,
+    manifests::{Kinds, Manifests},
     pipeline::{ReadOf, Rows, StageSend, Step},
     registry::{Inflight, Outgoing, Registry, StreamId},
 };
@@ -30,22 +31,27 @@ pub(crate) struct Handout {
     pool: PgPool,
     registry: Arc<Registry>,
     completions: CompletionHandle,
+    /// The kinds a compose result is checked against.
+    manifests: Arc<Manifests>,
     /// The dispatcher's wake-up: a lease came back or new work appeared.
     dispatch: Arc<Notify>,
 }
 
 impl Handout {
-    /// A handout over `registry`'s streams that records through `completions`.
+    /// A handout over `registry`'s streams that records through `completions` and checks
+    /// compose results against `manifests`.
     pub fn new(
         pool: PgPool,
         registry: Arc<Registry>,
         completions: CompletionHandle,
+        manifests: Arc<Manifests>,
         dispatch: Arc<Notify>,
     ) -> Self {
         Handout {
             pool,
             registry,
             completions,
+            manifests,
             dispatch,
         }
     }
@@ -118,7 +124,19 @@ impl Handout {
                 })
                 .observe(p.since_claim().as_secs_f64());
         }
-        self.drive(p.on_result(f.stage, msg), Some(sid)).await;
+        // A compose result is checked against the kinds it names (their schemas, the exec
+        // flag), read before the pipeline decides on it.
+        let kinds = match &msg.compose {
+            Some(c) if f.stage == pb::Stage::Compose as i32 && msg.error_message.is_empty() => {
+                self.manifests.resolve(c).await
+            }
+            _ => Ok(Kinds::default()),
+        };
+        let step = match kinds {
+            Ok(kinds) => p.on_result(f.stage, msg, &kinds),
+            Err(e) => p.on_unreadable_kinds(e.to_string()),
+        };
+        self.drive(step, Some(sid)).await;
     }
 
     /// Performs a pipeline's steps until it hands a stage to a stream or ends. `reply` is

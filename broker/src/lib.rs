@@ -158,6 +158,7 @@ impl Broker {
             pool.clone(),
             registry.clone(),
             completions.clone(),
+            manifests.clone(),
             wake.clone(),
         );
         let (dispatcher, dispatch) = dispatch::Dispatcher::new(
