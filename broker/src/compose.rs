@@ -129,25 +129,29 @@ fn parsed(what: &str, raw: &RawValue) -> Result<serde_json::Value, String> {
 /// Rule: a child's spec satisfies its kind's `spec_schema` (an unregistered kind version has
 /// no schema to satisfy and is refused, as the database would).
 fn check_child(
-    what: &str,
     c: &pb::ChildSpec,
     info: Option<&Arc<KindInfo>>,
     spec: &RawValue,
 ) -> Result<(), String> {
+    let what = || format!("child {}/{}", c.kind, c.name);
     let Some(info) = info else {
         return Err(format!(
-            "{what} has unregistered kind {} version {}",
-            c.kind, c.kind_version
+            "{} has unregistered kind {} version {}",
+            what(),
+            c.kind,
+            c.kind_version
         ));
     };
     if info.spec_schema.is_none() {
         return Ok(());
     }
-    match info.spec_violation(&parsed(what, spec)?) {
+    match info.spec_violation(&parsed(&what(), spec)?) {
         None => Ok(()),
         Some(why) => Err(format!(
-            "{what}: spec breaks the spec_schema of {} v{} {why}",
-            c.kind, c.kind_version
+            "{}: spec breaks the spec_schema of {} v{} {why}",
+            what(),
+            c.kind,
+            c.kind_version
         )),
     }
 }
@@ -159,13 +163,13 @@ fn check_child(
 /// say what runs (the API's rule for an override); within the kind's `config_schema` (named
 /// by pointer and rule, never quoting a value, which may be a secret).
 fn check_config(
-    what: &str,
     c: &pb::ProviderConfigSpec,
     spec: &RawValue,
     composer: &KindInfo,
     child_kinds: &HashSet<(&str, i32)>,
     kinds: &Kinds,
 ) -> Result<(), String> {
+    let what = format!("provider config {:?}", c.name);
     if c.is_default {
         return Err(format!(
             "{what}: a composer may not write a kind's default config (is_default); defaults \
@@ -190,7 +194,7 @@ fn check_config(
     if !info.exec && info.config_schema.is_none() {
         return Ok(());
     }
-    let spec = parsed(what, spec)?;
+    let spec = parsed(&what, spec)?;
     let forbidden = info.exec_override_violations(&spec);
     if !forbidden.is_empty() {
         return Err(format!(
@@ -209,6 +213,35 @@ fn check_config(
     }
 }
 
+/// What the composer's kind may write, checked once `r` is well formed (`children` and
+/// `configs` are its checked specs, in order): each child against its kind, and, when the
+/// composer's emits has `configs` (the others' configs are dropped unread, as before), each
+/// config against [`check_config`]'s rules.
+fn check_kinds(
+    r: &pb::ComposeResult,
+    children: &[ChildOut<'_>],
+    configs: &[ConfigOut<'_>],
+    composer: &KindInfo,
+    kinds: &Kinds,
+) -> Result<(), String> {
+    let mut lookup = LastKind { kinds, last: None };
+    let mut child_kinds: HashSet<(&str, i32)> = HashSet::new();
+    let mut last = None;
+    for (c, out) in r.desired.iter().zip(children) {
+        check_child(c, lookup.get(&c.kind, c.kind_version), out.spec)?;
+        if last != Some((c.kind.as_str(), c.kind_version)) {
+            last = Some((c.kind.as_str(), c.kind_version));
+            child_kinds.insert((&c.kind, c.kind_version));
+        }
+    }
+    if composer.compose_configs {
+        for (c, out) in r.configs.iter().zip(configs) {
+            check_config(c, out.spec, composer, &child_kinds, kinds)?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks `r`, the result of `composer`'s composer, against the kinds it names (`kinds`, from
 /// `Manifests::resolve`) and converts it; `Err` is a terminal failure message naming the
 /// child or config and, for a schema, the JSON pointer.
@@ -225,8 +258,6 @@ pub fn validate(
     }
     let mut children = Vec::with_capacity(r.desired.len());
     let mut names: HashSet<(&str, &str)> = HashSet::with_capacity(r.desired.len());
-    let mut child_kinds: HashSet<(&str, i32)> = HashSet::new();
-    let mut lookup = LastKind { kinds, last: None };
     for c in &r.desired {
         let what = format!("child {}/{}", c.kind, c.name);
         if !is_valid_kind_name(&c.kind) {
@@ -241,14 +272,11 @@ pub fn validate(
         if !names.insert((&c.kind, &c.name)) {
             return Err(format!("{what}: emitted twice"));
         }
-        let spec = spec_json(&what, &c.spec)?;
-        check_child(&what, c, lookup.get(&c.kind, c.kind_version), spec)?;
-        child_kinds.insert((&c.kind, c.kind_version));
         children.push(ChildOut {
             kind: &c.kind,
             kind_version: c.kind_version,
             name: &c.name,
-            spec,
+            spec: spec_json(&what, &c.spec)?,
             labels: c.labels.iter().collect(),
         });
     }
@@ -315,20 +343,15 @@ pub fn validate(
         if !is_valid_kind_name(&c.kind) || c.kind_version < 1 {
             return Err(format!("{what}: needs a valid kind and kind_version >= 1"));
         }
-        let spec = spec_json(&what, &c.spec)?;
-        // Configs are written only for a composer whose emits has `configs`; the others'
-        // are dropped unread, as before.
-        if composer.compose_configs {
-            check_config(&what, c, spec, composer, &child_kinds, kinds)?;
-        }
         configs.push(ConfigOut {
             name: &c.name,
             kind: &c.kind,
             kind_version: c.kind_version,
             is_default: c.is_default,
-            spec,
+            spec: spec_json(&what, &c.spec)?,
         });
     }
+    check_kinds(r, &children, &configs, composer, kinds)?;
     Ok(ComposePayload {
         children: array_text(&children),
         edges: array_text(&edges),
@@ -642,6 +665,18 @@ mod tests {
             refused(v2),
             "child leaf/e has unregistered kind leaf version 2"
         );
+        // A result is checked for its shape first: a duplicate is named before an unknown
+        // kind that comes earlier.
+        let r = pb::ComposeResult {
+            desired: vec![
+                child("ghost", "g"),
+                child("leaf", "ok"),
+                child("leaf", "ok"),
+            ],
+            ..Default::default()
+        };
+        let e = validate(&r, &composer(), &strict).unwrap_err();
+        assert_eq!(e, "child leaf/ok: emitted twice");
         // Valid children pass, their specs as they came.
         let r = pb::ComposeResult {
             desired: vec![with_spec("leaf", "ok", json!({"greeting": "hi"}))],
