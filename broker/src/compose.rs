@@ -1,8 +1,21 @@
 //! Validation of a composer's result before it touches the database: well-formed children,
-//! edges between known children, no dependency cycle (named when found), well-formed configs.
-//! The output is the JSON the `apply_compose_result` SQL function takes.
+//! edges between known children, no dependency cycle (named when found), well-formed configs,
+//! and what the composer's kind may write (issue 41): every child of a registered kind version
+//! with a spec its `spec_schema` accepts, and provider configs only for the kinds of the
+//! children it emits (or that its manifest's `edges` declare), never a default, within the
+//! target's `config_schema`, and never saying what an exec kind runs. The output is the JSON
+//! the `apply_compose_result` SQL function takes; a result that breaks any rule is refused
+//! whole (a terminal failure of the composer), so nothing of it is stored.
+//!
+//! It runs where every composer's result is applied (the pipeline's compose stage), so the
+//! same rules hold for an SDK worker, Starlark, CEL and WASM alike. The schema rules
+//! themselves are [`KindInfo`]'s methods (one per rule), checked against the kinds the broker's
+//! manifest cache holds ([`Kinds`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+};
 
 use converge_proto::{
     manifest::{is_valid_kind_name, is_valid_resource_name},
@@ -10,6 +23,8 @@ use converge_proto::{
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
+
+use crate::manifests::{KindInfo, Kinds};
 
 pub use converge_engine::db::compose::ComposePayload;
 
@@ -85,8 +100,156 @@ fn pointer_ok(p: &str) -> bool {
     !p.is_empty() && p != "/"
 }
 
-/// Checks `r` and converts it; `Err` is a terminal failure message.
-pub fn validate(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
+/// The one (kind, version) looked up last: a composer emits its children grouped by kind, so
+/// most children skip the hash lookup.
+struct LastKind<'k> {
+    kinds: &'k Kinds,
+    last: Option<(&'k str, i32, &'k Arc<KindInfo>)>,
+}
+
+impl<'k> LastKind<'k> {
+    fn get(&mut self, kind: &str, version: i32) -> Option<&'k Arc<KindInfo>> {
+        if let Some((k, v, info)) = self.last
+            && k == kind
+            && v == version
+        {
+            return Some(info);
+        }
+        let (k, info) = self.kinds.get(kind, version)?;
+        self.last = Some((k, version, info));
+        Some(info)
+    }
+}
+
+/// `raw` parsed, for a schema check (the payload keeps the text as it came).
+fn parsed(what: &str, raw: &RawValue) -> Result<serde_json::Value, String> {
+    serde_json::from_str(raw.get()).map_err(|e| format!("{what}: spec is not valid JSON: {e}"))
+}
+
+/// Rule: a child's spec satisfies its kind's `spec_schema` (an unregistered kind version has
+/// no schema to satisfy and is refused, as the database would).
+fn check_child(
+    c: &pb::ChildSpec,
+    info: Option<&Arc<KindInfo>>,
+    spec: &RawValue,
+) -> Result<(), String> {
+    let what = || format!("child {}/{}", c.kind, c.name);
+    let Some(info) = info else {
+        return Err(format!(
+            "{} has unregistered kind {} version {}",
+            what(),
+            c.kind,
+            c.kind_version
+        ));
+    };
+    if info.spec_schema.is_none() {
+        return Ok(());
+    }
+    match info.spec_violation(&parsed(&what(), spec)?) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "{}: spec breaks the spec_schema of {} v{} {why}",
+            what(),
+            c.kind,
+            c.kind_version
+        )),
+    }
+}
+
+/// The rules a provider config a composer emits must follow, in the order they are checked:
+/// not a default (a kind's default is its admin's decision, and for an exec kind it says what
+/// runs); for a kind of a child this result emits, or one the composer's manifest declares
+/// in its `edges`; of a registered kind version; for an exec kind, none of the fields that
+/// say what runs (the API's rule for an override); within the kind's `config_schema` (named
+/// by pointer and rule, never quoting a value, which may be a secret).
+fn check_config(
+    c: &pb::ProviderConfigSpec,
+    spec: &RawValue,
+    composer: &KindInfo,
+    child_kinds: &HashSet<(&str, i32)>,
+    kinds: &Kinds,
+) -> Result<(), String> {
+    let what = format!("provider config {:?}", c.name);
+    if c.is_default {
+        return Err(format!(
+            "{what}: a composer may not write a kind's default config (is_default); defaults \
+             are written by an admin"
+        ));
+    }
+    if !child_kinds.contains(&(c.kind.as_str(), c.kind_version))
+        && !composer.declares(&c.kind, c.kind_version)
+    {
+        return Err(format!(
+            "{what}: kind {} v{} is not a kind this compose emits children of, nor one its \
+             kind declares in its edges",
+            c.kind, c.kind_version
+        ));
+    }
+    let Some((_, info)) = kinds.get(&c.kind, c.kind_version) else {
+        return Err(format!(
+            "{what} has unregistered kind {} version {}",
+            c.kind, c.kind_version
+        ));
+    };
+    if !info.exec && info.config_schema.is_none() {
+        return Ok(());
+    }
+    let spec = parsed(&what, spec)?;
+    let forbidden = info.exec_override_violations(&spec);
+    if !forbidden.is_empty() {
+        return Err(format!(
+            "{what}: {} is an exec kind: a composer's config may set only settings, not {} \
+             (what runs is the default config's to say)",
+            c.kind,
+            forbidden.join(", ")
+        ));
+    }
+    match info.config_violation(&spec) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "{what}: spec breaks the config_schema of {} v{} {why}",
+            c.kind, c.kind_version
+        )),
+    }
+}
+
+/// What the composer's kind may write, checked once `r` is well formed (`children` and
+/// `configs` are its checked specs, in order): each child against its kind, and, when the
+/// composer's emits has `configs` (the others' configs are dropped unread, as before), each
+/// config against [`check_config`]'s rules.
+fn check_kinds(
+    r: &pb::ComposeResult,
+    children: &[ChildOut<'_>],
+    configs: &[ConfigOut<'_>],
+    composer: &KindInfo,
+    kinds: &Kinds,
+) -> Result<(), String> {
+    let mut lookup = LastKind { kinds, last: None };
+    let mut child_kinds: HashSet<(&str, i32)> = HashSet::new();
+    let mut last = None;
+    for (c, out) in r.desired.iter().zip(children) {
+        check_child(c, lookup.get(&c.kind, c.kind_version), out.spec)?;
+        if last != Some((c.kind.as_str(), c.kind_version)) {
+            last = Some((c.kind.as_str(), c.kind_version));
+            child_kinds.insert((&c.kind, c.kind_version));
+        }
+    }
+    if composer.compose_configs {
+        for (c, out) in r.configs.iter().zip(configs) {
+            check_config(c, out.spec, composer, &child_kinds, kinds)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks `r`, the result of `composer`'s composer, against the kinds it names (`kinds`, from
+/// `Manifests::resolve`) and converts it; `Err` is a terminal failure message naming the
+/// child or config and, for a schema, the JSON pointer.
+pub fn validate(
+    r: &pb::ComposeResult,
+    composer: &KindInfo,
+    kinds: &Kinds,
+) -> Result<ComposePayload, String> {
     if r.desired.len() > MAX_CHILDREN {
         return Err(format!(
             "{} children exceed the limit of {MAX_CHILDREN}",
@@ -188,6 +351,7 @@ pub fn validate(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
             spec: spec_json(&what, &c.spec)?,
         });
     }
+    check_kinds(r, &children, &configs, composer, kinds)?;
     Ok(ComposePayload {
         children: array_text(&children),
         edges: array_text(&edges),
@@ -245,6 +409,51 @@ fn find_cycle<'a>(graph: &HashMap<Node<'a>, Vec<Node<'a>>>) -> Option<Vec<Node<'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use converge_engine::ids::KindPair;
+    use converge_proto::manifest::KindManifest;
+    use serde_json::{Value, json};
+
+    /// The info of manifest `m` (kind and version from it).
+    fn info(m: Value) -> KindInfo {
+        let m: KindManifest = serde_json::from_value(m).unwrap();
+        KindInfo::from_manifest(&KindPair::new(m.kind.clone(), m.kind_version), &m, 1)
+    }
+
+    /// A leaf kind's manifest, with `extra` fields merged in.
+    fn leaf_manifest(kind: &str, extra: Value) -> Value {
+        let mut m = json!({"kind": kind, "kind_version": 1, "reactions": [
+            {"name": "work", "trigger": "specChange", "emits": ["status"]}]});
+        for (k, v) in extra.as_object().unwrap() {
+            m[k] = v.clone();
+        }
+        m
+    }
+
+    /// A composer emitting children, edges and configs, declaring an edge to `decl`.
+    fn composer() -> KindInfo {
+        info(json!({"kind": "comp", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "configs"]}],
+            "edges": [{"from": {"kind": "leaf"}, "to": {"kind": "decl"}}]}))
+    }
+
+    fn kinds(manifests: Vec<Value>) -> Kinds {
+        let mut k = Kinds::default();
+        for m in manifests {
+            let kind = m["kind"].as_str().unwrap().to_owned();
+            k.insert(&kind, 1, Arc::new(info(m)));
+        }
+        k
+    }
+
+    /// `leaf` v1 with no schema.
+    fn leaf_kinds() -> Kinds {
+        kinds(vec![leaf_manifest("leaf", json!({}))])
+    }
+
+    /// [`validate`] by the [`composer`] against [`leaf_kinds`].
+    fn check(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
+        validate(r, &composer(), &leaf_kinds())
+    }
 
     fn child(kind: &str, name: &str) -> pb::ChildSpec {
         pb::ChildSpec {
@@ -277,7 +486,7 @@ mod tests {
             edges: vec![edge("b", "a"), edge("c", "b"), edge("c", "a")],
             ..Default::default()
         };
-        let p = validate(&r).unwrap();
+        let p = check(&r).unwrap();
         let len = |t: &RawValue| {
             serde_json::from_str::<Vec<serde_json::Value>>(t.get())
                 .unwrap()
@@ -294,7 +503,7 @@ mod tests {
             edges: vec![edge("a", "b"), edge("b", "c"), edge("c", "a")],
             ..Default::default()
         };
-        let e = validate(&r).unwrap_err();
+        let e = check(&r).unwrap_err();
         assert!(e.starts_with("dependency cycle: "), "{e}");
         for n in ["leaf/a", "leaf/b", "leaf/c"] {
             assert!(e.contains(n), "{e}");
@@ -307,11 +516,11 @@ mod tests {
             desired: vec![child("leaf", "a"), child("leaf", "a")],
             ..Default::default()
         };
-        assert!(validate(&dup).unwrap_err().contains("twice"));
+        assert!(check(&dup).unwrap_err().contains("twice"));
         let mut v0 = child("leaf", "a");
         v0.kind_version = 0;
         assert!(
-            validate(&pb::ComposeResult {
+            check(&pb::ComposeResult {
                 desired: vec![v0],
                 ..Default::default()
             })
@@ -322,11 +531,11 @@ mod tests {
             edges: vec![edge("a", "zz")],
             ..Default::default()
         };
-        assert!(validate(&dangling).unwrap_err().contains("not a child"));
+        assert!(check(&dangling).unwrap_err().contains("not a child"));
         let mut bad = child("leaf", "a");
         bad.spec = b"[1]".to_vec();
         assert!(
-            validate(&pb::ComposeResult {
+            check(&pb::ComposeResult {
                 desired: vec![bad],
                 ..Default::default()
             })
@@ -353,12 +562,12 @@ mod tests {
                 name: "cfg".into(),
                 kind: "leaf".into(),
                 kind_version: 1,
-                is_default: true,
+                is_default: false,
                 spec: br#"{"k": 1}"#.to_vec(),
             }],
             ..Default::default()
         };
-        let p = validate(&r).unwrap();
+        let p = check(&r).unwrap();
         // A number past f64's precision survives: the spec is never parsed into a tree.
         assert!(
             p.children.get().contains("12345678901234567890"),
@@ -381,17 +590,246 @@ mod tests {
         );
         assert_eq!(
             v(&p.configs),
-            serde_json::json!([{"name": "cfg", "kind": "leaf", "kind_version": 1, "is_default": true,
+            serde_json::json!([{"name": "cfg", "kind": "leaf", "kind_version": 1, "is_default": false,
                                 "spec": {"k": 1}}])
         );
         // Escaped NULs are still refused.
         let mut nul = child("leaf", "n");
         nul.spec = br#"{"s": "a\u0000b"}"#.to_vec();
-        let err = validate(&pb::ComposeResult {
+        let err = check(&pb::ComposeResult {
             desired: vec![nul],
             ..Default::default()
         })
         .unwrap_err();
         assert!(err.contains("NUL"), "{err}");
+    }
+
+    fn spec(v: Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn with_spec(kind: &str, name: &str, v: Value) -> pb::ChildSpec {
+        pb::ChildSpec {
+            spec: spec(v),
+            ..child(kind, name)
+        }
+    }
+
+    #[test]
+    fn children_must_satisfy_their_kinds_spec_schema() {
+        let strict = kinds(vec![leaf_manifest(
+            "leaf",
+            json!({"spec_schema": {"type": "object", "additionalProperties": false,
+                   "properties": {"greeting": {"type": "string", "maxLength": 5}}}}),
+        )]);
+        let refused = |c: pb::ChildSpec| {
+            let r = pb::ComposeResult {
+                desired: vec![with_spec("leaf", "ok", json!({"greeting": "hi"})), c],
+                ..Default::default()
+            };
+            validate(&r, &composer(), &strict).unwrap_err()
+        };
+        let e = refused(with_spec("leaf", "a", json!({"greeting": 12345})));
+        assert_eq!(
+            e,
+            "child leaf/a: spec breaks the spec_schema of leaf v1 at /greeting: 12345 is not \
+             of type \"string\" (rule \"type\")"
+        );
+        let e = refused(with_spec(
+            "leaf",
+            "b",
+            json!({"greeting": "hi", "bogus": true}),
+        ));
+        assert!(
+            e.starts_with("child leaf/b: spec breaks the spec_schema of leaf v1 at /: ")
+                && e.contains("bogus")
+                && e.ends_with("(rule \"additionalProperties\")"),
+            "{e}"
+        );
+        // A long value is quoted by its head.
+        let e = refused(with_spec(
+            "leaf",
+            "c",
+            json!({"greeting": "x".repeat(5_000)}),
+        ));
+        assert!(
+            e.contains("at /greeting") && e.contains('…') && e.len() < 300,
+            "{e}"
+        );
+        // No schema to pass: an unregistered kind, or version.
+        let e = refused(child("ghost", "d"));
+        assert_eq!(e, "child ghost/d has unregistered kind ghost version 1");
+        let mut v2 = with_spec("leaf", "e", json!({}));
+        v2.kind_version = 2;
+        assert_eq!(
+            refused(v2),
+            "child leaf/e has unregistered kind leaf version 2"
+        );
+        // A result is checked for its shape first: a duplicate is named before an unknown
+        // kind that comes earlier.
+        let r = pb::ComposeResult {
+            desired: vec![
+                child("ghost", "g"),
+                child("leaf", "ok"),
+                child("leaf", "ok"),
+            ],
+            ..Default::default()
+        };
+        let e = validate(&r, &composer(), &strict).unwrap_err();
+        assert_eq!(e, "child leaf/ok: emitted twice");
+        // Valid children pass, their specs as they came.
+        let r = pb::ComposeResult {
+            desired: vec![with_spec("leaf", "ok", json!({"greeting": "hi"}))],
+            ..Default::default()
+        };
+        assert!(validate(&r, &composer(), &strict).is_ok());
+    }
+
+    #[test]
+    fn configs_follow_the_rules_of_the_composers_kind() {
+        let all = kinds(vec![
+            leaf_manifest(
+                "leaf",
+                json!({"config_schema": {"type": "object", "additionalProperties": false,
+                       "properties": {"size": {"type": "integer"},
+                                      "password": {"type": "string", "minLength": 8,
+                                                   "writeOnly": true}}}}),
+            ),
+            leaf_manifest("exe", json!({"provider": "exec"})),
+            leaf_manifest("decl", json!({})),
+            leaf_manifest("other", json!({})),
+        ]);
+        let emit = |kind: &str, is_default: bool, v: Value| {
+            let r = pb::ComposeResult {
+                desired: vec![child("leaf", "a"), child("exe", "x")],
+                configs: vec![pb::ProviderConfigSpec {
+                    name: "cfg".into(),
+                    kind: kind.into(),
+                    kind_version: 1,
+                    is_default,
+                    spec: spec(v),
+                }],
+                ..Default::default()
+            };
+            validate(&r, &composer(), &all)
+        };
+        let refused =
+            |kind: &str, is_default: bool, v: Value| emit(kind, is_default, v).unwrap_err();
+        assert!(emit("leaf", false, json!({"size": 1, "password": "long enough"})).is_ok());
+        assert!(emit("exe", false, json!({"settings": {"a": 1}})).is_ok());
+        // Declared in the composer's edges: allowed without a child of it.
+        assert!(emit("decl", false, json!({})).is_ok());
+
+        let e = refused("leaf", true, json!({}));
+        assert!(
+            e.starts_with(
+                "provider config \"cfg\": a composer may not write a kind's default config"
+            ),
+            "{e}"
+        );
+        let e = refused("exe", true, json!({"program": "/bin/sh"}));
+        assert!(e.contains("default config"), "{e}");
+        let e = refused("other", false, json!({}));
+        assert_eq!(
+            e,
+            "provider config \"cfg\": kind other v1 is not a kind this compose emits children \
+             of, nor one its kind declares in its edges"
+        );
+        let e = refused(
+            "exe",
+            false,
+            json!({"program": "/bin/sh", "args": ["-c", "id"], "settings": {}}),
+        );
+        assert_eq!(
+            e,
+            "provider config \"cfg\": exe is an exec kind: a composer's config may set only \
+             settings, not program, args (what runs is the default config's to say)"
+        );
+        let e = refused("leaf", false, json!({"size": "big"}));
+        assert!(
+            e.starts_with(
+                "provider config \"cfg\": spec breaks the config_schema of leaf v1 at /size: "
+            ) && e.ends_with("(rule \"type\")"),
+            "{e}"
+        );
+        // A value that may be a secret is never quoted.
+        let e = refused("leaf", false, json!({"password": "hunter2"}));
+        assert!(e.contains("at /password") && !e.contains("hunter2"), "{e}");
+        // Declared but not registered.
+        let decl_only = kinds(vec![
+            leaf_manifest("leaf", json!({})),
+            leaf_manifest("exe", json!({})),
+        ]);
+        let r = pb::ComposeResult {
+            desired: vec![child("leaf", "a")],
+            configs: vec![pb::ProviderConfigSpec {
+                name: "cfg".into(),
+                kind: "decl".into(),
+                kind_version: 1,
+                spec: b"{}".to_vec(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            validate(&r, &composer(), &decl_only).unwrap_err(),
+            "provider config \"cfg\" has unregistered kind decl version 1"
+        );
+        // A composer whose emits lacks `configs` has its configs dropped unapplied, as
+        // before: nothing to refuse.
+        let mut quiet = composer();
+        quiet.compose_configs = false;
+        let r = pb::ComposeResult {
+            desired: vec![child("leaf", "a")],
+            configs: vec![pb::ProviderConfigSpec {
+                name: "cfg".into(),
+                kind: "other".into(),
+                kind_version: 1,
+                is_default: true,
+                spec: b"{}".to_vec(),
+            }],
+            ..Default::default()
+        };
+        assert!(validate(&r, &quiet, &all).is_ok());
+    }
+
+    /// A timing for the record, not a test of time (`cargo test --locked -p converge-broker
+    /// --lib compose::tests::timing -- --ignored --nocapture`, best with `--release`):
+    /// `validate` of 20,000 children without a spec_schema and with one.
+    #[test]
+    #[ignore = "a timing, run by hand"]
+    fn timing_validate_20000_children() {
+        let desired: Vec<pb::ChildSpec> = (0..20_000)
+            .map(|i| {
+                with_spec(
+                    "leaf",
+                    &format!("c-{i}"),
+                    json!({"n": i, "name": format!("item {i}"), "tags": ["a", "b"]}),
+                )
+            })
+            .collect();
+        let r = pb::ComposeResult {
+            desired,
+            ..Default::default()
+        };
+        let schema = json!({"spec_schema": {"type": "object", "additionalProperties": false,
+            "required": ["n", "name"],
+            "properties": {"n": {"type": "integer", "minimum": 0},
+                           "name": {"type": "string", "maxLength": 64},
+                           "tags": {"type": "array", "items": {"type": "string"}}}}});
+        for (what, k) in [
+            ("no spec_schema", leaf_kinds()),
+            ("a spec_schema", kinds(vec![leaf_manifest("leaf", schema)])),
+        ] {
+            let best = (0..5)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    validate(&r, &composer(), &k).unwrap();
+                    t.elapsed()
+                })
+                .min()
+                .unwrap();
+            eprintln!("validate, 20,000 children, {what}: {best:?}");
+        }
     }
 }

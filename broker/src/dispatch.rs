@@ -15,7 +15,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use converge_engine::{
-    db::{self, queue::ClaimedTask},
+    db::{
+        self,
+        queue::{ClaimedTask, Completion},
+    },
     ids::{KindPair, ShardRange},
     wake::WakeLoop,
 };
@@ -208,6 +211,13 @@ impl Dispatcher {
                         tokio::spawn(async move { operate(&pool, &c, &h, t, pair, info).await });
                     }
                     _ => {
+                        if let Some(refused) = spec_refused(&t, &pair, &info) {
+                            completions.submit(Job::Known {
+                                completion: refused,
+                                reply: None,
+                            });
+                            continue;
+                        }
                         let stages = pipeline::plan(&t, &info);
                         match (stages.len(), stages.front()) {
                             // The hot path: a plain leaf runs one WORK stage, no pipeline
@@ -292,6 +302,27 @@ impl Dispatcher {
             .map_err(Error::db("release unplaced leases"))?;
         Ok(full)
     }
+}
+
+/// The terminal failure a reconcile claim of a composed child records instead of running,
+/// when its spec breaks its kind's `spec_schema`. Its compose was checked, but the engine
+/// flows its dependencies' status into it afterwards (`apply_compose_result`, the drain's
+/// cascade: SQL, which cannot check a JSON Schema), so the spec is checked again here, before
+/// any stage is sent: a bad flowed value fails the child, naming the pointer, and no worker
+/// sees it. A root's spec was checked by the API that wrote it.
+fn spec_refused(t: &ClaimedTask, pair: &KindPair, info: &KindInfo) -> Option<Completion> {
+    t.owner_id?;
+    let why = info.spec_violation(&t.spec)?;
+    Some(convert::failure(
+        t.key(),
+        format!(
+            "spec breaks the spec_schema of {} v{} {why} (a composed child's spec is checked \
+             at each claim, with the values flowed into it from its dependencies' status by \
+             its value flows)",
+            pair.kind, pair.version
+        ),
+        true,
+    ))
 }
 
 /// A task that is one stage with no pipeline state (a plain leaf's WORK, a teardown, an

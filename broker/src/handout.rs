@@ -20,6 +20,7 @@ use converge_proto::pb;
 use crate::{
     complete::{CompletionHandle, Job},
     convert,
+    manifests::{Kinds, Manifests},
     pipeline::{ReadOf, Rows, StageSend, Step},
     registry::{Inflight, Outgoing, Registry, StreamId},
 };
@@ -30,6 +31,8 @@ pub(crate) struct Handout {
     pool: PgPool,
     registry: Arc<Registry>,
     completions: CompletionHandle,
+    /// The kinds a compose result is checked against.
+    manifests: Arc<Manifests>,
     /// The dispatcher's wake-up: a lease came back or new work appeared.
     dispatch: Arc<Notify>,
     /// How long after a deadline a stream still open has surely answered a keepalive PING
@@ -38,12 +41,14 @@ pub(crate) struct Handout {
 }
 
 impl Handout {
-    /// A handout over `registry`'s streams that records through `completions`;
-    /// `keepalive_round` is the longest a connection that stopped answering stays open.
+    /// A handout over `registry`'s streams that records through `completions` and checks
+    /// compose results against `manifests`; `keepalive_round` is the longest a connection
+    /// that stopped answering stays open.
     pub fn new(
         pool: PgPool,
         registry: Arc<Registry>,
         completions: CompletionHandle,
+        manifests: Arc<Manifests>,
         dispatch: Arc<Notify>,
         keepalive_round: Duration,
     ) -> Self {
@@ -51,6 +56,7 @@ impl Handout {
             pool,
             registry,
             completions,
+            manifests,
             dispatch,
             keepalive_round,
         }
@@ -139,7 +145,19 @@ impl Handout {
                 })
                 .observe(p.since_claim().as_secs_f64());
         }
-        self.drive(p.on_result(f.stage, msg), Some(sid)).await;
+        // A compose result is checked against the kinds it names (their schemas, the exec
+        // flag), read before the pipeline decides on it.
+        let kinds = match &msg.compose {
+            Some(c) if f.stage == pb::Stage::Compose as i32 && msg.error_message.is_empty() => {
+                self.manifests.resolve(c).await
+            }
+            _ => Ok(Kinds::default()),
+        };
+        let step = match kinds {
+            Ok(kinds) => p.on_result(f.stage, msg, &kinds),
+            Err(e) => p.on_unreadable_kinds(e.to_string()),
+        };
+        self.drive(step, Some(sid)).await;
     }
 
     /// Performs a pipeline's steps until it hands a stage to a stream or ends. `reply` is

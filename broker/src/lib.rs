@@ -167,6 +167,7 @@ impl Broker {
             pool.clone(),
             registry.clone(),
             completions.clone(),
+            manifests.clone(),
             wake.clone(),
             KEEPALIVE_ROUND,
         );

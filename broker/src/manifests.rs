@@ -4,10 +4,14 @@
 //! leases or loops. The LISTEN loop in `caches` calls [`Manifests::reload`] when a manifest
 //! changes; everyone else only reads. It also holds each kind's compiled `status_schema` and
 //! its operations' `output_schema`s, so a result is checked before it is stored
-//! ([`KindInfo::enforce`]).
+//! ([`KindInfo::enforce`]), and its `spec_schema`, `config_schema` and exec flag, the rules a
+//! composer's children and configs are checked by before a compose is applied (one method
+//! each: [`KindInfo::spec_violation`], [`KindInfo::config_violation`],
+//! [`KindInfo::exec_override_violations`], [`KindInfo::declares`]; `compose::validate` applies
+//! them).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     fmt,
     sync::{Arc, RwLock},
 };
@@ -17,7 +21,7 @@ use converge_engine::{
     ids::KindPair,
 };
 use converge_proto::{
-    manifest::{Descendants, Emit, KindManifest},
+    manifest::{self, Descendants, Emit, KindManifest},
     pb,
 };
 use sqlx::PgPool;
@@ -56,6 +60,18 @@ pub(crate) struct KindInfo {
     /// Verb → the compiled `output_schema` of its operation reaction, for those that declare
     /// one.
     pub outputs: HashMap<String, Schema>,
+    /// The kind's compiled `spec_schema`, if it declares one: what a composed child's spec
+    /// must satisfy, as an API write's must.
+    pub spec_schema: Option<Schema>,
+    /// The kind's compiled `config_schema`, if it declares one: what a composer's provider
+    /// config for the kind must satisfy.
+    pub config_schema: Option<Schema>,
+    /// Whether the manifest declares the exec provider: no config a composer writes for the
+    /// kind may say what runs.
+    pub exec: bool,
+    /// The (kind, version)s the manifest's `edges` name: besides the kinds of the children a
+    /// result emits, the kinds this kind's composer may write provider configs for.
+    pub declared: Vec<KindPair>,
 }
 
 /// A compiled JSON Schema a worker's result must satisfy.
@@ -86,24 +102,135 @@ impl Schema {
         }
     }
 
-    /// The first way `doc` breaks the schema (its pointer, the rule and what was found), if
-    /// it does. A valid document takes the validator's boolean fast path, which allocates
-    /// nothing; only a violation pays for being described.
+    /// The first way `doc` breaks the schema (its pointer, the rule and what was found, a
+    /// long value quoted by its head only), if it does. A valid document takes the
+    /// validator's boolean fast path, which allocates nothing; only a violation pays for
+    /// being described.
     pub fn violation(&self, doc: &serde_json::Value) -> Option<String> {
+        self.describe(doc, true)
+    }
+
+    /// [`Schema::violation`] without the value found: for a provider config, whose values a
+    /// `writeOnly` schema may mark as secrets a failure message must not show.
+    pub fn violation_unquoted(&self, doc: &serde_json::Value) -> Option<String> {
+        self.describe(doc, false)
+    }
+
+    fn describe(&self, doc: &serde_json::Value, quote: bool) -> Option<String> {
         if self.0.is_valid(doc) {
             return None;
         }
         let e = self.0.validate(doc).err()?;
         let at = e.instance_path().as_str();
+        let what = if quote {
+            e.masked_with(short_quote(e.instance())).to_string()
+        } else {
+            e.masked().to_string()
+        };
         Some(format!(
-            "at {}: {e} (rule {:?})",
+            "at {}: {what} (rule {:?})",
             if at.is_empty() { "/" } else { at },
             e.kind().keyword()
         ))
     }
 }
 
+/// Most bytes of a value a violation quotes: a 5,000-character string that is too long is
+/// shown by its head, not echoed whole into the failure message.
+const QUOTE_BYTES: usize = 64;
+
+/// `v` as JSON, cut to about [`QUOTE_BYTES`] with an ellipsis.
+fn short_quote(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    if text.len() <= QUOTE_BYTES {
+        return text;
+    }
+    format!("{}…", &text[..text.floor_char_boundary(QUOTE_BYTES)])
+}
+
 impl KindInfo {
+    /// What routing and the result checks need from manifest `m` of `pair`, its schemas
+    /// compiled once.
+    pub fn from_manifest(pair: &KindPair, m: &KindManifest, manifest_version: i64) -> KindInfo {
+        KindInfo {
+            work_reaction: m.worker_reaction().map(|x| x.name.clone()),
+            compose_reaction: m.composer_reaction().map(|x| x.name.clone()),
+            rollup_reaction: m.rollup_reaction().map(|x| x.name.clone()),
+            rollup_full: m
+                .rollup_reaction()
+                .is_some_and(|x| x.descendants == Some(Descendants::Full)),
+            compose_edges: m.composer_reaction().is_some_and(|x| x.emits(Emit::Edges)),
+            compose_configs: m
+                .composer_reaction()
+                .is_some_and(|x| x.emits(Emit::Configs)),
+            delete_reaction: m.delete_reaction().map(|x| x.name.clone()),
+            reactor_reaction: m
+                .is_reactor()
+                .then(|| m.reactions.first().map(|x| x.name.clone()))
+                .flatten(),
+            verbs: m
+                .reactions
+                .iter()
+                .filter_map(|x| Some((x.verb.clone()?, x.name.clone())))
+                .collect(),
+            manifest_version,
+            status_schema: Schema::compile(pair, "status_schema", m.status_schema.as_ref()),
+            outputs: m
+                .reactions
+                .iter()
+                .filter_map(|x| {
+                    let schema = x.output_schema.as_ref();
+                    Some((
+                        x.verb.clone()?,
+                        Schema::compile(pair, "output_schema", schema)?,
+                    ))
+                })
+                .collect(),
+            spec_schema: Schema::compile(pair, "spec_schema", m.spec_schema.as_ref()),
+            config_schema: Schema::compile(pair, "config_schema", m.config_schema.as_ref()),
+            exec: m.is_exec(),
+            declared: m
+                .edges
+                .iter()
+                .flat_map(|e| [&e.from, &e.to])
+                .map(|end| KindPair::new(end.kind.clone(), end.kind_version))
+                .collect(),
+        }
+    }
+
+    /// Rule: a resource's spec satisfies the kind's `spec_schema`. The first violation
+    /// (pointer, rule, the value's head), if any; `None` without a schema. Checks a composed
+    /// child as emitted and a composed child's spec at each claim (values may have flowed
+    /// into it since).
+    pub fn spec_violation(&self, spec: &serde_json::Value) -> Option<String> {
+        self.spec_schema.as_ref()?.violation(spec)
+    }
+
+    /// Rule: a provider config's spec satisfies the kind's `config_schema`. The first
+    /// violation (pointer and rule; never the value, which may be a secret), if any.
+    pub fn config_violation(&self, spec: &serde_json::Value) -> Option<String> {
+        self.config_schema.as_ref()?.violation_unquoted(spec)
+    }
+
+    /// Rule (the API's for an override): the fields of an exec kind's config that say what
+    /// runs ([`manifest::EXEC_OVERRIDE_FORBIDDEN`]) which `spec` sets; none for a kind
+    /// without the exec provider.
+    pub fn exec_override_violations(&self, spec: &serde_json::Value) -> Vec<&'static str> {
+        if self.exec {
+            manifest::exec_override_fields(spec)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Rule: whether this (composer) kind's manifest declares (kind, version) in its
+    /// `edges`, so its composer may configure that kind without emitting a child of it.
+    pub fn declares(&self, kind: &str, version: i32) -> bool {
+        self.declared
+            .iter()
+            .any(|p| p.kind == kind && p.version == version)
+    }
+
     /// Whether a reconcile is a single WORK stage (no composer, no rollup): the hot path
     /// that needs no pipeline state.
     pub fn is_plain_leaf(&self) -> bool {
@@ -159,6 +286,29 @@ fn checked(c: &Completion) -> Option<Checked<'_>> {
     }
 }
 
+/// The kinds one compose result names, as the broker knows them
+/// ([`Manifests::resolve`]): what its children's specs and its provider configs are checked
+/// against. By kind, then version (a result names a few kinds, each of a version or two).
+#[derive(Default)]
+pub(crate) struct Kinds(HashMap<String, Vec<(i32, Arc<KindInfo>)>>);
+
+impl Kinds {
+    /// (kind, version) if it is registered: the map's copy of the kind's name, and its info.
+    pub fn get(&self, kind: &str, version: i32) -> Option<(&str, &Arc<KindInfo>)> {
+        let (k, versions) = self.0.get_key_value(kind)?;
+        let (_, info) = versions.iter().find(|(v, _)| *v == version)?;
+        Some((k.as_str(), info))
+    }
+
+    /// Adds (kind, version).
+    pub fn insert(&mut self, kind: &str, version: i32, info: Arc<KindInfo>) {
+        self.0
+            .entry(kind.to_owned())
+            .or_default()
+            .push((version, info));
+    }
+}
+
 /// The broker's view of every stored kind manifest.
 pub(crate) struct Manifests {
     pool: PgPool,
@@ -184,49 +334,8 @@ impl Manifests {
         for r in rows {
             match serde_json::from_value::<KindManifest>(r.manifest) {
                 Ok(m) => {
-                    let status_schema =
-                        Schema::compile(&r.pair, "status_schema", m.status_schema.as_ref());
-                    let outputs = m
-                        .reactions
-                        .iter()
-                        .filter_map(|x| {
-                            let schema = x.output_schema.as_ref();
-                            Some((
-                                x.verb.clone()?,
-                                Schema::compile(&r.pair, "output_schema", schema)?,
-                            ))
-                        })
-                        .collect();
-                    map.insert(
-                        r.pair,
-                        Arc::new(KindInfo {
-                            work_reaction: m.worker_reaction().map(|x| x.name.clone()),
-                            compose_reaction: m.composer_reaction().map(|x| x.name.clone()),
-                            rollup_reaction: m.rollup_reaction().map(|x| x.name.clone()),
-                            rollup_full: m
-                                .rollup_reaction()
-                                .is_some_and(|x| x.descendants == Some(Descendants::Full)),
-                            compose_edges: m
-                                .composer_reaction()
-                                .is_some_and(|x| x.emits(Emit::Edges)),
-                            compose_configs: m
-                                .composer_reaction()
-                                .is_some_and(|x| x.emits(Emit::Configs)),
-                            delete_reaction: m.delete_reaction().map(|x| x.name.clone()),
-                            reactor_reaction: m
-                                .is_reactor()
-                                .then(|| m.reactions.first().map(|x| x.name.clone()))
-                                .flatten(),
-                            verbs: m
-                                .reactions
-                                .iter()
-                                .filter_map(|x| Some((x.verb.clone()?, x.name.clone())))
-                                .collect(),
-                            manifest_version: r.manifest_version,
-                            status_schema,
-                            outputs,
-                        }),
-                    );
+                    let info = KindInfo::from_manifest(&r.pair, &m, r.manifest_version);
+                    map.insert(r.pair, Arc::new(info));
                 }
                 Err(e) => {
                     tracing::error!(pair = %r.pair, error = %e, "stored manifest does not parse")
@@ -244,6 +353,61 @@ impl Manifests {
             .expect("manifest cache poisoned")
             .get(pair)
             .cloned()
+    }
+
+    /// The kinds compose result `r` names (its children's, then its configs'), for
+    /// `compose::validate`. One the cache lacks may have been registered a moment ago (the
+    /// reload follows the manifest's notice): it is read from the database by key. The first
+    /// that is not registered at all ends the lookup, since the result is refused on it
+    /// (naming the first child or config that has it), so a result naming any number of
+    /// unknown kinds costs one lookup, and one naming only cached kinds none.
+    pub async fn resolve(&self, r: &pb::ComposeResult) -> Result<Kinds> {
+        let named = r
+            .desired
+            .iter()
+            .map(|c| (c.kind.as_str(), c.kind_version))
+            .chain(r.configs.iter().map(|c| (c.kind.as_str(), c.kind_version)))
+            // What validate refuses on its own needs no lookup.
+            .filter(|(k, v)| *v >= 1 && manifest::is_valid_kind_name(k));
+        let mut kinds = Kinds::default();
+        let mut missing: Vec<(&str, i32)> = Vec::new();
+        let mut seen_missing: HashSet<(&str, i32)> = HashSet::new();
+        {
+            let cache = self.by_pair.read().expect("manifest cache poisoned");
+            let mut last: Option<(&str, i32)> = None;
+            for (kind, version) in named {
+                // Children come grouped by kind: most repeat the one before.
+                if last == Some((kind, version)) || kinds.get(kind, version).is_some() {
+                    continue;
+                }
+                last = Some((kind, version));
+                match cache.get(&KindPair::new(kind, version)) {
+                    Some(info) => kinds.insert(kind, version, info.clone()),
+                    None => {
+                        if seen_missing.insert((kind, version)) {
+                            missing.push((kind, version));
+                        }
+                    }
+                }
+            }
+        }
+        for (kind, version) in missing {
+            let stored = db::kinds::manifest_get(&self.pool, kind, Some(version))
+                .await
+                .map_err(Error::db("read a kind manifest"))?;
+            let Some(stored) = stored else { break };
+            match serde_json::from_value::<KindManifest>(stored.manifest) {
+                Ok(m) => {
+                    let info = KindInfo::from_manifest(&stored.pair, &m, stored.manifest_version);
+                    kinds.insert(kind, version, Arc::new(info));
+                }
+                Err(e) => {
+                    tracing::error!(pair = %stored.pair, error = %e, "stored manifest does not parse");
+                    break;
+                }
+            }
+        }
+        Ok(kinds)
     }
 
     /// `c` (a result for a task of `pair`; `verb` for an operation) as it may be stored;
@@ -322,6 +486,10 @@ mod tests {
                 "ping".into(),
                 Schema::compile(&pair, "output_schema", Some(&obj("pong", "integer"))).unwrap(),
             )]),
+            spec_schema: None,
+            config_schema: None,
+            exec: false,
+            declared: Vec::new(),
         }
     }
 
@@ -352,6 +520,41 @@ mod tests {
                 && why.contains("\"type\""),
             "{why}"
         );
+    }
+
+    /// A kind registered after the cache's last reload (its notice not handled yet) is read
+    /// from the database by key; the lookup ends at the first kind not registered at all.
+    #[tokio::test]
+    async fn resolve_reads_a_kind_the_cache_missed_and_stops_at_an_unregistered_one() {
+        let db = converge_engine::testing::TestDb::new().await;
+        let m = Manifests::new(db.pool.clone());
+        m.reload().await.unwrap();
+        for k in ["a", "b"] {
+            let doc = json!({"kind": k, "kind_version": 1, "reactions": [
+                {"name": "work", "trigger": "specChange", "emits": ["status"]}],
+                "spec_schema": {"type": "object"}});
+            db::kinds::manifest_put(&db.pool, k, 1, &doc).await.unwrap();
+        }
+        let child = |kind: &str| pb::ChildSpec {
+            kind: kind.into(),
+            name: format!("{kind}-1"),
+            kind_version: 1,
+            ..Default::default()
+        };
+        let result = |kinds: &[&str]| pb::ComposeResult {
+            desired: kinds.iter().map(|k| child(k)).collect(),
+            ..Default::default()
+        };
+        let found = m.resolve(&result(&["a", "a", "b"])).await.unwrap();
+        for k in ["a", "b"] {
+            let (_, info) = found.get(k, 1).expect("read from the database");
+            assert!(info.spec_schema.is_some(), "{k} compiled");
+        }
+        let found = m.resolve(&result(&["a", "ghost", "b"])).await.unwrap();
+        assert!(found.get("a", 1).is_some());
+        assert!(found.get("ghost", 1).is_none());
+        assert!(found.get("b", 1).is_none(), "the lookup ended at ghost");
+        assert!(found.get("a", 2).is_none());
     }
 
     #[test]

@@ -28,7 +28,10 @@ use converge_engine::{
 };
 use converge_proto::pb;
 
-use crate::{compose, convert, manifests::KindInfo};
+use crate::{
+    compose, convert,
+    manifests::{KindInfo, Kinds},
+};
 
 /// The state of one claim's pipeline between stages (kept with its lease in the registry
 /// while a stage runs on a worker).
@@ -448,8 +451,15 @@ impl Pipeline {
         }))
     }
 
-    /// A worker's result for the stage sent as `sent` (the registry's record of it).
-    pub fn on_result(mut self: Box<Self>, sent: i32, msg: pb::StageComplete) -> Step {
+    /// A worker's result for the stage sent as `sent` (the registry's record of it); for a
+    /// compose result, `kinds` are the kinds it names (`Manifests::resolve`), which its
+    /// children and configs are checked against.
+    pub fn on_result(
+        mut self: Box<Self>,
+        sent: i32,
+        msg: pb::StageComplete,
+        kinds: &Kinds,
+    ) -> Step {
         if !msg.error_message.is_empty() {
             let m = format!("stage {} failed: {}", stage_name(sent), msg.error_message);
             return self.fail(m, msg.terminal);
@@ -466,7 +476,7 @@ impl Pipeline {
             return self.merge(outcome);
         }
         let c = msg.compose.unwrap_or_default();
-        let payload = match compose::validate(&c) {
+        let payload = match compose::validate(&c, &self.info, kinds) {
             Ok(x) => x,
             Err(e) => return self.fail(format!("compose result refused: {e}"), true),
         };
@@ -491,6 +501,15 @@ impl Pipeline {
             configs: self.info.compose_configs,
             pipeline: self,
         }
+    }
+
+    /// The kinds a compose result names could not be read (`Manifests::resolve` failed):
+    /// nobody's fault, so the claim fails transiently and composes again.
+    pub fn on_unreadable_kinds(self: Box<Self>, e: String) -> Step {
+        self.fail(
+            format!("reading the kinds the compose result names failed: {e}"),
+            false,
+        )
     }
 
     /// The compose write asked for by [`Step::Apply`].
@@ -585,7 +604,18 @@ mod tests {
             manifest_version: 1,
             status_schema: None,
             outputs: Default::default(),
+            spec_schema: None,
+            config_schema: None,
+            exec: false,
+            declared: Vec::new(),
         }
+    }
+
+    /// The kinds [`compose_result`] names: `leaf` v1, with no schema.
+    fn leaf_kinds() -> Kinds {
+        let mut k = Kinds::default();
+        k.insert("leaf", 1, Arc::new(info(false, true, false)));
+        k
     }
 
     #[test]
@@ -754,7 +784,7 @@ mod tests {
         assert_eq!(s.msg.stage, pb::Stage::Compose as i32);
         assert_eq!(s.deadline, Some(Duration::from_secs(30)));
         s.pipeline
-            .on_result(pb::Stage::Compose as i32, compose_result())
+            .on_result(pb::Stage::Compose as i32, compose_result(), &leaf_kinds())
     }
 
     #[tokio::test(start_paused = true)]
@@ -834,9 +864,11 @@ mod tests {
         // Nearly all the rest goes to the work stage: the rollup gets the last 1.5 ms, which
         // the wire floors at 1 ms and the timer keeps exact.
         tokio::time::advance(Duration::from_micros(19_998_500)).await;
-        let p = work
-            .pipeline
-            .on_result(pb::Stage::Work as i32, result(pb::Stage::Work, "{}"));
+        let p = work.pipeline.on_result(
+            pb::Stage::Work as i32,
+            result(pb::Stage::Work, "{}"),
+            &Kinds::default(),
+        );
         let Step::Gate { pipeline, .. } = p else {
             panic!("a fresh compose gates its rollup, got {}", name(&p));
         };
@@ -864,12 +896,63 @@ mod tests {
         );
     }
 
+    /// A compose result is checked against the kinds it names before anything is written: a
+    /// child breaking its kind's spec_schema, or of a kind not registered, is a terminal
+    /// failure and no Apply step; the kinds unreadable, a transient one.
+    #[test]
+    fn a_compose_result_breaking_its_kinds_rules_is_refused_before_any_write() {
+        let mut strict = info(false, true, false);
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        strict.spec_schema =
+            Schema::compile(&KindPair::new("leaf", 1), "spec_schema", Some(&schema));
+        let mut kinds = Kinds::default();
+        kinds.insert("leaf", 1, Arc::new(strict));
+        // A compose claim at its compose stage, waiting for the result.
+        let composing = || {
+            let p = pipeline(task("specChange", 2, 1), info(true, true, true));
+            let Step::Read { pipeline: p, .. } = p.start() else {
+                panic!("compose reads first")
+            };
+            sent(p.on_read(Ok(Rows::Related(Vec::new())))).pipeline
+        };
+        let with_spec = |spec: &[u8]| {
+            let mut r = compose_result();
+            if let Some(c) = r.compose.as_mut() {
+                c.desired[0].spec = spec.to_vec();
+            }
+            r
+        };
+        let compose = pb::Stage::Compose as i32;
+        let c = completed(composing().on_result(compose, with_spec(br#"{"n": "x"}"#), &kinds));
+        assert!(!c.ok && c.terminal && c.composite);
+        let why = c.error_message.unwrap();
+        assert!(
+            why.starts_with(
+                "compose result refused: child leaf/a: spec breaks the spec_schema of leaf v1 at /n"
+            ),
+            "{why}"
+        );
+        let ok = composing().on_result(compose, with_spec(br#"{"n": 1}"#), &kinds);
+        assert!(matches!(ok, Step::Apply { .. }), "got {}", name(&ok));
+        let c = completed(composing().on_result(compose, compose_result(), &Kinds::default()));
+        assert!(c.terminal, "{c:?}");
+        assert_eq!(
+            c.error_message.as_deref(),
+            Some("compose result refused: child leaf/a has unregistered kind leaf version 1")
+        );
+        let c = completed(composing().on_unreadable_kinds("pool timed out".into()));
+        assert!(!c.ok && !c.terminal && c.composite, "{c:?}");
+    }
+
     #[test]
     fn a_bad_stage_result_fails_the_composite() {
         let work = |msg| {
             let s = sent(pipeline(task("specChange", 2, 2), info(true, true, true)).start());
             assert_eq!(s.stage, pb::Stage::Work);
-            completed(s.pipeline.on_result(pb::Stage::Work as i32, msg))
+            completed(
+                s.pipeline
+                    .on_result(pb::Stage::Work as i32, msg, &Kinds::default()),
+            )
         };
         // The worker's own verdict on terminality is kept.
         let c = work(pb::StageComplete {
@@ -901,7 +984,10 @@ mod tests {
             panic!("compose reads first")
         };
         let s = sent(p.on_read(Ok(Rows::Related(Vec::new()))));
-        let c = completed(s.pipeline.on_result(pb::Stage::Compose as i32, bad));
+        let c = completed(
+            s.pipeline
+                .on_result(pb::Stage::Compose as i32, bad, &leaf_kinds()),
+        );
         assert!(c.terminal);
     }
 
@@ -930,6 +1016,7 @@ mod tests {
         let c = completed(s.pipeline.on_result(
             pb::Stage::Rollup as i32,
             result(pb::Stage::Rollup, r#"{"up":1}"#),
+            &Kinds::default(),
         ));
         assert!(c.ok && c.advance && c.composite);
         assert_eq!(c.status, Some(json!({"up": 1})));

@@ -409,6 +409,20 @@ pub const PROVIDERS: [&str; 5] = ["exec", "starlark", "cel", "wasm", "sdk"];
 /// resource's.
 pub const EXEC_OVERRIDE_FORBIDDEN: [&str; 4] = ["program", "args", "env", "timeout_secs"];
 
+/// The [`EXEC_OVERRIDE_FORBIDDEN`] fields an exec provider config `spec` sets, in that order
+/// (none for a spec that is not an object): the one statement of the exec rule, applied by
+/// the API to overrides ([`KindManifest::exec_override_violations`]) and by the broker to
+/// every config a composer emits for an exec kind.
+pub fn exec_override_fields(spec: &serde_json::Value) -> Vec<&'static str> {
+    match spec.as_object() {
+        Some(o) => EXEC_OVERRIDE_FORBIDDEN
+            .into_iter()
+            .filter(|k| o.contains_key(*k))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 /// Maximum length of a kind name or a resource name.
 pub const MAX_NAME_LEN: usize = 253;
 
@@ -481,12 +495,10 @@ impl KindManifest {
     /// The [`EXEC_OVERRIDE_FORBIDDEN`] fields `spec` (an override's config spec) sets, in
     /// that order; always empty unless the kind declares the exec provider.
     pub fn exec_override_violations(&self, spec: &serde_json::Value) -> Vec<&'static str> {
-        match spec.as_object() {
-            Some(o) if self.is_exec() => EXEC_OVERRIDE_FORBIDDEN
-                .into_iter()
-                .filter(|k| o.contains_key(*k))
-                .collect(),
-            _ => Vec::new(),
+        if self.is_exec() {
+            exec_override_fields(spec)
+        } else {
+            Vec::new()
         }
     }
 

@@ -181,7 +181,7 @@ const stack: Provider = {
             new ResourceRef("conf-leaf", `${name}-db`),
           ).withValue(new ValueFlow("/upstream", "/hello")),
         )
-        .withConfig(new ProviderConfigSpec({ name: `${name}-cfg`, kind: "conf-config", spec: { owner: name } }));
+        .withConfig(new ProviderConfigSpec({ name: `${name}-cfg`, kind: "conf-leaf", spec: { owner: name } }));
     }
     const rows = await req.readDescendants();
     return new Outcome({
