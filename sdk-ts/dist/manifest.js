@@ -74,32 +74,25 @@ export function schemaOf(type, io = "input") {
  * problem at once.
  */
 export function kindManifest(init) {
-    const m = { kind: init.kind.kind, kind_version: init.kind.version, reactions: init.reactions };
-    if (init.description !== undefined)
-        m.description = init.description;
-    m.provider = init.provider ?? "sdk";
-    if (init.spec !== undefined)
-        m.spec_schema = schemaOf(init.spec, "input");
-    if (init.status !== undefined)
-        m.status_schema = schemaOf(init.status, "output");
-    if (init.config !== undefined)
-        m.config_schema = schemaOf(init.config, "input");
-    if (init.finalizerName !== undefined)
-        m.finalizer_name = init.finalizerName;
-    if (init.maxInflight !== undefined)
-        m.max_inflight = init.maxInflight;
-    if (init.taskDeadlineSecs !== undefined)
-        m.task_deadline_secs = init.taskDeadlineSecs;
-    if (init.resyncIntervalSecs !== undefined)
-        m.resync_interval_secs = init.resyncIntervalSecs;
-    if (init.resyncRecomposes !== undefined)
-        m.resync_recomposes = init.resyncRecomposes;
-    if (init.orphanGraceSecs !== undefined)
-        m.orphan_grace_secs = init.orphanGraceSecs;
-    if (init.maxTransientAttempts !== undefined)
-        m.max_transient_attempts = init.maxTransientAttempts;
-    if (init.edges !== undefined)
-        m.edges = init.edges;
-    return m;
+    // Built in the order a person writes a manifest (docs/manifest.md), leaving out what is unset.
+    const fields = [
+        ["kind", init.kind.kind],
+        ["kind_version", init.kind.version],
+        ["description", init.description],
+        ["provider", init.provider ?? "sdk"],
+        ["spec_schema", init.spec === undefined ? undefined : schemaOf(init.spec, "input")],
+        ["status_schema", init.status === undefined ? undefined : schemaOf(init.status, "output")],
+        ["config_schema", init.config === undefined ? undefined : schemaOf(init.config, "input")],
+        ["reactions", init.reactions],
+        ["finalizer_name", init.finalizerName],
+        ["max_inflight", init.maxInflight],
+        ["task_deadline_secs", init.taskDeadlineSecs],
+        ["resync_interval_secs", init.resyncIntervalSecs],
+        ["resync_recomposes", init.resyncRecomposes],
+        ["orphan_grace_secs", init.orphanGraceSecs],
+        ["max_transient_attempts", init.maxTransientAttempts],
+        ["edges", init.edges],
+    ];
+    return Object.fromEntries(fields.filter(([, v]) => v !== undefined));
 }
 //# sourceMappingURL=manifest.js.map
