@@ -248,6 +248,20 @@ async fn a_failure_turns_ready_false_and_a_waiting_retry_says_when() {
         "the failure's message: {r}"
     );
     assert!(r["next_attempt_at"].is_null(), "nothing is retried: {r}");
+    // The list row says so too, without a read per row.
+    let row = list_row(&c, "turns").await;
+    assert_eq!(
+        (&row["phase"], &row["failure_terminal"]),
+        (&json!("Failed"), &json!(true)),
+        "{row}"
+    );
+    assert!(
+        row["failure_message"]
+            .as_str()
+            .unwrap()
+            .contains("terminal failure"),
+        "{row}"
+    );
 
     // A transient failure: Ready=False for that reason, and the detail says when it is retried.
     c.apply(&hello("turns", json!({"fail": "transient"}))).await;
@@ -268,6 +282,19 @@ async fn a_failure_turns_ready_false_and_a_waiting_retry_says_when() {
     let work_at = chrono::DateTime::parse_from_rfc3339(r["work"]["not_before"].as_str().unwrap())
         .expect("the queue row's not_before");
     assert_eq!(at, work_at, "the retry time is the queued task's: {r}");
+    let row = list_row(&c, "turns").await;
+    assert_eq!(
+        (&row["phase"], &row["failure_terminal"]),
+        (&json!("Failed"), &json!(false)),
+        "being retried: {row}"
+    );
+    assert!(row["failure_attempts"].as_i64().unwrap() >= 1, "{row}");
+    assert!(
+        row["failure_message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{row}"
+    );
 
     // Fixed: Ready=True again, no stored False condition, nothing waiting.
     c.apply(&hello("turns", json!({"greeting": "back"}))).await;
@@ -278,7 +305,26 @@ async fn a_failure_turns_ready_false_and_a_waiting_retry_says_when() {
         .await;
     assert_eq!(condition(&r, "Ready").unwrap()["status"], "True", "{r}");
     assert!(r["next_attempt_at"].is_null(), "{r}");
+    assert!(
+        list_row(&c, "turns").await["failure_message"].is_null(),
+        "not failing: no message"
+    );
     c.stop().await;
+}
+
+/// The row of hello `name` in `GET /api/v1/resources`.
+async fn list_row(c: &Converge, name: &str) -> Value {
+    let (status, page) = c
+        .call(reqwest::Method::GET, "resources?kind=hello&limit=500", None)
+        .await;
+    assert_eq!(status, 200, "{page}");
+    page["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in the list: {page}"))
+        .clone()
 }
 
 fn now_ms() -> u64 {

@@ -95,6 +95,15 @@ pub struct ResourceItem {
     pub synced_gen: i64,
     /// Synced, healthy, not deleting.
     pub is_ready: bool,
+    /// Whether the standing failure stopped its retries (until the spec changes); false
+    /// while a transient failure is being retried (phase `Failed`, not terminal).
+    pub failure_terminal: bool,
+    /// Consecutive failures at the failing generation.
+    pub failure_attempts: i32,
+    /// The failure of the live spec (its first 512 characters), null when it is not
+    /// failing; the resource's own read has the whole text and the next retry.
+    #[schema(required = true)]
+    pub failure_message: Option<String>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// The direct owner, null for a root.

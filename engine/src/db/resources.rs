@@ -268,6 +268,14 @@ pub struct ListItem {
     pub synced_gen: i64,
     /// Synced, healthy, not deleting.
     pub is_ready: bool,
+    /// Whether the standing failure stopped its retries (until the spec changes); false
+    /// while a transient failure is being retried.
+    pub failure_terminal: bool,
+    /// Consecutive failures at the failing generation.
+    pub failure_attempts: i32,
+    /// The failure of the live spec (its first 512 characters), null when it is not
+    /// failing: enough for a list to say why, the detail read has the whole text.
+    pub failure_message: Option<String>,
     /// Labels.
     pub labels: serde_json::Value,
     /// The direct owner as `{kind, name}`, null for a root.
@@ -310,7 +318,9 @@ pub struct ListFilter {
 }
 
 const LIST_COLUMNS: &str = "SELECT r.id AS uid, r.kind, r.kind_version, r.name, r.phase, \
-     r.generation, r.synced_gen, r.is_ready, r.labels, \
+     r.generation, r.synced_gen, r.is_ready, r.failure_terminal, r.failure_attempts, \
+     CASE WHEN r.failure_gen = r.generation THEN left(r.failure_message, 512) END AS failure_message, \
+     r.labels, \
      CASE WHEN o.id IS NULL THEN NULL ELSE jsonb_build_object('kind', o.kind, 'name', o.name) END AS owner, \
      r.created_at, r.updated_at";
 

@@ -1928,6 +1928,21 @@ export interface components {
             synced_gen: number;
             /** @description Synced, healthy, not deleting. */
             is_ready: boolean;
+            /**
+             * @description Whether the standing failure stopped its retries (until the spec changes); false
+             *     while a transient failure is being retried (phase `Failed`, not terminal).
+             */
+            failure_terminal: boolean;
+            /**
+             * Format: int32
+             * @description Consecutive failures at the failing generation.
+             */
+            failure_attempts: number;
+            /**
+             * @description The failure of the live spec (its first 512 characters), null when it is not
+             *     failing; the resource's own read has the whole text and the next retry.
+             */
+            failure_message: string | null;
             /** @description Labels. */
             labels: {
                 [key: string]: string;

@@ -5,7 +5,7 @@ import { useMemo } from 'react';
 import { useSearchParams } from 'react-router-dom';
 import { api, POLL_MS } from '../../api/client';
 import type { Graph, RootItem } from '../../api/types';
-import { PhaseBadge } from '../../components/PhaseBadge';
+import { PhaseBadge, failureOf } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import type { ResourceFilter } from '../../lib/filters';
 import { useListsLive, useRoots } from '../../lib/liveResources';
@@ -168,7 +168,7 @@ function RootPicker({ onPick }: { onPick: (ref: string) => void }) {
                   <button type="button" className="link" onClick={() => onPick(`${r.kind}/${r.name}`)}>
                     {r.kind}/{r.name}
                   </button>{' '}
-                  <PhaseBadge phase={r.phase} /> <span className="muted">{r.resource_count} descendants</span>
+                  <PhaseBadge phase={r.phase} {...failureOf(r)} /> <span className="muted">{r.resource_count} descendants</span>
                 </li>
               ))}
             </ul>

@@ -3,7 +3,7 @@ import { useSearchParams } from 'react-router-dom';
 import { api, POLL_MS } from '../../api/client';
 import type { ResourceItem } from '../../api/types';
 import { Pager } from '../../components/Pager';
-import { PhaseBadge } from '../../components/PhaseBadge';
+import { PhaseBadge, failureOf } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import { filterKey, type ResourceFilter } from '../../lib/filters';
 import { useListsLive } from '../../lib/liveResources';
@@ -99,7 +99,7 @@ function ResourceRow({ r, onOpen, selected }: { r: ResourceItem; onOpen: (k: str
         </button>
       </td>
       <td>
-        <PhaseBadge phase={r.phase} />
+        <PhaseBadge phase={r.phase} {...failureOf(r)} />
       </td>
       <td title="synced / generation">
         {r.synced_gen}/{r.generation}

@@ -4,7 +4,7 @@ import { api, POLL_MS } from '../../api/client';
 import type { ResourceDetail } from '../../api/types';
 import { JsonView } from '../../components/JsonView';
 import { LiveBadge } from '../../components/LiveBadge';
-import { PhaseBadge } from '../../components/PhaseBadge';
+import { PhaseBadge, failureOf } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import { useResourceLive } from '../../lib/liveResources';
 import { when } from '../../lib/time';
@@ -61,7 +61,7 @@ function ResourceDetailBody({ r, onOpen }: { r: ResourceDetail; onOpen: Props["o
       <dl className="facts">
         <dt>Phase</dt>
         <dd>
-          <PhaseBadge phase={r.phase} />
+          <PhaseBadge phase={r.phase} {...failureOf(r)} />
           {r.health_ok ? '' : <span className="warn"> health not ok</span>}
         </dd>
         <dt>Generation</dt>

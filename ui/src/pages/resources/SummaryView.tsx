@@ -2,7 +2,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link, useLocation } from 'react-router-dom';
 import { api, POLL_MS } from '../../api/client';
 import { PHASES, type Phase, type Summary } from '../../api/types';
-import { PhaseBadge } from '../../components/PhaseBadge';
+import { PhaseBadge, failureOf } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
 import { TokenInput } from '../../components/TokenInput';
 import { EMPTY_FILTER, isRef, writeFilter, type ResourceFilter } from '../../lib/filters';
@@ -128,7 +128,7 @@ function RootsTable({ onChoose }: { onChoose: (ref: string) => void }) {
                       <Link to={`/resources/summary/r/${encodeURIComponent(r.kind)}/${encodeURIComponent(r.name)}${search}`}>{r.name}</Link>
                     </td>
                     <td>
-                      <PhaseBadge phase={r.phase} />
+                      <PhaseBadge phase={r.phase} {...failureOf(r)} />
                     </td>
                     <td>{r.resource_count}</td>
                     <td className="row-actions">
