@@ -2264,11 +2264,10 @@ BEGIN
         FROM unnest(v_ids, v_types, v_shards) AS k(id, task_type, shard_id)
         WHERE w.resource_id = k.id AND w.task_type = k.task_type AND w.shard_id = k.shard_id
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.trigger, w.attempt,
-                  w.lease_token, w.claim_epoch, w.provider_config, w.provider_bundle,
-                  w.kind, w.kind_version
+                  w.lease_token, w.claim_epoch, w.kind, w.kind_version
     )
     SELECT u.resource_id, u.shard_id, u.task_type, u.generation, u.trigger, u.attempt,
-           u.lease_token, u.claim_epoch, u.provider_config, u.provider_bundle,
+           u.lease_token, u.claim_epoch, pc.spec, pc.data,
            coalesce(kc.task_deadline_secs, 0),
            r.name, r.owner_id, r.root_id, r.spec, r.status, r.generation, r.synced_gen,
            r.is_ready, r.finalizers,
@@ -2279,6 +2278,7 @@ BEGIN
            r.labels, r.phase, r.composed_gen
     FROM u
     JOIN resources r ON r.id = u.resource_id
+    LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref
     LEFT JOIN kind_config kc ON kc.kind = u.kind AND kc.kind_version = u.kind_version;
 END
 $$;

@@ -47,8 +47,13 @@ $$;
 -- Claims up to p_limit unleased tasks of one (kind, version) in a shard range, oldest due
 -- first, stamping a fresh lease and bumping claim_epoch, and returns everything the broker
 -- needs to build the StageTasks (resource row, deadline from the live kind_config) in one
--- round trip. A capped kind (kind_config.max_inflight) takes a transaction-scoped advisory
--- lock on the kind, counts its live leases and claims at most the remaining budget.
+-- round trip. The provider config override is the one the resource names now
+-- (provider_config_ref), read here for every task type: a resync, rollup, teardown or
+-- operation carries it as a spec change does, and a config changed since the task was
+-- queued goes out in its new form (the queue row's provider_config/provider_bundle, copied
+-- at enqueue by some paths only, are not what is sent). A capped kind
+-- (kind_config.max_inflight) takes a transaction-scoped advisory lock on the kind, counts
+-- its live leases and claims at most the remaining budget.
 CREATE OR REPLACE FUNCTION work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version int,
                                       p_limit int, p_broker text)
 RETURNS TABLE (resource_id uuid, shard_id smallint, task_type text, generation bigint,
@@ -111,11 +116,10 @@ BEGIN
         FROM unnest(v_ids, v_types, v_shards) AS k(id, task_type, shard_id)
         WHERE w.resource_id = k.id AND w.task_type = k.task_type AND w.shard_id = k.shard_id
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.trigger, w.attempt,
-                  w.lease_token, w.claim_epoch, w.provider_config, w.provider_bundle,
-                  w.kind, w.kind_version
+                  w.lease_token, w.claim_epoch, w.kind, w.kind_version
     )
     SELECT u.resource_id, u.shard_id, u.task_type, u.generation, u.trigger, u.attempt,
-           u.lease_token, u.claim_epoch, u.provider_config, u.provider_bundle,
+           u.lease_token, u.claim_epoch, pc.spec, pc.data,
            coalesce(kc.task_deadline_secs, 0),
            r.name, r.owner_id, r.root_id, r.spec, r.status, r.generation, r.synced_gen,
            r.is_ready, r.finalizers,
@@ -126,6 +130,7 @@ BEGIN
            r.labels, r.phase, r.composed_gen
     FROM u
     JOIN resources r ON r.id = u.resource_id
+    LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref
     LEFT JOIN kind_config kc ON kc.kind = u.kind AND kc.kind_version = u.kind_version;
 END
 $$;

@@ -2,7 +2,8 @@
 //! derivation, exclusive concurrent claims, partition pruning, epoch fencing, drain, value
 //! flows over a batch, key probes from plans cached while the tables were empty (and the
 //! settings that keep generic plans on keys), the lock order of a result batch, the lag table
-//! kept by triggers, a compose's key lookups whatever the statistics say.
+//! kept by triggers, a compose's key lookups whatever the statistics say, the provider config
+//! a claimed task carries.
 
 use std::collections::HashSet;
 
@@ -1200,6 +1201,79 @@ async fn the_claim_serves_the_oldest_due_task_first() {
         claimed.extend(batch.into_iter().map(|c| c.0));
     }
     assert_eq!(claimed, applied[..39], "claimed in the order queued");
+}
+
+/// One claimed task's trigger, provider config override (spec, bundle), lease and epoch.
+type ClaimedConfig = (String, Option<Value>, Option<Vec<u8>>, Uuid, i64);
+
+async fn claim_with_config(pool: &PgPool) -> ClaimedConfig {
+    sqlx::query_as(
+        "SELECT trigger, provider_config, provider_bundle, lease_token, claim_epoch
+         FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 1, 'b')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// The provider config a task carries is the one its resource names when the task is
+/// claimed, whatever the task's type: a config changed after the task was queued goes out in
+/// its new form, and a resync (queued without a copy of any config) carries it as a spec
+/// change does. A resource naming no config gets none.
+#[tokio::test]
+async fn a_claimed_task_carries_its_resources_provider_config_as_it_is_now() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    let pool = &db.pool;
+    sqlx::query(
+        "INSERT INTO providerconfigs (name, kind, kind_version, spec, data)
+         VALUES ('c', 'hello', 1, '{\"v\": 1}', '\\x01')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let (id, _, _): (Uuid, String, i64) =
+        sqlx::query_as("SELECT * FROM resource_apply('hello', 1, 'r', '{}', '{}', 'c')")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    // Changed while the spec change's task waits in the queue.
+    sqlx::query("UPDATE providerconfigs SET spec = '{\"v\": 2}', data = '\\x02' WHERE name = 'c'")
+        .execute(pool)
+        .await
+        .unwrap();
+    let (trigger, spec, bundle, token, epoch) = claim_with_config(pool).await;
+    assert_eq!(
+        (trigger.as_str(), spec, bundle),
+        ("specChange", Some(json!({"v": 2})), Some(vec![2])),
+        "the config as it is at the claim, not as it was queued"
+    );
+    assert_eq!(complete(pool, id, token, epoch, true, json!({})).await, 1);
+    sqlx::query("SELECT * FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
+        .execute(pool)
+        .await
+        .unwrap();
+    // A resync of the synced resource: the reaper queues it with no config of its own.
+    let queued: i32 =
+        sqlx::query_scalar("SELECT requeue_for_resync('hello', 1, interval '0', false, 10)")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(queued, 1, "the synced resource is due a resync");
+    let (trigger, spec, bundle, _, _) = claim_with_config(pool).await;
+    assert_eq!(
+        (trigger.as_str(), spec, bundle),
+        ("resync", Some(json!({"v": 2})), Some(vec![2])),
+        "a resync carries the config too"
+    );
+    // No config named, none sent.
+    sqlx::query("DELETE FROM work_queue")
+        .execute(pool)
+        .await
+        .unwrap();
+    apply(pool, "bare", json!({})).await;
+    let (_, spec, bundle, _, _) = claim_with_config(pool).await;
+    assert_eq!((spec, bundle), (None, None));
 }
 
 /// Composites' results are drained in their own lane (0020): every result of a kind with a

@@ -45,9 +45,10 @@ pub struct ClaimedTask {
     pub lease_token: Uuid,
     /// The bumped epoch.
     pub claim_epoch: i64,
-    /// Per-resource provider config override spec.
+    /// Per-resource provider config override spec: the config the resource names
+    /// (`provider_config_ref`) as it is at the claim, for every task type.
     pub provider_config: Option<serde_json::Value>,
-    /// Per-resource bundle override.
+    /// Per-resource bundle override, read with `provider_config`.
     pub provider_bundle: Option<Vec<u8>>,
     /// The kind's live task deadline (0 = none).
     pub task_deadline_secs: i32,
