@@ -34,6 +34,13 @@ GitHub, changes how that block runs:
         state the skipped commands would have left, e.g. what demo.sh sets up.
     <!-- docs-run: expect-fail -->
         The block must fail (a documented error).
+    <!-- docs-run: fetch -->
+        The block installs what later blocks need from a package registry (`npm ci`, a Go
+        build, a Python venv from a lock): it runs before everything else, before the runner
+        enters its network namespace (which has no route to a registry), with no converge;
+        every file's fetch blocks in order, each with a 600 s limit unless it says otherwise.
+        Later blocks then find the packages in the caches and trees it filled. A file whose
+        fetch block fails is reported as failed and not run.
     Any marker may add `timeout=SECS` (a foreground block's limit, default 120 s) and
     `env="K=V ..."`: variables the runner adds to that block's environment ($VARS expanded),
     for a knob the docs describe (e.g. a prebuilt binary instead of a release build); a
@@ -75,10 +82,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHELL_LANGS = {"sh", "bash", "shell", "console"}
 FENCE_RE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)")
 MARKER_START = "<!-- docs-run:"
-KINDS = {"run", "background", "starts-converge", "skip", "expect-fail"}
+KINDS = {"run", "background", "starts-converge", "skip", "expect-fail", "fetch"}
 API = "http://127.0.0.1:8080"
 PORTS = (8080, 9090, 8081)
 FOREGROUND_TIMEOUT = 120.0
+FETCH_TIMEOUT = 600.0
 WAIT_TIMEOUT = 60.0
 OUTPUT_TAIL = 60
 LINE_MAX = 300
@@ -517,9 +525,20 @@ class Failure(Exception):
 
 
 class FileRun:
-    def __init__(self, path: str, blocks: list[Block], db: Database | None, env: dict[str, str], workdir: str, n: int):
+    def __init__(
+        self,
+        path: str,
+        blocks: list[Block],
+        db: Database | None,
+        env: dict[str, str],
+        workdir: str,
+        n: int,
+        fetch: bool = False,
+    ):
+        """`fetch`: run only the file's fetch blocks (the pass before the network namespace)."""
         self.path = path
-        self.blocks = blocks
+        self.fetch = fetch
+        self.blocks = [b for b in blocks if b.marker.kind == "fetch"] if fetch else blocks
         self.db = db
         self.env = env
         self.workdir = workdir
@@ -613,6 +632,10 @@ class FileRun:
                 return
             lines = m.instead
             print(f"{label} running instead the commands of its marker (line {m.line})", flush=True)
+        elif m.kind == "fetch" and not self.fetch:
+            self.ran += 1
+            print(f"{label} ran in the fetch pass, before the network namespace", flush=True)
+            return
         else:
             lines = b.lines
         env = dict(self.env, **self.expand(m.env))
@@ -629,7 +652,7 @@ class FileRun:
             self.ran += 1
             print(f"{label} started in the background ({time.monotonic() - start:.1f}s)", flush=True)
             return
-        limit = m.timeout or FOREGROUND_TIMEOUT
+        limit = m.timeout or (FETCH_TIMEOUT if m.kind == "fetch" else FOREGROUND_TIMEOUT)
         try:
             rc = proc.p.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -726,6 +749,7 @@ SELF_TESTS: list[tuple[str, str, int | None]] = [
     ("a timeout", "<!-- docs-run: skip reason=none -->\n```sh\ntrue\n```\n<!-- docs-run: timeout=1 -->\n```sh\nsleep 30\n```\n", 7),
     ("a skip's substitute", '<!-- docs-run: skip reason="test"\ntrue\nexit 4\n-->\n```sh\nexit 0\n```\n', 3),
     ("a skip with a syntax error", '<!-- docs-run: skip reason="test" -->\n```sh\nif then\n```\n', 2),
+    ("a fetch block is not run again", "<!-- docs-run: fetch -->\n```sh\nexit 3\n```\n```sh\ntrue\n```\n", None),
     (
         "curl fails on an HTTP error",
         '<!-- docs-run: background wait="curl -s -o /dev/null 127.0.0.1:{port}/" -->\n```sh\n'
@@ -770,6 +794,15 @@ def self_test() -> int:
                 bad.append(f"{name}: failed, should pass:\n{text}")
             elif want is not None and (ok or f"{path}:{want}: FAILED" not in text):
                 bad.append(f"{name}: should fail naming line {want}:\n{text}")
+        # The fetch pass runs only the fetch blocks: one that fails is reported with its line.
+        path = os.path.join(workdir, "fetch.md")
+        with open(path, "w") as f:
+            f.write("```sh\nexit 9\n```\n<!-- docs-run: fetch -->\n```sh\ntrue\nfalse\n```\n")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            ok = FileRun(path, parse(path), None, env, workdir, 99, fetch=True).run()
+        if ok or f"{path}:7: FAILED" not in out.getvalue() or ":2: FAILED" in out.getvalue():
+            bad.append(f"the fetch pass: should run only the fetch block and fail at line 7:\n{out.getvalue()}")
         for i, (name, doc) in enumerate(SELF_TEST_BAD_DOCS):
             path = os.path.join(workdir, f"bad{i}.md")
             with open(path, "w") as f:
@@ -783,10 +816,28 @@ def self_test() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     for b in bad:
         print(f"docs-run: self-test FAILED: {b}", flush=True)
-    total = len(SELF_TESTS) + len(SELF_TEST_BAD_DOCS)
+    total = len(SELF_TESTS) + len(SELF_TEST_BAD_DOCS) + 1
     if not bad:
         print(f"docs-run: self-test: {total} cases pass", flush=True)
     return 1 if bad else 0
+
+
+def fetch_pass(parsed: list[tuple[str, list[Block]]], bindir: str) -> list[str]:
+    """Runs every file's fetch blocks, in order, with the host's network; returns the files
+    whose fetch failed (each failure reported as any block's is)."""
+    todo = [(f, blocks) for f, blocks in parsed if any(b.marker.kind == "fetch" for b in blocks)]
+    if not todo:
+        return []
+    workdir = tempfile.mkdtemp(prefix="docs-run-fetch-")
+    env = block_env(bindir, os.path.join(workdir, "no-shim"))
+    failed = []
+    try:
+        for n, (f, blocks) in enumerate(todo):
+            if not FileRun(f, blocks, None, env, workdir, n, fetch=True).run():
+                failed.append(f)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return failed
 
 
 def main() -> int:
@@ -832,6 +883,12 @@ def main() -> int:
         print(f"docs-run: {', '.join(missing)} not in {bindir}: run cargo build --workspace --bins", file=sys.stderr)
         return 1
 
+    # The fetch pass needs the registries, so it runs before the network namespace; the
+    # re-executed runner inside it learns from the environment what failed (and runs no fetch).
+    if not os.environ.get("DOCS_RUN_FETCHED"):
+        os.environ["DOCS_RUN_FETCH_FAILED"] = ",".join(fetch_pass(parsed, bindir))
+        os.environ["DOCS_RUN_FETCHED"] = "1"
+    fetch_failed = {f for f in os.environ.get("DOCS_RUN_FETCH_FAILED", "").split(",") if f}
     enter_netns()
     if os.environ.get("DOCS_RUN_NETNS"):
         loopback_up()
@@ -851,6 +908,10 @@ def main() -> int:
     try:
         for n, (f, blocks) in enumerate(parsed):
             if not blocks:
+                continue
+            if f in fetch_failed:
+                print(f"docs-run: {f}: not run, its fetch block failed (above)", flush=True)
+                failed.append(f)
                 continue
             fr = FileRun(f, blocks, db, env, workdir, n)
             if not fr.run():

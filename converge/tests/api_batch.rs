@@ -145,12 +145,18 @@ async fn ndjson_duplicates_and_the_item_cap() {
         hello("n-2", json!("b")).to_string(),
         hello("n-1", json!("again")).to_string(),
         json!({"kind": "nosuch", "kind_version": 1, "name": "x"}).to_string(),
+        // Kinds that can never be registered fail alone, before any lookup: U+0000 (which
+        // PostgreSQL refuses as a query parameter; it once made the whole batch a 500) and
+        // a name that breaks the kind-name rule.
+        json!({"kind": "no\u{0}pe", "kind_version": 1, "name": "y"}).to_string(),
+        json!({"kind": "Not A Kind", "kind_version": 1, "name": "z"}).to_string(),
+        hello("n-3", json!("c")).to_string(),
     ]
     .join("\n");
     let (status, body) = post_batch(&c, "application/x-ndjson", lines).await;
     assert_eq!(status, 200, "{body}");
     let r = body["results"].as_array().unwrap();
-    assert_eq!(r.len(), 5, "{body}");
+    assert_eq!(r.len(), 8, "{body}");
     assert_eq!(r[0]["result"], "created");
     assert_eq!(r[1]["status"], 422, "a line that is not JSON: {}", r[1]);
     assert_eq!(r[2]["result"], "created");
@@ -161,6 +167,11 @@ async fn ndjson_duplicates_and_the_item_cap() {
     );
     assert_eq!(r[3]["error"]["errors"][0]["location"], "/name");
     assert_eq!(r[4]["status"], 404, "an unknown kind: {}", r[4]);
+    for i in [5, 6] {
+        assert_eq!(r[i]["status"], 422, "an illegal kind name: {}", r[i]);
+        assert_eq!(r[i]["error"]["errors"][0]["location"], "/kind", "{}", r[i]);
+    }
+    assert_eq!(r[7]["result"], "created", "{}", r[7]);
     let (_, n1) = c
         .call(reqwest::Method::GET, "resources/hello/n-1", None)
         .await;

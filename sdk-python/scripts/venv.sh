@@ -33,10 +33,10 @@ newest)
         rm -rf "$venv"
         "${PYTHON:-python3}" -m venv "$venv" || die "could not create a venv at $venv"
         # pins: newest -- the ranges users install, deliberately unlocked (scripts/check-pins.py)
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade -e "$sdk[test]" >&2 ||
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade -e "$sdk[test,schema]" >&2 ||
             die "pip could not install the SDK's newest dependencies"
         "$venv/bin/python" -m pip list --format=freeze 2>/dev/null |
-            grep -iE '^(grpcio|protobuf|cryptography|pytest|pytest-asyncio|mypy|grpcio-tools)==' |
+            grep -iE '^(grpcio|protobuf|cryptography|pytest|pytest-asyncio|mypy|grpcio-tools|pydantic)==' |
             sed 's/^/sdk-python: newest: /' >&2
         touch "$venv/.complete"
     fi

@@ -8,6 +8,10 @@
 //! backoff, failing over along a list of brokers; see DESIGN §4 for the stream rules it
 //! follows.
 //!
+//! A kind's manifest (its spec, status and config JSON Schemas, reactions and policy) can be
+//! generated from the types the handler decodes with: [`manifest::Manifest`] and
+//! [`manifest::schema_of`] (schemars, draft 2020-12).
+//!
 //! # Environment
 //!
 //! [`serve`] reads [`WorkerConfig::from_env`]; empty means unset, and a malformed value is a
@@ -81,6 +85,7 @@ mod descendants;
 mod error;
 mod json;
 mod logging;
+pub mod manifest;
 mod merge;
 mod provider;
 mod runtime;

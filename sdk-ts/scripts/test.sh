@@ -49,8 +49,16 @@ newest)
 *) die "CONVERGE_DEPS must be 'locked' or 'newest'" ;;
 esac
 
-step "build (tsc -> dist/)"
+step "build (tsc -> dist/) and check the committed dist/ is that build"
+# dist/ is committed so that `npm install ./sdk-ts` works on a fresh clone with no build step
+# (a linked folder's devDependencies, tsc among them, are never installed). A clean build must
+# reproduce it byte for byte: rebuild from scratch and compare with git's copy.
+rm -rf dist
 npx --no-install tsc -p tsconfig.json
+if [[ -n "$(git status --porcelain -- dist)" ]]; then
+    git status --short -- dist >&2
+    die "dist/ differs from a clean build of src/: run 'npm run build' in sdk-ts and commit dist/"
+fi
 
 step "typecheck and build the tests, example and bench worker (strict)"
 rm -rf build
@@ -62,7 +70,7 @@ npx --no-install biome check
 step "drift check"
 scripts/check-gen.sh
 
-step "npm install ./sdk-ts from a fresh copy (npm ci from test/install's lockfile)"
+step "npm install ./sdk-ts into an existing project, from a fresh copy (npm ci from test/install's lockfile)"
 scratch="$(mktemp -d -t sdkts-install.XXXXXX)"
 pgdir=""
 cleanup() {
@@ -72,32 +80,39 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-# The package's own files only (git's view: no node_modules, dist or build), as a checkout has them.
-mkdir "$scratch/sdk-ts"
+# The package's own files only (git's view: no node_modules or build/), as a fresh clone has
+# them, beside a project whose package.json already names it (`file:../sdk-ts`): what a user's
+# `npm install ./sdk-ts` leaves, installed again on another machine. Nothing may need building:
+# the copy has no node_modules, so no tsc. Every version comes from a committed lockfile so a
+# new release on npm cannot change the run; after changing sdk-ts's dependencies, regenerate
+# it: copy sdk-ts (git ls-files) and test/install/{package.json,.npmrc} into an empty dir laid
+# out as here, run `npm install` in proj/, and copy the package-lock.json it writes over
+# test/install's. The project's .npmrc says `install-links=true`, as README.md tells a project
+# outside the repository to: npm installs the dependencies of a linked folder outside the
+# project nowhere, so a plain link would import without @grpc/grpc-js.
+mkdir "$scratch/sdk-ts" "$scratch/proj"
 git -C "$sdk" ls-files -z --cached --others --exclude-standard . |
     (cd "$sdk" && xargs -0 cp --parents -t "$scratch/sdk-ts")
-# What `npm install ./sdk-ts` does in a new project (link the folder, install its
-# dependencies, build dist/ in `prepare`), with every version from a committed lockfile so a
-# new release on npm cannot change the run. After changing sdk-ts's dependencies, regenerate
-# it: in an empty dir holding a copy of sdk-ts, `npm install ./sdk-ts`, and copy the
-# package-lock.json it writes over test/install's (its name and root entry are the fixture's).
-cp "$sdk/test/install/package.json" "$scratch/"
+[[ ! -e "$scratch/sdk-ts/node_modules" ]] || die "the fresh copy has node_modules"
+cp "$sdk/test/install/package.json" "$sdk/test/install/.npmrc" "$scratch/proj/"
 if [[ "${CONVERGE_DEPS:-locked}" == newest ]]; then
     # pins: newest
-    (cd "$scratch" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+    (cd "$scratch/proj" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 else
-    cp "$sdk/test/install/package-lock.json" "$scratch/"
-    (cd "$scratch" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    cp "$sdk/test/install/package-lock.json" "$scratch/proj/"
+    (cd "$scratch/proj" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
-(cd "$scratch" &&
+(cd "$scratch/proj" &&
     node --input-type=module -e '
-        import { SDK, KindVersion, WorkerConfig } from "converge-sdk";
+        import { SDK, KindVersion, Reactions, WorkerConfig, kindManifest } from "converge-sdk";
         import { request, run } from "converge-sdk/testing";
+        import { z } from "zod";
         const kv = new KindVersion("hello");
         const out = await run({ kind: kv, work: (r) => ({ name: r.resource.name }) }, request("hello"))
             .catch((e) => e.message);
+        const m = kindManifest({ kind: kv, spec: z.object({ a: z.string() }), reactions: [Reactions.work()] });
         if (!SDK.startsWith("ts/") || WorkerConfig.fromEnv({ BROKER_ADDR: "a:1" }).targets[0] !== "a:1" ||
-            !String(out).includes("expected an Outcome")) {
+            !String(out).includes("expected an Outcome") || m.spec_schema.properties.a.type !== "string") {
             throw new Error("the installed package does not work: " + out);
         }
         console.error("sdk-ts: installed " + SDK + " works");')

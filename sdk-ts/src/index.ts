@@ -49,6 +49,17 @@ export {
   TransientError,
 } from "./errors.js";
 export { type Logger, initLogging, setLogger } from "./logs.js";
+export {
+  type EdgeDecl,
+  type Emit,
+  type KindManifest,
+  type KindManifestInit,
+  type ReactionDecl,
+  Reactions,
+  type TriggerName,
+  kindManifest,
+  schemaOf,
+} from "./manifest.js";
 export { effectiveBundle, effectiveConfig } from "./merge.js";
 export { type Provider, Registry, providerFunc } from "./provider.js";
 export { type ServeOptions, runWorker, serve } from "./runtime/worker.js";

@@ -10,6 +10,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type TestContext, test } from "node:test";
 
+import { z } from "zod";
+
 import {
   ChildSpec,
   Condition,
@@ -22,10 +24,12 @@ import {
   ProviderConfigSpec,
   type ReactionRequest,
   ResourceRef,
+  Reactions,
   TerminalError,
   ValueFlow,
   WorkerConfig,
   type WorkerConfigInit,
+  kindManifest,
   serve,
   setLogger,
 } from "../src/index.js";
@@ -106,6 +110,40 @@ test("a leaf reaches Ready with the returned status, and a spec edit with genera
       assert.equal(r.status.generation, 2);
     });
   }),
+);
+
+test(
+  "a manifest generated from zod schemas is accepted; its spec schema refuses, its types serve",
+  { timeout: 90_000 },
+  (t) =>
+    withConverge(t, async (c) => {
+      const Spec = z.strictObject({ text: z.string().max(20), copies: z.number().int().min(1).default(1) });
+      const Status = z.object({ text: z.string(), copies: z.number().int() });
+      const kind = new KindVersion("tsnote-e2e", 1);
+      const manifest = kindManifest({ kind, spec: Spec, status: Status, reactions: [Reactions.work()] });
+      const put = await c.call("PUT", `/api/v1/kinds/${kind.kind}/manifest`, manifest);
+      assert.equal(put.status, 201, JSON.stringify(put.body));
+      // The generated spec schema is what converge checks: an unknown key and a too-long
+      // text are both refused at apply, before any worker sees them.
+      for (const spec of [{ text: "hi", colour: "red" }, { text: "x".repeat(21) }]) {
+        const r = await c.call("POST", "/api/v1/resources", { kind: kind.kind, kind_version: 1, name: "bad", spec });
+        assert.equal(r.status, 422, JSON.stringify(r.body));
+      }
+      const note: Provider = {
+        kind,
+        work(req) {
+          const spec = req.spec(Spec.parse);
+          return new Outcome({ status: Status.parse({ text: spec.text, copies: spec.copies }) }).withCondition(
+            Condition.ready(true, "Written"),
+          );
+        },
+      };
+      await worker([note], { brokerAddrs: [c.broker], workerName: "e2e-manifest" }, async () => {
+        await c.apply(kind.kind, "hello", { text: "hi" });
+        const r = await c.waitResource(kind.kind, "hello", "Ready", ready);
+        assert.deepEqual(r.status, { text: "hi", copies: 1 });
+      });
+    }),
 );
 
 test("an operation's output is recorded", { timeout: 90_000 }, (t) =>

@@ -55,7 +55,21 @@ const RESERVED: &[&str] = &[
     "dyn",
     "optional",
     "has",
+    // The lists extension's namespace (`lists.range`), see [`env`].
+    "lists",
 ];
+
+/// The CEL environment graphs compile in: the standard library and macros, plus the `lists`
+/// extension (cel-go's `ext.Lists()`, which kro's graphs also have): `flatten`, `slice`,
+/// `distinct`, `reverse`, `sort`, `sortBy` on lists and `lists.range(n)`. It is what a
+/// `forEach` needs to expand a nested list (every team of every domain, with its index), which
+/// the standard library alone cannot (no fold, no index).
+pub(crate) fn env() -> Env {
+    let mut env = Env::stdlib();
+    env.add_extension(cel::extensions::lists)
+        .expect("the lists extension declares nothing the standard library does");
+    env
+}
 
 /// Where an expression sits, which decides what it may reference.
 #[derive(Clone, Copy)]
@@ -128,7 +142,7 @@ impl Graph {
         }
 
         let mut c = Compiler {
-            env: Arc::new(Env::stdlib()),
+            env: Arc::new(env()),
             limits: &limits,
             ids: BTreeMap::new(),
             for_each_ids: BTreeSet::new(),

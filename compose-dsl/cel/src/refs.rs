@@ -43,6 +43,10 @@ const TYPE_IDENTS: &[&str] = &[
     "optional",
 ];
 
+/// Namespaces of the functions the environment adds (`lists.range`): a call on one is a
+/// function, not a read of a variable of that name.
+const FUNCTION_NAMESPACES: &[&str] = &["lists"];
+
 /// All references in `expr` whose root is not a comprehension variable or a type name.
 pub(crate) fn references(expr: &IdedExpr) -> Vec<Reference> {
     let mut out = Vec::new();
@@ -64,7 +68,9 @@ fn walk(expr: &IdedExpr, locals: &BTreeSet<String>, is_root: bool, out: &mut Vec
     }
     match &expr.expr {
         Expr::Call(call) => {
-            if let Some(t) = &call.target {
+            let namespaced = matches!(&call.target, Some(t) if matches!(&t.expr,
+                Expr::Ident(ns) if FUNCTION_NAMESPACES.contains(&ns.as_str()) && !locals.contains(ns)));
+            if let Some(t) = call.target.as_ref().filter(|_| !namespaced) {
                 walk(t, locals, false, out);
             }
             for a in &call.args {
@@ -167,7 +173,7 @@ mod tests {
     use super::*;
 
     fn refs(src: &str) -> Vec<Reference> {
-        let p = cel::Env::stdlib().compile(src).unwrap();
+        let p = crate::compile::env().compile(src).unwrap();
         references(p.expression())
     }
 
@@ -190,6 +196,13 @@ mod tests {
         let r = refs("spec.items.map(i, i.name + root.name)");
         let roots: Vec<_> = r.iter().map(|r| r.root.as_str()).collect();
         assert_eq!(roots, ["spec", "root"]);
+    }
+
+    #[test]
+    fn a_namespaced_function_is_not_a_reference() {
+        let r = refs("lists.range(size(spec.teams)).map(i, spec.teams[i])");
+        let roots: Vec<_> = r.iter().map(|r| r.root.as_str()).collect();
+        assert_eq!(roots, ["spec", "spec"]);
     }
 
     #[test]

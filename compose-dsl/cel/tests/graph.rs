@@ -495,3 +495,43 @@ fn plain_paths_agree_with_the_interpreter() {
         message(single("dyn(spec.v)[3]"))
     );
 }
+
+#[test]
+fn the_lists_extension_expands_a_nested_list_with_its_index() {
+    // Every team of every domain, in order, with its index across the whole list: what the
+    // standard library alone cannot express (no fold, no index), and examples/datadriven uses.
+    let out = compile(json!({"resources": [
+        {"id": "team",
+         "forEach": {"i": "${lists.range(size(spec.domains.map(d, d.teams).flatten()))}"},
+         "template": {"kind": "team",
+            "name": "${spec.domains.map(d, d.teams.map(t, d.name + '-' + t)).flatten()[i]}",
+            "spec": {"index": "${i}", "sorted": "${spec.domains.map(d, d.name).sort()}"}}}
+    ]}))
+    .compose(
+        "bom",
+        &json!({"domains": [{"name": "pay", "teams": ["a", "b"]}, {"name": "lend", "teams": ["c"]}]}),
+    )
+    .unwrap();
+    let got: Vec<(String, Value)> = out
+        .children
+        .iter()
+        .map(|c| (c.name.clone(), c.spec.clone()))
+        .collect();
+    let sorted = json!(["lend", "pay"]);
+    assert_eq!(
+        got,
+        [
+            ("pay-a".to_owned(), json!({"index": 0, "sorted": sorted})),
+            ("pay-b".to_owned(), json!({"index": 1, "sorted": sorted})),
+            ("lend-c".to_owned(), json!({"index": 2, "sorted": sorted})),
+        ]
+    );
+    // `lists` names the extension's functions: no resource or forEach variable may take it.
+    let errors = compile_errors(json!({"resources": [
+        {"id": "lists", "template": {"kind": "k", "name": "x"}}
+    ]}));
+    assert!(
+        errors.iter().any(|e| e.kind == CompileErrorKind::Shape),
+        "{errors:#?}"
+    );
+}

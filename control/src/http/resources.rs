@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use converge_proto::manifest::{PHASES, is_valid_resource_name};
+use converge_proto::manifest::{PHASES, is_valid_kind_name, is_valid_resource_name};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -112,9 +112,11 @@ impl ApplyLookups {
         s: &AppState,
         pairs: impl IntoIterator<Item = (String, i32)>,
     ) -> Result<(), ApiError> {
+        // A name that is not a legal kind name is never registered (and one holding U+0000
+        // cannot even be a query parameter): it is refused per item, never looked up.
         let pairs: Vec<(String, i32)> = pairs
             .into_iter()
-            .filter(|p| !self.kinds_read.contains(p))
+            .filter(|p| is_valid_kind_name(&p.0) && !self.kinds_read.contains(p))
             .collect();
         // Fresh (not the remembered unknowns): a refusal must not rest on a memory another
         // pod's apply may have outdated a moment ago.
@@ -159,6 +161,12 @@ pub(crate) async fn validate_apply(
         return Err(ApiError::invalid(
             "/kind_version",
             "kind_version is required and must be 1..=32767",
+        ));
+    }
+    if !is_valid_kind_name(&body.kind) {
+        return Err(ApiError::invalid(
+            "/kind",
+            "kind must be 1-253 characters of a-z, 0-9, '-', '.', '_', starting with a letter",
         ));
     }
     let mut errors = Vec::new();

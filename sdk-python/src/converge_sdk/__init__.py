@@ -33,6 +33,7 @@ from .config import (
 from .descendants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RollupSummary, Subtree
 from .errors import ConfigError, HandlerError, RegistryError, TerminalError, TransientError
 from .logs import init_logging
+from .manifest import Reaction, kind_manifest, schema_of
 from .merge import effective_bundle, effective_config
 from .provider import Provider, Registry
 from .runtime.worker import run_worker, serve
@@ -84,6 +85,7 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderConfigSpec",
+    "Reaction",
     "ReactionRequest",
     "Registry",
     "RegistryError",
@@ -102,7 +104,9 @@ __all__ = [
     "effective_bundle",
     "effective_config",
     "init_logging",
+    "kind_manifest",
     "parse_duration",
     "run_worker",
+    "schema_of",
     "serve",
 ]

@@ -368,8 +368,13 @@ class Outcome:
 
 def _known_keys(cls: type[Any], spec: dict[str, Any]) -> dict[str, Any]:
     """The entries of `spec` that `cls(**...)` takes by name (see `ReactionRequest.spec`)."""
+    fields = getattr(cls, "model_fields", None)  # a pydantic model (no import needed)
     if dataclasses.is_dataclass(cls):
         names = {f.name for f in dataclasses.fields(cls) if f.init}
+    elif isinstance(fields, dict):
+        # Its constructor takes **data; a model that forbids extra keys would refuse the
+        # spec's unknown ones, so keep only the fields (by name and by alias).
+        names = set(fields) | {a for f in fields.values() if (a := getattr(f, "alias", None))}
     else:
         try:
             params = inspect.signature(cls).parameters.values()

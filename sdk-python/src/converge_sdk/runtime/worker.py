@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from ..config import WorkerConfig
+from ..logs import init_logging
 from ..provider import Provider, Registry, as_registry
 from .failover import Failover
 from .session import connection_loop, prime
@@ -136,5 +137,11 @@ def run_worker(
     config: WorkerConfig | None = None,
 ) -> None:
     """Blocking entry point for a worker program: runs `serve` on a new event loop until
-    SIGTERM or SIGINT, drains, and returns (exit code 0 is the caller's)."""
+    SIGTERM or SIGINT, drains, and returns (exit code 0 is the caller's).
+
+    When the program has configured no logging (the root logger has no handler), it calls
+    `init_logging()` first, so a worker says on stderr that it started, where it connects and
+    why it reconnects, instead of running silent."""
+    if not logging.getLogger().handlers:
+        init_logging()
     asyncio.run(serve(providers, config))

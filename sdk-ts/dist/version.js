@@ -1,0 +1,10 @@
+/**
+ * The SDK's version and the identity sent in `Subscribe.sdk`.
+ *
+ * @module
+ */
+/** This package's version (kept equal to package.json's by a test). */
+export const VERSION = "0.1.0";
+/** The SDK identity a worker sends in `Subscribe.sdk`. */
+export const SDK = `ts/${VERSION}`;
+//# sourceMappingURL=version.js.map
