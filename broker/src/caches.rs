@@ -1,11 +1,16 @@
-//! Keeps the broker's caches fresh: one LISTEN connection (`work_ready`, `lifecycle_ready`,
-//! `kind_manifest_changed`, `providerconfig_changed`, `lease_revoked`) plus a failsafe re-read
-//! of manifests and default provider configs every `cache_refresh`.
+//! Keeps the broker's provider-config cache fresh and its dispatcher awake: one LISTEN
+//! connection (`work_ready`, `lifecycle_ready`, `providerconfig_changed`, `lease_revoked`)
+//! plus a failsafe re-read of default provider configs every `cache_refresh`.
 //!
-//! It is given the two caches, the revocation handler and the dispatcher's wake-up, nothing
-//! else: a wake for work is passed on, a revoked lease goes to `revoke` (the broker's one
-//! LISTEN connection serves it too), a change marks its cache dirty, and the loop re-reads
-//! what is dirty.
+//! Kinds are not its concern: the process's kind catalog has its own follower (the one
+//! LISTEN on `kind_manifest_changed`, `converge_kinds::CatalogFollower`). This loop only
+//! watches the catalog's generation and wakes the dispatcher when it moves, since a new
+//! manifest may make queued work claimable.
+//!
+//! It is given the config cache, the catalog's generation, the revocation handler and the
+//! dispatcher's wake-up, nothing else: a wake for work is passed on, a revoked lease goes to
+//! `revoke` (the broker's one LISTEN connection serves it too), a config change marks the
+//! cache dirty, and the loop re-reads it.
 
 use std::{
     sync::{
@@ -21,27 +26,28 @@ use tokio_util::sync::CancellationToken;
 
 use converge_engine::wake;
 
-use crate::{configs::Configs, manifests::Manifests, revoke::Revocations};
+use crate::{configs::Configs, revoke::Revocations};
 
 /// The LISTEN + cache refresh loop.
 pub(crate) struct CacheRefresh {
     pool: PgPool,
-    manifests: Arc<Manifests>,
+    /// The kind catalog's generation: a change may make queued work claimable.
+    kinds: tokio::sync::watch::Receiver<u64>,
     configs: Arc<Configs>,
     /// Where `lease_revoked` payloads go.
     revocations: Arc<Revocations>,
     /// The dispatcher's wake-up: work may be claimable.
     dispatch: Arc<Notify>,
-    /// Failsafe re-read of both caches.
+    /// Failsafe re-read of the configs.
     every: Duration,
 }
 
 impl CacheRefresh {
-    /// A loop that keeps `manifests` and `configs` fresh, hands revocations to
-    /// `revocations` and wakes `dispatch`.
+    /// A loop that keeps `configs` fresh, hands revocations to `revocations` and wakes
+    /// `dispatch` (also whenever `kinds`, the catalog's generation, moves).
     pub fn new(
         pool: PgPool,
-        manifests: Arc<Manifests>,
+        kinds: tokio::sync::watch::Receiver<u64>,
         configs: Arc<Configs>,
         revocations: Arc<Revocations>,
         dispatch: Arc<Notify>,
@@ -49,7 +55,7 @@ impl CacheRefresh {
     ) -> Self {
         CacheRefresh {
             pool,
-            manifests,
+            kinds,
             configs,
             revocations,
             dispatch,
@@ -58,15 +64,13 @@ impl CacheRefresh {
     }
 
     /// Runs the LISTEN connection and the refresh loop until `stop`.
-    pub async fn run(self, stop: CancellationToken) {
+    pub async fn run(mut self, stop: CancellationToken) {
         let refresh = Arc::new(Notify::new());
-        let manifests_dirty = Arc::new(AtomicBool::new(false));
         let configs_dirty = Arc::new(AtomicBool::new(false));
         let listener = {
-            let (dispatch, refresh, md, cd, revocations, stop) = (
+            let (dispatch, refresh, cd, revocations, stop) = (
                 self.dispatch.clone(),
                 refresh.clone(),
-                manifests_dirty.clone(),
                 configs_dirty.clone(),
                 self.revocations.clone(),
                 stop.clone(),
@@ -78,17 +82,12 @@ impl CacheRefresh {
                     &[
                         "work_ready",
                         "lifecycle_ready",
-                        "kind_manifest_changed",
                         "providerconfig_changed",
                         "lease_revoked",
                     ],
                     move |channel, payload| match channel {
                         "work_ready" | "lifecycle_ready" => dispatch.notify_one(),
                         "lease_revoked" => revocations.on_notice(payload),
-                        "kind_manifest_changed" => {
-                            md.store(true, Ordering::Relaxed);
-                            refresh.notify_one();
-                        }
                         _ => {
                             cd.store(true, Ordering::Relaxed);
                             refresh.notify_one();
@@ -99,19 +98,20 @@ impl CacheRefresh {
                 .await;
             })
         };
+        let mut kinds_open = true;
         loop {
             let timed_out = tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = refresh.notified() => false,
+                changed = self.kinds.changed(), if kinds_open => {
+                    // A new manifest may make queued work claimable. (The catalog gone means
+                    // the process is stopping.)
+                    kinds_open = changed.is_ok();
+                    self.dispatch.notify_one();
+                    continue;
+                }
                 _ = tokio::time::sleep(self.every) => true,
             };
-            if timed_out || manifests_dirty.swap(false, Ordering::Relaxed) {
-                if let Err(e) = self.manifests.reload().await {
-                    tracing::warn!(error = %e, "manifest refresh failed");
-                }
-                // A new manifest may make queued work claimable.
-                self.dispatch.notify_one();
-            }
             if (timed_out || configs_dirty.swap(false, Ordering::Relaxed))
                 && let Err(e) = self.configs.refresh().await
             {

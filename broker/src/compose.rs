@@ -8,23 +8,24 @@
 //! whole (a terminal failure of the composer), so nothing of it is stored.
 //!
 //! It runs where every composer's result is applied (the pipeline's compose stage), so the
-//! same rules hold for an SDK worker, Starlark, CEL and WASM alike. The schema rules
-//! themselves are [`KindInfo`]'s methods (one per rule), checked against the kinds the broker's
-//! manifest cache holds ([`Kinds`]).
+//! same rules hold for an SDK worker, Starlark, CEL and WASM alike. The kinds' rules
+//! themselves are [`Kind`]'s methods (one per rule, in `converge-kinds`), asked of the kinds
+//! the process's catalog holds ([`Snapshot`]); this module states only what a compose result
+//! must look like and turns a kind's answer into the refusal's message. A composer whose
+//! manifest declares `edges` may emit only edges among them ([`Kind::undeclared_edge`]).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
 };
 
+use converge_kinds::{Kind, Snapshot};
 use converge_proto::{
     manifest::{is_valid_kind_name, is_valid_resource_name},
     pb,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
-
-use crate::manifests::{KindInfo, Kinds};
 
 pub use converge_engine::db::compose::ComposePayload;
 
@@ -103,20 +104,20 @@ fn pointer_ok(p: &str) -> bool {
 /// The one (kind, version) looked up last: a composer emits its children grouped by kind, so
 /// most children skip the hash lookup.
 struct LastKind<'k> {
-    kinds: &'k Kinds,
-    last: Option<(&'k str, i32, &'k Arc<KindInfo>)>,
+    kinds: &'k Snapshot,
+    last: Option<&'k Arc<Kind>>,
 }
 
 impl<'k> LastKind<'k> {
-    fn get(&mut self, kind: &str, version: i32) -> Option<&'k Arc<KindInfo>> {
-        if let Some((k, v, info)) = self.last
-            && k == kind
-            && v == version
+    fn get(&mut self, kind: &str, version: i32) -> Option<&'k Arc<Kind>> {
+        if let Some(info) = self.last
+            && info.pair.kind == kind
+            && info.pair.version == version
         {
             return Some(info);
         }
-        let (k, info) = self.kinds.get(kind, version)?;
-        self.last = Some((k, version, info));
+        let info = self.kinds.get(kind, version)?;
+        self.last = Some(info);
         Some(info)
     }
 }
@@ -128,11 +129,7 @@ fn parsed(what: &str, raw: &RawValue) -> Result<serde_json::Value, String> {
 
 /// Rule: a child's spec satisfies its kind's `spec_schema` (an unregistered kind version has
 /// no schema to satisfy and is refused, as the database would).
-fn check_child(
-    c: &pb::ChildSpec,
-    info: Option<&Arc<KindInfo>>,
-    spec: &RawValue,
-) -> Result<(), String> {
+fn check_child(c: &pb::ChildSpec, info: Option<&Arc<Kind>>, spec: &RawValue) -> Result<(), String> {
     let what = || format!("child {}/{}", c.kind, c.name);
     let Some(info) = info else {
         return Err(format!(
@@ -142,7 +139,7 @@ fn check_child(
             c.kind_version
         ));
     };
-    if info.spec_schema.is_none() {
+    if !info.checks_spec() {
         return Ok(());
     }
     match info.spec_violation(&parsed(&what(), spec)?) {
@@ -165,9 +162,9 @@ fn check_child(
 fn check_config(
     c: &pb::ProviderConfigSpec,
     spec: &RawValue,
-    composer: &KindInfo,
+    composer: &Kind,
     child_kinds: &HashSet<(&str, i32)>,
-    kinds: &Kinds,
+    kinds: &Snapshot,
 ) -> Result<(), String> {
     let what = format!("provider config {:?}", c.name);
     if c.is_default {
@@ -185,13 +182,13 @@ fn check_config(
             c.kind, c.kind_version
         ));
     }
-    let Some((_, info)) = kinds.get(&c.kind, c.kind_version) else {
+    let Some(info) = kinds.get(&c.kind, c.kind_version) else {
         return Err(format!(
             "{what} has unregistered kind {} version {}",
             c.kind, c.kind_version
         ));
     };
-    if !info.exec && info.config_schema.is_none() {
+    if !info.checks_config() {
         return Ok(());
     }
     let spec = parsed(&what, spec)?;
@@ -214,15 +211,18 @@ fn check_config(
 }
 
 /// What the composer's kind may write, checked once `r` is well formed (`children` and
-/// `configs` are its checked specs, in order): each child against its kind, and, when the
-/// composer's emits has `configs` (the others' configs are dropped unread, as before), each
-/// config against [`check_config`]'s rules.
+/// `configs` are its checked specs, in order; `versions` the kind version of each child by
+/// (kind, name)): each child against its kind; when the composer's emits has `edges`, each
+/// edge among the edges its manifest declares, if it declares any; when its emits has
+/// `configs`, each config against [`check_config`]'s rules. (A composer's edges and configs
+/// its emits does not name are dropped unread, as before: nothing to refuse.)
 fn check_kinds(
     r: &pb::ComposeResult,
     children: &[ChildOut<'_>],
+    versions: &HashMap<(&str, &str), i32>,
     configs: &[ConfigOut<'_>],
-    composer: &KindInfo,
-    kinds: &Kinds,
+    composer: &Kind,
+    kinds: &Snapshot,
 ) -> Result<(), String> {
     let mut lookup = LastKind { kinds, last: None };
     let mut child_kinds: HashSet<(&str, i32)> = HashSet::new();
@@ -232,6 +232,34 @@ fn check_kinds(
         if last != Some((c.kind.as_str(), c.kind_version)) {
             last = Some((c.kind.as_str(), c.kind_version));
             child_kinds.insert((&c.kind, c.kind_version));
+        }
+    }
+    if composer.compose_edges {
+        for e in &r.edges {
+            // Well formed by now: both ends are children of this result.
+            let (Some(from), Some(to)) = (&e.from, &e.to) else {
+                continue;
+            };
+            let version = |end: &pb::ResourceRef| {
+                versions
+                    .get(&(end.kind.as_str(), end.name.as_str()))
+                    .copied()
+                    .unwrap_or(1)
+            };
+            let flows = e
+                .values
+                .iter()
+                .map(|v| (v.dependent_field.as_str(), v.source_field.as_str()));
+            if let Some(why) = composer.undeclared_edge(
+                (&from.kind, version(from)),
+                (&to.kind, version(to)),
+                flows,
+            ) {
+                return Err(format!(
+                    "edge {}/{} -> {}/{}: {why}",
+                    from.kind, from.name, to.kind, to.name
+                ));
+            }
         }
     }
     if composer.compose_configs {
@@ -244,11 +272,11 @@ fn check_kinds(
 
 /// Checks `r`, the result of `composer`'s composer, against the kinds it names (`kinds`, from
 /// `Manifests::resolve`) and converts it; `Err` is a terminal failure message naming the
-/// child or config and, for a schema, the JSON pointer.
+/// child, edge or config and, for a schema, the JSON pointer.
 pub fn validate(
     r: &pb::ComposeResult,
-    composer: &KindInfo,
-    kinds: &Kinds,
+    composer: &Kind,
+    kinds: &Snapshot,
 ) -> Result<ComposePayload, String> {
     if r.desired.len() > MAX_CHILDREN {
         return Err(format!(
@@ -257,7 +285,8 @@ pub fn validate(
         ));
     }
     let mut children = Vec::with_capacity(r.desired.len());
-    let mut names: HashSet<(&str, &str)> = HashSet::with_capacity(r.desired.len());
+    // (kind, name) → kind version, of every child.
+    let mut names: HashMap<(&str, &str), i32> = HashMap::with_capacity(r.desired.len());
     for c in &r.desired {
         let what = format!("child {}/{}", c.kind, c.name);
         if !is_valid_kind_name(&c.kind) {
@@ -269,7 +298,7 @@ pub fn validate(
         if c.kind_version < 1 {
             return Err(format!("{what}: kind_version must be at least 1"));
         }
-        if !names.insert((&c.kind, &c.name)) {
+        if names.insert((&c.kind, &c.name), c.kind_version).is_some() {
             return Err(format!("{what}: emitted twice"));
         }
         children.push(ChildOut {
@@ -291,7 +320,7 @@ pub fn validate(
             from.kind, from.name, to.kind, to.name
         );
         for end in [from, to] {
-            if !names.contains(&(end.kind.as_str(), end.name.as_str())) {
+            if !names.contains_key(&(end.kind.as_str(), end.name.as_str())) {
                 return Err(format!(
                     "{what}: {}/{} is not a child of this compose",
                     end.kind, end.name
@@ -351,7 +380,7 @@ pub fn validate(
             spec: spec_json(&what, &c.spec)?,
         });
     }
-    check_kinds(r, &children, &configs, composer, kinds)?;
+    check_kinds(r, &children, &names, &configs, composer, kinds)?;
     Ok(ComposePayload {
         children: array_text(&children),
         edges: array_text(&edges),
@@ -409,14 +438,11 @@ fn find_cycle<'a>(graph: &HashMap<Node<'a>, Vec<Node<'a>>>) -> Option<Vec<Node<'
 #[cfg(test)]
 mod tests {
     use super::*;
-    use converge_engine::ids::KindPair;
-    use converge_proto::manifest::KindManifest;
     use serde_json::{Value, json};
 
-    /// The info of manifest `m` (kind and version from it).
-    fn info(m: Value) -> KindInfo {
-        let m: KindManifest = serde_json::from_value(m).unwrap();
-        KindInfo::from_manifest(&KindPair::new(m.kind.clone(), m.kind_version), &m, 1)
+    /// The kind of manifest `m` (kind and version from it).
+    fn info(m: Value) -> Kind {
+        Kind::compile(serde_json::from_value(m).unwrap(), 1).unwrap()
     }
 
     /// A leaf kind's manifest, with `extra` fields merged in.
@@ -429,24 +455,21 @@ mod tests {
         m
     }
 
-    /// A composer emitting children, edges and configs, declaring an edge to `decl`.
-    fn composer() -> KindInfo {
+    /// A composer emitting children, edges and configs, declaring edges between leaves and
+    /// one to `decl`.
+    fn composer() -> Kind {
         info(json!({"kind": "comp", "kind_version": 1, "reactions": [
             {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "configs"]}],
-            "edges": [{"from": {"kind": "leaf"}, "to": {"kind": "decl"}}]}))
+            "edges": [{"from": {"kind": "leaf"}, "to": {"kind": "leaf"}},
+                      {"from": {"kind": "leaf"}, "to": {"kind": "decl"}}]}))
     }
 
-    fn kinds(manifests: Vec<Value>) -> Kinds {
-        let mut k = Kinds::default();
-        for m in manifests {
-            let kind = m["kind"].as_str().unwrap().to_owned();
-            k.insert(&kind, 1, Arc::new(info(m)));
-        }
-        k
+    fn kinds(manifests: Vec<Value>) -> Snapshot {
+        Snapshot::of(manifests.into_iter().map(info))
     }
 
     /// `leaf` v1 with no schema.
-    fn leaf_kinds() -> Kinds {
+    fn leaf_kinds() -> Snapshot {
         kinds(vec![leaf_manifest("leaf", json!({}))])
     }
 
@@ -791,6 +814,64 @@ mod tests {
             ..Default::default()
         };
         assert!(validate(&r, &quiet, &all).is_ok());
+    }
+
+    #[test]
+    fn edges_must_be_among_those_the_composer_declares() {
+        let declaring = info(json!({"kind": "comp", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]}],
+            "edges": [{"from": {"kind": "leaf"}, "to": {"kind": "leaf"}},
+                      {"from": {"kind": "leaf"}, "to": {"kind": "decl"},
+                       "values": [{"dependent_field": "/a", "source_field": "/b"}]}]}));
+        let all = kinds(vec![
+            leaf_manifest("leaf", json!({})),
+            leaf_manifest("decl", json!({})),
+            leaf_manifest("other", json!({})),
+        ]);
+        let wire = |composer: &Kind, to_kind: &str, flows: &[(&str, &str)]| {
+            let mut e = edge("a", "t");
+            e.to.as_mut().unwrap().kind = to_kind.into();
+            e.values = flows
+                .iter()
+                .map(|(d, s)| pb::ValueFlow {
+                    dependent_field: (*d).into(),
+                    source_field: (*s).into(),
+                })
+                .collect();
+            let r = pb::ComposeResult {
+                desired: vec![child("leaf", "a"), child(to_kind, "t")],
+                edges: vec![e],
+                ..Default::default()
+            };
+            validate(&r, composer, &all)
+        };
+        // Declared, with any flows when the declared edge lists none.
+        assert!(wire(&declaring, "leaf", &[("/x", "/y")]).is_ok());
+        assert!(wire(&declaring, "decl", &[("/a", "/b")]).is_ok());
+        assert!(wire(&declaring, "decl", &[]).is_ok());
+        // A pair of kinds no declared edge joins.
+        assert_eq!(
+            wire(&declaring, "other", &[]).unwrap_err(),
+            "edge leaf/a -> other/t: leaf v1 -> other v1 is not among the edges kind comp v1 \
+             declares (leaf v1 -> leaf v1, leaf v1 -> decl v1)"
+        );
+        // A flow the declared edge does not list.
+        assert_eq!(
+            wire(&declaring, "decl", &[("/a", "/b"), ("/x", "/y")]).unwrap_err(),
+            "edge leaf/a -> decl/t: its value flow /y -> /x is not among those kind comp v1 \
+             declares for leaf v1 -> decl v1"
+        );
+        // A composer that declares no edges may emit any; one whose emits lacks `edges` has
+        // its edges dropped unapplied.
+        let free = info(json!({"kind": "comp", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "edges", "status"]}]}));
+        assert!(wire(&free, "other", &[("/x", "/y")]).is_ok());
+        let mut quiet = info(json!({"kind": "comp", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]}],
+            "edges": [{"from": {"kind": "leaf"}, "to": {"kind": "decl"}}]}));
+        assert!(wire(&quiet, "other", &[]).is_ok());
+        quiet.compose_edges = true;
+        assert!(wire(&quiet, "other", &[]).is_err());
     }
 
     /// A timing for the record, not a test of time (`cargo test --locked -p converge-broker

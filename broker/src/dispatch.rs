@@ -22,6 +22,7 @@ use converge_engine::{
     ids::{KindPair, ShardRange},
     wake::WakeLoop,
 };
+use converge_kinds::Kind;
 use converge_proto::pb;
 
 use crate::{
@@ -29,7 +30,7 @@ use crate::{
     convert,
     error::{Error, Result},
     handout::Handout,
-    manifests::{KindInfo, Manifests},
+    manifests::Manifests,
     pipeline::{self, Pipeline},
     registry::{Outgoing, Registry},
 };
@@ -268,7 +269,7 @@ impl Dispatcher {
     async fn dispatch_deliveries(
         &self,
         pair: &KindPair,
-        info: &KindInfo,
+        info: &Kind,
         reaction: &str,
         n: usize,
     ) -> Result<bool> {
@@ -310,7 +311,7 @@ impl Dispatcher {
 /// cascade: SQL, which cannot check a JSON Schema), so the spec is checked again here, before
 /// any stage is sent: a bad flowed value fails the child, naming the pointer, and no worker
 /// sees it. A root's spec was checked by the API that wrote it.
-fn spec_refused(t: &ClaimedTask, pair: &KindPair, info: &KindInfo) -> Option<Completion> {
+fn spec_refused(t: &ClaimedTask, pair: &KindPair, info: &Kind) -> Option<Completion> {
     t.owner_id?;
     let why = info.spec_violation(&t.spec)?;
     Some(convert::failure(
@@ -330,7 +331,7 @@ fn spec_refused(t: &ClaimedTask, pair: &KindPair, info: &KindInfo) -> Option<Com
 fn single_stage(
     t: &ClaimedTask,
     pair: &KindPair,
-    info: &KindInfo,
+    info: &Kind,
     stage: pb::Stage,
     reaction: &str,
     request: pb::stage_task::Request,
@@ -362,7 +363,7 @@ async fn operate(
     handout: &Handout,
     t: ClaimedTask,
     pair: KindPair,
-    info: Arc<KindInfo>,
+    info: Arc<Kind>,
 ) {
     let op = match db::queue::operation_start(pool, t.resource_id).await {
         Ok(op) => op,

@@ -20,7 +20,7 @@ use converge_proto::pb;
 use crate::{
     complete::{CompletionHandle, Job},
     convert,
-    manifests::{Kinds, Manifests},
+    manifests::Manifests,
     pipeline::{ReadOf, Rows, StageSend, Step},
     registry::{Inflight, Outgoing, Registry, StreamId},
 };
@@ -151,7 +151,7 @@ impl Handout {
             Some(c) if f.stage == pb::Stage::Compose as i32 && msg.error_message.is_empty() => {
                 self.manifests.resolve(c).await
             }
-            _ => Ok(Kinds::default()),
+            _ => Ok(Default::default()),
         };
         let step = match kinds {
             Ok(kinds) => p.on_result(f.stage, msg, &kinds),

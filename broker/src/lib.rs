@@ -12,14 +12,15 @@
 //! The parts are components that own their state and are given only the handles of the
 //! parts below them; this file alone knows them all and wires them. From the bottom:
 //!
-//! - `manifests` (kind manifest cache), `convert`, `compose`, `authz` (the authentication
-//!   layer every WorkerService request passes before a message is decoded), `error`: leaves;
-//! - `pipeline`: a composite's stage decisions, returned as steps (uses `manifests`);
+//! - `manifests` (the broker's door onto the process's kind catalog, `converge_kinds`),
+//!   `convert`, `compose`, `authz` (the authentication layer every WorkerService request
+//!   passes before a message is decoded), `error`: leaves;
+//! - `pipeline`: a composite's stage decisions, returned as steps (uses `compose`);
 //! - `registry`: streams and in-flight leases (keeps a `pipeline` with its lease);
 //! - `configs`: default provider configs pushed to the registry's streams;
 //! - `revoke`: leases the engine took away, cancelled on the registry's streams;
-//! - `caches`: the LISTEN + refresh loop over `manifests` and `configs` (and `revoke`'s
-//!   notices);
+//! - `caches`: the LISTEN + refresh loop over `configs` (and `revoke`'s notices), waking the
+//!   dispatcher when the kind catalog changes;
 //! - `complete`: the completion writer (acks through `registry`);
 //! - `handout`: placement, deadlines, and the execution of pipeline steps;
 //! - `dispatch`: the claim loop (hands out through `handout`);
@@ -54,6 +55,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 /// The engine's data layer, ids and wake-ups, under the names the broker's users know.
 pub use converge_engine::{db, ids, wake};
+use converge_kinds::KindCatalog;
 use converge_proto::pb;
 pub use error::{Error, Result};
 use ids::ShardRange;
@@ -76,7 +78,7 @@ pub struct BrokerConfig {
     pub shutdown_drain: Duration,
     /// How long a new stream may take to send its Subscribe frame.
     pub subscribe_timeout: Duration,
-    /// Failsafe re-read of manifests and default provider configs.
+    /// Failsafe re-read of default provider configs.
     pub cache_refresh: Duration,
     /// Largest WorkerService message accepted or sent, decompressed
     /// (`GRPC_MAX_MESSAGE_BYTES`).
@@ -134,7 +136,6 @@ struct Inner {
     pool: PgPool,
     cfg: BrokerConfig,
     registry: Arc<registry::Registry>,
-    manifests: Arc<manifests::Manifests>,
     completions: complete::CompletionHandle,
     dispatch: dispatch::DispatchHandle,
     service: service::Workers,
@@ -152,14 +153,17 @@ struct Loops {
 }
 
 impl Broker {
-    /// Builds a broker over `pool`. Nothing runs until [`Broker::run`].
-    pub fn new(pool: PgPool, cfg: BrokerConfig) -> Self {
+    /// Builds a broker over `pool` that reads the process's kinds from `catalog` (kept fresh
+    /// by the process's `converge_kinds::CatalogFollower`, not by the broker). Nothing runs
+    /// until [`Broker::run`].
+    pub fn new(pool: PgPool, cfg: BrokerConfig, catalog: KindCatalog) -> Self {
         let draining = CancellationToken::new();
         // The dispatcher's wake-up, created first: the parts below it wake it (a lease came
         // back, new children, a new manifest) without naming it.
         let wake = Arc::new(Notify::new());
         let registry = Arc::new(registry::Registry::default());
-        let manifests = Arc::new(manifests::Manifests::new(pool.clone()));
+        let kinds_changed = catalog.subscribe();
+        let manifests = Arc::new(manifests::Manifests::new(pool.clone(), catalog));
         let configs = Arc::new(configs::Configs::new(pool.clone(), registry.clone()));
         let (completer, completions) =
             complete::Completer::new(pool.clone(), registry.clone(), manifests.clone());
@@ -195,7 +199,7 @@ impl Broker {
         ));
         let caches = caches::CacheRefresh::new(
             pool.clone(),
-            manifests.clone(),
+            kinds_changed,
             configs.clone(),
             revocations,
             wake,
@@ -216,7 +220,7 @@ impl Broker {
                 configs,
                 completions: completions.clone(),
                 handout,
-                manifests: manifests.clone(),
+                manifests,
                 dispatch: dispatch.clone(),
             },
             draining.clone(),
@@ -226,7 +230,6 @@ impl Broker {
                 pool,
                 cfg,
                 registry,
-                manifests,
                 completions,
                 dispatch,
                 service,
@@ -293,7 +296,6 @@ impl Broker {
             .expect("broker loops lock poisoned")
             .take()
             .ok_or_else(|| Error::Protocol("broker is already running".into()))?;
-        self.inner.manifests.reload().await?;
         let loops = CancellationToken::new();
         let completer = tokio::spawn(completer.run());
         let dispatcher = tokio::spawn(dispatcher.run(loops.clone()));

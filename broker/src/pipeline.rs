@@ -28,10 +28,9 @@ use converge_engine::{
 };
 use converge_proto::pb;
 
-use crate::{
-    compose, convert,
-    manifests::{KindInfo, Kinds},
-};
+use converge_kinds::{Kind, Snapshot};
+
+use crate::{compose, convert, manifests};
 
 /// The state of one claim's pipeline between stages (kept with its lease in the registry
 /// while a stage runs on a worker).
@@ -43,7 +42,7 @@ pub(crate) struct Pipeline {
     /// Its (kind, version).
     pair: KindPair,
     /// Its reactions.
-    info: Arc<KindInfo>,
+    info: Arc<Kind>,
     /// Stages still to run after the current one.
     stages: VecDeque<pb::Stage>,
     /// Status so far (last writer wins).
@@ -167,7 +166,7 @@ pub(crate) struct StageSend {
 }
 
 /// The stages a claimed reconcile runs, in order.
-pub(crate) fn plan(t: &ClaimedTask, info: &KindInfo) -> VecDeque<pb::Stage> {
+pub(crate) fn plan(t: &ClaimedTask, info: &Kind) -> VecDeque<pb::Stage> {
     let mut stages = VecDeque::new();
     if t.trigger == "childrenSettled" {
         if info.rollup_reaction.is_some() {
@@ -187,7 +186,7 @@ pub(crate) fn plan(t: &ClaimedTask, info: &KindInfo) -> VecDeque<pb::Stage> {
     stages
 }
 
-fn reaction(info: &KindInfo, stage: pb::Stage) -> &str {
+fn reaction(info: &Kind, stage: pb::Stage) -> &str {
     match stage {
         pb::Stage::Compose => info.compose_reaction.as_deref(),
         pb::Stage::Rollup => info.rollup_reaction.as_deref(),
@@ -245,7 +244,7 @@ impl Pipeline {
     pub fn new(
         task: ClaimedTask,
         pair: KindPair,
-        info: Arc<KindInfo>,
+        info: Arc<Kind>,
         stages: VecDeque<pb::Stage>,
     ) -> Box<Pipeline> {
         Box::new(Pipeline {
@@ -291,7 +290,7 @@ impl Pipeline {
             composite: true,
             ..convert::success(p.key, p.status, p.conditions, advance)
         };
-        Step::Complete(p.info.enforce(&p.pair, None, done))
+        Step::Complete(manifests::enforce(&p.info, None, done))
     }
 
     fn fail(self: Box<Self>, message: String, terminal: bool) -> Step {
@@ -458,7 +457,7 @@ impl Pipeline {
         mut self: Box<Self>,
         sent: i32,
         msg: pb::StageComplete,
-        kinds: &Kinds,
+        kinds: &Snapshot,
     ) -> Step {
         if !msg.error_message.is_empty() {
             let m = format!("stage {} failed: {}", stage_name(sent), msg.error_message);
@@ -485,12 +484,7 @@ impl Pipeline {
             .as_ref()
             .ok()
             .and_then(|o| o.status.clone())
-            .filter(|s| {
-                self.info
-                    .status_schema
-                    .as_ref()
-                    .is_none_or(|schema| schema.violation(s).is_none())
-            });
+            .filter(|s| self.info.status_fits(s));
         self.wait = Wait::Applied(outcome);
         Step::Apply {
             key: self.key.clone(),
@@ -558,7 +552,6 @@ fn stage_name(stage: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifests::Schema;
 
     fn task(trigger: &str, generation: i64, composed_gen: i64) -> ClaimedTask {
         ClaimedTask {
@@ -590,32 +583,37 @@ mod tests {
         }
     }
 
-    fn info(compose: bool, work: bool, rollup: bool) -> KindInfo {
-        KindInfo {
-            work_reaction: work.then(|| "work".into()),
-            compose_reaction: compose.then(|| "compose".into()),
-            rollup_reaction: rollup.then(|| "rollup".into()),
-            rollup_full: true,
-            compose_edges: true,
-            compose_configs: false,
-            delete_reaction: None,
-            verbs: Default::default(),
-            reactor_reaction: None,
-            manifest_version: 1,
-            status_schema: None,
-            outputs: Default::default(),
-            spec_schema: None,
-            config_schema: None,
-            exec: false,
-            declared: Vec::new(),
+    /// A kind whose manifest declares a composer (emitting children and edges), a worker
+    /// and a rollup (of the full form) as asked, plus the manifest fields in `extra`.
+    fn info_with(compose: bool, work: bool, rollup: bool, extra: Value) -> Kind {
+        let mut reactions = Vec::new();
+        if compose {
+            reactions.push(json!({"name": "compose", "trigger": "specChange",
+                                  "emits": ["children", "edges", "status"]}));
         }
+        if work {
+            reactions.push(json!({"name": "work", "trigger": "specChange", "emits": ["status"]}));
+        }
+        if rollup {
+            reactions.push(json!({"name": "rollup", "trigger": "childrenSettled",
+                                  "emits": ["status"], "descendants": "full"}));
+        }
+        let mut m = json!({"kind": "k", "kind_version": 1, "reactions": reactions});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            m[k] = v.clone();
+        }
+        Kind::compile(serde_json::from_value(m).unwrap(), 1).unwrap()
+    }
+
+    fn info(compose: bool, work: bool, rollup: bool) -> Kind {
+        info_with(compose, work, rollup, json!({}))
     }
 
     /// The kinds [`compose_result`] names: `leaf` v1, with no schema.
-    fn leaf_kinds() -> Kinds {
-        let mut k = Kinds::default();
-        k.insert("leaf", 1, Arc::new(info(false, true, false)));
-        k
+    fn leaf_kinds() -> Snapshot {
+        let mut leaf = info(false, true, false);
+        leaf.pair = KindPair::new("leaf", 1);
+        Snapshot::of([leaf])
     }
 
     #[test]
@@ -695,7 +693,7 @@ mod tests {
     // The step decisions, driven as `handout` drives them but with the answers made up: no
     // database, no stream.
 
-    fn pipeline(t: ClaimedTask, i: KindInfo) -> Box<Pipeline> {
+    fn pipeline(t: ClaimedTask, i: Kind) -> Box<Pipeline> {
         let stages = plan(&t, &i);
         Pipeline::new(t, KindPair::new("k", 1), Arc::new(i), stages)
     }
@@ -768,7 +766,7 @@ mod tests {
     }
 
     /// [`up_to_apply`] for a kind described by `i`.
-    fn up_to_apply_with(mut t: ClaimedTask, i: KindInfo) -> Step {
+    fn up_to_apply_with(mut t: ClaimedTask, i: Kind) -> Step {
         t.task_deadline_secs = 30;
         let p = pipeline(t, i);
         let Step::Read {
@@ -817,11 +815,8 @@ mod tests {
         };
         assert_eq!(status, Some(json!({"composed": true})));
 
-        let mut strict = info(true, true, true);
         let schema = json!({"type": "object", "properties": {"composed": {"type": "string"}}});
-        strict.status_schema =
-            Schema::compile(&KindPair::new("comp", 1), "status_schema", Some(&schema));
-        assert!(strict.status_schema.is_some());
+        let strict = info_with(true, true, true, json!({"status_schema": schema}));
         let Step::Apply { status, .. } = up_to_apply_with(task("specChange", 2, 1), strict) else {
             panic!("a valid compose result is applied");
         };
@@ -867,7 +862,7 @@ mod tests {
         let p = work.pipeline.on_result(
             pb::Stage::Work as i32,
             result(pb::Stage::Work, "{}"),
-            &Kinds::default(),
+            &Snapshot::default(),
         );
         let Step::Gate { pipeline, .. } = p else {
             panic!("a fresh compose gates its rollup, got {}", name(&p));
@@ -901,12 +896,10 @@ mod tests {
     /// failure and no Apply step; the kinds unreadable, a transient one.
     #[test]
     fn a_compose_result_breaking_its_kinds_rules_is_refused_before_any_write() {
-        let mut strict = info(false, true, false);
         let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-        strict.spec_schema =
-            Schema::compile(&KindPair::new("leaf", 1), "spec_schema", Some(&schema));
-        let mut kinds = Kinds::default();
-        kinds.insert("leaf", 1, Arc::new(strict));
+        let mut strict = info_with(false, true, false, json!({"spec_schema": schema}));
+        strict.pair = KindPair::new("leaf", 1);
+        let kinds = Snapshot::of([strict]);
         // A compose claim at its compose stage, waiting for the result.
         let composing = || {
             let p = pipeline(task("specChange", 2, 1), info(true, true, true));
@@ -934,7 +927,7 @@ mod tests {
         );
         let ok = composing().on_result(compose, with_spec(br#"{"n": 1}"#), &kinds);
         assert!(matches!(ok, Step::Apply { .. }), "got {}", name(&ok));
-        let c = completed(composing().on_result(compose, compose_result(), &Kinds::default()));
+        let c = completed(composing().on_result(compose, compose_result(), &Snapshot::default()));
         assert!(c.terminal, "{c:?}");
         assert_eq!(
             c.error_message.as_deref(),
@@ -951,7 +944,7 @@ mod tests {
             assert_eq!(s.stage, pb::Stage::Work);
             completed(
                 s.pipeline
-                    .on_result(pb::Stage::Work as i32, msg, &Kinds::default()),
+                    .on_result(pb::Stage::Work as i32, msg, &Snapshot::default()),
             )
         };
         // The worker's own verdict on terminality is kept.
@@ -1016,7 +1009,7 @@ mod tests {
         let c = completed(s.pipeline.on_result(
             pb::Stage::Rollup as i32,
             result(pb::Stage::Rollup, r#"{"up":1}"#),
-            &Kinds::default(),
+            &Snapshot::default(),
         ));
         assert!(c.ok && c.advance && c.composite);
         assert_eq!(c.status, Some(json!({"up": 1})));

@@ -16,8 +16,10 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
-    path::{Path, PathBuf},
+    path::Path,
 };
+
+use converge_testkit::source::{is_ident, rust_files, strip_comments_and_strings as strip};
 
 /// The module a source file belongs to: `lib`, or the first path segment under `src/`.
 fn module_of(src: &Path, file: &Path) -> String {
@@ -25,114 +27,6 @@ fn module_of(src: &Path, file: &Path) -> String {
     let first = rel.components().next().expect("non-empty path");
     let name = first.as_os_str().to_string_lossy();
     name.strip_suffix(".rs").unwrap_or(&name).to_string()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("read broker/src") {
-        let path = entry.expect("directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// Source text with comments, string literals and char literals replaced by spaces (so a
-/// path mentioned in a doc comment or a message is not taken for a dependency).
-fn strip(src: &str) -> String {
-    let c: Vec<char> = src.chars().collect();
-    let mut out = String::with_capacity(src.len());
-    let mut i = 0;
-    while i < c.len() {
-        // Line comment (also `///` and `//!`).
-        if c[i] == '/' && c.get(i + 1) == Some(&'/') {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        }
-        // Block comment, nested as Rust nests them.
-        if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-            let mut depth = 0;
-            while i < c.len() {
-                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            out.push(' ');
-            continue;
-        }
-        // Raw string: r"..", r#".."#, br#".."# (the `b` was already copied; harmless).
-        if c[i] == 'r' && (i == 0 || !is_ident(c[i - 1])) {
-            let mut j = i + 1;
-            while c.get(j) == Some(&'#') {
-                j += 1;
-            }
-            if c.get(j) == Some(&'"') {
-                let hashes = j - i - 1;
-                j += 1;
-                loop {
-                    if j >= c.len() {
-                        break;
-                    }
-                    if c[j] == '"' && (0..hashes).all(|k| c.get(j + 1 + k) == Some(&'#')) {
-                        j += 1 + hashes;
-                        break;
-                    }
-                    j += 1;
-                }
-                out.push_str(" \"\" ");
-                i = j;
-                continue;
-            }
-        }
-        if c[i] == '"' {
-            i += 1;
-            while i < c.len() && c[i] != '"' {
-                if c[i] == '\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push_str(" \"\" ");
-            continue;
-        }
-        // A char literal ('x', '\n', '\u{..}'), not a lifetime ('a).
-        if c[i] == '\'' {
-            if c.get(i + 1) == Some(&'\\') {
-                let mut j = i + 2;
-                while j < c.len() && c[j] != '\'' {
-                    j += 1;
-                }
-                i = j + 1;
-                out.push_str(" ' ");
-                continue;
-            }
-            if c.get(i + 2) == Some(&'\'') {
-                i += 3;
-                out.push_str(" ' ");
-                continue;
-            }
-        }
-        out.push(c[i]);
-        i += 1;
-    }
-    out
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -323,9 +217,8 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 }
 
 fn graph_of(src_dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = Vec::new();
-    rust_files(src_dir, &mut files);
-    files.sort();
+    let files = rust_files(src_dir);
+    assert!(!files.is_empty(), "no source under {}", src_dir.display());
     let modules: BTreeSet<String> = files.iter().map(|f| module_of(src_dir, f)).collect();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in &files {

@@ -730,7 +730,7 @@ async fn real_answers_validate_against_the_document() {
 async fn contract(db: &TestDb) -> Contract {
     let state = AppState {
         pool: db.pool.clone(),
-        schemas: Default::default(),
+        catalog: Default::default(),
         dispatch_hint: None,
         auth: None,
         watches: WatchHub::start(

@@ -54,7 +54,7 @@ fn router(pool: sqlx::PgPool, stop: CancellationToken) -> axum::Router {
     let state = AppState {
         watches: WatchHub::start(pool.clone(), WatchConfig::default(), stop),
         pool,
-        schemas: Default::default(),
+        catalog: Default::default(),
         dispatch_hint: None,
         auth: None,
         max_bundle_bytes: 10 << 20,

@@ -5,19 +5,17 @@
 //! value masked, put back from the stored config when written back as `"***"`, and never
 //! quoted by a validation message.
 
-use converge_control::{
-    app::schemas::{KindSchemas, MASK},
-    testing::write_only::{Route, case},
-};
+use converge_control::testing::write_only::{Route, case};
+use converge_kinds::{Kind, MASK};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-fn kind(config_schema: Value) -> KindSchemas {
+fn kind(config_schema: Value) -> Kind {
     let m = json!({
         "kind": "k", "kind_version": 1, "config_schema": config_schema,
         "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}]
     });
-    KindSchemas::compile(serde_json::from_value(m).unwrap())
+    Kind::compile(serde_json::from_value(m).unwrap(), 1)
         .unwrap_or_else(|e| panic!("the generated schema compiles: {e:?}"))
 }
 
@@ -36,7 +34,7 @@ proptest! {
         let secret = format!("secret-{secret}");
         let c = case(&routes, &secret, false);
         let k = kind(c.schema.clone());
-        prop_assert!(k.validate_config(&c.config, "/spec").errors.is_empty());
+        prop_assert!(k.config_violations(&c.config, "/spec").errors.is_empty());
 
         // Every read.
         let mut read = c.config.clone();
@@ -52,11 +50,11 @@ proptest! {
         // A value breaking its rule is refused without being quoted.
         let tight = case(&routes, &secret, true);
         let k = kind(tight.schema.clone());
-        let v = k.validate_config(&tight.config, "/spec");
+        let v = k.config_violations(&tight.config, "/spec");
         prop_assert!(!v.errors.is_empty(), "schema {}", tight.schema);
         for e in &v.errors {
             prop_assert!(!e.message.contains(&secret), "{:?}", e);
-            prop_assert!(!e.location.contains(&secret), "{:?}", e);
+            prop_assert!(!e.pointer.contains(&secret), "{:?}", e);
         }
         let mut read = tight.config.clone();
         k.mask_config(&mut read);

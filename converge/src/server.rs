@@ -1,7 +1,8 @@
 //! Wires one `converge` process: its listeners, migrations, its membership of the cluster
-//! (`cluster_members`), then the duties its ROLE names (control: HTTP API, drainer, reaper,
-//! schema cache; broker: WorkerService), and an orderly shutdown that lets the broker drain
-//! while the API is already closed, and leaves the cluster last.
+//! (`cluster_members`), its one kind catalog (read by both duties, followed by one LISTEN),
+//! then the duties its ROLE names (control: HTTP API, drainer, reaper; broker:
+//! WorkerService), and an orderly shutdown that lets the broker drain while the API is
+//! already closed, and leaves the cluster last.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -17,10 +18,7 @@ use converge_auth::{
 };
 
 use converge_control::{
-    app::{
-        schemas::Schemas,
-        watch::{WatchConfig, WatchHub},
-    },
+    app::watch::{WatchConfig, WatchHub},
     config::{AuthMode, Config},
     http,
 };
@@ -30,9 +28,13 @@ use converge_engine::{
     membership::Membership,
     reaper::{Reaper, ReaperConfig},
 };
+use converge_kinds::{CatalogFollower, KindCatalog};
 
 /// How often the TLS files are checked for changes.
 const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the kind catalog re-reads the manifests' content hashes whatever it hears on
+/// `kind_manifest_changed` (a failsafe: a missed NOTIFY costs at most this long).
+const CATALOG_FAILSAFE: std::time::Duration = std::time::Duration::from_secs(15);
 /// How often AUTH_FILE is re-read whatever its directory's change events say: it is watched
 /// (`converge_auth::watch`), so this only bounds a change on a filesystem that sends no
 /// events (NFS, some FUSE mounts).
@@ -185,6 +187,16 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     );
     let http_listener = GuardedListener::new(http_listener, budget.clone());
     let broker_listener = broker_listener.map(|l| GuardedListener::new(l, budget.clone()));
+    // The process's one kind catalog: loaded once before any duty reads it, then followed by
+    // one LISTEN. The broker and the API share it (with ROLE=all, one copy of every kind).
+    let catalog = KindCatalog::new();
+    catalog
+        .reload(&pool)
+        .await
+        .context("loading kind manifests")?;
+    tasks.spawn(
+        CatalogFollower::new(pool.clone(), catalog.clone(), CATALOG_FAILSAFE).run(loops.clone()),
+    );
     // One id per process start: the cluster_members row's, and the broker's on its claims.
     let member_id = BrokerConfig::unique_id(&hostname());
     let broker = cfg.role.broker().then(|| {
@@ -201,6 +213,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 max_kinds_per_stream: cfg.max_kinds_per_stream,
                 ..BrokerConfig::default()
             },
+            catalog.clone(),
         )
     });
     let mut membership = Membership::new(
@@ -284,16 +297,6 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             },
         );
         tasks.spawn(reaper.run(loops.clone()));
-        let schemas = Arc::new(Schemas::default());
-        schemas
-            .reload(&pool)
-            .await
-            .context("loading kind manifests")?;
-        tasks.spawn(schemas.clone().keep_fresh(
-            pool.clone(),
-            std::time::Duration::from_secs(15),
-            loops.clone(),
-        ));
 
         // The watches' one event-log tail. Its streams end with the HTTP server (an open
         // stream would otherwise hold the graceful shutdown for ever).
@@ -306,7 +309,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         );
         let state = http::AppState {
             pool: pool.clone(),
-            schemas,
+            catalog,
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),
             auth: security.auth.clone(),
             watches,

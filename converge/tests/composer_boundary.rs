@@ -1,6 +1,9 @@
 //! A composer writes only what its kind may (issue 41), against the real `converge` binary and
 //! a bare gRPC composer whose worker token allows only its composer kind.
 //!
+//! A composer whose manifest declares `edges` emits only edges among them (issue 42): an
+//! undeclared one is refused like the rest.
+//!
 //! Provider configs that are a default, that set an exec kind's `program`, that configure a
 //! kind outside the result's children (and the composer's declared edges) or that break the
 //! target kind's `config_schema` are refused; children whose spec breaks their kind's
@@ -49,13 +52,16 @@ impl Drop for Scratch {
     }
 }
 
-/// The composer: compose only (children, edges, configs, status), and a declared edge
+/// The composer: compose only (children, edges, configs, status), and its declared edges,
+/// the only ones it may emit: `bleaf -> bexec` and `bleaf -> bsrc` (any flows), and
 /// `bleaf -> bdecl`, which makes `bdecl` a kind it may configure without composing one.
 fn composer_manifest() -> Value {
     json!({"kind": "bstack", "kind_version": 1,
            "reactions": [{"name": "compose", "trigger": "specChange",
                           "emits": ["children", "edges", "configs", "status"]}],
-           "edges": [{"from": {"kind": "bleaf"}, "to": {"kind": "bdecl"}}]})
+           "edges": [{"from": {"kind": "bleaf"}, "to": {"kind": "bexec"}},
+                     {"from": {"kind": "bleaf"}, "to": {"kind": "bsrc"}},
+                     {"from": {"kind": "bleaf"}, "to": {"kind": "bdecl"}}]})
 }
 
 fn leaf_manifest(kind: &str) -> Value {
@@ -602,6 +608,52 @@ async fn composed_children_breaking_their_schema_are_refused_naming_child_and_po
         &[],
     )
     .await;
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edge_the_composer_does_not_declare_is_refused() {
+    let (c, _dir) = start().await;
+    let mut w = open(&c, COMPOSER, &["bstack"]).await;
+    // Two valid children and `edge` between them.
+    let result = |root: &str, edge: pb::DepEdge| pb::ComposeResult {
+        desired: vec![
+            child("bsrc", &format!("{root}-s"), json!({})),
+            child("bleaf", &format!("{root}-l"), json!({"greeting": "hi"})),
+        ],
+        edges: vec![edge],
+        ..Default::default()
+    };
+    // bsrc -> bleaf: the declared edge is bleaf -> bsrc; the reverse direction is not it.
+    refused(
+        &c,
+        &mut w,
+        "e-reverse",
+        result(
+            "e-reverse",
+            edge(("bsrc", "e-reverse-s"), ("bleaf", "e-reverse-l"), &[]),
+        ),
+        &[
+            "edge bsrc/e-reverse-s -> bleaf/e-reverse-l",
+            "bsrc v1 -> bleaf v1 is not among the edges kind bstack v1 declares",
+            "bleaf v1 -> bsrc v1",
+        ],
+        &[],
+    )
+    .await;
+    // The declared direction composes as before.
+    let name = "e-declared";
+    apply(&c, "bstack", name, json!({})).await;
+    compose(
+        &mut w,
+        result(
+            name,
+            edge(("bleaf", "e-declared-l"), ("bsrc", "e-declared-s"), &[]),
+        ),
+    )
+    .await;
+    wait_until(&c, "bstack", name, "Ready", |v| v["phase"] == "Ready").await;
+    assert_eq!(written(&c, name).await, (2, 1, 0, 0, 1, true));
     c.stop().await;
 }
 

@@ -12,8 +12,14 @@ use crate::manifest::KindManifest;
 ///
 /// Breaking: a reaction removed or changed in trigger, verb or finalizer; the finalizer name
 /// changed; in the spec schema, a property removed, a property's `type` changed, a newly
-/// required property, or `additionalProperties` turned off. Adding optional properties,
-/// reactions, descriptions or policy changes are compatible.
+/// required property, or `additionalProperties` turned off (specs already applied would
+/// break it); in the status schema, the same four: the status is written by the kind's
+/// workers already running (a newly required property, or a property they write that is now
+/// refused, fails their every result terminally) and read by whoever consumes it (a removed
+/// or retyped property breaks a client, a UI, and any value flow that reads it: see also the
+/// catalog's check of the flows other kinds declare, which holds whether or not resources
+/// use the version). Adding optional properties, reactions, descriptions or policy changes
+/// are compatible.
 pub fn breaking_changes(old: &KindManifest, new: &KindManifest) -> Vec<String> {
     let mut out = Vec::new();
     for r in &old.reactions {
@@ -42,6 +48,12 @@ pub fn breaking_changes(old: &KindManifest, new: &KindManifest) -> Vec<String> {
         old.spec_schema.as_ref(),
         new.spec_schema.as_ref(),
         "spec_schema",
+        &mut out,
+    );
+    schema_breaks(
+        old.status_schema.as_ref(),
+        new.status_schema.as_ref(),
+        "status_schema",
         &mut out,
     );
     out
@@ -119,6 +131,37 @@ mod tests {
             .unwrap()
             .push(json!({"name": "ping", "trigger": "operation", "verb": "ping", "emits": ["operationOutput"]}));
         assert_eq!(breaking_changes(&m(base()), &m(v)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_status_schema_breaks_as_the_spec_schema_does() {
+        let with_status = |status: Value| {
+            let mut v = base();
+            v["status_schema"] = status;
+            m(v)
+        };
+        let old = with_status(json!({"type": "object", "properties": {
+            "endpoint": {"type": "string"}, "port": {"type": "integer"}}}));
+        // Adding an optional property is compatible.
+        let added = with_status(json!({"type": "object", "properties": {
+            "endpoint": {"type": "string"}, "port": {"type": "integer"}, "extra": {}}}));
+        assert_eq!(breaking_changes(&old, &added), Vec::<String>::new());
+        let b = breaking_changes(
+            &old,
+            &with_status(json!({"type": "object", "required": ["port"],
+                "additionalProperties": false, "properties": {"port": {"type": "string"}}})),
+        );
+        for want in [
+            "status_schema: property \"endpoint\" removed",
+            "status_schema.port: type changes",
+            "status_schema: \"port\" becomes required",
+            "status_schema: additionalProperties turned off",
+        ] {
+            assert!(b.iter().any(|s| s == want), "{want:?} not in {b:?}");
+        }
+        // A status schema added to a kind that had none constrains its workers anew.
+        let b = breaking_changes(&m(base()), &old);
+        assert_eq!(b, ["status_schema: a schema is added to an untyped axis"]);
     }
 
     #[test]

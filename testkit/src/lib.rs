@@ -11,6 +11,7 @@ mod api;
 mod command;
 mod process;
 mod ready;
+pub mod source;
 
 pub use api::Api;
 #[cfg(feature = "tls")]

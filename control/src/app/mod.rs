@@ -1,10 +1,11 @@
-//! Control-plane loops that need more than PostgreSQL: the schema cache (compiled JSON
-//! Schemas and CEL graphs for the API) and the event-log tail behind the API's watches. It follows the loop shape of the engine's drainer and
-//! reaper (`converge_engine::{drainer, reaper}`): a typed config, a `run(self, shutdown)` that
-//! owns its loop, and a cheap `Handle` as the only way in.
+//! Control-plane parts that need more than PostgreSQL: the event-log tail behind the API's
+//! watches, a provider config's value flows read out of its composer's shapes, and the
+//! Starlark sample compose. (Kinds, their compiled schemas and their rules live in
+//! `converge_kinds`; the API reads the process's one `KindCatalog`.) The watch tail follows
+//! the loop shape of the engine's drainer and reaper (`converge_engine::{drainer, reaper}`):
+//! a typed config, a `run(self, shutdown)` that owns its loop, and a cheap `Handle` as the
+//! only way in.
 
 pub mod flows;
-pub mod manifest_check;
-pub mod schemas;
 pub mod starlark_sample;
 pub mod watch;

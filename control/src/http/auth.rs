@@ -41,6 +41,21 @@ pub fn required_role(method: &Method, path: &str) -> Role {
     if admin { Role::Admin } else { Role::Operator }
 }
 
+/// Whether the caller of a request outside `/api/v1` with `headers` may read what a viewer
+/// reads (the kinds' schemas in the OpenAPI document): anyone when authentication is off,
+/// else the holder of a token whose role allows viewing.
+pub fn may_read(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+    let Some(auth) = &state.auth else {
+        return true;
+    };
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(token::bearer)
+        .and_then(|t| auth.by_token(t))
+        .is_some_and(|p| p.role.allows(Role::Viewer))
+}
+
 fn is_mutation(method: &Method) -> bool {
     !(method == Method::GET || method == Method::HEAD || method == Method::OPTIONS)
 }

@@ -22,13 +22,10 @@ use super::wire::{
 use super::{
     AppState,
     input::{ApiJson, ApiPath},
-    problem::{ApiError, MAX_MESSAGE, clipped, quote},
+    problem::{ApiError, FieldError, MAX_MESSAGE, clipped, field_errors, quote},
     query_pairs,
 };
-use crate::{
-    app::{flows, manifest_check, schemas::FieldError},
-    db::{self, kinds::ManifestApply},
-};
+use crate::db::{self, kinds::ManifestApply};
 
 /// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
 /// schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
@@ -36,7 +33,9 @@ use crate::{
 /// stores it (identical → no-op). One 422 lists every problem, each at its JSON pointer; a
 /// flow joining a kind not registered yet is a `warnings` entry of the answer; 409 lists the
 /// breaking changes when resources already use this kind version (make a new version
-/// instead, or force it).
+/// instead, or force it), and the value flows other kinds' manifests declare that this one
+/// would break (whatever the resources). Every check is the kind catalog's
+/// (`converge_kinds`); this handler turns its answers into 422 and 409 problems.
 #[utoipa::path(
     put, operation_id = "kinds_put_manifest", path = "/kinds/{kind}/manifest", tag = "kinds",
     params(KindPath, ManifestPutQuery),
@@ -56,27 +55,23 @@ pub async fn put_manifest(
     let force = query_pairs(q.as_deref())
         .iter()
         .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
-    // The kinds its edges join, but the one applied (checked against this manifest).
-    let own_version = body.get("kind_version").and_then(Value::as_i64);
-    let joined_kinds = flows::edge_kinds(&body)
-        .into_iter()
-        .filter(|(k, v)| !(*k == kind && Some(i64::from(*v)) == own_version))
-        .collect();
-    let joined = flows::Joined::read_kinds(&s.schemas, &s.pool, joined_kinds)
+    let (checked, warnings) = s
+        .catalog
+        .check_manifest(&s.pool, body, &kind)
         .await
-        .map_err(ApiError::db("reload kind manifests"))?;
-    let (compiled, warnings) = manifest_check::check_with(body, &kind, |k, v| joined.get(k, v))
+        .map_err(ApiError::db("look up kind manifests"))?
         .map_err(|p| {
             ApiError::fields(
                 &format!("manifest for kind {} is invalid", quote(&kind)),
-                p.errors,
+                field_errors(p.errors),
                 0,
             )
         })?;
-    let manifest = compiled.manifest.clone();
+    let manifest = checked.manifest.clone();
     if !force {
         refuse_breaking_change(&s, &manifest).await?;
     }
+    refuse_broken_flows(&s, &manifest)?;
     refuse_exec_offenders(&s, &manifest).await?;
     let doc = serde_json::to_value(&manifest).expect("a manifest serialises");
     let (result, version) =
@@ -91,7 +86,7 @@ pub async fn put_manifest(
                     source: e,
                 },
             })?;
-    s.schemas.insert(compiled, version);
+    s.catalog.install(checked, version);
     s.work_scheduled();
     let (status, word) = match result {
         ManifestApply::Created => (StatusCode::CREATED, "created"),
@@ -131,7 +126,7 @@ pub async fn delete_version(
         .map_err(ApiError::db("delete a kind version"))?
     {
         D::Deleted => {
-            s.schemas.remove(&kind, version);
+            s.catalog.remove(&kind, version);
             Ok(StatusCode::NO_CONTENT)
         }
         D::NotFound => Err(ApiError::NotFound(format!(
@@ -196,19 +191,19 @@ pub async fn manifest_schema() -> impl IntoResponse {
     )
 }
 
-/// 409 when `new` changes the stored manifest of its version incompatibly while resources
+/// 409 when `new` changes the stored manifest of its version incompatibly
+/// ([`breaking_changes`]: its reactions, finalizer, spec or status schema) while resources
 /// of that version exist.
 async fn refuse_breaking_change(s: &AppState, new: &KindManifest) -> Result<(), ApiError> {
-    let Some(old) = db::kinds::manifest_get(&s.pool, &new.kind, Some(new.kind_version))
+    let Some(old) = s
+        .catalog
+        .fetch(&s.pool, &new.kind, new.kind_version)
         .await
         .map_err(ApiError::db("read a kind manifest"))?
     else {
         return Ok(());
     };
-    let Ok(old) = serde_json::from_value::<KindManifest>(old.manifest) else {
-        return Ok(());
-    };
-    let breaks = breaking_changes(&old, new);
+    let breaks = breaking_changes(&old.manifest, new);
     if breaks.is_empty() {
         return Ok(());
     }
@@ -224,6 +219,28 @@ async fn refuse_breaking_change(s: &AppState, new: &KindManifest) -> Result<(), 
         new.kind,
         new.kind_version,
         breaks.join("; ")
+    )))
+}
+
+/// 409 when `new` would break a value flow another kind's manifest declares in its `edges`
+/// ([`converge_kinds::Snapshot::flows_broken_by`]): a flow that could no longer type-check,
+/// or whose source (a status property) or target (a spec property) `new` removes or
+/// retypes. Whatever the resources: a declared flow is a promise between two kinds, so the
+/// manifest declaring it changes first (`?force=true` does not skip this).
+fn refuse_broken_flows(s: &AppState, new: &KindManifest) -> Result<(), ApiError> {
+    let broken = s.catalog.load().flows_broken_by(new);
+    if broken.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Conflict(clipped(
+        MAX_MESSAGE * 2,
+        format_args!(
+            "kind {} version {} would break value flows other kinds declare: {}; change or \
+             remove those edges first (or keep what they read and fill)",
+            new.kind,
+            new.kind_version,
+            broken.join("; ")
+        ),
     )))
 }
 

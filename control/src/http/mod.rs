@@ -38,18 +38,18 @@ use tokio::sync::Notify;
 use utoipa::OpenApi as _;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::app::{
-    schemas::{KindSchemas, Schemas},
-    watch::WatchHub,
-};
+use converge_kinds::{Kind, KindCatalog};
+
+use crate::app::watch::WatchHub;
 
 /// Shared state of every handler.
 #[derive(Clone)]
 pub struct AppState {
     /// The primary pool.
     pub pool: PgPool,
-    /// The validator surface.
-    pub schemas: Arc<Schemas>,
+    /// The process's kinds: every manifest compiled once, and the rules every check here
+    /// asks (shared with a co-located broker).
+    pub catalog: KindCatalog,
     /// The co-located broker's dispatch hint, woken after an apply schedules work.
     pub dispatch_hint: Option<Arc<Notify>>,
     /// Who may call the API (`None`: authentication is off).
@@ -61,23 +61,23 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The compiled manifest of (kind, version). Another pod may have just applied it, so a
-    /// miss looks the pair up in the database (one indexed read; a manifest found is compiled
-    /// once and cached) rather than trusting the remembered unknowns: what this answers
-    /// decides refusals and which secrets are masked.
-    pub async fn kind_schemas(
+    /// The kind (kind, version), from the catalog. Another pod may have just applied it, so
+    /// a miss looks the pair up in the database (one indexed read; a manifest found is
+    /// compiled once and joins the catalog) rather than trusting the remembered unknowns:
+    /// what this answers decides refusals and which secrets are masked.
+    pub async fn kind(
         &self,
         kind: &str,
         version: i32,
-    ) -> Result<Option<Arc<KindSchemas>>, problem::ApiError> {
-        if let Some(k) = self.schemas.get(kind, version) {
+    ) -> Result<Option<Arc<Kind>>, problem::ApiError> {
+        if let Some(k) = self.catalog.get(kind, version) {
             return Ok(Some(k));
         }
-        self.schemas
+        self.catalog
             .lookup(&self.pool, [(kind.to_string(), version)], true)
             .await
             .map_err(problem::ApiError::db("look up a kind manifest"))?;
-        Ok(self.schemas.get(kind, version))
+        Ok(self.catalog.get(kind, version))
     }
 
     /// Tells a co-located broker that work was scheduled (other brokers hear the NOTIFY).

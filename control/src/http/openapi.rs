@@ -8,14 +8,25 @@
 //! the bearer scheme, the tags. `GET /openapi.json` serves it; `/docs` serves Swagger UI,
 //! whose files are compiled into the binary from the `utoipa-swagger-ui-vendored` crate, so
 //! the page loads nothing from outside this server.
+//!
+//! Every applied kind is in the served document too: one component per (kind, version) for
+//! its spec, status and config schemas ([`kind_component_name`], e.g.
+//! `Kind_database_v1_Spec`), built from the process's kind catalog once per catalog snapshot,
+//! so every pod's document follows a manifest change as its catalog does. An OpenAPI client
+//! generator then types a user's own kinds. The committed document (`converge openapi`) is the
+//! one a converge with no kinds serves: the fixed shapes only.
 
 use std::sync::OnceLock;
 
 use axum::{
     Router,
-    http::{HeaderValue, header},
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Response},
 };
+use converge_kinds::{Kind, Snapshot};
+use serde_json::{Value, json};
 use utoipa::{
     Modify, OpenApi,
     openapi::{
@@ -221,20 +232,146 @@ pub fn document_json() -> &'static str {
     })
 }
 
-/// `GET /openapi.json`: this document.
+/// The three schemas of a kind in the document, and the suffix of each one's component.
+const KIND_PARTS: [(&str, &str); 3] = [
+    ("Spec", "spec_schema"),
+    ("Status", "status_schema"),
+    ("Config", "config_schema"),
+];
+
+/// The component name of `part` (`Spec`, `Status`, `Config`) of (`kind`, `version`):
+/// `Kind_<kind>_v<version>_<part>`, every character OpenAPI does not allow in a component
+/// name (`^[a-zA-Z0-9._-]+$`) replaced by `_` (a kind's name never has one).
+pub fn kind_component_name(kind: &str, version: i32, part: &str) -> String {
+    let kind: String = kind
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("Kind_{kind}_v{version}_{part}")
+}
+
+/// The document with a component per (kind, version) `kinds` holds (see the module
+/// documentation); exactly [`document_json`] when it holds none.
+pub fn document_with_kinds(kinds: &Snapshot) -> String {
+    if kinds.is_empty() {
+        return document_json().to_string();
+    }
+    let mut doc: Value = serde_json::from_str(document_json()).expect("the document is JSON");
+    let schemas = doc["components"]["schemas"]
+        .as_object_mut()
+        .expect("the document has component schemas");
+    for kind in kinds.sorted() {
+        for (name, schema) in kind_components(kind) {
+            schemas.insert(name, schema);
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&doc).expect("a document serialises");
+    text.push('\n');
+    text
+}
+
+/// The components of one kind: each schema as the manifest declares it, its local `$ref`s
+/// pointed at the component (a schema's `#/...` means the document's root once it sits in
+/// the document), described; an undeclared one is any object (a spec, a config) or any value
+/// (a status).
+fn kind_components(kind: &Kind) -> Vec<(String, Value)> {
+    let m = &kind.manifest;
+    KIND_PARTS
+        .iter()
+        .map(|(part, field)| {
+            let name = kind_component_name(&m.kind, m.kind_version, part);
+            let declared = match *field {
+                "spec_schema" => m.spec_schema.as_ref(),
+                "status_schema" => m.status_schema.as_ref(),
+                _ => m.config_schema.as_ref(),
+            }
+            .filter(|s| !s.is_null());
+            let what = format!("The {field} of kind {} version {}", m.kind, m.kind_version);
+            let schema = match declared {
+                Some(s) => {
+                    let mut s = s.clone();
+                    if s.get("$id").is_none() {
+                        rebase_refs(&mut s, &format!("#/components/schemas/{name}"));
+                    }
+                    if let Value::Object(o) = &mut s
+                        && !o.contains_key("description")
+                    {
+                        o.insert("description".into(), json!(format!("{what}.")));
+                    }
+                    s
+                }
+                None if *part == "Status" => {
+                    json!({"description": format!("{what}: none declared, any value.")})
+                }
+                None => json!({
+                    "type": "object",
+                    "description": format!("{what}: none declared, any object.")
+                }),
+            };
+            (name, schema)
+        })
+        .collect()
+}
+
+/// Keywords whose values are data, not schemas: a `$ref` inside one is not a reference.
+const DATA_KEYWORDS: [&str; 5] = ["const", "enum", "default", "examples", "example"];
+
+/// Points every local JSON-pointer reference (`$ref` / `$dynamicRef` of `#` or `#/...`) of
+/// `schema` at `base` (its place in the document). A subschema with an `$id` of its own is a
+/// resource of its own (its references resolve against it) and is left as it is, as are
+/// data keywords and anchor references (`#name`).
+fn rebase_refs(schema: &mut Value, base: &str) {
+    match schema {
+        Value::Object(o) => {
+            for key in ["$ref", "$dynamicRef"] {
+                if let Some(Value::String(r)) = o.get_mut(key)
+                    && (r == "#" || r.starts_with("#/"))
+                {
+                    *r = format!("{base}{}", &r[1..]);
+                }
+            }
+            for (k, v) in o.iter_mut() {
+                let own_resource = v.get("$id").is_some();
+                if DATA_KEYWORDS.contains(&k.as_str()) || own_resource {
+                    continue;
+                }
+                rebase_refs(v, base);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| rebase_refs(v, base)),
+        _ => {}
+    }
+}
+
+/// `GET /openapi.json`: this document, with a component per applied (kind, version) for a
+/// caller who may read kinds (anyone when authentication is off; with `AUTH_FILE`, a token of
+/// any API role).
 #[utoipa::path(
     operation_id = "openapi_serve_document", get,
     path = "/openapi.json",
     tag = "meta",
     responses((status = 200, description = "This OpenAPI 3.1 document.", body = Object)),
 )]
-pub async fn serve_document() -> Response {
+pub async fn serve_document(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    let snapshot = s.catalog.load();
+    let body = if snapshot.is_empty() || !super::auth::may_read(&s, &headers) {
+        Bytes::from_static(document_json().as_bytes())
+    } else {
+        // Built once per catalog snapshot; a clone shares the bytes.
+        Bytes::clone(&snapshot.derived(|k| Bytes::from(document_with_kinds(k))))
+    };
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        document_json(),
+        body,
     )
         .into_response()
 }
@@ -245,4 +382,57 @@ pub fn docs_router() -> Router<AppState> {
     SwaggerUi::new(DOCS_PATH)
         .config(Config::from(OPENAPI_PATH).try_it_out_enabled(true))
         .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use converge_kinds::{Kind, Snapshot};
+    use serde_json::{Value, json};
+
+    use super::{document_json, document_with_kinds, kind_component_name};
+
+    fn kind(m: Value) -> Kind {
+        Kind::compile(serde_json::from_value(m).unwrap(), 1).unwrap()
+    }
+
+    #[test]
+    fn every_kind_is_a_component_with_its_local_refs_pointing_at_it() {
+        assert_eq!(document_with_kinds(&Snapshot::default()), document_json());
+        let db = kind(json!({
+            "kind": "database", "kind_version": 2,
+            "reactions": [{"name": "w", "trigger": "specChange", "emits": ["status"]}],
+            "spec_schema": {"type": "object", "$defs": {"size": {"type": "integer"}},
+                            "properties": {"size": {"$ref": "#/$defs/size"},
+                                           "tag": {"const": {"$ref": "#/kept"}}}},
+            "status_schema": {"type": "object", "properties": {"endpoint": {"type": "string"}}}
+        }));
+        let doc: Value = serde_json::from_str(&document_with_kinds(&Snapshot::of([db]))).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let spec = &schemas[kind_component_name("database", 2, "Spec")];
+        assert_eq!(
+            spec["properties"]["size"]["$ref"],
+            "#/components/schemas/Kind_database_v2_Spec/$defs/size"
+        );
+        // A value that only looks like a reference is data, left as it is.
+        assert_eq!(spec["properties"]["tag"]["const"]["$ref"], "#/kept");
+        assert_eq!(
+            schemas["Kind_database_v2_Status"]["properties"]["endpoint"]["type"],
+            "string"
+        );
+        // No config_schema declared: any object, said so.
+        let config = &schemas["Kind_database_v2_Config"];
+        assert_eq!(config["type"], "object");
+        assert!(
+            config["description"]
+                .as_str()
+                .unwrap()
+                .contains("none declared"),
+            "{config}"
+        );
+        // The fixed shapes are all still there.
+        let fixed: Value = serde_json::from_str(document_json()).unwrap();
+        for name in fixed["components"]["schemas"].as_object().unwrap().keys() {
+            assert!(schemas.get(name).is_some(), "{name} lost");
+        }
+    }
 }

@@ -57,7 +57,7 @@ pub async fn create(
 ) -> Result<impl IntoResponse, ApiError> {
     let t = target(&s, &kind, &name).await?;
     let declared: Vec<String> = s
-        .schemas
+        .catalog
         .get(&kind, t.kind_version)
         .map(|k| k.manifest.verbs().into_iter().map(str::to_string).collect())
         .unwrap_or_default();

@@ -8,100 +8,65 @@
 //! prefix) and are built through [`clipped`], which stops formatting at its cap, so a large
 //! value is never copied into a message only to be cut afterwards.
 
-use std::fmt::{self, Write as _};
-
 use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
+use converge_kinds::Violation;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::app::schemas::FieldError;
+use converge_kinds::text::{ELLIPSIS, clip_in_place};
+/// The bounded quoting every message uses, stated once with the kinds' rules (a kind's
+/// violation and an API problem quote a value the same way).
+pub use converge_kinds::text::{
+    MAX_LISTED, MAX_LOCATION, MAX_MESSAGE, QUOTE_BYTES, clipped, quote, quote_value,
+};
 
 /// The largest problem body, in bytes.
 pub const MAX_PROBLEM_BYTES: usize = 64 * 1024;
-/// The most located errors one problem lists.
-pub const MAX_LISTED: usize = 50;
-/// The longest message of one located error, in bytes.
-pub const MAX_MESSAGE: usize = 1024;
-/// The longest location (JSON pointer or parameter name), in bytes.
-pub const MAX_LOCATION: usize = 512;
 /// The longest `detail`, in bytes.
 pub const MAX_DETAIL: usize = 2048;
-/// How much of a request value a message quotes, in bytes.
-pub const QUOTE_BYTES: usize = 64;
 
-const ELLIPSIS: char = '…';
-
-/// A `fmt::Write` that keeps at most `cap` bytes and then refuses more, which stops the
-/// `Display` writing into it (so formatting a huge value costs its first `cap` bytes only).
-struct Clip {
-    buf: String,
-    cap: usize,
-    cut: bool,
+/// One failing location of a 422 problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct FieldError {
+    /// JSON pointer into the request body (e.g. `/spec/greeting`), or the name of the
+    /// query parameter.
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+    /// The JSON Schema keyword that failed (`maxLength`, `type`, ...), for schema violations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<String>,
 }
 
-impl fmt::Write for Clip {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = self.cap - self.buf.len();
-        if s.len() <= room {
-            self.buf.push_str(s);
-            return Ok(());
+impl FieldError {
+    /// A problem at `location` that no schema keyword names.
+    pub fn new(location: String, message: String) -> FieldError {
+        FieldError {
+            location,
+            message,
+            keyword: None,
         }
-        self.buf.push_str(&s[..s.floor_char_boundary(room)]);
-        self.cut = true;
-        Err(fmt::Error)
     }
 }
 
-/// `d` formatted, at most `cap` bytes of it (plus "…" when it was longer).
-pub fn clipped(cap: usize, d: impl fmt::Display) -> String {
-    let mut w = Clip {
-        buf: String::new(),
-        cap,
-        cut: false,
-    };
-    // An error here is the clip itself (or a Display that failed): keep what was written.
-    let _ = write!(w, "{d}");
-    if w.cut {
-        w.buf.push(ELLIPSIS);
-    }
-    w.buf
-}
-
-/// `s` clipped to `cap` bytes in place ("…" appended when cut).
-fn clip_in_place(s: &mut String, cap: usize) {
-    if s.len() > cap {
-        s.truncate(s.floor_char_boundary(cap));
-        s.push(ELLIPSIS);
-    }
-}
-
-/// A request string for a message: Rust-quoted (control characters escaped), at most
-/// [`QUOTE_BYTES`] of it, `"abc…"` when longer.
-pub fn quote(s: &str) -> String {
-    if s.len() <= QUOTE_BYTES {
-        return format!("{s:?}");
-    }
-    let mut q = format!("{:?}", &s[..s.floor_char_boundary(QUOTE_BYTES)]);
-    q.insert(q.len() - 1, ELLIPSIS);
-    q
-}
-
-/// A request JSON value for a message: compact JSON, at most [`QUOTE_BYTES`] of it (a long
-/// string reads `"abc…"`, a long array or object `[1,2,…`).
-pub fn quote_value(v: &Value) -> String {
-    match v {
-        Value::String(s) if s.len() > QUOTE_BYTES => {
-            let head = Value::String(s[..s.floor_char_boundary(QUOTE_BYTES)].to_string());
-            let mut q = head.to_string();
-            q.insert(q.len() - 1, ELLIPSIS);
-            q
+/// A kind's violation as one located error of a problem.
+impl From<Violation> for FieldError {
+    fn from(v: Violation) -> FieldError {
+        FieldError {
+            location: v.pointer,
+            message: v.message,
+            keyword: v.keyword,
         }
-        _ => clipped(QUOTE_BYTES, v),
     }
+}
+
+/// `violations` as a problem's located errors.
+pub fn field_errors(violations: impl IntoIterator<Item = Violation>) -> Vec<FieldError> {
+    violations.into_iter().map(FieldError::from).collect()
 }
 
 /// An API error.

@@ -42,12 +42,11 @@ use super::wire::{NamePath, ProviderConfig, ProviderConfigList, ProviderConfigQu
 use super::{
     AppState,
     input::{ApiJson, ApiPath},
-    problem::{ApiError, quote},
+    problem::{ApiError, FieldError, field_errors, quote},
     query_pairs,
 };
 use crate::app::{
     flows,
-    schemas::{FieldError, KindSchemas},
     starlark_sample::{Runner, Sample},
 };
 use crate::db::{
@@ -56,6 +55,7 @@ use crate::db::{
         DeleteOutcome, ListFilter, ProviderConfigPut, ProviderConfigRow, PutRefused,
     },
 };
+use converge_kinds::{Kind, Violation};
 
 /// The create-or-replace body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -117,7 +117,7 @@ pub async fn put(
     if !body.spec.is_object() {
         return Err(ApiError::invalid("/spec", "spec must be a JSON object"));
     }
-    let Some(schemas) = s.kind_schemas(&body.kind, body.kind_version).await? else {
+    let Some(schemas) = s.kind(&body.kind, body.kind_version).await? else {
         return Err(ApiError::invalid(
             "/kind",
             format!(
@@ -129,8 +129,8 @@ pub async fn put(
     };
     let mut errors = exec_override_errors(&s, &schemas, &body).await?;
     let kept_from = keep_stored_secrets(&s, &schemas, &mut body).await?;
-    let violations = schemas.validate_config(&body.spec, "/spec");
-    errors.extend(violations.errors);
+    let violations = schemas.config_violations(&body.spec, "/spec");
+    errors.extend(field_errors(violations.errors));
     ApiError::check_fields_omitted(
         &format!(
             "spec does not satisfy the config_schema of {} version {}",
@@ -216,10 +216,10 @@ pub async fn put(
 /// `provider_config_ref` (a default so named rides their tasks as an override too).
 async fn exec_override_errors(
     s: &AppState,
-    schemas: &KindSchemas,
+    schemas: &Kind,
     body: &PutBody,
 ) -> Result<Vec<FieldError>, ApiError> {
-    let fields = schemas.manifest.exec_override_violations(&body.spec);
+    let fields = schemas.exec_override_violations(&body.spec);
     if fields.is_empty() {
         return Ok(Vec::new());
     }
@@ -256,7 +256,7 @@ async fn exec_override_errors(
 /// nothing to keep is a 422 naming its location.
 async fn keep_stored_secrets(
     s: &AppState,
-    schemas: &KindSchemas,
+    schemas: &Kind,
     body: &mut PutBody,
 ) -> Result<Option<Value>, ApiError> {
     // Nothing to keep (no "***" at a writeOnly location): no read.
@@ -276,7 +276,10 @@ async fn keep_stored_secrets(
         Ok(0) => Ok(None),
         Ok(_) => Ok(stored),
         Err(errors) => {
-            ApiError::check_fields("spec keeps secrets that are not stored", errors)?;
+            ApiError::check_fields(
+                "spec keeps secrets that are not stored",
+                field_errors(errors),
+            )?;
             Ok(None)
         }
     }
@@ -287,7 +290,7 @@ async fn keep_stored_secrets(
 /// declared secrets and is shown as stored.
 struct Masker<'a> {
     s: &'a AppState,
-    seen: HashMap<(String, i32), Option<Arc<KindSchemas>>>,
+    seen: HashMap<(String, i32), Option<Arc<Kind>>>,
 }
 
 impl<'a> Masker<'a> {
@@ -303,7 +306,7 @@ impl<'a> Masker<'a> {
         let schemas = match self.seen.get(&key) {
             Some(k) => k.clone(),
             None => {
-                let k = self.s.kind_schemas(&row.kind, row.kind_version).await?;
+                let k = self.s.kind(&row.kind, row.kind_version).await?;
                 self.seen.insert(key, k.clone());
                 k
             }
@@ -316,14 +319,14 @@ impl<'a> Masker<'a> {
 }
 
 /// Compiles `spec` as a CEL resource graph when it has a top-level `resources` array, and
-/// turns every compile error into a [`FieldError`] located under `/spec` (e.g.
+/// turns every compile error into a violation located under `/spec` (e.g.
 /// `/spec/resources/1/template/spec/vpc_id`), its message withheld when it would show a
 /// writeOnly value. A graph that compiles has its value flows checked against the kinds
 /// they join ([`check_flows`]); the answer is the warnings for flows left unchecked. Other
 /// specs pass untouched.
 async fn check_cel_graph(
     s: &AppState,
-    schemas: &KindSchemas,
+    schemas: &Kind,
     spec: &Value,
 ) -> Result<Vec<String>, ApiError> {
     if !spec.get("resources").is_some_and(Value::is_array) {
@@ -331,20 +334,23 @@ async fn check_cel_graph(
     }
     match converge_cel::Graph::compile(spec, converge_cel::Limits::default()) {
         Err(problems) => {
-            let mut errors: Vec<FieldError> = problems
+            let mut errors: Vec<Violation> = problems
                 .iter()
                 .map(|p| {
-                    FieldError::new(
-                        format!("/spec{}", p.path),
-                        format!("{:?}: {}", p.kind, p.message),
+                    Violation::new(
+                        format_args!("/spec{}", p.path),
+                        format_args!("{:?}: {}", p.kind, p.message),
                     )
                 })
                 .collect();
-            schemas.redact_config_errors(spec, "/spec", &mut errors);
-            ApiError::check_fields("spec is an invalid CEL resource graph", errors)?;
+            schemas.redact_config_violations(spec, "/spec", &mut errors);
+            ApiError::check_fields(
+                "spec is an invalid CEL resource graph",
+                field_errors(errors),
+            )?;
             Ok(Vec::new())
         }
-        Ok(graph) => check_flows(s, schemas, spec, &graph.flows(), "/spec").await,
+        Ok(graph) => check_flows(s, schemas, spec, &flows::cel_flows(&graph), "/spec").await,
     }
 }
 
@@ -360,7 +366,7 @@ pub const SAMPLE_SPEC: &str = "sample_spec";
 /// is accepted and the answer is a warning saying its flows were not checked, and why.
 async fn check_starlark_sample(
     s: &AppState,
-    schemas: &KindSchemas,
+    schemas: &Kind,
     body: &PutBody,
     bundle: Option<&[u8]>,
 ) -> Result<Vec<String>, ApiError> {
@@ -385,13 +391,13 @@ async fn check_starlark_sample(
             ),
         ));
     }
-    let violations = schemas.validate_spec(sample, &at);
+    let violations = schemas.spec_violations(sample, &at);
     ApiError::check_fields_omitted(
         &format!(
             "{SAMPLE_SPEC} does not satisfy the spec_schema of {} version {}",
             body.kind, body.kind_version
         ),
-        violations.errors,
+        field_errors(violations.errors),
         violations.omitted,
     )?;
     let Some(bundle) = bundle.filter(|b| !b.is_empty()) else {
@@ -418,14 +424,14 @@ async fn check_starlark_sample(
             check_flows(s, schemas, &body.spec, &flows::compose_flows(&out), &at).await
         }
         Sample::Failed(why) => {
-            let mut errors = vec![FieldError::new(
-                at.clone(),
-                format!("the starlark bundle's compose fails on {SAMPLE_SPEC}: {why}"),
+            let mut errors = vec![Violation::new(
+                &at,
+                format_args!("the starlark bundle's compose fails on {SAMPLE_SPEC}: {why}"),
             )];
-            schemas.redact_config_errors(&body.spec, "/spec", &mut errors);
+            schemas.redact_config_violations(&body.spec, "/spec", &mut errors);
             ApiError::check_fields(
                 "the starlark bundle does not compose its sample spec",
-                errors,
+                field_errors(errors),
             )?;
             Ok(Vec::new())
         }
@@ -441,26 +447,26 @@ fn not_checked(why: &str) -> Vec<String> {
 }
 
 /// Checks `found` (the value flows of a config's CEL graph or of its bundle's sample
-/// compose, located under `prefix`) against the kinds they join, with their manifests read
-/// once ([`flows::Joined`]): a 422 listing every flow that can never type-check (a message
-/// withheld when it would show a writeOnly value of `spec`), else the warnings for flows
-/// joining a kind not registered.
+/// compose, located under `prefix`) against the kinds they join, by the kind catalog
+/// (`KindCatalog::check_flows`, the kinds read once): a 422 listing every flow that can never
+/// type-check (a message withheld when it would show a writeOnly value of `spec`), else the
+/// warnings for flows joining a kind not registered.
 async fn check_flows(
     s: &AppState,
-    schemas: &KindSchemas,
+    schemas: &Kind,
     spec: &Value,
-    found: &[flows::Flow],
+    found: &[converge_kinds::flows::Flow],
     prefix: &str,
 ) -> Result<Vec<String>, ApiError> {
-    let joined = flows::Joined::read(&s.schemas, &s.pool, found)
+    let (mut errors, warnings) = s
+        .catalog
+        .check_flows(&s.pool, found, prefix)
         .await
-        .map_err(ApiError::db("reload kind manifests"))?;
-    let (mut errors, warnings) =
-        flows::check(found, prefix, |kind, version| joined.get(kind, version));
-    schemas.redact_config_errors(spec, "/spec", &mut errors);
+        .map_err(ApiError::db("look up kind manifests"))?;
+    schemas.redact_config_violations(spec, "/spec", &mut errors);
     ApiError::check_fields(
         "spec's value flows cannot type-check against the kinds they join",
-        errors,
+        field_errors(errors),
     )?;
     Ok(warnings)
 }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::openapi::NotFound;
+use super::problem::FieldError;
 use super::wire::{BindingQuery, NamePath, ReactorBinding, ReactorBindingList};
 use super::{
     AppState,
@@ -20,7 +21,7 @@ use super::{
     problem::{ApiError, quote},
     query_pairs,
 };
-use crate::{app::schemas::FieldError, db};
+use crate::db;
 
 /// The transitions a binding can watch.
 pub const TRANSITIONS: [&str; 5] = ["created", "synced", "degraded", "failed", "deleted"];
@@ -82,7 +83,7 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
             format!("kind {} is not registered", quote(&b.watch_kind)),
         );
     }
-    if !s.schemas.is_reactor_kind(&b.reactor) {
+    if !s.catalog.load().is_reactor_kind(&b.reactor) {
         // Any version of the reactor kind will do: its versions are read in one statement.
         let versions = db::kinds::manifest_versions(&s.pool)
             .await
@@ -91,11 +92,11 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
             .into_iter()
             .filter(|(p, _)| p.kind == b.reactor)
             .map(|(p, _)| (p.kind, p.version));
-        s.schemas
+        s.catalog
             .lookup(&s.pool, pairs, true)
             .await
             .map_err(ApiError::db("look up a kind manifest"))?;
-        if !s.schemas.is_reactor_kind(&b.reactor) {
+        if !s.catalog.load().is_reactor_kind(&b.reactor) {
             push(
                 "/reactor",
                 format!(

@@ -24,10 +24,10 @@ use super::wire::{
 use super::{
     AppState, auth,
     input::{ApiJson, ApiPath},
-    problem::{ApiError, clipped, quote},
+    problem::{ApiError, FieldError, clipped, field_errors, quote},
     query_pairs,
 };
-use crate::{app::schemas::FieldError, db};
+use crate::db;
 
 /// The apply body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -120,7 +120,7 @@ impl ApplyLookups {
             .collect();
         // Fresh (not the remembered unknowns): a refusal must not rest on a memory another
         // pod's apply may have outdated a moment ago.
-        s.schemas
+        s.catalog
             .lookup(&s.pool, pairs.iter().cloned(), true)
             .await
             .map_err(ApiError::db("look up kind manifests"))?;
@@ -128,19 +128,18 @@ impl ApplyLookups {
         Ok(())
     }
 
-    /// The compiled manifest of (kind, version): from the cache, else looked up once in this
-    /// request.
-    async fn kind_schemas(
+    /// The kind (kind, version): from the catalog, else looked up once in this request.
+    async fn kind(
         &mut self,
         s: &AppState,
         kind: &str,
         version: i32,
-    ) -> Result<Option<std::sync::Arc<crate::app::schemas::KindSchemas>>, ApiError> {
-        if let Some(k) = s.schemas.get(kind, version) {
+    ) -> Result<Option<std::sync::Arc<converge_kinds::Kind>>, ApiError> {
+        if let Some(k) = s.catalog.get(kind, version) {
             return Ok(Some(k));
         }
         self.read_kinds(s, [(kind.to_string(), version)]).await?;
-        Ok(s.schemas.get(kind, version))
+        Ok(s.catalog.get(kind, version))
     }
 }
 
@@ -184,17 +183,14 @@ pub(crate) async fn validate_apply(
         ));
     }
     errors.extend(check_labels(&body.labels));
-    let Some(schemas) = lookups
-        .kind_schemas(s, &body.kind, body.kind_version)
-        .await?
-    else {
+    let Some(schemas) = lookups.kind(s, &body.kind, body.kind_version).await? else {
         return Err(ApiError::NotFound(format!(
             "kind {} version {} is not registered (apply its manifest first)",
             quote(&body.kind),
             body.kind_version
         )));
     };
-    if schemas.manifest.is_reactor() {
+    if schemas.is_reactor() {
         return Err(ApiError::invalid(
             "/kind",
             format!(
@@ -205,8 +201,8 @@ pub(crate) async fn validate_apply(
     }
     let mut omitted = 0;
     if body.spec.is_object() {
-        let v = schemas.validate_spec(&body.spec, "/spec");
-        errors.extend(v.errors);
+        let v = schemas.spec_violations(&body.spec, "/spec");
+        errors.extend(field_errors(v.errors));
         omitted = v.omitted;
     }
     if let Some(r) = &body.provider_config_ref {
@@ -239,7 +235,7 @@ pub(crate) async fn validate_apply(
             // An exec kind's override may set only settings (the config may predate the
             // manifest's `provider: exec`, or be the default named as an override).
             Some((_, _, spec)) => {
-                let fields = schemas.manifest.exec_override_violations(&spec);
+                let fields = schemas.exec_override_violations(&spec);
                 if !fields.is_empty() {
                     errors.push(FieldError::new(
                         "/provider_config_ref".into(),

@@ -83,7 +83,9 @@ export interface paths {
          *     stores it (identical → no-op). One 422 lists every problem, each at its JSON pointer; a
          *     flow joining a kind not registered yet is a `warnings` entry of the answer; 409 lists the
          *     breaking changes when resources already use this kind version (make a new version
-         *     instead, or force it).
+         *     instead, or force it), and the value flows other kinds' manifests declare that this one
+         *     would break (whatever the resources). Every check is the kind catalog's
+         *     (`converge_kinds`); this handler turns its answers into 422 and 409 problems.
          */
         put: operations["kinds_put_manifest"];
         post?: never;
@@ -688,7 +690,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /openapi.json`: this document. */
+        /**
+         * `GET /openapi.json`: this document, with a component per applied (kind, version) for a
+         *     caller who may read kinds (anyone when authentication is off; with `AUTH_FILE`, a token of
+         *     any API role).
+         */
         get: operations["openapi_serve_document"];
         put?: never;
         post?: never;
@@ -1025,7 +1031,7 @@ export interface components {
             /** @description Pass as `cursor` for the next page; null on the last one. */
             next_cursor: string | null;
         };
-        /** @description One failing location in a validated document. */
+        /** @description One failing location of a 422 problem. */
         FieldError: {
             /**
              * @description JSON pointer into the request body (e.g. `/spec/greeting`), or the name of the

@@ -16,11 +16,13 @@ use converge_proto::{
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
-use super::{
+use crate::{
     flows,
-    schemas::{FieldError, KindSchemas, local_ref},
+    kind::Kind,
+    schema::local_ref,
+    text::{MAX_MESSAGE, clipped, quote, quote_value},
+    violation::Violation,
 };
-use crate::http::problem::{MAX_LOCATION, MAX_MESSAGE, clipped, quote, quote_value};
 
 /// The manifest's schema ([`manifest_schema`]) and its compiled validator.
 struct ManifestSchema {
@@ -39,12 +41,12 @@ static MANIFEST_SCHEMA: LazyLock<ManifestSchema> = LazyLock::new(|| {
 #[derive(Debug, Default)]
 pub struct ManifestProblems {
     /// The located problems.
-    pub errors: Vec<FieldError>,
+    pub errors: Vec<Violation>,
 }
 
 /// [`check_with`] with no other kind registered (every edge joining another kind is a
 /// warning, dropped here).
-pub fn check(doc: Value, path_kind: &str) -> Result<KindSchemas, ManifestProblems> {
+pub fn check(doc: Value, path_kind: &str) -> Result<Kind, ManifestProblems> {
     check_with(doc, path_kind, |_, _| None).map(|(k, _)| k)
 }
 
@@ -60,13 +62,10 @@ pub fn check_with<'k>(
     mut doc: Value,
     path_kind: &str,
     registered: impl Fn(&str, i32) -> Option<&'k KindManifest>,
-) -> Result<(KindSchemas, Vec<String>), ManifestProblems> {
+) -> Result<(Kind, Vec<String>), ManifestProblems> {
     let mut errors = Vec::new();
     let Some(obj) = doc.as_object_mut() else {
-        errors.push(FieldError::new(
-            String::new(),
-            "a manifest must be a JSON object".into(),
-        ));
+        errors.push(Violation::new("", "a manifest must be a JSON object"));
         return Err(ManifestProblems { errors });
     };
     match obj.get("kind") {
@@ -75,8 +74,8 @@ pub fn check_with<'k>(
         }
         Some(Value::String(k)) if k == path_kind => {}
         // Another string: reported here. Not a string: the schema reports it.
-        Some(k @ Value::String(_)) => errors.push(FieldError::new(
-            "/kind".into(),
+        Some(k @ Value::String(_)) => errors.push(Violation::new(
+            "/kind",
             format!(
                 "{} does not match the kind in the path, {}",
                 quote_value(k),
@@ -154,8 +153,8 @@ pub fn check_with<'k>(
         if errors.is_empty() {
             // The schema passed it and serde did not: say what serde says.
             let e = serde_json::from_value::<KindManifest>(doc).err();
-            errors.push(FieldError::new(
-                String::new(),
+            errors.push(Violation::new(
+                "",
                 clipped(
                     MAX_MESSAGE,
                     format_args!(
@@ -173,7 +172,7 @@ pub fn check_with<'k>(
     let reported = |p: &str| refused.iter().any(|r| p == r || under(p, r) || under(r, p));
     for p in salvaged.problems() {
         if !reported(&p.pointer) {
-            errors.push(FieldError::new(p.pointer, p.message));
+            errors.push(Violation::new(p.pointer, p.message));
         }
     }
     let me = &salvaged.manifest;
@@ -185,13 +184,13 @@ pub fn check_with<'k>(
             registered(kind, version)
         }
     });
-    errors.extend(flow_errors.into_iter().filter(|e| !reported(&e.location)));
+    errors.extend(flow_errors.into_iter().filter(|e| !reported(&e.pointer)));
     let at = |i| salvaged.doc_index(i);
-    match KindSchemas::build(salvaged.manifest.clone(), &at) {
+    match Kind::build(salvaged.manifest.clone(), 0, &at) {
         Ok(k) if errors.is_empty() => Ok((k, warnings)),
         Ok(_) => Err(ManifestProblems::sorted(errors)),
         Err(more) => {
-            errors.extend(more.into_iter().filter(|e| !reported(&e.location)));
+            errors.extend(more.into_iter().filter(|e| !reported(&e.pointer)));
             Err(ManifestProblems::sorted(errors))
         }
     }
@@ -200,18 +199,14 @@ pub fn check_with<'k>(
 impl ManifestProblems {
     /// `errors` in document order by location (array indices as numbers; problems at one
     /// location in the order found).
-    fn sorted(mut errors: Vec<FieldError>) -> ManifestProblems {
-        errors.sort_by(|a, b| json_pointer::cmp(&a.location, &b.location));
+    fn sorted(mut errors: Vec<Violation>) -> ManifestProblems {
+        errors.sort_by(|a, b| json_pointer::cmp(&a.pointer, &b.pointer));
         ManifestProblems { errors }
     }
 }
 
-fn located(location: String, message: String, keyword: &str) -> FieldError {
-    FieldError {
-        location: clipped(MAX_LOCATION, location),
-        message: clipped(MAX_MESSAGE, message),
-        keyword: Some(keyword.to_string()),
-    }
+fn located(location: String, message: String, keyword: &str) -> Violation {
+    Violation::of_keyword(location, keyword, message)
 }
 
 /// What the value at pointer `at` is, for a message: its field's name (`trigger`), or, for
@@ -329,19 +324,19 @@ mod tests {
 
     use super::*;
 
-    fn problems(doc: Value) -> Vec<FieldError> {
+    fn problems(doc: Value) -> Vec<Violation> {
         problems_of(doc, "k")
     }
 
-    fn problems_of(doc: Value, kind: &str) -> Vec<FieldError> {
+    fn problems_of(doc: Value, kind: &str) -> Vec<Violation> {
         match check(doc, kind) {
             Ok(_) => Vec::new(),
             Err(p) => p.errors,
         }
     }
 
-    fn locations(errors: &[FieldError]) -> Vec<&str> {
-        errors.iter().map(|e| e.location.as_str()).collect()
+    fn locations(errors: &[Violation]) -> Vec<&str> {
+        errors.iter().map(|e| e.pointer.as_str()).collect()
     }
 
     fn leaf() -> Value {
@@ -604,16 +599,19 @@ mod tests {
         bad["reactions"][0]["trigger"] = json!("specChang");
         bad["reactions"][1]["emits"][1] = json!("statuss");
         bad["task_deadline_sec"] = json!(300);
-        let errors = problems_of(bad, "database");
-        let (_, answer) = crate::http::problem::ApiError::fields(
-            &format!("manifest for kind {} is invalid", quote("database")),
-            errors,
-            0,
-        )
-        .into_problem();
+        // (The problem's `detail` around them is the API's: control checks it.)
+        let errors: Vec<Value> = problems_of(bad, "database")
+            .into_iter()
+            .map(|e| {
+                let mut v = json!({"location": e.pointer, "message": e.message});
+                if let Some(k) = e.keyword {
+                    v["keyword"] = json!(k);
+                }
+                v
+            })
+            .collect();
         let shown: Value = serde_json::from_str(blocks(&doc, "json")[0]).unwrap();
-        assert_eq!(shown["detail"], answer["detail"]);
-        assert_eq!(shown["errors"], answer["errors"]);
+        assert_eq!(shown["errors"], json!(errors));
         for p in top
             .iter()
             .filter(|p| !["$schema", "manifest_version"].contains(&p.as_str()))
