@@ -1,7 +1,9 @@
 //! Wires one `converge` process: its listeners, migrations, its membership of the cluster
 //! (`cluster_members`), then the duties its ROLE names (control: HTTP API, drainer, reaper,
-//! schema cache; broker: WorkerService), and an orderly shutdown that lets the broker drain
-//! while the API is already closed, and leaves the cluster last.
+//! schema cache; broker: WorkerService), and an orderly shutdown: the process reports itself
+//! not ready (`/readyz` 503, gRPC Health NOT_SERVING), the broker drains while the HTTP
+//! listener still answers probes, then the listeners close, and the process leaves the
+//! cluster last.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -18,6 +20,7 @@ use converge_auth::{
 
 use converge_control::{
     app::{
+        runtime::Runtime,
         schemas::Schemas,
         watch::{WatchConfig, WatchHub},
     },
@@ -27,6 +30,7 @@ use converge_control::{
 use converge_engine::{
     db::{self, cluster::Member},
     drainer::{Drainer, DrainerConfig},
+    health::Health,
     membership::Membership,
     reaper::{Reaper, ReaperConfig},
 };
@@ -174,6 +178,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
+    // Readiness (`/readyz`, gRPC Health): not while draining or while PostgreSQL is gone.
+    let health = Health::new();
+    tasks.spawn(health.clone().watch_database(pool.clone(), loops.clone()));
     let nofile = listen::raise_nofile();
     let budget = Budget::new(cfg.connection_limits(nofile), loops.clone());
     tracing::info!(
@@ -311,10 +318,13 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             auth: security.auth.clone(),
             watches,
             max_bundle_bytes: cfg.max_bundle_bytes,
+            runtime: Runtime {
+                health: health.clone(),
+            },
         };
         http::router(state, cfg.max_body_bytes)
     } else {
-        http::health::probe_router(pool.clone())
+        http::health::probe_router(pool.clone(), health.clone())
     };
     tracing::info!(
         addr = %http_listener.local_addr()?,
@@ -341,7 +351,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             auth = security.auth.is_some(),
             "broker gRPC listening"
         );
-        let router = converge_broker::grpc_router(b);
+        let router = converge_broker::grpc_router(b, health.clone());
         let stop = grpc_stop.clone();
         if let Some(tls) = security.grpc_tls.clone() {
             let incoming = tls::accept_tls(listener, tls, stop.clone())?.into_stream();
@@ -369,7 +379,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
 
     shutdown.cancelled().await;
     tracing::info!("shutting down");
-    http_stop.cancel();
+    // Not ready from now on: load balancers and workers stop sending, while the HTTP
+    // listener keeps answering (probes: 503) until the broker drained.
+    health.start_draining();
     if let Some(t) = broker_task {
         match t.await {
             Ok(Err(e)) => tracing::error!(error = %e, "broker stopped with an error"),
@@ -377,6 +389,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             Ok(Ok(())) => {}
         }
     }
+    http_stop.cancel();
     grpc_stop.cancel();
     loops.cancel();
     while tasks.join_next().await.is_some() {}

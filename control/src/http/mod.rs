@@ -39,6 +39,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::app::{
+    runtime::Runtime,
     schemas::{KindSchemas, Schemas},
     watch::WatchHub,
 };
@@ -58,6 +59,8 @@ pub struct AppState {
     pub watches: Arc<WatchHub>,
     /// Largest provider-config bundle, decoded (`MAX_BUNDLE_BYTES`).
     pub max_bundle_bytes: usize,
+    /// The process's readiness.
+    pub runtime: Runtime,
 }
 
 impl AppState {

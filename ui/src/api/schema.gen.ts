@@ -705,7 +705,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /readyz`: the primary answers a ping within 2 s. */
+        /** `GET /readyz`: the process is not draining, and the primary answers a ping within 2 s. */
         get: operations["health_ready"];
         put?: never;
         post?: never;
