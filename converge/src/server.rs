@@ -222,7 +222,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             started_at,
         },
     )
-    .with_dead_after(cfg.member_dead_after);
+    .with_dead_after(cfg.member_dead_after)
+    .with_gc_after(cfg.member_gc_after);
     if let Some(b) = &broker {
         membership = membership.with_roster(b.roster(), b.dispatch_notify());
     }
@@ -320,6 +321,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             max_bundle_bytes: cfg.max_bundle_bytes,
             runtime: Runtime {
                 health: health.clone(),
+                member_liveness: cfg.member_dead_after,
             },
         };
         http::router(state, cfg.max_body_bytes)
