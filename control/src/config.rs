@@ -122,6 +122,9 @@ pub struct Config {
     pub auth: AuthMode,
     /// TLS_CERT_FILE + TLS_KEY_FILE (+ TLS_CLIENT_CA_FILE): serve TLS on every listener.
     pub tls: Option<TlsFiles>,
+    /// Print the where-is-everything banner once every listener is bound (`converge dev`
+    /// sets it; a server's logs say the same in fields).
+    pub banner: bool,
 }
 
 /// How callers are authenticated.
@@ -368,6 +371,7 @@ impl Config {
             idle_timeout: read(&get, "IDLE_TIMEOUT", Duration::from_secs(60), dur)?,
             auth,
             tls,
+            banner: false,
         };
         if cfg.db_max_connections < 2 {
             return Err(ConfigError {

@@ -1,5 +1,8 @@
 //! Logging set-up for the binaries: `tracing` with LOG_LEVEL (an EnvFilter directive,
-//! default `info`) and LOG_FORMAT (`text` or `json`).
+//! default `info`) and LOG_FORMAT (`text` or `json`). Text is coloured only on a terminal:
+//! redirected into a file or a log collector it is plain, with no ANSI escapes to strip.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
@@ -14,7 +17,13 @@ pub fn init() -> anyhow::Result<()> {
         "json" => registry
             .with(fmt::layer().json().with_current_span(false))
             .try_init()?,
-        "text" => registry.with(fmt::layer().with_target(false)).try_init()?,
+        "text" => registry
+            .with(
+                fmt::layer()
+                    .with_target(false)
+                    .with_ansi(std::io::stdout().is_terminal()),
+            )
+            .try_init()?,
         other => anyhow::bail!("invalid LOG_FORMAT {other:?}: use text or json"),
     }
     Ok(())

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use converge_control::{config::Config, devdb, logging};
 use converge_engine::db;
 
+mod banner;
 mod server;
 use tokio_util::sync::CancellationToken;
 
@@ -177,6 +178,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev { data_dir, pg_port } => {
             let mut cfg = cfg;
             cfg.dev_loopback(|var| std::env::var(var).ok());
+            cfg.banner = true;
             let shutdown = shutdown_on_signal();
             if cfg.database_url.is_some() {
                 return server::run(cfg, shutdown).await;

@@ -328,8 +328,13 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     } else {
         http::health::probe_router(pool.clone(), health.clone())
     };
+    let http_listener_addr = http_listener.local_addr()?;
+    let broker_addr = match &broker_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
     tracing::info!(
-        addr = %http_listener.local_addr()?,
+        addr = %http_listener_addr,
         tls = security.http_tls.is_some(),
         auth = security.auth.is_some(),
         "{}",
@@ -377,6 +382,15 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             });
         }
         broker_task = Some(tokio::spawn(b.clone().run(shutdown.clone())));
+    }
+    if cfg.banner {
+        crate::banner::print(&crate::banner::Doors {
+            http: http_listener_addr,
+            http_tls: security.http_tls.is_some(),
+            broker: broker_addr,
+            grpc_tls: security.grpc_tls.is_some(),
+            auth: security.auth.is_some(),
+        });
     }
 
     shutdown.cancelled().await;

@@ -3,7 +3,7 @@
 //! built before the UI was serves a short page saying how to build it.
 
 use axum::{
-    http::{StatusCode, Uri, header},
+    http::{Uri, header},
     response::{Html, IntoResponse, Response},
 };
 
@@ -18,11 +18,17 @@ fn file(path: &str) -> Option<&'static (&'static str, &'static str, &'static [u8
     UI_FILES.iter().find(|(p, _, _)| *p == path)
 }
 
-/// Serves a UI file, or `index.html` for client-side routes.
+/// Serves a UI file, or `index.html` for client-side routes. A path under `/api/` that no
+/// route matches is a problem+json 404 like every other API answer, so a client that
+/// mistypes a path gets an error it can parse, not an empty body.
 pub async fn serve(uri: Uri) -> Response {
     let path = uri.path();
-    if path.starts_with("/api/") {
-        return StatusCode::NOT_FOUND.into_response();
+    if path.starts_with("/api/") || path == "/api" {
+        return super::problem::ApiError::NotFound(format!(
+            "no API operation at {}; /openapi.json lists them",
+            super::problem::quote(&super::problem::clipped(253, path))
+        ))
+        .into_response();
     }
     if let Some((_, ctype, bytes)) = file(path).filter(|_| path != "/") {
         // Vite fingerprints everything under /assets, so those can be cached for good.
@@ -50,5 +56,30 @@ pub async fn serve(uri: Uri) -> Response {
         )
             .into_response(),
         None => Html(NOT_BUILT).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unknown_api_path_is_a_problem_not_the_ui() {
+        for path in ["/api/v1/nosuch", "/api", "/api/v2/resources"] {
+            let r = serve(path.parse().unwrap()).await;
+            assert_eq!(r.status(), 404, "{path}");
+            assert_eq!(
+                r.headers()[header::CONTENT_TYPE],
+                "application/problem+json",
+                "{path}"
+            );
+            let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["status"], 404);
+            assert!(v["detail"].as_str().unwrap().contains(path), "{v}");
+        }
+        // A client-side route of the UI is still the UI (index.html or the not-built page).
+        let r = serve("/resources/hello/a".parse().unwrap()).await;
+        assert_eq!(r.status(), 200);
     }
 }

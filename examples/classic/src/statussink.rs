@@ -3,7 +3,8 @@
 //! destination in its default provider config — a directory (`{"directory": "/path"}`) or a
 //! local HTTP endpoint (`{"url": "http://127.0.0.1:8000/sink"}`, one PUT per delivery) — named
 //! `<name>-<generation>.json`, so a redelivery of the same transition overwrites rather than
-//! duplicates. It reports unready until it has a destination.
+//! duplicates. A directory that does not exist yet is created. It reports unready until it
+//! has a destination.
 
 use std::{
     path::PathBuf,
@@ -53,6 +54,12 @@ impl StatusSink {
     ) -> Result<(), HandlerError> {
         match dest {
             Destination::Directory(dir) => {
+                // The directory is made on first use (the example's config names one under
+                // /tmp that nothing else creates); an error here is the delivery's error,
+                // shown on the binding and the resource's events.
+                tokio::fs::create_dir_all(&dir).await.map_err(|e| {
+                    HandlerError::transient(format!("creating {}: {e}", dir.display()))
+                })?;
                 // Write then rename: a reader never sees half a document.
                 let tmp = dir.join(format!(".{file}.tmp"));
                 tokio::fs::write(&tmp, &body).await.map_err(|e| {

@@ -303,8 +303,10 @@ async fn statussink_writes_the_status_once_per_generation_and_waits_for_a_destin
     let err = testing::run(&sink, req.clone()).await.unwrap_err();
     assert!(!err.is_terminal(), "waiting for a destination is transient");
 
-    let dir = std::env::temp_dir().join(format!("statussink-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // A directory that does not exist yet (two levels deep) is created by the first delivery.
+    let top = std::env::temp_dir().join(format!("statussink-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    let dir = top.join("deliveries");
     sink.on_config(ProviderConfig {
         spec: Some(serde_json::json!({"directory": dir})),
         bundle: Default::default(),
@@ -318,5 +320,5 @@ async fn statussink_writes_the_status_once_per_generation_and_waits_for_a_destin
         serde_json::from_slice(&std::fs::read(dir.join("bom-3.json")).unwrap()).unwrap();
     assert_eq!(doc["status"], serde_json::json!({"ready": 4}));
     assert_eq!(doc["dedup_token"], "id:synced:3:b");
-    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::remove_dir_all(top).unwrap();
 }
