@@ -786,6 +786,10 @@ BEGIN
         DELETE FROM lifecycle_outbox l USING i
         WHERE l.claim_token = i.tok AND l.claim_epoch = i.ep AND i.ok
         RETURNING i.tok, i.ep
+    ), before AS (
+        -- The failing deliveries as they were (every part of one statement sees one snapshot).
+        SELECT l.id, l.last_error FROM lifecycle_outbox l JOIN i
+            ON l.claim_token = i.tok AND l.claim_epoch = i.ep AND NOT i.ok
     ), retried AS (
         UPDATE lifecycle_outbox l
         SET claim_token = NULL, claim_epoch = l.claim_epoch + 1, broker_id = NULL,
@@ -793,9 +797,20 @@ BEGIN
             not_before = now() + retry_backoff(l.attempts), last_error = left(i.err, 4096)
         FROM i
         WHERE l.claim_token = i.tok AND l.claim_epoch = i.ep AND NOT i.ok
-        RETURNING i.tok, i.ep
+        RETURNING i.tok, i.ep, l.id, l.resource_id, l.resource, l.generation, l.binding_name,
+                  l.transition, l.attempts, l.not_before, l.last_error
+    ), noted AS (
+        INSERT INTO resource_events (resource_id, kind, name, type, generation, message)
+        SELECT r.resource_id, coalesce(r.resource->>'kind', ''), coalesce(r.resource->>'name', ''),
+               'delivery', r.generation,
+               left(format('reactor binding %s (%s) failed, attempt %s, retried at %s: %s',
+                           r.binding_name, r.transition, r.attempts,
+                           to_char(r.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                           r.last_error), 4096)
+        FROM retried r JOIN before b ON b.id = r.id
+        WHERE b.last_error IS DISTINCT FROM r.last_error
     )
-    SELECT * FROM acked UNION ALL SELECT * FROM retried;
+    SELECT a.tok, a.ep FROM acked a UNION ALL SELECT r.tok, r.ep FROM retried r;
 END
 $$;
 

@@ -96,7 +96,11 @@ END
 $$;
 
 -- Delivery results, fenced on claim token and epoch: a success acks (deletes) the delivery;
--- a failure re-arms it with the retry backoff. Returns the accepted results.
+-- a failure re-arms it with the retry backoff and keeps its error (the binding's view shows
+-- it). A failure whose error differs from the delivery's previous one is also a `delivery`
+-- event of the watched resource, naming the binding, the attempt and the next retry, so a
+-- reactor that cannot deliver is seen where the resource's history is read; a delivery that
+-- keeps failing the same way adds no further event. Returns the accepted results.
 CREATE OR REPLACE FUNCTION lifecycle_complete(p_tokens uuid[], p_epochs bigint[], p_ok boolean[],
                                    p_errors text[])
 RETURNS TABLE (claim_token uuid, claim_epoch bigint)
@@ -110,6 +114,10 @@ BEGIN
         DELETE FROM lifecycle_outbox l USING i
         WHERE l.claim_token = i.tok AND l.claim_epoch = i.ep AND i.ok
         RETURNING i.tok, i.ep
+    ), before AS (
+        -- The failing deliveries as they were (every part of one statement sees one snapshot).
+        SELECT l.id, l.last_error FROM lifecycle_outbox l JOIN i
+            ON l.claim_token = i.tok AND l.claim_epoch = i.ep AND NOT i.ok
     ), retried AS (
         UPDATE lifecycle_outbox l
         SET claim_token = NULL, claim_epoch = l.claim_epoch + 1, broker_id = NULL,
@@ -117,9 +125,20 @@ BEGIN
             not_before = now() + retry_backoff(l.attempts), last_error = left(i.err, 4096)
         FROM i
         WHERE l.claim_token = i.tok AND l.claim_epoch = i.ep AND NOT i.ok
-        RETURNING i.tok, i.ep
+        RETURNING i.tok, i.ep, l.id, l.resource_id, l.resource, l.generation, l.binding_name,
+                  l.transition, l.attempts, l.not_before, l.last_error
+    ), noted AS (
+        INSERT INTO resource_events (resource_id, kind, name, type, generation, message)
+        SELECT r.resource_id, coalesce(r.resource->>'kind', ''), coalesce(r.resource->>'name', ''),
+               'delivery', r.generation,
+               left(format('reactor binding %s (%s) failed, attempt %s, retried at %s: %s',
+                           r.binding_name, r.transition, r.attempts,
+                           to_char(r.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                           r.last_error), 4096)
+        FROM retried r JOIN before b ON b.id = r.id
+        WHERE b.last_error IS DISTINCT FROM r.last_error
     )
-    SELECT * FROM acked UNION ALL SELECT * FROM retried;
+    SELECT a.tok, a.ep FROM acked a UNION ALL SELECT r.tok, r.ep FROM retried r;
 END
 $$;
 

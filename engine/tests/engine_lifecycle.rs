@@ -378,6 +378,50 @@ async fn a_synced_transition_is_delivered_at_least_once_and_a_silent_claim_is_re
     .unwrap();
     assert!(armed);
     assert_eq!(err.as_deref(), Some("sink down"));
+    // Nothing fails silently: the binding shows the failing delivery, and the watched
+    // resource's events say which binding failed, how, and when it is retried.
+    let b = converge_engine::db::reactor_bindings::binding_get(p, "b1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((b.pending, b.failing), (1, 1));
+    assert_eq!(b.last_error.as_deref(), Some("sink down"));
+    assert_eq!(b.last_error_attempts, Some(1));
+    assert!(
+        b.next_retry_at
+            .is_some_and(|t| t > chrono::Utc::now() - chrono::Duration::seconds(5))
+    );
+    let delivery_events = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT message FROM resource_events WHERE resource_id = $1 AND type = 'delivery'
+             ORDER BY id",
+        )
+        .bind(id)
+        .fetch_all(p)
+        .await
+        .unwrap()
+    };
+    let events = delivery_events().await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].contains("b1")
+            && events[0].contains("attempt 1")
+            && events[0].contains("sink down"),
+        "{events:?}"
+    );
+    // The same error again: the attempt counts, no second event.
+    sqlx::query("UPDATE lifecycle_outbox SET not_before = now()")
+        .execute(p)
+        .await
+        .unwrap();
+    let (t, e) = claim_delivery(p).await.unwrap();
+    assert!(complete_delivery(p, t, e, false).await);
+    assert_eq!(delivery_events().await.len(), 1);
+    let b = converge_engine::db::reactor_bindings::binding_get(p, "b1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.last_error_attempts, Some(2));
 
     // A silent claim (no heartbeat) is re-armed by the reaper; its late result is refused.
     sqlx::query("UPDATE lifecycle_outbox SET not_before = now()")
@@ -425,4 +469,9 @@ async fn a_synced_transition_is_delivered_at_least_once_and_a_silent_claim_is_re
         .await
         .unwrap();
     assert_eq!(left, 0);
+    let b = converge_engine::db::reactor_bindings::binding_get(p, "b1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((b.pending, b.failing, b.last_error), (0, 0, None));
 }

@@ -288,7 +288,9 @@ pub struct ResourceEvent {
     pub name: String,
     /// When.
     pub at: DateTime<Utc>,
-    /// created | phase | deleted | operation.
+    /// created | phase | deleted | operation | delivery (a reactor binding's delivery for
+    /// this resource failed: the message names the binding, the attempt, the next retry and
+    /// the error; written when the error changes, not at every retry).
     #[serde(rename = "type")]
     pub type_: String,
     /// Phase before.
@@ -1061,6 +1063,14 @@ pub struct ReactorBinding {
     pub updated_at: DateTime<Utc>,
     /// Deliveries not yet acked.
     pub pending: i64,
+    /// Of those, the ones whose last attempt failed (each retried with backoff).
+    pub failing: i64,
+    /// The error of the most recent failed attempt, while any delivery is failing.
+    pub last_error: Option<String>,
+    /// How many attempts the delivery of `last_error` has had.
+    pub last_error_attempts: Option<i32>,
+    /// When the next failing delivery is retried.
+    pub next_retry_at: Option<DateTime<Utc>>,
 }
 
 /// Reactor bindings.

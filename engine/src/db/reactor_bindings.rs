@@ -27,11 +27,34 @@ pub struct Binding {
     pub updated_at: DateTime<Utc>,
     /// Deliveries not yet acked.
     pub pending: i64,
+    /// Of those, the ones whose last attempt failed (waiting for their retry).
+    pub failing: i64,
+    /// The error of the most recent failed attempt among the failing deliveries.
+    pub last_error: Option<String>,
+    /// How many attempts that delivery has had.
+    pub last_error_attempts: Option<i32>,
+    /// When the next failing delivery is due to be retried.
+    pub next_retry_at: Option<DateTime<Utc>>,
 }
 
-const COLUMNS: &str = "b.name, b.watch_kind, b.transition, b.reactor, b.label_match, b.enabled, \
-     b.created_at, b.updated_at, \
-     (SELECT count(*) FROM lifecycle_outbox l WHERE l.binding_name = b.name) AS pending";
+/// The binding's columns and the state of its deliveries: counted in one pass over its
+/// `lifecycle_outbox` rows, plus the newest failure's error (a failed attempt sets
+/// `not_before` to now plus its backoff, so the latest `not_before` is close to the latest
+/// failure). A delivery that keeps failing is visible here, not only in the outbox.
+const SELECT: &str = "SELECT b.name, b.watch_kind, b.transition, b.reactor, b.label_match, \
+     b.enabled, b.created_at, b.updated_at, d.pending, d.failing, e.last_error, \
+     e.attempts AS last_error_attempts, d.next_retry_at \
+     FROM reactor_bindings b \
+     CROSS JOIN LATERAL ( \
+         SELECT count(*) AS pending, \
+                count(*) FILTER (WHERE l.last_error IS NOT NULL) AS failing, \
+                min(l.not_before) FILTER (WHERE l.last_error IS NOT NULL \
+                                          AND l.claim_token IS NULL) AS next_retry_at \
+         FROM lifecycle_outbox l WHERE l.binding_name = b.name) d \
+     LEFT JOIN LATERAL ( \
+         SELECT l.last_error, l.attempts FROM lifecycle_outbox l \
+         WHERE l.binding_name = b.name AND l.last_error IS NOT NULL \
+         ORDER BY l.not_before DESC LIMIT 1) e ON true";
 
 /// Creates or replaces a binding by name; true when created.
 pub async fn binding_put(
@@ -64,12 +87,10 @@ pub async fn binding_put(
 
 /// One binding.
 pub async fn binding_get(pool: &PgPool, name: &str) -> Result<Option<Binding>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM reactor_bindings b WHERE b.name = $1"
-    )))
-    .bind(name)
-    .fetch_optional(pool)
-    .await
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE b.name = $1")))
+        .bind(name)
+        .fetch_optional(pool)
+        .await
 }
 
 /// Every binding, optionally of one watched kind or one reactor, by name.
@@ -79,7 +100,7 @@ pub async fn binding_list(
     reactor: Option<&str>,
 ) -> Result<Vec<Binding>, sqlx::Error> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM reactor_bindings b
+        "{SELECT}
          WHERE ($1::text IS NULL OR b.watch_kind = $1) AND ($2::text IS NULL OR b.reactor = $2)
          ORDER BY b.name"
     )))

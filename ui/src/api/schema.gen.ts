@@ -1746,6 +1746,23 @@ export interface components {
              * @description Deliveries not yet acked.
              */
             pending: number;
+            /**
+             * Format: int64
+             * @description Of those, the ones whose last attempt failed (each retried with backoff).
+             */
+            failing: number;
+            /** @description The error of the most recent failed attempt, while any delivery is failing. */
+            last_error?: string | null;
+            /**
+             * Format: int32
+             * @description How many attempts the delivery of `last_error` has had.
+             */
+            last_error_attempts?: number | null;
+            /**
+             * Format: date-time
+             * @description When the next failing delivery is retried.
+             */
+            next_retry_at?: string | null;
         };
         /** @description Reactor bindings. */
         ReactorBindingList: {
@@ -1874,7 +1891,11 @@ export interface components {
              * @description When.
              */
             at: string;
-            /** @description created | phase | deleted | operation. */
+            /**
+             * @description created | phase | deleted | operation | delivery (a reactor binding's delivery for
+             *     this resource failed: the message names the binding, the attempt, the next retry and
+             *     the error; written when the error changes, not at every retry).
+             */
             type: string;
             /** @description Phase before. */
             from_phase: string | null;

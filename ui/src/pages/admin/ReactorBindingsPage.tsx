@@ -6,6 +6,7 @@ import { TRANSITIONS, type Labels, type ReactorBinding, type ReactorBindingPut }
 import { ConfirmDialog } from '../../components/ConfirmDialog';
 import { Field } from '../../components/Field';
 import { ProblemView, QueryState } from '../../components/QueryState';
+import { when } from '../../lib/time';
 
 /** `/reactor-bindings`: "when kind X crosses transition T, run reactor R". */
 export function ReactorBindingsPage() {
@@ -38,7 +39,7 @@ export function ReactorBindingsPage() {
                   <th>Run</th>
                   <th className="hide-narrow">Labels</th>
                   <th>Enabled</th>
-                  <th>Pending</th>
+                  <th>Deliveries</th>
                   <th />
                 </tr>
               </thead>
@@ -60,7 +61,14 @@ export function ReactorBindingsPage() {
                       </div>
                     </td>
                     <td>{b.enabled ? 'yes' : 'no'}</td>
-                    <td>{b.pending}</td>
+                    <td>
+                      {b.pending}
+                      {b.failing > 0 && (
+                        <div className="op-failed" title={b.last_error ?? undefined}>
+                          {b.failing} failing (attempt {b.last_error_attempts}, retry {when(b.next_retry_at)}): {b.last_error}
+                        </div>
+                      )}
+                    </td>
                     <td className="row-actions">
                       <button type="button" onClick={() => setParams({ edit: b.name })}>
                         Edit
