@@ -2422,6 +2422,7 @@ CREATE TABLE public.cluster_members (
     heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
     workers jsonb DEFAULT '[]'::jsonb NOT NULL,
     workers_at timestamp with time zone,
+    released_at timestamp with time zone,
     CONSTRAINT cluster_members_role_check CHECK ((role = ANY (ARRAY['all'::text, 'control'::text, 'broker'::text])))
 );
 

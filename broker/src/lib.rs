@@ -418,7 +418,13 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 
 /// A gRPC server router with the WorkerService, `grpc.health.v1`, and server reflection that
 /// lists both, as `grpc.reflection.v1` and as `v1alpha` (what older grpcurl builds ask).
-pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
+/// Health follows `health`, the process's readiness: SERVING while it serves, NOT_SERVING
+/// while it drains or cannot reach PostgreSQL (for the server as a whole, `""`, and for the
+/// WorkerService), flipped at each change until the process ends.
+pub fn grpc_router(
+    broker: &Broker,
+    health: converge_engine::health::Health,
+) -> tonic::transport::server::Router {
     let reflection = || {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
@@ -430,17 +436,33 @@ pub fn grpc_router(broker: &Broker) -> tonic::transport::server::Router {
     let reflection_v1alpha = reflection()
         .build_v1alpha()
         .expect("the embedded descriptor sets are valid");
-    let (health_reporter, health) = tonic_health::server::health_reporter();
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let mut readiness = health.subscribe();
     tokio::spawn(async move {
-        health_reporter
-            .set_serving::<pb::worker_service_server::WorkerServiceServer<Broker>>()
-            .await;
+        loop {
+            let status = if readiness.borrow_and_update().serving() {
+                tonic_health::ServingStatus::Serving
+            } else {
+                tonic_health::ServingStatus::NotServing
+            };
+            reporter.set_service_status("", status).await;
+            reporter
+                .set_service_status(
+                    <pb::worker_service_server::WorkerServiceServer<Broker> as tonic::server::NamedService>::NAME,
+                    status,
+                )
+                .await;
+            // Ends with the process's Health (every sender dropped).
+            if readiness.changed().await.is_err() {
+                break;
+            }
+        }
     });
     tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
-        .add_service(health)
+        .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(grpc_service(broker))

@@ -76,6 +76,10 @@ pub struct Config {
     /// restarting broker's leases for its workers to resume with their finished results;
     /// shorter lets other brokers re-run its tasks sooner.
     pub member_dead_after: Duration,
+    /// MEMBER_GC_AFTER: how long the row of a process that stopped stamping stays listed
+    /// (NotReady in the cluster view) before it is removed (default 5 min; longer than
+    /// MEMBER_DEAD_AFTER, at most 7 days). Routing ignores it after MEMBER_DEAD_AFTER.
+    pub member_gc_after: Duration,
     /// UNCLAIMED_DELETE_AFTER: queue rows nobody claimed for this long are dropped.
     pub unclaimed_delete_after: Duration,
     /// EVENTS_RETENTION: resource events older than this are deleted.
@@ -304,7 +308,7 @@ impl Config {
                 });
             }
         };
-        let cfg = Config {
+        let mut cfg = Config {
             role,
             database_url: get("DATABASE_URL").filter(|v| !v.trim().is_empty()),
             listen_addr: read(&get, "LISTEN_ADDR", addr(":8080").expect("valid"), addr)?,
@@ -325,6 +329,12 @@ impl Config {
                 &get,
                 "MEMBER_DEAD_AFTER",
                 converge_engine::membership::DEAD_AFTER,
+                dur,
+            )?,
+            member_gc_after: read(
+                &get,
+                "MEMBER_GC_AFTER",
+                converge_engine::membership::GC_AFTER,
                 dur,
             )?,
             unclaimed_delete_after: read(
@@ -430,6 +440,19 @@ impl Config {
             return Err(ConfigError {
                 var: "MEMBER_DEAD_AFTER",
                 reason: "must be 3s..=10m".into(),
+            });
+        }
+        if get("MEMBER_GC_AFTER").is_none() {
+            // The default outlives any liveness window (MEMBER_DEAD_AFTER may be 10 min).
+            cfg.member_gc_after = cfg.member_gc_after.max(cfg.member_dead_after * 2);
+        }
+        if cfg.member_gc_after <= cfg.member_dead_after
+            || cfg.member_gc_after > Duration::from_secs(7 * 24 * 3600)
+        {
+            // A row must outlive the liveness window (it is listed NotReady in between).
+            return Err(ConfigError {
+                var: "MEMBER_GC_AFTER",
+                reason: "must be longer than MEMBER_DEAD_AFTER and at most 7d".into(),
             });
         }
         if cfg.lease_stale_after < Duration::from_secs(11) {
@@ -578,6 +601,21 @@ mod tests {
             assert_eq!(
                 cfg(&[("MEMBER_DEAD_AFTER", v)]).unwrap_err().var,
                 "MEMBER_DEAD_AFTER"
+            );
+        }
+    }
+
+    #[test]
+    fn member_gc_after_outlives_the_liveness_window() {
+        assert_eq!(cfg(&[]).unwrap().member_gc_after, Duration::from_secs(300));
+        let c = cfg(&[("MEMBER_GC_AFTER", "30s"), ("MEMBER_DEAD_AFTER", "3s")]).unwrap();
+        assert_eq!(c.member_gc_after, Duration::from_secs(30));
+        let c = cfg(&[("MEMBER_DEAD_AFTER", "10m")]).unwrap();
+        assert_eq!(c.member_gc_after, Duration::from_secs(1200));
+        for v in ["6s", "5s", "8d"] {
+            assert_eq!(
+                cfg(&[("MEMBER_GC_AFTER", v)]).unwrap_err().var,
+                "MEMBER_GC_AFTER"
             );
         }
     }

@@ -11,7 +11,10 @@ use axum::{
     http::{Method, Request, header},
 };
 use converge_control::{
-    app::watch::{WatchConfig, WatchHub},
+    app::{
+        runtime::Runtime,
+        watch::{WatchConfig, WatchHub},
+    },
     http::{self, AppState, openapi},
     testing::TestDb,
 };
@@ -739,6 +742,7 @@ async fn contract(db: &TestDb) -> Contract {
             CancellationToken::new(),
         ),
         max_bundle_bytes: 10 << 20,
+        runtime: Runtime::default(),
     };
     Contract {
         app: http::router(state, 1 << 20),

@@ -14,7 +14,10 @@ use axum::{
     http::{Method, Request, StatusCode, header},
 };
 use converge_control::{
-    app::watch::{WatchConfig, WatchHub},
+    app::{
+        runtime::Runtime,
+        watch::{WatchConfig, WatchHub},
+    },
     http::{self, AppState, openapi},
     testing::TestDb,
 };
@@ -55,6 +58,7 @@ fn router(pool: sqlx::PgPool, stop: CancellationToken) -> axum::Router {
         watches: WatchHub::start(pool.clone(), WatchConfig::default(), stop),
         pool,
         catalog: Default::default(),
+        runtime: Runtime::default(),
         dispatch_hint: None,
         auth: None,
         max_bundle_bytes: 10 << 20,

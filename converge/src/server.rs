@@ -1,8 +1,9 @@
 //! Wires one `converge` process: its listeners, migrations, its membership of the cluster
 //! (`cluster_members`), its one kind catalog (read by both duties, followed by one LISTEN),
 //! then the duties its ROLE names (control: HTTP API, drainer, reaper; broker:
-//! WorkerService), and an orderly shutdown that lets the broker drain while the API is
-//! already closed, and leaves the cluster last.
+//! WorkerService), and an orderly shutdown: the process reports itself not ready (`/readyz`
+//! 503, gRPC Health NOT_SERVING), the broker drains while the HTTP listener still answers
+//! probes, then the listeners close, and the process leaves the cluster last.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -18,13 +19,17 @@ use converge_auth::{
 };
 
 use converge_control::{
-    app::watch::{WatchConfig, WatchHub},
+    app::{
+        runtime::Runtime,
+        watch::{WatchConfig, WatchHub},
+    },
     config::{AuthMode, Config},
     http,
 };
 use converge_engine::{
     db::{self, cluster::Member},
     drainer::{Drainer, DrainerConfig},
+    health::Health,
     membership::Membership,
     reaper::{Reaper, ReaperConfig},
 };
@@ -176,6 +181,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
+    // Readiness (`/readyz`, gRPC Health): not while draining or while PostgreSQL is gone.
+    let health = Health::new();
+    tasks.spawn(health.clone().watch_database(pool.clone(), loops.clone()));
     let nofile = listen::raise_nofile();
     let budget = Budget::new(cfg.connection_limits(nofile), loops.clone());
     tracing::info!(
@@ -228,7 +236,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             started_at,
         },
     )
-    .with_dead_after(cfg.member_dead_after);
+    .with_dead_after(cfg.member_dead_after)
+    .with_gc_after(cfg.member_gc_after);
     if let Some(b) = &broker {
         membership = membership.with_roster(b.roster(), b.dispatch_notify());
     }
@@ -314,10 +323,14 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             auth: security.auth.clone(),
             watches,
             max_bundle_bytes: cfg.max_bundle_bytes,
+            runtime: Runtime {
+                health: health.clone(),
+                member_liveness: cfg.member_dead_after,
+            },
         };
         http::router(state, cfg.max_body_bytes)
     } else {
-        http::health::probe_router(pool.clone())
+        http::health::probe_router(pool.clone(), health.clone())
     };
     let http_listener_addr = http_listener.local_addr()?;
     let broker_addr = match &broker_listener {
@@ -349,7 +362,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             auth = security.auth.is_some(),
             "broker gRPC listening"
         );
-        let router = converge_broker::grpc_router(b);
+        let router = converge_broker::grpc_router(b, health.clone());
         let stop = grpc_stop.clone();
         if let Some(tls) = security.grpc_tls.clone() {
             let incoming = tls::accept_tls(listener, tls, stop.clone())?.into_stream();
@@ -386,7 +399,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
 
     shutdown.cancelled().await;
     tracing::info!("shutting down");
-    http_stop.cancel();
+    // Not ready from now on: load balancers and workers stop sending, while the HTTP
+    // listener keeps answering (probes: 503) until the broker drained.
+    health.start_draining();
     if let Some(t) = broker_task {
         match t.await {
             Ok(Err(e)) => tracing::error!(error = %e, "broker stopped with an error"),
@@ -394,6 +409,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             Ok(Ok(())) => {}
         }
     }
+    http_stop.cancel();
     grpc_stop.cancel();
     loops.cancel();
     while tasks.join_next().await.is_some() {}

@@ -3,7 +3,8 @@
 //! flags a kind a worker subscribed for that no manifest registers, and forgets a worker that
 //! left; `GET /api/v1/kinds` counts the workers of each kind version; a resource whose kind
 //! version no worker serves says what it waits for, in the API and in `conctl`, until a worker
-//! for it connects. (The split-roles test shows the same across three processes.)
+//! for it connects; a killed process stays listed NotReady until its row's TTL removes it.
+//! (The split-roles test shows the same across three processes.)
 
 mod common;
 
@@ -221,4 +222,46 @@ async fn a_resource_no_worker_serves_says_what_it_waits_for() {
     let shown = conctl(&c.http, &["get", "resource", "vpc/main"]).await;
     assert!(!shown.contains("Waiting for"), "{shown}");
     c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_process_stays_listed_not_ready_until_its_ttl() {
+    // A short liveness window and TTL, so the test sees both pass.
+    let env = [("MEMBER_DEAD_AFTER", "3s"), ("MEMBER_GC_AFTER", "8s")];
+    let c = Converge::start(&env).await;
+    let mut peer = c.spawn_peer(&env).await;
+    let pid = peer.child.id().expect("the peer runs");
+    let status_of = |v: &Value| -> Option<String> {
+        v["members"]
+            .as_array()?
+            .iter()
+            .find(|m| m["pid"] == pid)
+            .map(|m| m["status"].as_str().unwrap_or_default().to_string())
+    };
+    cluster_when(&c, "the peer listed Ready", |v| {
+        status_of(v).as_deref() == Some("Ready")
+    })
+    .await;
+
+    peer.child.kill().await.unwrap();
+    let v = cluster_when(&c, "the killed peer listed NotReady", |v| {
+        status_of(v).as_deref() == Some("NotReady")
+    })
+    .await;
+    let me = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["pid"] == c.pid())
+        .unwrap();
+    assert_eq!(me["status"], "Ready", "{v}");
+    let text = conctl(&c.http, &["cluster"]).await;
+    assert!(text.contains("NotReady"), "{text}");
+
+    cluster_when(
+        &c,
+        "the killed peer's row removed after MEMBER_GC_AFTER",
+        |v| status_of(v).is_none(),
+    )
+    .await;
 }

@@ -213,10 +213,16 @@ async fn assert_migrated_once(db: &TestDb, procs: &[&Proc]) {
 /// The member whose WorkerService is on `grpc`.
 fn member_on(cluster: &Value, grpc: u16) -> Option<&Value> {
     let addr = format!("127.0.0.1:{grpc}");
+    ready_members(cluster).find(|m| m["addresses"]["grpc"] == addr.as_str())
+}
+
+/// The members listed Ready (a killed process stays listed NotReady until its row's TTL).
+fn ready_members(cluster: &Value) -> impl Iterator<Item = &Value> {
     cluster["members"]
-        .as_array()?
-        .iter()
-        .find(|m| m["addresses"]["grpc"] == addr.as_str())
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["status"] == "Ready")
 }
 
 /// The sorted names of the workers on the broker at `grpc` (none when it is not listed).
@@ -224,12 +230,9 @@ fn workers_on(cluster: &Value, grpc: u16) -> Vec<String> {
     common::worker_names(member_on(cluster, grpc))
 }
 
-/// The sorted roles of the listed members.
+/// The sorted roles of the members listed Ready.
 fn roles(cluster: &Value) -> Vec<String> {
-    let mut r: Vec<String> = cluster["members"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let mut r: Vec<String> = ready_members(cluster)
         .map(|m| m["role"].as_str().unwrap_or_default().to_string())
         .collect();
     r.sort();
@@ -415,6 +418,11 @@ async fn control_and_two_brokers_share_a_database_survive_a_kill_and_drain_on_te
     let v = cluster_when(&api, "the dead A gone, the new A listed", |v| {
         roles(v) == ["broker", "broker", "control"]
             && member_on(v, a_port).is_some_and(|m| m["id"] != a_old)
+            // The killed A stays listed, NotReady, until its row's TTL (MEMBER_GC_AFTER).
+            && v["members"].as_array().is_some_and(|ms| {
+                ms.iter()
+                    .any(|m| m["id"] == a_old && m["status"] == "NotReady")
+            })
             && workers_on(v, b_port) == ["wa", "wb"]
     })
     .await;

@@ -1,12 +1,13 @@
 //! The converge engine as seen from Rust: the embedded migrator, every SQL wrapper over the
 //! plpgsql engine (`db`), the id newtypes and shard ranges (`ids`), the LISTEN wake-ups
 //! (`wake`), the loops that only talk to PostgreSQL (the drainer and the reaper), every
-//! process's cluster membership (`membership`) and the process's Prometheus metrics
+//! process's cluster membership (`membership`), its readiness (`health`) and its Prometheus metrics
 //! (`metrics`). The broker and the control plane both build on it; neither depends on the
 //! other, and the `converge` binary wires them. ARCHITECTURE.md walks through it.
 
 pub mod db;
 pub mod drainer;
+pub mod health;
 pub mod ids;
 pub mod membership;
 pub mod metrics;

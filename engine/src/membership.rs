@@ -3,9 +3,14 @@
 //! `MEMBER_DEAD_AFTER`) held (a
 //! SIGKILLed pod, a partitioned node). Its leases are claimable again within about
 //! `DEAD_AFTER + BEAT_EVERY` (7 s) instead of the 30 s lease staleness, which stays as the
-//! backstop when no member is left to notice. Every member checks, so silent rows are removed
-//! whatever the roles still running; the stamp and the check use the database's clock, so
-//! skew between pods does not matter. On stop the row is deleted.
+//! backstop when no member is left to notice. Every member checks, so silent members are
+//! released whatever the roles still running; the stamp and the check use the database's
+//! clock, so skew between pods does not matter. On stop the row is deleted.
+//!
+//! **The dead stay visible.** A silent member's row is not deleted when its leases are
+//! released: it is stamped `released_at` and listed NotReady by the cluster view, and any
+//! member removes it [`GC_AFTER`] (`MEMBER_GC_AFTER`) after its last stamp. Routing ignores it
+//! from the moment its heartbeat is older than `DEAD_AFTER`, the liveness window.
 //!
 //! A broker hands its [`Roster`]: the worker list is rewritten at once when a worker connects
 //! or leaves, and with a heartbeat when only in-flight counts moved, at most every
@@ -20,7 +25,8 @@
 //! worker took back is released when the grace ends. In a cluster the other members, up all
 //! along, release a dead member's leases as before.
 //!
-//! A member paused longer than `DEAD_AFTER` (a frozen VM) finds its row gone on its next beat:
+//! A member paused longer than `DEAD_AFTER` (a frozen VM) finds its row released (or gone,
+//! past the TTL) on its next beat, and is live again from that beat:
 //! its leases were released and re-claimed meanwhile, and the epoch fence refuses whatever it
 //! still delivers for them, so nothing runs twice to completion unnoticed.
 
@@ -40,6 +46,8 @@ pub const BEAT_EVERY: Duration = Duration::from_secs(1);
 /// How long a row may go unstamped before the other members presume it dead: six missed
 /// stamps, so a slow statement or a busy runtime is not mistaken for a death.
 pub const DEAD_AFTER: Duration = Duration::from_secs(6);
+/// How long a silent member's row stays listed (NotReady) before it is removed.
+pub const GC_AFTER: Duration = Duration::from_secs(300);
 /// Longest the stored worker list may lag in-flight counts that moved.
 pub const WORKERS_REFRESH: Duration = Duration::from_secs(5);
 /// After a worker connects or leaves, how long to wait for the next ones before writing (a
@@ -64,8 +72,11 @@ pub struct Membership {
     roster: Option<Arc<dyn Roster>>,
     /// Woken when a dead member's leases were released (a co-located dispatcher).
     on_release: Option<Arc<Notify>>,
-    /// How long another member's row may go unstamped before it is presumed dead.
+    /// How long another member's row may go unstamped before it is presumed dead (and
+    /// ignored by routing: the liveness window).
     dead_after: Duration,
+    /// How long a silent member's row stays listed before it is removed.
+    gc_after: Duration,
 }
 
 /// What was last written of the roster.
@@ -84,7 +95,14 @@ impl Membership {
             roster: None,
             on_release: None,
             dead_after: DEAD_AFTER,
+            gc_after: GC_AFTER,
         }
+    }
+
+    /// Removes rows silent for `gc_after` instead of [`GC_AFTER`] (`MEMBER_GC_AFTER`).
+    pub fn with_gc_after(mut self, gc_after: Duration) -> Self {
+        self.gc_after = gc_after;
+        self
     }
 
     /// Presumes other members dead after `dead_after` without a stamp instead of
@@ -103,8 +121,8 @@ impl Membership {
         self
     }
 
-    /// Stamps this member's row and releases dead members' leases until `stop`, then deletes
-    /// the row. Stop it after a broker in the process drained, so its row outlives its leases.
+    /// Stamps this member's row, releases dead members' leases and removes the rows silent
+    /// past the TTL until `stop`, then deletes its own row. Stop it after a broker in the process drained, so its row outlives its leases.
     pub async fn run(self, stop: CancellationToken) {
         // Without a roster nothing ever wakes this.
         let changed = self
@@ -129,6 +147,10 @@ impl Membership {
             self.stamp(&mut written, &mut first).await;
             if on_tick && booted.elapsed() >= self.dead_after {
                 self.release_dead().await;
+            }
+            if on_tick {
+                // One DELETE on a table of a few rows a second: cheaper than a timer of its own.
+                self.gc().await;
             }
         }
         if let Err(e) = cluster::leave(&self.pool, &self.me.id).await {
@@ -176,10 +198,21 @@ impl Membership {
         }
     }
 
+    /// Removes the rows of members released and silent past the TTL.
+    async fn gc(&self) {
+        match cluster::gc(&self.pool, self.gc_after).await {
+            Ok(gone) if !gone.is_empty() => {
+                tracing::info!(members = ?gone, "removed cluster members silent past MEMBER_GC_AFTER");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not remove long-silent cluster members"),
+        }
+    }
+
     async fn release_dead(&self) {
         match cluster::release_dead(&self.pool, &self.me.id, self.dead_after).await {
             Ok((dead, freed)) if !dead.is_empty() => {
-                tracing::warn!(members = ?dead, released = freed, "removed cluster members that stopped stamping, and released their leases");
+                tracing::warn!(members = ?dead, released = freed, "released the leases of cluster members that stopped stamping (listed NotReady until MEMBER_GC_AFTER)");
                 if let Some(n) = &self.on_release {
                     n.notify_one();
                 }

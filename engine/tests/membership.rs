@@ -1,6 +1,7 @@
 //! The membership loop against a real database: a member's row appears with its roster of
 //! workers, follows a worker's arrival without waiting for the refresh interval, a silent
-//! member's row is removed (and counts for nothing meanwhile), and the row goes at stop.
+//! member counts for nothing and is released, its row kept (NotReady) until the TTL removes
+//! it, a released member that stamps again is live again, and the row goes at stop.
 
 use std::{
     sync::{
@@ -84,28 +85,31 @@ fn member(id: &str) -> Member {
 /// The names of `id`'s workers, if its row is live.
 async fn workers_of(db: &TestDb, id: &str) -> Option<Vec<String>> {
     let rows = cluster::members(&db.pool, DEAD_AFTER).await.unwrap();
-    let row = rows.into_iter().find(|m| m.member.id == id)?;
+    let row = rows.into_iter().find(|m| m.member.id == id && m.live)?;
     Some(row.workers.0.into_iter().map(|w| w.name).collect())
 }
 
 #[tokio::test]
-async fn a_member_publishes_its_roster_removes_the_silent_and_leaves_at_stop() {
+async fn a_member_publishes_its_roster_releases_the_silent_and_leaves_at_stop() {
     let db = TestDb::new().await;
-    // A member that stopped stamping an hour ago: not listed, not counted, then removed.
-    let dead = member("dead-1");
+    // Members that stopped stamping: an hour ago (past the 10 min TTL: released, then
+    // removed) and a minute ago (released, kept listed NotReady). Neither is counted.
     let gone = Hand::default();
     gone.connect("ghost", "vpc");
-    cluster::beat(&db.pool, &dead, Some(&gone.workers()))
+    for (id, silent) in [("dead-1", "1 hour"), ("dead-2", "1 minute")] {
+        cluster::beat(&db.pool, &member(id), Some(&gone.workers()))
+            .await
+            .unwrap();
+        sqlx::query(
+            "UPDATE cluster_members SET heartbeat_at = now() - $2::interval WHERE member_id = $1",
+        )
+        .bind(id)
+        .bind(silent)
+        .execute(&db.pool)
         .await
         .unwrap();
-    sqlx::query(
-        "UPDATE cluster_members SET heartbeat_at = now() - interval '1 hour' WHERE member_id = $1",
-    )
-    .bind(&dead.id)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    assert_eq!(workers_of(&db, "dead-1").await, None);
+        assert_eq!(workers_of(&db, id).await, None);
+    }
     assert!(
         !cluster::served(&db.pool, "vpc", 1, DEAD_AFTER)
             .await
@@ -117,6 +121,7 @@ async fn a_member_publishes_its_roster_removes_the_silent_and_leaves_at_stop() {
     let stop = CancellationToken::new();
     let run = tokio::spawn(
         Membership::new(db.pool.clone(), member("me-1"))
+            .with_gc_after(Duration::from_secs(600))
             .with_roster(roster.clone(), Arc::new(Notify::new()))
             .run(stop.clone()),
     );
@@ -138,15 +143,35 @@ async fn a_member_publishes_its_roster_removes_the_silent_and_leaves_at_stop() {
     assert_eq!(coverage.len(), 1, "{coverage:?}");
     assert_eq!((coverage[0].workers, coverage[0].ready), (2, 2));
 
-    wait_for(T, "the silent member's row removed", || async {
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM cluster_members WHERE member_id = 'dead-1'")
-                .fetch_one(&db.pool)
-                .await
-                .unwrap();
-        (n == 0).then_some(())
+    // After the boot grace: dead-2 released and listed NotReady, dead-1 removed.
+    wait_for(T, "dead-2 released, dead-1 removed", || async {
+        let rows: Vec<(String, bool)> = sqlx::query_as(
+            "SELECT member_id, released_at IS NOT NULL FROM cluster_members
+             WHERE member_id LIKE 'dead-%' ORDER BY 1",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        (rows == [("dead-2".to_string(), true)]).then_some(())
     })
     .await;
+    let listed = cluster::members(&db.pool, DEAD_AFTER).await.unwrap();
+    let dead2 = listed.iter().find(|m| m.member.id == "dead-2").unwrap();
+    assert!(!dead2.live, "a silent member is listed NotReady");
+    assert_eq!(workers_of(&db, "dead-2").await, None);
+    // It wakes up (a paused VM): its stamp says it had been released, and it is live again.
+    assert!(
+        cluster::beat(&db.pool, &member("dead-2"), None)
+            .await
+            .unwrap()
+    );
+    assert_eq!(workers_of(&db, "dead-2").await.unwrap(), ["ghost"]);
+    assert!(
+        !cluster::beat(&db.pool, &member("dead-2"), None)
+            .await
+            .unwrap()
+    );
+    cluster::leave(&db.pool, "dead-2").await.unwrap();
 
     stop.cancel();
     run.await.unwrap();

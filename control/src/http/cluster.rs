@@ -1,6 +1,8 @@
-//! Who is here: `GET /api/v1/cluster` lists the converge processes stamped within the
-//! dead-after window (`cluster_members`), each broker's connected workers as it published
-//! them, and per kind version how many workers serve it. A worker subscribed for a kind
+//! Who is here: `GET /api/v1/cluster` lists the converge processes (`cluster_members`): those
+//! stamped within the liveness window (`MEMBER_DEAD_AFTER`) as Ready, with each broker's
+//! connected workers as it published them; those silent longer as NotReady (crashed or
+//! paused: routing ignores them) until their row is removed (`MEMBER_GC_AFTER`). Per kind
+//! version it counts the workers of the Ready brokers that serve it. A worker subscribed for a kind
 //! version nobody registered says so in its `unknown_kinds` (a typo in the worker, or a
 //! manifest not applied yet: its tasks cannot exist). The same counts feed the kinds list and
 //! a resource's `waiting_for`.
@@ -9,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::{Json, extract::State};
 use chrono::{DateTime, Utc};
-use converge_engine::{ids::KindPair, membership::DEAD_AFTER};
+use converge_engine::ids::KindPair;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -24,7 +26,8 @@ use crate::db::{
 /// The cluster as the database knows it.
 #[derive(Serialize, ToSchema)]
 pub struct Cluster {
-    /// Every live process, oldest first.
+    /// Every process with a row, oldest first: the live ones Ready, the silent ones NotReady
+    /// until their row is removed.
     pub members: Vec<ClusterMember>,
     /// Every registered kind version, and every other one a worker subscribed for, with the
     /// workers that serve it.
@@ -43,6 +46,16 @@ pub enum MemberRole {
     Broker,
 }
 
+/// Whether a member stamped its row within the liveness window.
+#[derive(Serialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberStatus {
+    /// It stamped within `MEMBER_DEAD_AFTER`.
+    Ready,
+    /// Silent longer (crashed, paused, cut off): routing ignores it and its leases were
+    /// released; listed until `MEMBER_GC_AFTER` after its last stamp.
+    NotReady,
+}
+
 /// One converge process.
 #[derive(Serialize, ToSchema)]
 pub struct ClusterMember {
@@ -50,6 +63,8 @@ pub struct ClusterMember {
     pub id: String,
     /// What it runs.
     pub role: MemberRole,
+    /// Ready (stamped within the liveness window) or NotReady.
+    pub status: MemberStatus,
     /// Its build's version.
     pub version: String,
     /// Its host (pod) name.
@@ -63,7 +78,8 @@ pub struct ClusterMember {
     pub started_at: DateTime<Utc>,
     /// Its last heartbeat (about every second).
     pub heartbeat_at: DateTime<Utc>,
-    /// The workers connected to it (a broker; empty for a control process).
+    /// The workers connected to it (a broker; empty for a control process, and for a
+    /// NotReady member: its workers went elsewhere).
     pub workers: Vec<ClusterWorker>,
     /// When the worker list was written (on connect and disconnect, else at most every 5 s:
     /// in-flight counts may lag that much).
@@ -135,14 +151,14 @@ pub struct KindCoverage {
     pub ready_workers: i64,
 }
 
-/// `GET /api/v1/cluster`: the live members, each broker's workers, and per kind version
-/// how many workers serve it.
+/// `GET /api/v1/cluster`: the members (Ready and NotReady), each broker's workers, and per
+/// kind version how many workers serve it.
 #[utoipa::path(
     get, operation_id = "cluster_get", path = "/cluster", tag = "cluster",
-    responses((status = 200, description = "The live members and who serves each kind.", body = Cluster)),
+    responses((status = 200, description = "The members, Ready or NotReady, and who serves each kind.", body = Cluster)),
 )]
 pub async fn get(State(s): State<AppState>) -> Result<Json<Cluster>, ApiError> {
-    let rows = db::cluster::members(&s.pool, DEAD_AFTER)
+    let rows = db::cluster::members(&s.pool, s.runtime.member_liveness)
         .await
         .map_err(ApiError::db("list cluster members"))?;
     let registered: BTreeSet<KindPair> = db::kinds::registered(&s.pool)
@@ -179,6 +195,12 @@ fn kind_coverage(p: &KindPair, registered: bool, c: Option<&Coverage>) -> KindCo
 
 fn member(row: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
     let m = row.member;
+    let status = if row.live {
+        MemberStatus::Ready
+    } else {
+        MemberStatus::NotReady
+    };
+    let workers = if row.live { row.workers.0 } else { Vec::new() };
     let role = match m.role.as_str() {
         "broker" => MemberRole::Broker,
         "control" => MemberRole::Control,
@@ -194,18 +216,14 @@ fn member(row: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
     ClusterMember {
         id: m.id,
         role,
+        status,
         version: m.version,
         host: m.host,
         pid: m.pid,
         addresses,
         started_at: m.started_at,
         heartbeat_at: row.heartbeat_at,
-        workers: row
-            .workers
-            .0
-            .into_iter()
-            .map(|w| worker(w, registered))
-            .collect(),
+        workers: workers.into_iter().map(|w| worker(w, registered)).collect(),
         workers_at: row.workers_at,
     }
 }
@@ -251,7 +269,7 @@ fn worker(w: WorkerInfo, registered: &BTreeSet<KindPair>) -> ClusterWorker {
 
 /// Worker counts by kind version over the live brokers (for the kinds list).
 pub(crate) async fn coverage(s: &AppState) -> Result<BTreeMap<KindPair, Coverage>, ApiError> {
-    Ok(db::cluster::coverage(&s.pool, DEAD_AFTER)
+    Ok(db::cluster::coverage(&s.pool, s.runtime.member_liveness)
         .await
         .map_err(ApiError::db("count the workers of each kind"))?
         .into_iter()
@@ -274,7 +292,7 @@ pub(crate) async fn waiting_for(
     if !needs_worker {
         return Ok(None);
     }
-    let served = db::cluster::served(&s.pool, &r.kind, r.kind_version, DEAD_AFTER)
+    let served = db::cluster::served(&s.pool, &r.kind, r.kind_version, s.runtime.member_liveness)
         .await
         .map_err(ApiError::db("look for a worker of the kind"))?;
     Ok((!served).then(|| format!("no worker serves {} v{}", r.kind, r.kind_version)))

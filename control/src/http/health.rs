@@ -1,10 +1,11 @@
-//! Probes (`/livez`, `/healthz` need no database; `/readyz` pings the primary), the
-//! version endpoint, and the probe router of a broker-only process (which serves
-//! `/metrics` too).
+//! Probes (`/livez`, `/healthz` need no database; `/readyz` answers 503 while the process
+//! drains and pings the primary), the version endpoint, and the probe router of a broker-only
+//! process (which serves `/metrics` too).
 
 use std::time::Duration;
 
 use axum::{Json, Router, extract::State, routing::get};
+use converge_engine::health::Health;
 use serde_json::{Value, json};
 
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -40,17 +41,23 @@ async fn healthz() -> Json<Value> {
     live().await
 }
 
-/// `GET /readyz`: the primary answers a ping within 2 s.
+/// `GET /readyz`: the process is not draining, and the primary answers a ping within 2 s.
 #[utoipa::path(get, operation_id = "health_ready", path = "/readyz", tag = "meta",
     responses(
         (status = 200, description = "Ready.", body = StatusOk),
         (status = 503, response = Unavailable),
     ))]
 async fn ready(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
-    ready_check(&s.pool).await
+    ready_check(&s.pool, &s.runtime.health).await
 }
 
-async fn ready_check(pool: &sqlx::PgPool) -> Result<Json<Value>, ApiError> {
+/// Ready unless `health` says the process drains or lost PostgreSQL (its monitor's last
+/// ping), and then only if `pool` answers a ping of its own.
+async fn ready_check(pool: &sqlx::PgPool, health: &Health) -> Result<Json<Value>, ApiError> {
+    let readiness = health.readiness();
+    if !readiness.serving() {
+        return Err(ApiError::Unavailable(readiness.reason().into()));
+    }
     match tokio::time::timeout(Duration::from_secs(2), db::ping(pool)).await {
         Ok(Ok(())) => Ok(Json(json!({"status": "ok"}))),
         Ok(Err(e)) => {
@@ -77,8 +84,8 @@ pub fn probes() -> OpenApiRouter<AppState> {
 }
 
 /// Probe-only router for broker pods (HEALTH_ADDR): liveness without a database, readiness
-/// with a ping of `pool`, and the process's metrics.
-pub fn probe_router(pool: sqlx::PgPool) -> Router {
+/// from `health` and a ping of `pool`, and the process's metrics.
+pub fn probe_router(pool: sqlx::PgPool, health: Health) -> Router {
     let scrape_pool = pool.clone();
     Router::new()
         .route("/livez", get(live))
@@ -86,8 +93,8 @@ pub fn probe_router(pool: sqlx::PgPool) -> Router {
         .route(
             "/readyz",
             get(move || {
-                let pool = pool.clone();
-                async move { ready_check(&pool).await }
+                let (pool, health) = (pool.clone(), health.clone());
+                async move { ready_check(&pool, &health).await }
             }),
         )
         .route(

@@ -40,7 +40,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use converge_kinds::{Kind, KindCatalog};
 
-use crate::app::watch::WatchHub;
+use crate::app::{runtime::Runtime, watch::WatchHub};
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -58,6 +58,8 @@ pub struct AppState {
     pub watches: Arc<WatchHub>,
     /// Largest provider-config bundle, decoded (`MAX_BUNDLE_BYTES`).
     pub max_bundle_bytes: usize,
+    /// The process's readiness.
+    pub runtime: Runtime,
 }
 
 impl AppState {

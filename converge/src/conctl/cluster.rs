@@ -1,5 +1,6 @@
-//! `conctl cluster`: who is here (`GET /api/v1/cluster`): the converge processes, the workers
-//! connected to each broker, and per kind version how many workers serve it.
+//! `conctl cluster`: who is here (`GET /api/v1/cluster`): the converge processes (Ready, or
+//! NotReady: silent, kept listed until their row is removed), the workers connected to each
+//! broker, and per kind version how many workers serve it.
 
 use hyper::Method;
 use serde_json::Value;
@@ -61,6 +62,7 @@ fn render(body: &Value) -> String {
             vec![
                 cell(&m["role"]),
                 cell(&m["id"]),
+                cell(&m["status"]),
                 cell(&m["version"]),
                 list(&m["workers"]).len().to_string(),
                 age(&m["started_at"]),
@@ -73,6 +75,7 @@ fn render(body: &Value) -> String {
         &[
             "ROLE",
             "MEMBER",
+            "STATUS",
             "VERSION",
             "WORKERS",
             "AGE",
@@ -143,9 +146,14 @@ mod tests {
     fn renders_members_workers_and_coverage() {
         let body = json!({
             "members": [
-                {"id": "c1", "role": "control", "version": "0.1.0", "addresses": {"http": "1:8080"},
+                {"id": "c1", "role": "control", "status": "Ready", "version": "0.1.0",
+                 "addresses": {"http": "1:8080"},
                  "started_at": null, "heartbeat_at": null, "workers": []},
-                {"id": "b1", "role": "broker", "version": "0.1.0", "addresses": {"grpc": "1:9090"},
+                {"id": "b0", "role": "broker", "status": "NotReady", "version": "0.1.0",
+                 "addresses": {"grpc": "1:9091"},
+                 "started_at": null, "heartbeat_at": null, "workers": []},
+                {"id": "b1", "role": "broker", "status": "Ready", "version": "0.1.0",
+                 "addresses": {"grpc": "1:9090"},
                  "started_at": null, "heartbeat_at": null, "workers": [
                     {"name": "w1", "sdk": "rust/0.1.0", "inflight": 2, "max_inflight": 8,
                      "connected_at": null,
@@ -159,7 +167,14 @@ mod tests {
             ]
         });
         let text = render(&body);
-        assert!(text.contains("control   c1"), "{text}");
+        assert!(
+            text.contains("control   c1       Ready      0.1.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("broker    b0       NotReady   0.1.0"),
+            "{text}"
+        );
         assert!(
             text.contains("b1       w1       rust/0.1.0   2/8"),
             "{text}"

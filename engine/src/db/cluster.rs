@@ -1,8 +1,9 @@
-//! SQL of `cluster_members` (migration 0003): each process's row and heartbeat, a broker's
-//! connected workers, the release of what a silent member held, and the reads behind
-//! `GET /api/v1/cluster`, the worker counts of `GET /api/v1/kinds` and a resource's
-//! `waiting_for`. Reads count only members stamped within the dead-after window they are
-//! given, so a crashed process stops counting before anyone deletes its row.
+//! SQL of `cluster_members` (migrations 0003, 0004): each process's row and heartbeat, a
+//! broker's connected workers, the release of what a silent member held, the removal of rows
+//! silent past the TTL, and the reads behind `GET /api/v1/cluster`, the worker counts of
+//! `GET /api/v1/kinds` and a resource's `waiting_for`. Routing reads count only members
+//! stamped within the dead-after (liveness) window they are given, so a crashed process stops
+//! counting at once, while the cluster view lists its row, NotReady, until the TTL.
 
 use std::time::Duration;
 
@@ -81,22 +82,29 @@ pub struct MemberRow {
     pub workers: Json<Vec<WorkerInfo>>,
     /// When `workers` was written.
     pub workers_at: Option<DateTime<Utc>>,
+    /// Stamped within the liveness window the read was given (Ready); false: NotReady (its
+    /// leases are released, routing ignores it).
+    pub live: bool,
 }
 
 /// Stamps `m`'s row, creating it if missing, and replaces its worker list when `workers` is
-/// given; true if the row had to be created (the first beat, or a peer presumed this member
-/// dead and released what it held meanwhile).
+/// given; true if the row had to be created or had been released (the first beat, or a peer
+/// presumed this member dead and released what it held meanwhile). A stamp clears
+/// `released_at`: the member is live again.
 pub async fn beat(pool: &PgPool, m: &Member, workers: Option<&[WorkerInfo]>) -> Result<bool> {
     sqlx::query_scalar(
-        "INSERT INTO cluster_members AS c
+        // `prior` reads the row as it was before this statement (one snapshot).
+        "WITH prior AS (SELECT released_at FROM cluster_members WHERE member_id = $1)
+         INSERT INTO cluster_members AS c
              (member_id, role, version, host, pid, addresses, started_at, workers, workers_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, '[]'::jsonb),
                  CASE WHEN $8 IS NULL THEN NULL ELSE now() END)
          ON CONFLICT (member_id) DO UPDATE SET
              heartbeat_at = now(),
              workers = COALESCE($8, c.workers),
-             workers_at = CASE WHEN $8 IS NULL THEN c.workers_at ELSE now() END
-         RETURNING (xmax = 0)",
+             workers_at = CASE WHEN $8 IS NULL THEN c.workers_at ELSE now() END,
+             released_at = NULL
+         RETURNING (xmax = 0) OR EXISTS (SELECT 1 FROM prior WHERE released_at IS NOT NULL)",
     )
     .bind(&m.id)
     .bind(&m.role)
@@ -110,10 +118,11 @@ pub async fn beat(pool: &PgPool, m: &Member, workers: Option<&[WorkerInfo]>) -> 
     .await
 }
 
-/// Deletes the rows of members other than `me` silent for `dead_after` and, in the same
-/// transaction, releases every lease and reactor delivery they held (epochs bumped, so a
-/// late result from them is refused). Returns the dead members and the number released. A
-/// member never judges itself: a failed stamp of its own must not release its live leases.
+/// Stamps `released_at` on the rows of members other than `me` silent for `dead_after` (once:
+/// the row stays, NotReady, until [`gc`] removes it) and, in the same transaction, releases
+/// every lease and reactor delivery they held (epochs bumped, so a late result from them is
+/// refused). Returns the members released now and the number of leases and deliveries freed.
+/// A member never judges itself: a failed stamp of its own must not release its live leases.
 pub async fn release_dead(
     pool: &PgPool,
     me: &str,
@@ -121,7 +130,8 @@ pub async fn release_dead(
 ) -> Result<(Vec<String>, u64)> {
     let mut tx = pool.begin().await?;
     let dead: Vec<String> = sqlx::query_scalar(
-        "DELETE FROM cluster_members WHERE heartbeat_at < now() - $1 AND member_id <> $2
+        "UPDATE cluster_members SET released_at = now()
+         WHERE heartbeat_at < now() - $1 AND member_id <> $2 AND released_at IS NULL
          RETURNING member_id",
     )
     .bind(interval(dead_after))
@@ -166,6 +176,20 @@ pub async fn release_dead(
     Ok((dead, freed))
 }
 
+/// Deletes the rows of members released and silent for `ttl` (crashed members, listed
+/// NotReady until now; a member's own row goes when it stops, [`leave`]). Returns the members
+/// removed.
+pub async fn gc(pool: &PgPool, ttl: Duration) -> Result<Vec<String>> {
+    sqlx::query_scalar(
+        "DELETE FROM cluster_members
+         WHERE released_at IS NOT NULL AND heartbeat_at < now() - $1
+         RETURNING member_id",
+    )
+    .bind(interval(ttl))
+    .fetch_all(pool)
+    .await
+}
+
 /// Deletes member `id`'s row (clean shutdown; a broker's leases are released by then).
 pub async fn leave(pool: &PgPool, id: &str) -> Result<()> {
     sqlx::query("DELETE FROM cluster_members WHERE member_id = $1")
@@ -175,15 +199,16 @@ pub async fn leave(pool: &PgPool, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Every member stamped within `dead_after`, oldest first.
-pub async fn members(pool: &PgPool, dead_after: Duration) -> Result<Vec<MemberRow>> {
+/// Every member's row, oldest first; those stamped within `liveness` are marked live (the
+/// rest crashed or paused: NotReady until [`gc`] removes them).
+pub async fn members(pool: &PgPool, liveness: Duration) -> Result<Vec<MemberRow>> {
     sqlx::query_as(
         "SELECT member_id, role, version, host, pid, addresses, started_at, heartbeat_at,
-                workers, workers_at
-         FROM cluster_members WHERE heartbeat_at >= now() - $1
+                workers, workers_at, heartbeat_at >= now() - $1 AS live
+         FROM cluster_members
          ORDER BY started_at, member_id",
     )
-    .bind(interval(dead_after))
+    .bind(interval(liveness))
     .fetch_all(pool)
     .await
 }

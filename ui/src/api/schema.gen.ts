@@ -12,8 +12,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/cluster`: the live members, each broker's workers, and per kind version
-         *     how many workers serve it.
+         * `GET /api/v1/cluster`: the members (Ready and NotReady), each broker's workers, and per
+         *     kind version how many workers serve it.
          */
         get: operations["cluster_get"];
         put?: never;
@@ -711,7 +711,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /readyz`: the primary answers a ping within 2 s. */
+        /** `GET /readyz`: the process is not draining, and the primary answers a ping within 2 s. */
         get: operations["health_ready"];
         put?: never;
         post?: never;
@@ -885,7 +885,10 @@ export interface components {
         };
         /** @description The cluster as the database knows it. */
         Cluster: {
-            /** @description Every live process, oldest first. */
+            /**
+             * @description Every process with a row, oldest first: the live ones Ready, the silent ones NotReady
+             *     until their row is removed.
+             */
             members: components["schemas"]["ClusterMember"][];
             /**
              * @description Every registered kind version, and every other one a worker subscribed for, with the
@@ -899,6 +902,8 @@ export interface components {
             id: string;
             /** @description What it runs. */
             role: components["schemas"]["MemberRole"];
+            /** @description Ready (stamped within the liveness window) or NotReady. */
+            status: components["schemas"]["MemberStatus"];
             /** @description Its build's version. */
             version: string;
             /** @description Its host (pod) name. */
@@ -925,7 +930,10 @@ export interface components {
              * @description Its last heartbeat (about every second).
              */
             heartbeat_at: string;
-            /** @description The workers connected to it (a broker; empty for a control process). */
+            /**
+             * @description The workers connected to it (a broker; empty for a control process, and for a
+             *     NotReady member: its workers went elsewhere).
+             */
             workers: components["schemas"]["ClusterWorker"][];
             /**
              * Format: date-time
@@ -1448,6 +1456,11 @@ export interface components {
          * @enum {string}
          */
         MemberRole: "all" | "control" | "broker";
+        /**
+         * @description Whether a member stamped its row within the liveness window.
+         * @enum {string}
+         */
+        MemberStatus: "Ready" | "NotReady";
         /** @description The request body. */
         OperateBody: {
             /** @description The verb (one the kind declares). */
@@ -2262,6 +2275,7 @@ export type ManifestEdge = components['schemas']['ManifestEdge'];
 export type ManifestEdgeEnd = components['schemas']['ManifestEdgeEnd'];
 export type ManifestEdgeValue = components['schemas']['ManifestEdgeValue'];
 export type MemberRole = components['schemas']['MemberRole'];
+export type MemberStatus = components['schemas']['MemberStatus'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];
 export type OperationList = components['schemas']['OperationList'];
@@ -2320,7 +2334,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The live members and who serves each kind. */
+            /** @description The members, Ready or NotReady, and who serves each kind. */
             200: {
                 headers: {
                     [name: string]: unknown;

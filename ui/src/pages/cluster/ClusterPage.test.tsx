@@ -13,6 +13,7 @@ const cluster: Cluster = {
     {
       id: 'ctl-1-aaaa',
       role: 'control',
+      status: 'Ready',
       version: '0.1.0',
       host: 'ctl',
       pid: 1,
@@ -25,6 +26,7 @@ const cluster: Cluster = {
     {
       id: 'brk-7-bbbb',
       role: 'broker',
+      status: 'Ready',
       version: '0.1.0',
       host: 'brk',
       pid: 7,
@@ -50,6 +52,19 @@ const cluster: Cluster = {
           draining: false,
         },
       ],
+    },
+    {
+      id: 'brk-9-dead',
+      role: 'broker',
+      status: 'NotReady',
+      version: '0.1.0',
+      host: 'brk2',
+      pid: 9,
+      addresses: { grpc: '10.0.0.3:9090' },
+      started_at: at,
+      heartbeat_at: at,
+      workers_at: at,
+      workers: [],
     },
   ],
   kinds: [
@@ -79,7 +94,11 @@ describe('ClusterPage', () => {
 
     const members = await screen.findByRole('table', { name: 'Members' });
     const rows = within(members).getAllByRole('row').slice(1);
-    expect(rows.map((r) => within(r).getAllByRole('cell')[0].textContent)).toEqual(['control', 'broker']);
+    expect(rows.map((r) => within(r).getAllByRole('cell')[0].textContent)).toEqual(['control', 'broker', 'broker']);
+    // A member silent past the liveness window stays listed, greyed, until its row is removed.
+    expect(rows[2]).toHaveClass('not-ready');
+    expect(within(rows[2]).getByText('NotReady')).toHaveClass('warn');
+    expect(rows[1]).not.toHaveClass('not-ready');
     expect(within(rows[1]).getByText('brk-7-bbbb')).toBeInTheDocument();
     expect(within(rows[1]).getByText('grpc 10.0.0.2:9090')).toBeInTheDocument();
 

@@ -39,6 +39,7 @@ function Members({ members }: { members: ClusterMember[] }) {
   const columns = [
     { head: 'Role' },
     { head: 'Member' },
+    { head: 'Status' },
     { head: 'Version' },
     { head: 'Workers' },
     { head: 'Addresses', hideNarrow: true },
@@ -46,9 +47,11 @@ function Members({ members }: { members: ClusterMember[] }) {
     { head: 'Heartbeat' },
   ];
   const rows = members.map((m) => (
-    <tr key={m.id} data-member={m.id}>
+    // A NotReady member (silent past MEMBER_DEAD_AFTER) stays listed, greyed, until its row is removed.
+    <tr key={m.id} data-member={m.id} className={m.status === 'Ready' ? undefined : 'not-ready'}>
       <td>{m.role}</td>
       <td title={`${m.host} pid ${m.pid}`}>{m.id}</td>
+      <td>{m.status === 'Ready' ? 'Ready' : <span className="warn">NotReady</span>}</td>
       <td>{m.version}</td>
       <td>{m.role === 'control' ? '—' : m.workers.length}</td>
       <td className="hide-narrow">
