@@ -341,6 +341,12 @@ impl Broker {
         while inner.completions.pending() > 0 && tokio::time::Instant::now() < flush_until {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Nothing more can be accepted (the leases are released): end every stream, so its
+        // worker moves to another broker and the gRPC server can finish its shutdown. New
+        // streams are already refused while draining.
+        inner
+            .registry
+            .close_all(&Status::unavailable("broker is shutting down"));
     }
 }
 

@@ -764,6 +764,16 @@ impl Registry {
         self.bump();
     }
 
+    /// Ends every open stream with `status` (the drain is over). A stream the broker does
+    /// not end stays open as long as its worker keeps it, and the gRPC server's graceful
+    /// shutdown waits for every open stream: a worker still busy past `SHUTDOWN_DRAIN` (or
+    /// one that simply stays connected) would hold the process up for ever.
+    pub fn close_all(&self, status: &Status) {
+        for e in self.lock().streams.values() {
+            e.out.closer().close(status.clone());
+        }
+    }
+
     /// Queues a frame on every stream serving `pair`.
     pub fn push_to_pair(&self, pair: &KindPair, body: &Body) {
         for e in self.lock().streams.values() {

@@ -37,6 +37,10 @@ use converge_kinds::{CatalogFollower, KindCatalog};
 
 /// How often the TLS files are checked for changes.
 const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long the listeners and loops get to stop once the broker has drained, before what
+/// is left is aborted.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How often the kind catalog re-reads the manifests' content hashes whatever it hears on
 /// `kind_manifest_changed` (a failsafe: a missed NOTIFY costs at most this long).
 const CATALOG_FAILSAFE: std::time::Duration = std::time::Duration::from_secs(15);
@@ -412,7 +416,20 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     http_stop.cancel();
     grpc_stop.cancel();
     loops.cancel();
-    while tasks.join_next().await.is_some() {}
+    // Every loop and server ends on its own once cancelled; a connection that keeps a
+    // server's graceful shutdown waiting (a client holding a request open) must not keep
+    // the process alive past its orchestrator's patience, so what is left after
+    // STOP_GRACE is aborted.
+    let stopped = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(STOP_GRACE, stopped).await.is_err() {
+        tracing::warn!(
+            left = tasks.len(),
+            grace = ?STOP_GRACE,
+            "tasks still running after the stop grace; aborting them"
+        );
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
     pool.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -195,3 +195,65 @@ async fn health_and_readyz_turn_away_from_a_draining_broker() {
         .expect("wait for converge");
     assert!(status.success(), "{status}");
 }
+
+/// A worker still busy when `SHUTDOWN_DRAIN` runs out, and still connected, does not keep
+/// converge alive: the drain releases the lease and ends the worker's stream (the gRPC
+/// server's graceful shutdown waits for every open stream), so the process exits long before
+/// the task would have finished, and the task waits in the queue for the next broker.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_busy_past_the_drain_window_does_not_hold_the_process() {
+    let db = TestDb::new().await;
+    let (mut converge, hp, gp) = common::spawn_ready("converge /readyz", |hp, gp| {
+        serve_command(&db.url, hp, gp, &[("SHUTDOWN_DRAIN", "2s")])
+            .spawn()
+            .expect("spawn converge")
+    })
+    .await;
+    let (http, broker) = (
+        format!("http://127.0.0.1:{hp}"),
+        format!("http://127.0.0.1:{gp}"),
+    );
+    let api = converge_testkit::Api::new(&http);
+    api.apply_manifest(&common::Converge::hello_manifest(600))
+        .await;
+    let _worker = Worker::hello(&broker, "busy-past-drain", &[]);
+    // Five minutes of work: far longer than the drain window and the wait below.
+    let (s, v) = api
+        .call(
+            reqwest::Method::POST,
+            "resources",
+            Some(&json!({"kind": "hello", "kind_version": 1, "name": "long",
+                         "spec": {"sleep_ms": 300_000}})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    wait_for(FLIP, "the task in flight", || async {
+        let leased: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM work_queue WHERE lease_token IS NOT NULL)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        leased.then_some(())
+    })
+    .await;
+
+    converge_testkit::signal(converge.id().expect("running"), "TERM");
+    let status = tokio::time::timeout(Duration::from_secs(120), converge.wait())
+        .await
+        .expect("converge exits while its worker is still busy")
+        .expect("wait for converge");
+    assert!(status.success(), "{status}");
+    let (queued, leased): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(lease_token) FROM work_queue w
+         JOIN resources r ON r.id = w.resource_id WHERE r.name = 'long'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (queued, leased),
+        (1, 0),
+        "the task is queued again, unleased"
+    );
+}
