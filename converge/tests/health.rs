@@ -13,7 +13,7 @@ use converge_control::{
     devdb::{DevDb, DevDbConfig},
     testing::TestDb,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
@@ -128,11 +128,16 @@ async fn health_and_readyz_follow_postgres_down_and_back() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn health_and_readyz_turn_away_from_a_draining_broker() {
-    let db = TestDb::new().await;
-    let (mut converge, hp, gp) = common::spawn_ready("converge /readyz", |hp, gp| {
-        serve_command(&db.url, hp, gp, &[("SHUTDOWN_DRAIN", "60s")])
+/// A converge on `db` with `SHUTDOWN_DRAIN=drain`, a hello worker, and one hello task of
+/// `sleep_ms` in flight (its lease taken) when this returns: (converge, HTTP URL, broker URL,
+/// the worker).
+async fn one_task_in_flight(
+    db: &TestDb,
+    drain: &str,
+    sleep_ms: u64,
+) -> (tokio::process::Child, String, String, Worker) {
+    let (converge, hp, gp) = common::spawn_ready("converge /readyz", |hp, gp| {
+        serve_command(&db.url, hp, gp, &[("SHUTDOWN_DRAIN", drain)])
             .spawn()
             .expect("spawn converge")
     })
@@ -141,33 +146,39 @@ async fn health_and_readyz_turn_away_from_a_draining_broker() {
         format!("http://127.0.0.1:{hp}"),
         format!("http://127.0.0.1:{gp}"),
     );
-    let client = reqwest::Client::new();
     let api = converge_testkit::Api::new(&http);
-    api.apply_manifest(&common::Converge::hello_manifest(120))
+    api.apply_manifest(&common::Converge::hello_manifest(600))
         .await;
-    let _worker = Worker::hello(&broker, "drain-health", &[]);
-    // One 10 s task in flight keeps the drain going while the probes are asked; it ends
-    // within SHUTDOWN_DRAIN, so the drain ends with its result accepted.
+    let worker = Worker::hello(&broker, "drain-health", &[]);
     let (s, v) = api
         .call(
             reqwest::Method::POST,
             "resources",
             Some(&json!({"kind": "hello", "kind_version": 1, "name": "slow",
-                         "spec": {"sleep_ms": 10_000}})),
+                         "spec": {"sleep_ms": sleep_ms}})),
         )
         .await;
     assert_eq!(s, 201, "{v}");
     wait_for(FLIP, "the task in flight", || async {
-        let (_, v) = api.call(reqwest::Method::GET, "cluster", None).await;
-        let inflight: u64 = v["members"]
-            .as_array()?
-            .iter()
-            .flat_map(|m| m["workers"].as_array().cloned().unwrap_or_default())
-            .map(|w: Value| w["inflight"].as_u64().unwrap_or(0))
-            .sum();
-        (inflight > 0).then_some(())
+        let leased: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM work_queue WHERE lease_token IS NOT NULL)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        leased.then_some(())
     })
     .await;
+    (converge, http, broker, worker)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_and_readyz_turn_away_from_a_draining_broker() {
+    let db = TestDb::new().await;
+    // One 10 s task in flight keeps the drain going while the probes are asked; it ends
+    // within SHUTDOWN_DRAIN, so the drain ends with its result accepted.
+    let (mut converge, http, broker, _worker) = one_task_in_flight(&db, "60s", 10_000).await;
+    let client = reqwest::Client::new();
     wait_health(
         &client,
         &http,
@@ -203,40 +214,8 @@ async fn health_and_readyz_turn_away_from_a_draining_broker() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_busy_past_the_drain_window_does_not_hold_the_process() {
     let db = TestDb::new().await;
-    let (mut converge, hp, gp) = common::spawn_ready("converge /readyz", |hp, gp| {
-        serve_command(&db.url, hp, gp, &[("SHUTDOWN_DRAIN", "2s")])
-            .spawn()
-            .expect("spawn converge")
-    })
-    .await;
-    let (http, broker) = (
-        format!("http://127.0.0.1:{hp}"),
-        format!("http://127.0.0.1:{gp}"),
-    );
-    let api = converge_testkit::Api::new(&http);
-    api.apply_manifest(&common::Converge::hello_manifest(600))
-        .await;
-    let _worker = Worker::hello(&broker, "busy-past-drain", &[]);
     // Five minutes of work: far longer than the drain window and the wait below.
-    let (s, v) = api
-        .call(
-            reqwest::Method::POST,
-            "resources",
-            Some(&json!({"kind": "hello", "kind_version": 1, "name": "long",
-                         "spec": {"sleep_ms": 300_000}})),
-        )
-        .await;
-    assert_eq!(s, 201, "{v}");
-    wait_for(FLIP, "the task in flight", || async {
-        let leased: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM work_queue WHERE lease_token IS NOT NULL)",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-        leased.then_some(())
-    })
-    .await;
+    let (mut converge, _, _, _worker) = one_task_in_flight(&db, "2s", 300_000).await;
 
     converge_testkit::signal(converge.id().expect("running"), "TERM");
     let status = tokio::time::timeout(Duration::from_secs(120), converge.wait())
@@ -246,7 +225,7 @@ async fn a_worker_busy_past_the_drain_window_does_not_hold_the_process() {
     assert!(status.success(), "{status}");
     let (queued, leased): (i64, i64) = sqlx::query_as(
         "SELECT count(*), count(lease_token) FROM work_queue w
-         JOIN resources r ON r.id = w.resource_id WHERE r.name = 'long'",
+         JOIN resources r ON r.id = w.resource_id WHERE r.name = 'slow'",
     )
     .fetch_one(&db.pool)
     .await
