@@ -295,12 +295,12 @@ impl Metrics {
         );
         r.register(
             "queue_ready",
-            "Tasks in work_queue (due, backing off or leased), from PostgreSQL's live-row statistics of its partitions; the same cluster-wide figure on every process",
+            "Tasks in work_queue (due, backing off or leased): an ESTIMATE from PostgreSQL's live-row statistics of its partitions, which lag by seconds and may read a few rows on an empty queue; the same cluster-wide figure on every process",
             m.queue_ready.clone(),
         );
         r.register(
             "outbox_pending",
-            "Results in work_outbox waiting for a drainer, from PostgreSQL's live-row statistics of its partitions; the same cluster-wide figure on every process",
+            "Results in work_outbox waiting for a drainer: an ESTIMATE from PostgreSQL's live-row statistics of its partitions, which lag by seconds and may read a few rows on an empty outbox; the same cluster-wide figure on every process",
             m.outbox_pending.clone(),
         );
         r.register(
