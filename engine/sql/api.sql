@@ -168,13 +168,11 @@ BEGIN
     IF r.frozen_until IS NOT NULL THEN
         RETURN 'frozen';
     END IF;
+    -- No copy of the provider config: work_claim reads the resource's at claim.
     INSERT INTO work_queue AS w (resource_id, shard_id, task_type, kind, kind_version,
-                                 generation, trigger, attempt, not_before, provider_config,
-                                 provider_bundle)
-    SELECT r.id, r.shard_id, 'reconcile', r.kind, r.kind_version, r.generation, 'manual',
-           r.failure_attempts + 1, '-infinity'::timestamptz, pc.spec, pc.data
-    FROM (SELECT 1) one
-    LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref
+                                 generation, trigger, attempt, not_before)
+    VALUES (r.id, r.shard_id, 'reconcile', r.kind, r.kind_version, r.generation, 'manual',
+            r.failure_attempts + 1, '-infinity'::timestamptz)
     ON CONFLICT (resource_id, task_type, shard_id) DO NOTHING;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n = 0 THEN

@@ -50,8 +50,9 @@ $$;
 -- round trip. The provider config override is the one the resource names now
 -- (provider_config_ref), read here for every task type: a resync, rollup, teardown or
 -- operation carries it as a spec change does, and a config changed since the task was
--- queued goes out in its new form (the queue row's provider_config/provider_bundle, copied
--- at enqueue by some paths only, are not what is sent). A capped kind
+-- queued goes out in its new form (the queue's provider_config/provider_bundle columns are
+-- no longer written: a column drop needs a migration, left for the next schema change). A
+-- capped kind
 -- (kind_config.max_inflight) takes a transaction-scoped advisory lock on the kind, counts
 -- its live leases and claims at most the remaining budget.
 CREATE OR REPLACE FUNCTION work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version int,

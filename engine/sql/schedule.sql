@@ -20,18 +20,17 @@ AS $$
 DECLARE
     n int;
 BEGIN
+    -- No copy of the provider config: work_claim reads the one the resource names when the
+    -- task is claimed.
     INSERT INTO work_queue AS w (resource_id, shard_id, task_type, kind, kind_version,
-                                 generation, trigger, attempt, not_before, provider_config,
-                                 provider_bundle)
+                                 generation, trigger, attempt, not_before)
     SELECT r.id, r.shard_id, 'reconcile', r.kind, r.kind_version, r.generation,
            'specChange',
            r.failure_attempts + 1,
            CASE WHEN r.failure_gen = r.generation AND r.failure_attempts > 0
                 THEN now() + retry_backoff(r.failure_attempts)
-                ELSE now() END,
-           pc.spec, pc.data
+                ELSE now() END
     FROM resources r
-    LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref
     LEFT JOIN kind_config kc ON kc.kind = r.kind AND kc.kind_version = r.kind_version
     WHERE r.id = ANY (p_ids)
       AND r.generation - r.synced_gen > 0  -- not idx_resources_lagging (see 0011)
@@ -50,8 +49,6 @@ BEGIN
             trigger = EXCLUDED.trigger,
             attempt = EXCLUDED.attempt,
             not_before = EXCLUDED.not_before,
-            provider_config = EXCLUDED.provider_config,
-            provider_bundle = EXCLUDED.provider_bundle,
             lease_token = NULL,
             claim_epoch = w.claim_epoch + 1,
             broker_id = NULL,
