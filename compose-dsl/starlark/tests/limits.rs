@@ -15,8 +15,11 @@ const SPIN: &str =
 
 #[test]
 fn an_infinite_loop_runs_out_of_ticks() {
+    // The default 1 s deadline is a wall clock: on a loaded machine a debug build can spend
+    // it before 100,000 ticks, and the deadline would answer first.
     let limits = Limits {
         max_ticks: 100_000,
+        deadline: Duration::from_secs(60),
         ..Limits::default()
     };
     assert_eq!(run(SPIN, &limits), Error::Limit(LimitKind::Ticks));
@@ -59,6 +62,7 @@ fn the_largest_call_stack_does_not_overflow_the_native_stack() {
     let src = "def f(n):\n    return f(n + 1)\n\ndef compose(spec, config):\n    return f(0)\n";
     let limits = Limits {
         max_call_stack: usize::MAX,
+        deadline: Duration::from_secs(60),
         ..Limits::default()
     };
     assert_eq!(run(src, &limits), Error::Limit(LimitKind::CallStack));
@@ -136,6 +140,7 @@ fn a_top_level_loop_in_a_module_is_bounded_at_load() {
     let src = "X = [i for i in range(2000000000)]\ndef compose(spec, config):\n    return {}\n";
     let limits = Limits {
         max_ticks: 10_000,
+        deadline: Duration::from_secs(60),
         ..Limits::default()
     };
     let err = Bundle::from_zip(&pack(&[("compose.star", src)]), &limits)
