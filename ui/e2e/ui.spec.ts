@@ -78,6 +78,14 @@ test('the detail panel of a child shows its conditions', async ({ page }) => {
 });
 
 test('the graph view renders the DAG with the path to the failed node', async ({ page }) => {
+  // Without a root: the roots, paged, with their phase and size; choosing one draws it.
+  await page.goto(ui('/resources/graph'));
+  const bom = page.getByRole('table', { name: 'Roots' }).locator(`tr[data-ref="classicbom/${BOM}"]`);
+  await expect(bom.locator('.phase')).toHaveText('Degraded');
+  await expect(bom.locator('td').nth(2)).toHaveText('24');
+  await bom.getByRole('button', { name: `classicbom/${BOM}` }).click();
+  await expect(page).toHaveURL(/owner=classicbom%2Fdemo-bom/);
+  await expect(page.locator('.react-flow__node')).toHaveCount(25);
   await page.goto(ui(`/resources/graph?${owner}`));
   await expect(page.locator('.react-flow__node')).toHaveCount(25);
   await expect(page.getByText('25 nodes, 24 dependency edges')).toBeVisible();
