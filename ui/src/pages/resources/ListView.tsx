@@ -10,6 +10,7 @@ import { useListsLive } from '../../lib/liveResources';
 import { pollWhileOffline } from '../../lib/useEventStream';
 import { age } from '../../lib/time';
 import { useCursorStack } from '../../lib/useCursorStack';
+import { ProblemsFirst } from './ProblemsFirst';
 
 const PAGE_SIZES = [25, 50, 100, 200];
 
@@ -57,6 +58,7 @@ export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter;
           </select>
         </label>
       </div>
+      <ProblemsFirst filter={filter} onOpen={onOpen} />
       <QueryState what="resources" data={q.data} error={q.error} isLoading={q.isLoading}>
         {() =>
           rows.length === 0 ? (
