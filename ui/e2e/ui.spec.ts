@@ -80,6 +80,9 @@ test('the detail panel of a child shows its conditions', async ({ page }) => {
   await expect(panel.getByRole('list', { name: 'Recent events' })).toContainText('Reconciling → Failed');
   await expect(page).toHaveURL(new RegExp(`/resources/list/r/route/${FAILING}`));
   await shot(page, '03-detail-conditions');
+  // The Owner cell opens the owner.
+  await row(page, `route/${FAILING}`).getByRole('button', { name: `classicbom/${BOM}` }).click();
+  await expect(panel.getByRole('heading', { name: `classicbom/${BOM}` })).toBeVisible();
 });
 
 test('the graph view renders the DAG with the path to the failed node', async ({ page }) => {

@@ -120,4 +120,22 @@ describe('ListView pagination', () => {
     rerenderWith({ ...EMPTY_FILTER, phases: ['Ready'] });
     await waitFor(() => expect(screen.queryByRole('region', { name: 'Problems' })).toBeNull());
   });
+
+  it("opens a row's owner from its Owner cell", async () => {
+    vi.spyOn(api, 'listResources').mockImplementation(async (f) => ({
+      body: { owners: [], resources: isProblems(f) ? [] : [{ ...item('child'), owner: { kind: 'classicbom', name: 'bom' } }] },
+      nextCursor: '',
+    }));
+    const onOpen = vi.fn();
+    render(
+      <QueryClientProvider client={new QueryClient({ defaultOptions: { queries: { retry: false } } })}>
+        <MemoryRouter>
+          <ListView filter={EMPTY_FILTER} onOpen={onOpen} />
+        </MemoryRouter>
+      </QueryClientProvider>,
+    );
+    await userEvent.click(await screen.findByRole('button', { name: 'classicbom/bom' }));
+    expect(onOpen).toHaveBeenCalledTimes(1);
+    expect(onOpen).toHaveBeenCalledWith('classicbom', 'bom');
+  });
 });

@@ -106,7 +106,15 @@ function ResourceRow({ r, onOpen, selected }: { r: ResourceItem; onOpen: (k: str
       <td title="synced / generation">
         {r.synced_gen}/{r.generation}
       </td>
-      <td className="hide-narrow">{r.owner ? `${r.owner.kind}/${r.owner.name}` : '—'}</td>
+      <td className="hide-narrow">
+        {r.owner ? (
+          <button type="button" className="link owner-link" onClick={(e) => (e.stopPropagation(), onOpen(r.owner!.kind, r.owner!.name))}>
+            {r.owner.kind}/{r.owner.name}
+          </button>
+        ) : (
+          '—'
+        )}
+      </td>
       <td className="hide-narrow">
         <div className="labels">
           {Object.entries(r.labels).map(([k, v]) => (
