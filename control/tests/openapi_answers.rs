@@ -255,6 +255,10 @@ async fn real_answers_validate_against_the_document() {
     // Meta.
     c.call(M::GET, "/api/v1/version", "/api/v1/version", None, 200)
         .await;
+    let me = c
+        .call(M::GET, "/api/v1/whoami", "/api/v1/whoami", None, 200)
+        .await;
+    assert_eq!(me["role"], "admin", "auth is off: {me}");
     for p in ["/livez", "/healthz", "/readyz"] {
         c.call(M::GET, p, p, None, 200).await;
     }
@@ -502,6 +506,37 @@ async fn real_answers_validate_against_the_document() {
     c.call(M::GET, log, "/api/v1/events?kind=hello&name=app", None, 200)
         .await;
     c.call(M::GET, log, "/api/v1/events?x=1", None, 400).await;
+    let recent = "/api/v1/events/recent";
+    let newest = c
+        .call(M::GET, recent, "/api/v1/events/recent?limit=2", None, 200)
+        .await;
+    let ids: Vec<i64> = newest["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    assert!(ids.len() == 2 && ids[0] > ids[1], "newest first: {newest}");
+    assert!(newest["horizon"].as_i64().unwrap() >= ids[0], "{newest}");
+    let older = c
+        .call(
+            M::GET,
+            recent,
+            &format!("/api/v1/events/recent?before={}", ids[1]),
+            None,
+            200,
+        )
+        .await;
+    assert!(
+        older["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"].as_i64().unwrap() < ids[1]),
+        "{older}"
+    );
+    c.call(M::GET, recent, "/api/v1/events/recent?limit=0", None, 400)
+        .await;
     let e = c
         .first_message(log, "/api/v1/events?watch=true&cursor=0", None)
         .await;

@@ -1,6 +1,8 @@
 // The sign-in flow against a real converge started with an AUTH_FILE (see global-setup.ts):
 // the UI asks for a token on 401, shows the resources with a viewer token kept in
-// sessionStorage only, shows the server's 403 naming the role needed, and signs out.
+// sessionStorage only, names the principal and its role, disables (with the reason) what a
+// viewer may not do and enables it for an operator, signs out, and shows the activity feed
+// with the actors.
 
 import { expect, test, type Page } from '@playwright/test';
 import path from 'node:path';
@@ -36,21 +38,75 @@ test('with AUTH_FILE the UI asks for a token and a viewer sees the resources', a
   expect(stored).toEqual({ session: viewer, local: 0 });
   await shot(page, '12-signed-in-list');
 
-  // A viewer may read but not quarantine: the server's 403 names the role needed.
+  // The top bar names the principal and its role; what a viewer may not do is disabled,
+  // saying why (the server would answer 403 naming the role needed).
+  await expect(page.getByLabel('Signed in as')).toHaveText(/e2e-viewer\s*viewer/);
   await row.getByRole('button', { name: NAME }).click();
   const panel = page.getByRole('complementary', { name: 'Resource detail' });
   await expect(panel.getByRole('heading', { name: `${KIND}/${NAME}` })).toBeVisible();
   // Its watch carries the token too (the browser's EventSource could not): the panel is live.
   await expect(panel.locator('.live-badge')).toHaveText('live');
-  await panel.getByRole('button', { name: 'Quarantine' }).click();
-  const problem = panel.getByLabel('Actions').getByRole('alert');
-  await expect(problem).toContainText('403');
-  await expect(problem).toContainText('needs role operator');
-  await shot(page, '13-viewer-403');
+  const actions = panel.getByLabel('Actions');
+  for (const name of ['Reconcile', 'Quarantine', 'Delete…']) {
+    const b = actions.getByRole('button', { name, exact: true });
+    await expect(b).toBeDisabled();
+    await expect(b).toHaveAttribute('title', 'Needs role operator; e2e-viewer has role viewer.');
+  }
+  const history = panel.getByRole('region', { name: 'History' });
+  await expect(history.getByRole('list', { name: 'Spec generations' }).locator('li')).toHaveCount(2);
+  const rollback = history.getByRole('button', { name: 'Roll back to this generation…' });
+  await expect(rollback).toBeDisabled();
+  await expect(rollback).toHaveAttribute('title', 'Needs role operator; e2e-viewer has role viewer.');
+  await shot(page, '13-viewer-disabled');
 
   // Sign out forgets the token and asks again; nothing read with it stays on screen.
   await page.getByRole('button', { name: 'Sign out' }).click();
   await expect(page.getByLabel('API token')).toBeVisible();
   await expect(page.locator('table.resource-table')).toHaveCount(0);
   expect(await page.evaluate(() => sessionStorage.getItem('converge.token'))).toBeNull();
+});
+
+test('an operator may act: the actions and the rollback are enabled', async ({ page }) => {
+  const operator = process.env.E2E_AUTH_OPERATOR_TOKEN!;
+  expect(operator).toBeTruthy();
+  await page.goto(ui(`/resources/list/r/${KIND}/${NAME}`));
+  await page.getByLabel('API token').fill(operator);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect(page.getByLabel('Signed in as')).toHaveText(/e2e-operator\s*operator/);
+  const panel = page.getByRole('complementary', { name: 'Resource detail' });
+  await expect(panel.getByRole('heading', { name: `${KIND}/${NAME}` })).toBeVisible();
+  const actions = panel.getByLabel('Actions');
+  for (const name of ['Reconcile', 'Quarantine', 'Delete…']) {
+    const b = actions.getByRole('button', { name, exact: true });
+    await expect(b).toBeEnabled();
+    await expect(b).not.toHaveAttribute('title');
+  }
+  const history = panel.getByRole('region', { name: 'History' });
+  await expect(history.getByRole('list', { name: 'Spec generations' }).locator('li')).toHaveCount(2);
+  await expect(history.getByRole('button', { name: 'Roll back to this generation…' })).toBeEnabled();
+  await shot(page, '14-operator-enabled');
+
+  // Kinds and provider configs need admin; reactor bindings, operator.
+  const nav = page.getByRole('navigation', { name: 'Main' });
+  await nav.getByRole('link', { name: 'Kinds' }).click();
+  const applyManifest = page.getByRole('button', { name: 'Apply a manifest…' });
+  await expect(applyManifest).toBeDisabled();
+  await expect(applyManifest).toHaveAttribute('title', 'Needs role admin; e2e-operator has role operator.');
+  await nav.getByRole('link', { name: 'Provider configs' }).click();
+  await expect(page.getByRole('button', { name: 'New config…' })).toBeDisabled();
+  await nav.getByRole('link', { name: 'Reactor bindings' }).click();
+  await expect(page.getByRole('button', { name: 'New binding…' })).toBeEnabled();
+
+  // The activity feed names who did what: the admin's applies, newest first, linking to it.
+  await nav.getByRole('link', { name: 'Activity' }).click();
+  const feed = page.getByRole('table', { name: 'Activity' });
+  const created = feed.locator('tbody tr', { hasText: 'created' });
+  await expect(created).toHaveCount(1);
+  await expect(created.locator('td.actor')).toHaveText('e2e-admin');
+  await expect(created).toContainText(`${KIND}/${NAME}`);
+  await expect(page.locator('.activity-page .live-badge')).toHaveText('live');
+  await expect(page.getByRole('button', { name: 'No older events' })).toBeDisabled();
+  await shot(page, '15-activity');
+  await created.getByRole('link', { name: `${KIND}/${NAME}` }).click();
+  await expect(page.getByRole('complementary', { name: 'Resource detail' }).getByRole('heading', { name: `${KIND}/${NAME}` })).toBeVisible();
 });

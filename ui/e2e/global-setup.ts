@@ -2,8 +2,9 @@
 // PostgreSQL, the classic example worker, the classic manifests, and a BOM whose
 // payments-alpha-route child fails terminally. Then serves ui/dist (proxying /api) unless
 // UI_BASE_URL names where the UI already is (e.g. converge itself once it embeds the UI).
-// A second `converge dev` runs with an AUTH_FILE (an admin and a viewer token made here) and
-// one resource, for the sign-in test; its UI is served the same way.
+// A second `converge dev` runs with an AUTH_FILE (an admin, an operator and a viewer token
+// made here) and one resource with two spec generations, for the sign-in and role tests; its
+// UI is served the same way.
 //
 //   CONVERGE_BIN / CLASSIC_WORKER_BIN  binaries (default $CARGO_TARGET_DIR/debug/...)
 //   CONVERGE_URL                       use this running converge (with a classic worker) instead
@@ -138,11 +139,13 @@ export default async function globalSetup() {
     const token = () => `cvg_${randomBytes(24).toString('base64url')}`;
     const adminToken = token();
     const viewerToken = token();
+    const operatorToken = token();
     const sha256 = (t: string) => createHash('sha256').update(t, 'utf8').digest('hex');
     const authFile = path.join(tmp, 'auth.yaml');
     writeFileSync(
       authFile,
       `principals:\n  - {name: e2e-admin, role: admin, token_sha256: "${sha256(adminToken)}"}\n` +
+        `  - {name: e2e-operator, role: operator, token_sha256: "${sha256(operatorToken)}"}\n` +
         `  - {name: e2e-viewer, role: viewer, token_sha256: "${sha256(viewerToken)}"}\n`,
     );
     // Started first so that its PostgreSQL boots while the main one's setup runs.
@@ -181,13 +184,16 @@ export default async function globalSetup() {
     const unauthenticated = await fetch(`${securedApi}/resources`);
     if (unauthenticated.status !== 401) throw new Error(`converge-auth answered ${unauthenticated.status} without a token, not 401`);
     await call(securedApi, 'PUT', '/kinds/account/manifest', readFileSync(path.join(manifests, 'account.json'), 'utf8'), adminToken);
-    await call(
-      securedApi,
-      'POST',
-      '/resources',
-      { kind: AUTH_RESOURCE.kind, kind_version: 1, name: AUTH_RESOURCE.name, spec: { domain: 'payments', team: 'alpha', region: 'us-east-1' } },
-      adminToken,
-    );
+    // Two generations, so that its history has one to roll back to.
+    for (const region of ['us-east-1', 'eu-west-1']) {
+      await call(
+        securedApi,
+        'POST',
+        '/resources',
+        { kind: AUTH_RESOURCE.kind, kind_version: 1, name: AUTH_RESOURCE.name, spec: { domain: 'payments', team: 'alpha', region } },
+        adminToken,
+      );
+    }
 
     /** Where the browser opens the UI of the converge at `target`. */
     const uiFor = async (target: string) => {
@@ -203,6 +209,7 @@ export default async function globalSetup() {
     process.env.E2E_AUTH_UI_BASE = await uiFor(secured.url);
     process.env.E2E_AUTH_API = securedApi;
     process.env.E2E_AUTH_VIEWER_TOKEN = viewerToken;
+    process.env.E2E_AUTH_OPERATOR_TOKEN = operatorToken;
 
     return teardown;
   } catch (e) {

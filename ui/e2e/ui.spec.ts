@@ -22,6 +22,10 @@ test('the list shows the BOM children with their phases', async ({ page }) => {
   await expect(row(page, `route/${FAILING}`).locator('.phase')).toHaveText('Failed');
   await expect(row(page, 'vpc/payments-alpha-vpc').locator('.phase')).toHaveText('Ready');
   await expect(page.locator('table.resource-table .phase', { hasText: 'Ready' })).toHaveCount(23);
+  // Problems first: the failed child is listed above the page.
+  const problems = page.getByRole('region', { name: 'Problems' });
+  await expect(problems.locator('li')).toHaveCount(1);
+  await expect(problems.locator(`li[data-ref="route/${FAILING}"] .phase`)).toHaveText('Failed');
   await shot(page, '01-list');
   // Keyset pages of 10: Next, Next, Prev; every child seen exactly once.
   await page.goto(ui(`/resources/list?${owner}&limit=10`));
@@ -50,6 +54,7 @@ test('two phase chips show the union of both phases', async ({ page }) => {
   await chips.getByRole('button', { name: 'Failed' }).click();
   await expect(page.getByText('1 resource · page 1')).toBeVisible();
   await expect(rows(page)).toHaveCount(1);
+  await expect(page.getByRole('region', { name: 'Problems' })).toHaveCount(0);
   await chips.getByRole('button', { name: 'Ready' }).click();
   await expect(page.getByText('24 resources · page 1')).toBeVisible();
   await expect(page).toHaveURL(/phase=Ready/);
@@ -75,9 +80,20 @@ test('the detail panel of a child shows its conditions', async ({ page }) => {
   await expect(panel.getByRole('list', { name: 'Recent events' })).toContainText('Reconciling → Failed');
   await expect(page).toHaveURL(new RegExp(`/resources/list/r/route/${FAILING}`));
   await shot(page, '03-detail-conditions');
+  // The Owner cell opens the owner.
+  await row(page, `route/${FAILING}`).getByRole('button', { name: `classicbom/${BOM}` }).click();
+  await expect(panel.getByRole('heading', { name: `classicbom/${BOM}` })).toBeVisible();
 });
 
 test('the graph view renders the DAG with the path to the failed node', async ({ page }) => {
+  // Without a root: the roots, paged, with their phase and size; choosing one draws it.
+  await page.goto(ui('/resources/graph'));
+  const bom = page.getByRole('table', { name: 'Roots' }).locator(`tr[data-ref="classicbom/${BOM}"]`);
+  await expect(bom.locator('.phase')).toHaveText('Degraded');
+  await expect(bom.locator('td').nth(2)).toHaveText('24');
+  await bom.getByRole('button', { name: `classicbom/${BOM}` }).click();
+  await expect(page).toHaveURL(/owner=classicbom%2Fdemo-bom/);
+  await expect(page.locator('.react-flow__node')).toHaveCount(25);
   await page.goto(ui(`/resources/graph?${owner}`));
   await expect(page.locator('.react-flow__node')).toHaveCount(25);
   await expect(page.getByText('25 nodes, 24 dependency edges')).toBeVisible();

@@ -3,8 +3,10 @@ import { signOut, useAuth } from './api/auth';
 import { NavLink, Navigate, Route, Routes } from 'react-router-dom';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { SignIn } from './components/SignIn';
+import { useWhoAmI } from './lib/permissions';
 import { ProviderConfigsPage } from './pages/admin/ProviderConfigsPage';
 import { ReactorBindingsPage } from './pages/admin/ReactorBindingsPage';
+import { ActivityPage } from './pages/activity/ActivityPage';
 import { ClusterPage } from './pages/cluster/ClusterPage';
 import { KindsPage } from './pages/kinds/KindsPage';
 import { ResourcesPage } from './pages/resources/ResourcesPage';
@@ -15,6 +17,21 @@ function ApiStatus() {
   if (q.error && !(q.error instanceof ApiError && q.error.status > 0)) return <span className="api-status down">API unreachable</span>;
   const v = q.data?.version;
   return <span className="api-status">{v ? `converge ${v}` : ''}</span>;
+}
+
+/** Who the API sees: the principal and its role, or that tokens are not checked. */
+function Principal() {
+  const me = useWhoAmI().data;
+  if (!me) return null;
+  return me.authenticated ? (
+    <span className="principal" aria-label="Signed in as" title={`Signed in as ${me.name}, role ${me.role}`}>
+      {me.name} <span className="role">{me.role}</span>
+    </span>
+  ) : (
+    <span className="principal" aria-label="Signed in as" title="The server checks no tokens (no AUTH_FILE): every action is allowed.">
+      anonymous <span className="role">auth off</span>
+    </span>
+  );
 }
 
 export function App() {
@@ -29,12 +46,14 @@ export function App() {
             Resources
           </NavLink>
           <NavLink to="/resources/graph">Graph</NavLink>
+          <NavLink to="/activity">Activity</NavLink>
           <NavLink to="/kinds">Kinds</NavLink>
           <NavLink to="/providerconfigs">Provider configs</NavLink>
           <NavLink to="/reactor-bindings">Reactor bindings</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>
         </nav>
         <ApiStatus />
+        {!auth.prompt && <Principal />}
         {auth.signedIn && (
           <button
             type="button"
@@ -62,6 +81,7 @@ export function App() {
           <Route path="/kinds" element={<KindsPage />} />
           <Route path="/providerconfigs" element={<ProviderConfigsPage />} />
           <Route path="/reactor-bindings" element={<ReactorBindingsPage />} />
+          <Route path="/activity" element={<ActivityPage />} />
           <Route path="/cluster" element={<ClusterPage />} />
           <Route path="*" element={<p className="error">No page here. <NavLink to="/resources/summary">Go to resources</NavLink></p>} />
         </Routes>

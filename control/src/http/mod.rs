@@ -1,6 +1,7 @@
 //! The HTTP API (`/api/v1/...`), probes and `/metrics`. Handlers validate input, call `db` functions and
 //! shape responses; they hold no SQL. Errors leave through [`problem::ApiError`] only.
 
+pub mod activity;
 pub mod auth;
 pub mod cluster;
 pub mod events;
@@ -21,6 +22,7 @@ pub mod resources;
 pub mod spec_history;
 pub mod ui;
 pub mod watch;
+pub mod whoami;
 pub mod wire;
 
 use std::sync::{Arc, OnceLock};
@@ -133,6 +135,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
 pub(crate) fn routes() -> OpenApiRouter<AppState> {
     let api = OpenApiRouter::new()
         .routes(routes!(health::version))
+        .routes(routes!(whoami::whoami))
         .routes(routes!(cluster::get))
         .routes(routes!(kinds::list))
         .routes(routes!(kinds::put_manifest, kinds::get_manifest))
@@ -160,6 +163,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(operations::get))
         .routes(routes!(events::list))
         .routes(routes!(events::log))
+        .routes(routes!(activity::recent))
         .routes(routes!(spec_history::history))
         .routes(routes!(spec_history::rollback))
         .routes(routes!(spec_history::raw_spec))

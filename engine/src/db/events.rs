@@ -80,6 +80,25 @@ pub async fn events_recent(
     .await
 }
 
+/// The newest `limit` events of every resource with `id <= upto` and, given `before`,
+/// `id < before`, newest first (the activity feed: `upto` is the log's safe horizon).
+pub async fn events_newest(
+    pool: &PgPool,
+    upto: i64,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM resource_events
+         WHERE id <= $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+    )))
+    .bind(upto)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
 /// Which events a read or a watch wants: all, one kind's, or one resource's (kind and name).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventFilter {

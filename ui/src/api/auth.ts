@@ -67,9 +67,9 @@ export function signOut() {
 
 /** A call answered 401 after sending `sent` (null: no token was sent). */
 export function unauthorized(sent: string | null) {
-  // A refusal of a token that has since been replaced (a slow call racing a sign-in) says
-  // nothing about the new one.
-  if (sent !== null && sent !== getToken()) return;
+  // A refusal of a token that has since been replaced, or of a call sent before the sign-in
+  // (a slow call racing it), says nothing about the token held now.
+  if (sent !== getToken()) return;
   if (sent !== null) storage()?.removeItem(TOKEN_KEY);
   set({ prompt: true, rejected: sent !== null, signedIn: false });
 }

@@ -70,6 +70,17 @@ describe('the API token', () => {
     expect(authState().prompt).toBe(false);
   });
 
+  it('a late 401 for a call sent before the sign-in leaves the new token alone', async () => {
+    let release!: (r: Response) => void;
+    vi.stubGlobal('fetch', vi.fn(() => new Promise<Response>((r) => (release = r))));
+    const call = api.whoami();
+    signIn('new');
+    release(new Response('{"status":401,"detail":"this API requires a bearer token"}', { status: 401 }));
+    await expect(call).rejects.toMatchObject({ status: 401 });
+    expect(sessionStorage.getItem(TOKEN_KEY)).toBe('new');
+    expect(authState()).toEqual({ prompt: false, rejected: false, signedIn: true });
+  });
+
   it("a 403 keeps the server's detail naming the role and does not ask for a token", async () => {
     signIn('viewer-token');
     const detail = 'POST /api/v1/resources/route/r1/quarantine needs role operator; principal "alice" has role viewer';

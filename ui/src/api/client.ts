@@ -21,10 +21,14 @@ import type {
   ProviderConfigPut,
   ReactorBinding,
   ReactorBindingPut,
+  RecentEvents,
   ResourceDetail,
   ResourceList,
+  RolledBack,
   RootItem,
+  SpecHistory,
   Summary,
+  WhoAmI,
 } from './types';
 
 export const API_BASE = '/api/v1';
@@ -88,13 +92,15 @@ async function page<T>(path: string): Promise<Page<T>> {
 
 export const api = {
   version: () => json<{ version?: string }>('GET', '/version'),
+  /** The calling principal and its role (`anonymous`/`admin` when authentication is off). */
+  whoami: () => json<WhoAmI>('GET', '/whoami'),
 
   // Resources
   listResources: (f: ResourceFilter, limit: number, cursor: string) =>
     page<ResourceList>(`/resources?${filterQuery(f, { limit: String(limit), cursor })}`),
-  listRoots: (f: Partial<ResourceFilter> = {}, limit = 50) =>
+  listRoots: (f: Partial<ResourceFilter> = {}, limit = 50, cursor = '') =>
     page<{ roots: RootItem[] }>(
-      `/resources/roots?${filterQuery({ phases: [], kinds: [], owners: [], labels: [], name: '', ...f }, { limit: String(limit) })}`,
+      `/resources/roots?${filterQuery({ phases: [], kinds: [], owners: [], labels: [], name: '', ...f }, { limit: String(limit), cursor })}`,
     ),
   summary: (owners: string[]) =>
     json<Summary>('GET', `/resources/summary${owners.length ? '?' + owners.map((o) => `owner=${enc(o)}`).join('&') : ''}`),
@@ -105,6 +111,12 @@ export const api = {
   quarantine: (kind: string, name: string) => json<{ quarantined: boolean }>('POST', `${res(kind, name)}/quarantine`),
   unquarantine: (kind: string, name: string) => json<{ quarantined: boolean }>('POST', `${res(kind, name)}/unquarantine`),
   deleteResource: (kind: string, name: string) => json<{ phase: string; marked: number }>('DELETE', res(kind, name)),
+  specHistory: (kind: string, name: string) => json<SpecHistory>('GET', `${res(kind, name)}/spec-history`),
+  rollback: (kind: string, name: string, generation: number) => json<RolledBack>('POST', `${res(kind, name)}/rollback`, { generation }),
+  /** Every resource's newest events, newest first (older than `before`, an event id), and
+   * the log's horizon to follow on from with `/events?watch=true&cursor=`. */
+  recentEvents: (limit: number, before?: number) =>
+    json<RecentEvents>('GET', `/events/recent?limit=${limit}${before === undefined ? '' : `&before=${before}`}`),
   operations: (kind: string, name: string) => json<{ items: Operation[] }>('GET', `${res(kind, name)}/ops`),
   runOperation: (kind: string, name: string, verb: string, input?: Json) =>
     json<Operation>('POST', `${res(kind, name)}/ops`, { verb, input, requested_by: 'ui' }),

@@ -47,6 +47,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events/recent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /api/v1/events/recent?limit=&before=` → `{items, horizon}`, newest first. */
+        get: operations["events_recent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/kinds": {
         parameters: {
             query?: never;
@@ -641,6 +658,23 @@ export interface paths {
         };
         /** `GET /api/v1/version`. */
         get: operations["health_version"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /api/v1/whoami`. */
+        get: operations["whoami"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1775,6 +1809,16 @@ export interface components {
             /** @description By name. */
             items: components["schemas"]["ReactorBinding"][];
         };
+        /** @description The newest events. */
+        RecentEvents: {
+            /** @description Newest first, every id at or below `horizon`. */
+            items: components["schemas"]["ResourceEvent"][];
+            /**
+             * Format: int64
+             * @description The log's safe horizon when read: a watch from this cursor sends what came after.
+             */
+            horizon: number;
+        };
         /** @description The answer to a reconcile request. */
         ReconcileAccepted: {
             /** @description What happened. */
@@ -2128,6 +2172,23 @@ export interface components {
             /** @description Every API version this build serves. */
             api_versions: string[];
         };
+        /** @description The caller of the API. */
+        WhoAmI: {
+            /**
+             * @description The principal's name (recorded as the actor of what it does); `anonymous` when
+             *     authentication is off.
+             */
+            name: string;
+            /**
+             * @description Its role: `viewer`, `operator` or `admin` (`admin` when authentication is off, since
+             *     then every call is allowed).
+             */
+            role: string;
+            /** @description For a worker principal, the globs of the kinds it may serve; empty otherwise. */
+            kinds: string[];
+            /** @description Whether the server checks tokens (`AUTH_FILE` set); false means anyone may do anything. */
+            authenticated: boolean;
+        };
         /** @description A kind version a worker serves. */
         WorkerKind: {
             /** @description Kind. */
@@ -2291,6 +2352,7 @@ export type Quarantined = components['schemas']['Quarantined'];
 export type Reaction = components['schemas']['Reaction'];
 export type ReactorBinding = components['schemas']['ReactorBinding'];
 export type ReactorBindingList = components['schemas']['ReactorBindingList'];
+export type RecentEvents = components['schemas']['RecentEvents'];
 export type ReconcileAccepted = components['schemas']['ReconcileAccepted'];
 export type ReconcileStatus = components['schemas']['ReconcileStatus'];
 export type ResourceDetail = components['schemas']['ResourceDetail'];
@@ -2312,6 +2374,7 @@ export type Summary = components['schemas']['Summary'];
 export type Upstream = components['schemas']['Upstream'];
 export type ValueMapping = components['schemas']['ValueMapping'];
 export type VersionInfo = components['schemas']['VersionInfo'];
+export type WhoAmI = components['schemas']['WhoAmI'];
 export type WorkerKind = components['schemas']['WorkerKind'];
 export type ResponseBadRequest = components['responses']['BadRequest'];
 export type ResponseConflict = components['responses']['Conflict'];
@@ -2389,6 +2452,36 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["EventPage"];
                     "text/event-stream": components["schemas"]["EventLogStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    events_recent: {
+        parameters: {
+            query?: {
+                /** @description How many (default 100). */
+                limit?: number;
+                /** @description Only events older than this log position (an item's `id`): the next page back. */
+                before?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The newest events, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecentEvents"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -3657,6 +3750,30 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VersionInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    whoami: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The calling principal and its role. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhoAmI"];
                 };
             };
             400: components["responses"]["BadRequest"];

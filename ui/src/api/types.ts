@@ -47,6 +47,13 @@ export type GraphEdge = S.GraphEdge;
 export type Graph = S.Graph;
 export type Dependencies = S.Dependencies;
 export type Operation = S.Operation;
+export type SpecVersion = S.SpecVersion;
+export type SpecHistory = S.SpecHistory;
+export type RolledBack = S.RolledBack;
+/** `GET /events/recent`: the newest events, newest first, and the log's horizon. */
+export type RecentEvents = S.RecentEvents;
+/** `GET /whoami`: the calling principal, its role, whether tokens are checked at all. */
+export type WhoAmI = S.WhoAmI;
 export type Reaction = S.Reaction;
 /** The operational config as the server reports it. */
 export type KindConfig = S.KindConfig;

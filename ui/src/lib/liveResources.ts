@@ -88,7 +88,7 @@ export function useResourceLive(kind: string, name: string): boolean {
   return live;
 }
 
-/** The first 100 roots (the summary's table, the graph's picker), kept fresh like the lists. */
+/** The first 100 roots (the summary's table), kept fresh like the lists. */
 export function useRoots() {
   const live = useListsLive();
   return useQuery({

@@ -7,9 +7,11 @@ import { ConfirmDialog } from '../../components/ConfirmDialog';
 import { Field } from '../../components/Field';
 import { ProblemView, QueryState } from '../../components/QueryState';
 import { age } from '../../lib/time';
+import { usePermission } from '../../lib/permissions';
 
 /** `/providerconfigs`: the per-kind config store; `?edit=<name>` or `?new=1` opens the form. */
 export function ProviderConfigsPage() {
+  const may = usePermission('admin');
   const [params, setParams] = useSearchParams();
   const list = useQuery({ queryKey: ['providerconfigs'], queryFn: api.providerConfigs, refetchInterval: POLL_MS, placeholderData: keepPreviousData });
   const editing = params.get('edit');
@@ -24,7 +26,7 @@ export function ProviderConfigsPage() {
     <div className="admin-page">
       <div className="page-head">
         <h2>Provider configs</h2>
-        <button type="button" onClick={() => setParams({ new: '1' })}>
+        <button type="button" disabled={!may.allowed} title={may.why} onClick={() => setParams({ new: '1' })}>
           New config…
         </button>
       </div>
@@ -64,7 +66,7 @@ export function ProviderConfigsPage() {
                       <button type="button" onClick={() => setParams({ edit: c.name })}>
                         Edit
                       </button>
-                      <button type="button" className="danger" onClick={() => (del.reset(), setDeleting(c.name))}>
+                      <button type="button" className="danger" disabled={!may.allowed} title={may.why} onClick={() => (del.reset(), setDeleting(c.name))}>
                         Delete
                       </button>
                     </td>
@@ -112,6 +114,7 @@ function ProviderConfigForm({ name, onClose }: { name: string | null; onClose: (
 }
 
 function ConfigEditor({ initial, onClose }: { initial?: ProviderConfig; onClose: () => void }) {
+  const may = usePermission('admin');
   const kinds = useQuery({ queryKey: ['kinds'], queryFn: api.kinds });
   const [form, setForm] = useState({
     name: initial?.name ?? '',
@@ -189,7 +192,7 @@ function ConfigEditor({ initial, onClose }: { initial?: ProviderConfig; onClose:
         <button type="button" onClick={onClose}>
           Cancel
         </button>
-        <button type="submit" className="primary" disabled={save.isPending}>
+        <button type="submit" className="primary" disabled={!may.allowed || save.isPending} title={may.why}>
           Save
         </button>
       </div>

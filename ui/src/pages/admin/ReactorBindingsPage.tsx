@@ -7,9 +7,11 @@ import { ConfirmDialog } from '../../components/ConfirmDialog';
 import { Field } from '../../components/Field';
 import { ProblemView, QueryState } from '../../components/QueryState';
 import { when } from '../../lib/time';
+import { usePermission } from '../../lib/permissions';
 
 /** `/reactor-bindings`: "when kind X crosses transition T, run reactor R". */
 export function ReactorBindingsPage() {
+  const may = usePermission('operator');
   const [params, setParams] = useSearchParams();
   const list = useQuery({ queryKey: ['bindings'], queryFn: api.reactorBindings, refetchInterval: POLL_MS, placeholderData: keepPreviousData });
   const editing = params.get('edit');
@@ -22,7 +24,7 @@ export function ReactorBindingsPage() {
     <div className="admin-page">
       <div className="page-head">
         <h2>Reactor bindings</h2>
-        <button type="button" onClick={() => setParams({ new: '1' })}>
+        <button type="button" disabled={!may.allowed} title={may.why} onClick={() => setParams({ new: '1' })}>
           New binding…
         </button>
       </div>
@@ -73,7 +75,7 @@ export function ReactorBindingsPage() {
                       <button type="button" onClick={() => setParams({ edit: b.name })}>
                         Edit
                       </button>
-                      <button type="button" className="danger" onClick={() => (del.reset(), setDeleting(b.name))}>
+                      <button type="button" className="danger" disabled={!may.allowed} title={may.why} onClick={() => (del.reset(), setDeleting(b.name))}>
                         Delete
                       </button>
                     </td>
@@ -124,6 +126,7 @@ function parseLabels(s: string): Labels | string {
 }
 
 function BindingForm({ initial, onClose }: { initial?: ReactorBinding; onClose: () => void }) {
+  const may = usePermission('operator');
   const kinds = useQuery({ queryKey: ['kinds'], queryFn: api.kinds });
   const all = kinds.data?.kinds ?? [];
   const reactors = all.filter((k) => (k.reactions ?? []).length > 0 && (k.reactions ?? []).every((r) => r.trigger === 'reactor'));
@@ -210,7 +213,7 @@ function BindingForm({ initial, onClose }: { initial?: ReactorBinding; onClose: 
         <button type="button" onClick={onClose}>
           Cancel
         </button>
-        <button type="submit" className="primary" disabled={save.isPending}>
+        <button type="submit" className="primary" disabled={!may.allowed || save.isPending} title={may.why}>
           Save
         </button>
       </div>

@@ -4,13 +4,13 @@ import '@xyflow/react/dist/style.css';
 import { useMemo } from 'react';
 import { useSearchParams } from 'react-router-dom';
 import { api, POLL_MS } from '../../api/client';
-import type { Graph, RootItem } from '../../api/types';
-import { PhaseBadge, failureOf } from '../../components/PhaseBadge';
+import type { Graph } from '../../api/types';
 import { QueryState } from '../../components/QueryState';
 import type { ResourceFilter } from '../../lib/filters';
-import { useListsLive, useRoots } from '../../lib/liveResources';
+import { useListsLive } from '../../lib/liveResources';
 import { pollWhileOffline } from '../../lib/useEventStream';
 import { layoutGraph, NODE_H, NODE_W } from './graphModel';
+import { RootsTopology } from './RootsTopology';
 
 interface Props {
   filter: ResourceFilter;
@@ -25,7 +25,7 @@ export function GraphView({ filter, setFilter, onOpen }: Props) {
   const [params, setParams] = useSearchParams();
   const limit = Number(params.get('glimit')) || 200;
   const owner = filter.owners[0];
-  if (!owner) return <RootPicker onPick={(ref) => setFilter({ ...filter, owners: [ref] })} />;
+  if (!owner) return <RootsTopology onPick={(ref) => setFilter({ ...filter, owners: [ref] })} />;
   const [kind, name] = owner.split('/');
   return (
     <section className="graph-view" aria-label="Dependency graph">
@@ -149,32 +149,5 @@ function NodeLabel({ kind, name, phase }: { kind: string; name: string; phase: s
         {kind} · {phase}
       </div>
     </div>
-  );
-}
-
-function RootPicker({ onPick }: { onPick: (ref: string) => void }) {
-  const roots = useRoots();
-  return (
-    <section aria-label="Choose a root">
-      <p>Choose a root to draw its dependency graph.</p>
-      <QueryState what="roots" data={roots.data} error={roots.error} isLoading={roots.isLoading}>
-        {(d) =>
-          d.body.roots.length === 0 ? (
-            <p className="empty">No roots yet.</p>
-          ) : (
-            <ul className="root-picker">
-              {d.body.roots.map((r: RootItem) => (
-                <li key={r.uid}>
-                  <button type="button" className="link" onClick={() => onPick(`${r.kind}/${r.name}`)}>
-                    {r.kind}/{r.name}
-                  </button>{' '}
-                  <PhaseBadge phase={r.phase} {...failureOf(r)} /> <span className="muted">{r.resource_count} descendants</span>
-                </li>
-              ))}
-            </ul>
-          )
-        }
-      </QueryState>
-    </section>
   );
 }

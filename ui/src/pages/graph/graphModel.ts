@@ -6,7 +6,7 @@ import dagre from '@dagrejs/dagre';
 import type { Graph, GraphNode } from '../../api/types';
 
 export const NODE_W = 190;
-export const NODE_H = 46;
+export const NODE_H = 60;
 
 export interface LaidNode {
   node: GraphNode;

@@ -4,6 +4,7 @@ import { api } from '../../api/client';
 import type { KindConfig, KindConfigEdit } from '../../api/types';
 import { Field } from '../../components/Field';
 import { ProblemView, QueryState } from '../../components/QueryState';
+import { usePermission } from '../../lib/permissions';
 
 const NUMBERS: { key: keyof KindConfigEdit; label: string }[] = [
   { key: 'max_inflight', label: 'Cap: tasks in flight (0 = unlimited)' },
@@ -34,6 +35,7 @@ export function KindConfigForm({ kind, version }: { kind: string; version: numbe
 }
 
 function ConfigForm({ kind, version, config }: { kind: string; version: number; config: KindConfig }) {
+  const may = usePermission('admin');
   const [edit, setEdit] = useState<KindConfigEdit>(() => toEdit(config));
   const [dirty, setDirty] = useState(false);
   useEffect(() => {
@@ -78,7 +80,7 @@ function ConfigForm({ kind, version, config }: { kind: string; version: number; 
         <button type="button" disabled={!dirty} onClick={() => (setEdit(toEdit(config)), setDirty(false), save.reset())}>
           Reset
         </button>
-        <button type="submit" className="primary" disabled={save.isPending}>
+        <button type="submit" className="primary" disabled={!may.allowed || save.isPending} title={may.why}>
           Save config
         </button>
       </div>

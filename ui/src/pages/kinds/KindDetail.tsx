@@ -6,9 +6,11 @@ import { JsonView } from '../../components/JsonView';
 import { QueryState } from '../../components/QueryState';
 import { KindConfigForm } from './KindConfigForm';
 import { ManifestEditor } from './ManifestEditor';
+import { usePermission } from '../../lib/permissions';
 
 /** One kind version: reactions, schemas, the raw manifest, and its operational config. */
 export function KindDetail({ kind, version }: { kind: string; version: number }) {
+  const may = usePermission('admin');
   const m = useQuery({ queryKey: ['manifest', kind, version], queryFn: () => api.manifest(kind, version) });
   const [editing, setEditing] = useState(false);
   return (
@@ -40,7 +42,7 @@ export function KindDetail({ kind, version }: { kind: string; version: number })
                   <summary>Full manifest</summary>
                   <JsonView value={man as never} label="Manifest" />
                 </details>
-                <button type="button" onClick={() => setEditing(true)}>
+                <button type="button" disabled={!may.allowed} title={may.why} onClick={() => setEditing(true)}>
                   Edit and re-apply…
                 </button>
               </div>

@@ -5,9 +5,11 @@ import type { KindSummary } from '../../api/types';
 import { QueryState } from '../../components/QueryState';
 import { KindDetail } from './KindDetail';
 import { ManifestEditor } from './ManifestEditor';
+import { usePermission } from '../../lib/permissions';
 
 /** `/kinds`: the declared kinds; `?kind=&v=` opens one, `?apply=1` the manifest editor. */
 export function KindsPage() {
+  const may = usePermission('admin');
   const [params, setParams] = useSearchParams();
   const kinds = useQuery({ queryKey: ['kinds'], queryFn: api.kinds, refetchInterval: POLL_MS * 2, placeholderData: keepPreviousData });
   const sel = params.get('kind');
@@ -18,7 +20,7 @@ export function KindsPage() {
     <div className="kinds-page">
       <div className="page-head">
         <h2>Kinds</h2>
-        <button type="button" onClick={() => setParams({ apply: '1' })}>
+        <button type="button" disabled={!may.allowed} title={may.why} onClick={() => setParams({ apply: '1' })}>
           Apply a manifest…
         </button>
       </div>

@@ -3,6 +3,7 @@ import { useState } from 'react';
 import { api } from '../../api/client';
 import type { Json, KindManifest } from '../../api/types';
 import { ProblemView } from '../../components/QueryState';
+import { usePermission } from '../../lib/permissions';
 
 const TEMPLATE = {
   kind: 'example',
@@ -14,6 +15,7 @@ const TEMPLATE = {
 
 /** A JSON editor that applies a manifest and shows the server's validation errors inline. */
 export function ManifestEditor({ initial, onClose }: { initial?: KindManifest; onClose: () => void }) {
+  const may = usePermission('admin');
   const start = initial ? (({ manifest_version: _v, ...rest }) => rest)(initial) : TEMPLATE;
   const [text, setText] = useState(() => JSON.stringify(start, null, 2));
   const [parseError, setParseError] = useState<string | null>(null);
@@ -65,7 +67,7 @@ export function ManifestEditor({ initial, onClose }: { initial?: KindManifest; o
         <button type="button" onClick={onClose}>
           Close
         </button>
-        <button type="button" className="primary" onClick={submit} disabled={apply.isPending}>
+        <button type="button" className="primary" onClick={submit} disabled={!may.allowed || apply.isPending} title={may.why}>
           Apply
         </button>
       </div>

@@ -10,6 +10,7 @@ import { useListsLive } from '../../lib/liveResources';
 import { pollWhileOffline } from '../../lib/useEventStream';
 import { age } from '../../lib/time';
 import { useCursorStack } from '../../lib/useCursorStack';
+import { ProblemsFirst } from './ProblemsFirst';
 
 const PAGE_SIZES = [25, 50, 100, 200];
 
@@ -57,6 +58,7 @@ export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter;
           </select>
         </label>
       </div>
+      <ProblemsFirst filter={filter} onOpen={onOpen} />
       <QueryState what="resources" data={q.data} error={q.error} isLoading={q.isLoading}>
         {() =>
           rows.length === 0 ? (
@@ -104,7 +106,15 @@ function ResourceRow({ r, onOpen, selected }: { r: ResourceItem; onOpen: (k: str
       <td title="synced / generation">
         {r.synced_gen}/{r.generation}
       </td>
-      <td className="hide-narrow">{r.owner ? `${r.owner.kind}/${r.owner.name}` : '—'}</td>
+      <td className="hide-narrow">
+        {r.owner ? (
+          <button type="button" className="link owner-link" onClick={(e) => (e.stopPropagation(), onOpen(r.owner!.kind, r.owner!.name))}>
+            {r.owner.kind}/{r.owner.name}
+          </button>
+        ) : (
+          '—'
+        )}
+      </td>
       <td className="hide-narrow">
         <div className="labels">
           {Object.entries(r.labels).map(([k, v]) => (

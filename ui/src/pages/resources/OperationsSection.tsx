@@ -3,6 +3,7 @@ import { useState } from 'react';
 import { api, POLL_MS } from '../../api/client';
 import type { Json, ResourceDetail } from '../../api/types';
 import { ProblemView } from '../../components/QueryState';
+import { usePermission } from '../../lib/permissions';
 import { age } from '../../lib/time';
 import { useResourceMutation } from './useResourceMutation';
 
@@ -47,6 +48,7 @@ function RunOperationForm({ kind, name, verbs }: { kind: string; name: string; v
   const [input, setInput] = useState('');
   const [parseError, setParseError] = useState<string | null>(null);
   const run = useResourceMutation((v: { verb: string; input?: Json }) => api.runOperation(kind, name, v.verb, v.input));
+  const may = usePermission('operator');
   return (
     <form
       className="op-form"
@@ -71,7 +73,7 @@ function RunOperationForm({ kind, name, verbs }: { kind: string; name: string; v
         ))}
       </select>
       <input aria-label="Operation input (JSON)" placeholder='input JSON, e.g. {"dry_run": true}' value={input} onChange={(e) => setInput(e.target.value)} />
-      <button type="submit" disabled={run.isPending}>
+      <button type="submit" disabled={!may.allowed || run.isPending} title={may.why}>
         Run
       </button>
       {parseError && <div className="field-error">{parseError}</div>}

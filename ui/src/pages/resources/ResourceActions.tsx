@@ -3,13 +3,18 @@ import { api } from '../../api/client';
 import type { ResourceDetail } from '../../api/types';
 import { ConfirmDialog } from '../../components/ConfirmDialog';
 import { ProblemView } from '../../components/QueryState';
+import { usePermission } from '../../lib/permissions';
 import { useResourceMutation } from './useResourceMutation';
 
-/** Reconcile now, quarantine / unquarantine, delete (with confirmation). */
+/** Reconcile now, quarantine / unquarantine, delete (with confirmation); disabled, saying
+ * why, for a role that may not (they need operator). */
 export function ResourceActions({ r }: { r: ResourceDetail }) {
   const { kind, name } = r;
   const [confirming, setConfirming] = useState(false);
   const [notice, setNotice] = useState<string | null>(null);
+  const may = usePermission('operator');
+  const denied = !may.allowed;
+  const why = may.why;
   const reconcile = useResourceMutation(() => api.reconcile(kind, name));
   const quarantine = useResourceMutation(() => api.quarantine(kind, name));
   const unquarantine = useResourceMutation(() => api.unquarantine(kind, name));
@@ -22,7 +27,8 @@ export function ResourceActions({ r }: { r: ResourceDetail }) {
     <div className="actions" aria-label="Actions">
       <button
         type="button"
-        disabled={quarantined || deleting || reconcile.isPending}
+        disabled={denied || quarantined || deleting || reconcile.isPending}
+        title={why}
         onClick={() => {
           reset();
           reconcile.mutate(undefined, { onSuccess: (d) => setNotice(`Reconcile ${d.status.replace('_', ' ')}.`) });
@@ -31,15 +37,15 @@ export function ResourceActions({ r }: { r: ResourceDetail }) {
         Reconcile
       </button>
       {quarantined ? (
-        <button type="button" disabled={unquarantine.isPending} onClick={() => (reset(), unquarantine.mutate(undefined, { onSuccess: () => setNotice('Released from quarantine.') }))}>
+        <button type="button" disabled={denied || unquarantine.isPending} title={why} onClick={() => (reset(), unquarantine.mutate(undefined, { onSuccess: () => setNotice('Released from quarantine.') }))}>
           Unquarantine
         </button>
       ) : (
-        <button type="button" disabled={deleting || quarantine.isPending} onClick={() => (reset(), quarantine.mutate(undefined, { onSuccess: () => setNotice('Quarantined.') }))}>
+        <button type="button" disabled={denied || deleting || quarantine.isPending} title={why} onClick={() => (reset(), quarantine.mutate(undefined, { onSuccess: () => setNotice('Quarantined.') }))}>
           Quarantine
         </button>
       )}
-      <button type="button" className="danger" disabled={deleting} onClick={() => (reset(), setConfirming(true))}>
+      <button type="button" className="danger" disabled={denied || deleting} title={why} onClick={() => (reset(), setConfirming(true))}>
         Delete…
       </button>
       {notice && !error && (

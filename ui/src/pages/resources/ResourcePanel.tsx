@@ -12,6 +12,7 @@ import { pollWhileOffline } from '../../lib/useEventStream';
 import { ConditionsTable } from './ConditionsTable';
 import { DependenciesSection } from './DependenciesSection';
 import { EventsList } from './EventsList';
+import { HistorySection } from './HistorySection';
 import { LiveClaim } from './LiveClaim';
 import { OperationsSection } from './OperationsSection';
 import { ResourceActions } from './ResourceActions';
@@ -136,6 +137,7 @@ function ResourceDetailBody({ r, onOpen }: { r: ResourceDetail; onOpen: Props["o
       <OperationsSection r={r} />
       <h3>Spec</h3>
       <JsonView value={r.spec} label="Spec" />
+      <HistorySection r={r} />
       <h3>Status</h3>
       <JsonView value={r.status} label="Status" />
     </div>

@@ -6,7 +6,7 @@ export function useResourceMutation<T, V = void>(fn: (v: V) => Promise<T>) {
   return useMutation({
     mutationFn: fn,
     onSettled: () => {
-      for (const k of ['resource', 'resources', 'summary', 'roots', 'graph', 'ops', 'deps']) void qc.invalidateQueries({ queryKey: [k] });
+      for (const k of ['resource', 'resources', 'summary', 'roots', 'graph', 'ops', 'deps', 'history', 'activity']) void qc.invalidateQueries({ queryKey: [k] });
     },
   });
 }
