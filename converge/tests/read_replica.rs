@@ -14,7 +14,7 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{free_port, serve_command, wait_for};
+use common::{free_port, serve_command, spawn_ready, wait_for};
 use converge_control::devdb::{DevDb, DevDbConfig};
 use serde_json::{Value, json};
 
@@ -113,7 +113,7 @@ async fn reads_follow_a_streaming_replica_and_fall_back_to_the_primary() {
     ));
     let primary = DevDb::start(DevDbConfig {
         data_dir: root.join("primary"),
-        port: Some(free_port()),
+        port: None,
         settings: Vec::new(),
     })
     .await
@@ -125,29 +125,23 @@ async fn reads_follow_a_streaming_replica_and_fall_back_to_the_primary() {
         &format!(":{replica_port}/"),
     );
 
-    let (hp, gp) = (free_port(), free_port());
-    let mut converge = serve_command(
-        &primary.url(),
-        hp,
-        gp,
-        &[
-            ("DATABASE_READ_URL", replica_url.as_str()),
-            ("READ_MAX_LAG", "1s"),
-        ],
-    )
-    .spawn()
-    .expect("spawn converge");
-    let http = format!("http://127.0.0.1:{hp}");
-    let client = reqwest::Client::new();
-    wait_for(Duration::from_secs(30), "converge ready", || async {
-        client
-            .get(format!("{http}/readyz"))
-            .send()
-            .await
-            .ok()
-            .filter(|r| r.status() == 200)
+    // spawn_ready starts it again on new ports if another test's process took one first.
+    let (mut converge, hp, _) = spawn_ready("converge /readyz", |hp, gp| {
+        serve_command(
+            &primary.url(),
+            hp,
+            gp,
+            &[
+                ("DATABASE_READ_URL", replica_url.as_str()),
+                ("READ_MAX_LAG", "1s"),
+            ],
+        )
+        .spawn()
+        .expect("spawn converge")
     })
     .await;
+    let http = format!("http://127.0.0.1:{hp}");
+    let client = reqwest::Client::new();
 
     // No replica yet: every read goes to the primary, and says so.
     let a = get(&client, &http, "/api/v1/resources").await.unwrap();
