@@ -74,7 +74,10 @@ done
 
 render existing-secrets -f "$CHART/ci/existing-secrets-values.yaml"
 validate existing-secrets --external-secret converge-db --external-secret converge-auth \
-    --external-secret converge-tls
+    --external-secret converge-tls --external-secret converge-db-replica
+# The read replica goes to control pods only.
+grep -q 'name: DATABASE_READ_URL' "$work/existing-secrets.yaml" ||
+    fail "existing-secrets-values renders no DATABASE_READ_URL"
 
 # terminationGracePeriodSeconds follows SHUTDOWN_DRAIN (check_chart.py compares them).
 render long-drain --set broker.shutdownDrainSeconds=600 --set broker.preStopSleepSeconds=5
@@ -98,6 +101,7 @@ refused "a chart-managed variable in env" "ROLE" --set env.ROLE=all
 refused "a chart-managed variable in broker.env" "SHUTDOWN_DRAIN" --set broker.env.SHUTDOWN_DRAIN=10s
 refused "a drain given as a duration string" "shutdownDrainSeconds" --set-string broker.shutdownDrainSeconds=45s
 refused "a misspelt key" "brokr" --set brokr.replicas=3
+refused "a replica lag without a unit" "maxLag" --set-string database.readReplica.maxLag=5
 refused "a drain on control pods" "shutdownDrainSeconds" --set control.shutdownDrainSeconds=30
 refused "TLS without a certificate" "cert" --set tls.enabled=true
 refused "a principal without a credential" "principals" --set 'auth.principals[0].name=ops' \

@@ -53,6 +53,12 @@ pub struct Config {
     pub role: Role,
     /// DATABASE_URL; `None` only for `converge dev`, which starts its own database.
     pub database_url: Option<String>,
+    /// DATABASE_READ_URL: a streaming replica of DATABASE_URL for the API's lists, summaries,
+    /// graphs, event feeds and cluster view (`app::reads`); unset: every read on the primary.
+    pub database_read_url: Option<String>,
+    /// READ_MAX_LAG: a replica behind the primary by more than this is bypassed (default 5 s,
+    /// 100ms..=1h).
+    pub read_max_lag: Duration,
     /// LISTEN_ADDR: HTTP API (+ UI).
     pub listen_addr: SocketAddr,
     /// BROKER_LISTEN_ADDR: WorkerService gRPC.
@@ -311,6 +317,13 @@ impl Config {
         let mut cfg = Config {
             role,
             database_url: get("DATABASE_URL").filter(|v| !v.trim().is_empty()),
+            database_read_url: get("DATABASE_READ_URL").filter(|v| !v.trim().is_empty()),
+            read_max_lag: read(
+                &get,
+                "READ_MAX_LAG",
+                crate::app::reads::DEFAULT_MAX_LAG,
+                dur,
+            )?,
             listen_addr: read(&get, "LISTEN_ADDR", addr(":8080").expect("valid"), addr)?,
             broker_listen_addr: read(
                 &get,
@@ -440,6 +453,12 @@ impl Config {
             return Err(ConfigError {
                 var: "MEMBER_DEAD_AFTER",
                 reason: "must be 3s..=10m".into(),
+            });
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&cfg.read_max_lag) {
+            return Err(ConfigError {
+                var: "READ_MAX_LAG",
+                reason: "must be 100ms..=1h".into(),
             });
         }
         if get("MEMBER_GC_AFTER").is_none() {
@@ -617,6 +636,23 @@ mod tests {
                 cfg(&[("MEMBER_GC_AFTER", v)]).unwrap_err().var,
                 "MEMBER_GC_AFTER"
             );
+        }
+    }
+
+    #[test]
+    fn the_read_replica_is_optional_and_its_lag_bounded() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.database_read_url, None);
+        assert_eq!(c.read_max_lag, Duration::from_secs(5));
+        let c = cfg(&[
+            ("DATABASE_READ_URL", "postgres://r/x"),
+            ("READ_MAX_LAG", "1s"),
+        ])
+        .unwrap();
+        assert_eq!(c.database_read_url.as_deref(), Some("postgres://r/x"));
+        assert_eq!(c.read_max_lag, Duration::from_secs(1));
+        for v in ["0s", "2h", "soon"] {
+            assert_eq!(cfg(&[("READ_MAX_LAG", v)]).unwrap_err().var, "READ_MAX_LAG");
         }
     }
 

@@ -20,6 +20,7 @@ use converge_auth::{
 
 use converge_control::{
     app::{
+        reads::Reads,
         runtime::Runtime,
         watch::{WatchConfig, WatchHub},
     },
@@ -188,6 +189,19 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     // Readiness (`/readyz`, gRPC Health): not while draining or while PostgreSQL is gone.
     let health = Health::new();
     tasks.spawn(health.clone().watch_database(pool.clone(), loops.clone()));
+    // The API's read replica, when there is one: a lazy pool (a replica down at boot is not
+    // fatal, the checks find it later) and a loop measuring its lag (`app::reads`).
+    let reads = match (&cfg.database_read_url, cfg.role.control()) {
+        (Some(read_url), true) => {
+            let replica = Reads::connect_replica(read_url, cfg.db_max_connections)
+                .context("DATABASE_READ_URL is not a valid PostgreSQL URL")?;
+            let reads = Reads::with_replica(replica, cfg.read_max_lag);
+            tasks.spawn(reads.clone().keep_checking(pool.clone(), loops.clone()));
+            tracing::info!(max_lag = ?cfg.read_max_lag, "lists and feeds may read from DATABASE_READ_URL");
+            reads
+        }
+        _ => Reads::primary_only(),
+    };
     let nofile = listen::raise_nofile();
     let budget = Budget::new(cfg.connection_limits(nofile), loops.clone());
     tracing::info!(
@@ -328,6 +342,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             watches,
             max_bundle_bytes: cfg.max_bundle_bytes,
             runtime: Runtime {
+                reads: reads.clone(),
                 health: health.clone(),
                 member_liveness: cfg.member_dead_after,
             },

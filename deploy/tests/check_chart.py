@@ -9,7 +9,7 @@ fit converge (control/src/config.rs, converge/src/server.rs):
   broker), over HTTPS exactly when TLS is on;
 - a broker's terminationGracePeriodSeconds exceeds its preStop sleep plus SHUTDOWN_DRAIN, so
   the kubelet never kills a broker that is still draining;
-- DATABASE_URL comes from a Secret, never a literal; AUTH_FILE (or AUTH=none) is set and every
+- DATABASE_URL (and DATABASE_READ_URL, on control pods only) comes from a Secret, never a literal; AUTH_FILE (or AUTH=none) is set and every
   file variable points into a mounted volume; no environment value looks like a credential;
 - pods run as a non-root user without privilege escalation;
 - Services, PodDisruptionBudgets and ServiceMonitors select the pods of one role, by port
@@ -106,6 +106,11 @@ class Check:
         ref = db.get("valueFrom", {}).get("secretKeyRef")
         if not ref:
             self.fail(d, "DATABASE_URL must come from a Secret (secretKeyRef)")
+        if "DATABASE_READ_URL" in env:
+            if role != "control":
+                self.fail(d, "DATABASE_READ_URL is read by control pods only")
+            if not env["DATABASE_READ_URL"].get("valueFrom", {}).get("secretKeyRef"):
+                self.fail(d, "DATABASE_READ_URL must come from a Secret (secretKeyRef)")
         if ("AUTH_FILE" in value) == (value.get("AUTH") == "none"):
             self.fail(d, "exactly one of AUTH_FILE and AUTH=none must be set")
         mounts = [m["mountPath"].rstrip("/") + "/" for m in c.get("volumeMounts", [])]

@@ -19,7 +19,7 @@
 //! 32 partitions of `work_queue` and `work_outbox`, no table read).
 
 use std::{
-    sync::LazyLock,
+    sync::{LazyLock, atomic::AtomicU64},
     time::{Duration, Instant},
 };
 
@@ -172,7 +172,7 @@ pub struct StateLabel {
 }
 
 /// Every family, by the name it takes in the text (a counter's with `_total`).
-pub const FAMILIES: [&str; 14] = [
+pub const FAMILIES: [&str; 15] = [
     "converge_reconciles_total",
     "converge_reconcile_duration_seconds",
     "converge_task_duration_seconds",
@@ -187,6 +187,7 @@ pub const FAMILIES: [&str; 14] = [
     "converge_http_request_duration_seconds",
     "converge_db_pool_connections",
     "converge_kind_schema_compiles_total",
+    "converge_read_replica_lag_seconds",
 ];
 
 /// How a task ended, as the broker saw it.
@@ -256,6 +257,10 @@ pub struct Metrics {
     /// plane compiled (an applied manifest's check, a new or changed manifest read into the
     /// validator cache; never one for a lookup of an unknown kind).
     pub kind_schema_compiles: Counter,
+    /// `converge_read_replica_lag_seconds`: how far the API's read replica
+    /// (`DATABASE_READ_URL`) is behind the primary, at its last measurement; +Inf while it
+    /// does not answer. Absent without a replica (never measured: 0).
+    pub read_replica_lag: Gauge<f64, AtomicU64>,
 }
 
 impl Metrics {
@@ -276,6 +281,7 @@ impl Metrics {
             http_request_duration: Family::new_with_constructor(short_histogram),
             db_pool_connections: Family::default(),
             kind_schema_compiles: Counter::default(),
+            read_replica_lag: Gauge::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -363,6 +369,11 @@ impl Metrics {
             "kind_schema_compiles",
             "Kind manifests whose JSON Schemas the control plane compiled: an applied manifest's check, a new or changed manifest read into the validator cache; none for a lookup of an unknown kind",
             m.kind_schema_compiles.clone(),
+        );
+        r.register(
+            "read_replica_lag_seconds",
+            "How far the API's read replica (DATABASE_READ_URL) was behind the primary at its last measurement (about every second): 0 when it has replayed everything the primary wrote, +Inf while it does not answer, 0 on a process without a replica. Reads bypass it while it lags beyond READ_MAX_LAG",
+            m.read_replica_lag.clone(),
         );
         m
     }

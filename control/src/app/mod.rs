@@ -8,6 +8,7 @@
 //! only way in.
 
 pub mod flows;
+pub mod reads;
 pub mod runtime;
 pub mod starlark_sample;
 pub mod watch;

@@ -1,4 +1,5 @@
-//! What the API knows of its own process besides its pool and caches: whether the process is
+//! What the API knows of its own process besides its pool and caches: where reads may go
+//! ([`Reads`]: the primary, or a streaming replica while it keeps up), whether the process is
 //! ready ([`Health`], which `/readyz` answers and the broker's gRPC Health follows), and the
 //! members' liveness window (`MEMBER_DEAD_AFTER`: a member silent longer is listed NotReady
 //! and counted by no routing read).
@@ -7,9 +8,13 @@ use std::time::Duration;
 
 use converge_engine::{health::Health, membership::DEAD_AFTER};
 
+use super::reads::Reads;
+
 /// The process-wide state the API reads besides its pool and caches. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Runtime {
+    /// The read replica (`DATABASE_READ_URL`), if any, and whether reads may use it now.
+    pub reads: Reads,
     /// The process's readiness (draining, PostgreSQL reachable).
     pub health: Health,
     /// How long a cluster member may go unstamped and still count as live.
@@ -17,9 +22,10 @@ pub struct Runtime {
 }
 
 impl Default for Runtime {
-    /// Ready, with the default liveness window (tests and tools).
+    /// Ready, no replica, the default liveness window (tests and tools).
     fn default() -> Self {
         Runtime {
+            reads: Reads::primary_only(),
             health: Health::new(),
             member_liveness: DEAD_AFTER,
         }

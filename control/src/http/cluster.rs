@@ -23,6 +23,8 @@ use crate::db::{
     resources::ResourceRow,
 };
 
+use crate::app::reads::ReadFrom;
+
 /// The cluster as the database knows it.
 #[derive(Serialize, ToSchema)]
 pub struct Cluster {
@@ -158,6 +160,7 @@ pub struct KindCoverage {
     responses((status = 200, description = "The members, Ready or NotReady, and who serves each kind.", body = Cluster)),
 )]
 pub async fn get(State(s): State<AppState>) -> Result<Json<Cluster>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let rows = db::cluster::members(&s.pool, s.runtime.member_liveness)
         .await
         .map_err(ApiError::db("list cluster members"))?;

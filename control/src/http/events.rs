@@ -20,6 +20,8 @@ use super::{
 };
 use crate::db::{self, events::EventFilter};
 
+use crate::app::reads::ReadFrom;
+
 const PAGE: i64 = 100;
 const MAX_PAGE: i64 = 1000;
 
@@ -35,6 +37,7 @@ pub async fn list(
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let mut page = Page::default();
     for (k, v) in query_pairs(q.as_deref()) {
         if !page.take(&k, &v)? {
@@ -142,6 +145,15 @@ pub async fn log(
         return Ok(super::watch::respond(&s, caller.map(|c| c.0), msgs));
     }
     let upto = s.watches.horizon().await.map_err(super::watch::refused)?;
+    // The horizon is the primary's: the replica may serve the page only once it has replayed
+    // everything the primary holds now, or the page would skip events below the horizon that
+    // the replica has not seen yet (a cursor never goes back for them).
+    let from = if s.runtime.reads.replica_caught_up(&s.pool).await {
+        ReadFrom::Replica
+    } else {
+        ReadFrom::Primary
+    };
+    let s = s.reading(from);
     let items =
         db::events::events_between(&s.pool, &filter, page.after.unwrap_or(0), upto, page.limit)
             .await

@@ -27,6 +27,8 @@ use super::{
 };
 use crate::db::{self, kinds::ManifestApply};
 
+use crate::app::reads::ReadFrom;
+
 /// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
 /// schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
 /// legality rule, every JSON Schema it holds and the value flows of its static `edges`, then
@@ -340,6 +342,7 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
     responses((status = 200, description = "Every kind version.", body = KindList)),
 )]
 pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let manifests = db::kinds::manifest_list(&s.pool)
         .await
         .map_err(ApiError::db("list kind manifests"))?;

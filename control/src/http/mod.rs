@@ -42,7 +42,11 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use converge_kinds::{Kind, KindCatalog};
 
-use crate::app::{runtime::Runtime, watch::WatchHub};
+use crate::app::{
+    reads::{self, ReadFrom},
+    runtime::Runtime,
+    watch::WatchHub,
+};
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -60,7 +64,7 @@ pub struct AppState {
     pub watches: Arc<WatchHub>,
     /// Largest provider-config bundle, decoded (`MAX_BUNDLE_BYTES`).
     pub max_bundle_bytes: usize,
-    /// The process's readiness.
+    /// Where reads may go, the process's readiness, the members' liveness window.
     pub runtime: Runtime,
 }
 
@@ -82,6 +86,18 @@ impl AppState {
             .await
             .map_err(problem::ApiError::db("look up a kind manifest"))?;
         Ok(self.catalog.get(kind, version))
+    }
+
+    /// This state with `pool` pointed where a handler's reads go: its one decision, made at
+    /// its top (`let s = s.reading(ReadFrom::Replica);`), which every query it makes follows
+    /// and its response's `X-Converge-Read-Source` reports (see `app::reads`).
+    pub fn reading(&self, from: ReadFrom) -> AppState {
+        let (pool, source) = self.runtime.reads.choose(&self.pool, from);
+        reads::record(source);
+        AppState {
+            pool: pool.clone(),
+            ..self.clone()
+        }
     }
 
     /// Tells a co-located broker that work was scheduled (other brokers hear the NOTIFY).
@@ -123,6 +139,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         // Outside the nest, so an unknown /api/v1 path answers 401 before 404.
         .layer(middleware::from_fn_with_state(state.clone(), auth::guard))
         .layer(middleware::from_fn(standard_headers))
+        .layer(middleware::from_fn_with_state(
+            state.runtime.reads.clone(),
+            reads::read_source_header,
+        ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         // Outermost: counts every answer, the guard's 401s and the body limit's 413s too.
         .layer(middleware::from_fn(metrics::track))

@@ -16,6 +16,8 @@ use crate::db::{
     resource_deps::{GraphEdge, GraphNode},
 };
 
+use crate::app::reads::ReadFrom;
+
 /// Nodes (and edges) a graph returns when no `limit` is given.
 const DEFAULT_GRAPH_LIMIT: i64 = 500;
 /// The largest `limit` a graph request may ask for.
@@ -46,6 +48,7 @@ pub async fn dependencies(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let me = node(&s, &kind, &name).await?;
     let (up, down) = tokio::try_join!(
         db::resource_deps::resource_deps_upstream(&s.pool, me.uid),
@@ -98,6 +101,7 @@ pub async fn graph(
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let limit = parse_graph_limit(q.as_deref())?;
     let owner = node(&s, &kind, &name).await?;
     let (descendants, total_descendants) =

@@ -27,6 +27,8 @@ use crate::db::{
     resources::{PhaseCount, ResourceKey},
 };
 
+use crate::app::reads::ReadFrom;
+
 /// `GET /api/v1/resources/roots`: one keyset page of roots (resources without an owner), each
 /// with `resource_count` (its descendants). Filters `kind`, `phase` (repeatable unions), `name`
 /// (substring), `label` (AND), `limit` (default 50, max 500), `cursor`; `X-Next-Cursor`.
@@ -42,6 +44,7 @@ pub async fn roots(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
 ) -> Result<impl IntoResponse, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let lq = parse_list_query(q.as_deref(), 50, false)?;
     let mut rows = if lq.contradictory {
         Vec::new()
@@ -81,6 +84,7 @@ pub async fn children(
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> Result<impl IntoResponse, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let mut lq = parse_list_query(q.as_deref(), 100, false)?;
     let owner = one_owner(&s, &kind, &name).await?;
     lq.filter.owners = vec![owner.uid];
@@ -137,6 +141,7 @@ pub async fn summary(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let mut refs = Vec::new();
     for (k, v) in query_pairs(q.as_deref()) {
         if k == "owner" {
@@ -165,6 +170,7 @@ pub async fn owner_summary(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let owner = one_owner(&s, &kind, &name).await?;
     let counts = db::resources::resource_summary(&s.pool, &[owner.uid])
         .await

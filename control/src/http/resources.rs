@@ -29,6 +29,8 @@ use super::{
 };
 use crate::db;
 
+use crate::app::reads::ReadFrom;
+
 /// The apply body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -669,6 +671,7 @@ pub async fn list(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
 ) -> Result<impl IntoResponse, ApiError> {
+    let s = s.reading(ReadFrom::Replica);
     let mut lq = parse_list_query(q.as_deref(), 100, true)?;
     let owners = resolve_owners(&s, &lq.owner_refs).await?;
     lq.filter.owners = owners.iter().map(|o| o.uid).collect();

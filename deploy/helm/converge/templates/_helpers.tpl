@@ -120,6 +120,15 @@ never kills a broker that is still waiting for its workers' results.
       key: {{ $values.database.existingSecretKey }}
 - name: DB_MAX_CONNECTIONS
   value: {{ $values.database.maxConnections | quote }}
+{{- if and (eq .role "control") $values.database.readReplica.existingSecret }}
+- name: DATABASE_READ_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $values.database.readReplica.existingSecret }}
+      key: {{ $values.database.readReplica.existingSecretKey }}
+- name: READ_MAX_LAG
+  value: {{ $values.database.readReplica.maxLag | quote }}
+{{- end }}
 {{- if eq .role "control" }}
 - name: LISTEN_ADDR
   value: {{ printf ":%d" (int $values.ports.http) | quote }}
