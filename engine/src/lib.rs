@@ -12,6 +12,7 @@ pub mod ids;
 pub mod membership;
 pub mod metrics;
 pub mod reaper;
+pub mod value_flows;
 pub mod wake;
 
 #[cfg(feature = "test-util")]

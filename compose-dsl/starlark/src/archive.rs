@@ -106,6 +106,62 @@ pub fn pack(files: &[(&str, &str)]) -> Vec<u8> {
     zip.finish().expect("writing to memory").into_inner()
 }
 
+/// Packs the files under `dir` (recursively, `/`-separated paths from `dir`, in name order)
+/// into a bundle, as `pack` does: how a bundle kept as a directory reaches the engine (the
+/// datadriven example's `starlark/`, `conctl render --bundle DIR`). A symlink, a file that
+/// is not UTF-8, or more than `max_files` files is an error naming it.
+pub fn pack_dir(dir: &std::path::Path, max_files: usize) -> Result<Vec<u8>, String> {
+    fn walk(
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut Vec<(String, String)>,
+        max_files: usize,
+    ) -> Result<(), String> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for e in entries {
+            let path = e.path();
+            let kind = e
+                .file_type()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if kind.is_symlink() {
+                return Err(format!(
+                    "{}: a bundle may not hold symlinks",
+                    path.display()
+                ));
+            }
+            if kind.is_dir() {
+                walk(root, &path, out, max_files)?;
+                continue;
+            }
+            if out.len() >= max_files {
+                return Err(format!("{}: more than {max_files} files", root.display()));
+            }
+            let rel = path
+                .strip_prefix(root)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/");
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("{}: {e} (bundle files are UTF-8 text)", path.display()))?;
+            out.push((rel, text));
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files, max_files)?;
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, s)| (p.as_str(), s.as_str()))
+        .collect();
+    Ok(pack(&refs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::check_path;

@@ -40,13 +40,14 @@ mod archive;
 mod builtins;
 mod bundle;
 mod compose;
+pub mod config;
 mod error;
 mod json;
 mod limits;
 mod output;
 mod sandbox;
 
-pub use archive::pack;
+pub use archive::{pack, pack_dir};
 pub use bundle::{Bundle, BundleStats, ENTRY};
 pub use converge_compose_output::{
     ChildSpec, ComposeOutput, DepEdge, ProviderConfigSpec, ResourceRef, ValueFlow,

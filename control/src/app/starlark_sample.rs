@@ -46,6 +46,15 @@ pub enum Sample {
     NotRun(String),
 }
 
+/// Where a bundle comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum BundleSource<'a> {
+    /// A zip (a provider config's `data`).
+    Zip(&'a [u8]),
+    /// A directory of its files (packed by the child).
+    Dir(&'a Path),
+}
+
 /// Runs `converge-starlark-compose`.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -105,21 +114,31 @@ impl Runner {
         }
     }
 
-    /// Composes `bundle` (a zip) with `spec`, `config` and `root`.
+    /// Composes `bundle` with `spec` and `root`, under a provider config whose whole spec is
+    /// `config_spec`: the child splits it as the stdworker does (its `limits` apply,
+    /// `sample_spec` is dropped, the rest is `compose`'s config; see
+    /// `converge_starlark::config`), so a compose here and on a worker cannot differ.
     pub async fn compose(
         &self,
-        bundle: &[u8],
+        bundle: BundleSource<'_>,
         spec: &Value,
-        config: &Value,
+        config_spec: &Value,
         root: &Value,
     ) -> Sample {
         use base64::Engine;
-        let input = serde_json::json!({
-            "bundle": base64::engine::general_purpose::STANDARD.encode(bundle),
+        let mut input = serde_json::json!({
             "spec": spec,
-            "config": config,
+            "effective_config": config_spec,
             "root": root,
         });
+        let (key, value) = match bundle {
+            BundleSource::Zip(bytes) => (
+                "bundle",
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+            ),
+            BundleSource::Dir(dir) => ("bundle_dir", dir.display().to_string()),
+        };
+        input[key] = value.into();
         self.run(input.to_string().into_bytes()).await
     }
 

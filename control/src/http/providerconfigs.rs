@@ -47,7 +47,7 @@ use super::{
 };
 use crate::app::{
     flows,
-    starlark_sample::{Runner, Sample},
+    starlark_sample::{BundleSource, Runner, Sample},
 };
 use crate::db::{
     self,
@@ -407,19 +407,16 @@ async fn check_starlark_sample(
         Ok(r) => r,
         Err(why) => return Ok(not_checked(&why)),
     };
-    // What stdworker hands `compose` as config: the spec without its own keys.
-    let mut config = body.spec.clone();
-    if let Some(o) = config.as_object_mut() {
-        o.remove("limits");
-        o.remove(SAMPLE_SPEC);
-    }
     let root = json!({
         "name": "sample",
         "kind": body.kind,
         "kind_version": body.kind_version,
         "labels": {},
     });
-    match runner.compose(bundle, sample, &config, &root).await {
+    match runner
+        .compose(BundleSource::Zip(bundle), sample, &body.spec, &root)
+        .await
+    {
         Sample::Composed(out) => {
             check_flows(s, schemas, &body.spec, &flows::compose_flows(&out), &at).await
         }

@@ -9,6 +9,7 @@ mod cluster;
 mod docs;
 mod events;
 mod output;
+mod render;
 mod status;
 mod transport;
 mod watch;
@@ -233,6 +234,26 @@ enum Command {
     /// Show who is here: the converge processes, the workers on each broker, and how many
     /// workers serve each kind version.
     Cluster,
+    /// Run a composite's composer (a CEL graph or a Starlark bundle, from its provider
+    /// config) on a root document, with no server: print the children, edges and status it
+    /// would produce.
+    Render {
+        /// The root: a resource document (kind, name, spec, labels).
+        #[arg(short = 'f', long = "file", value_name = "ROOT")]
+        root: String,
+        /// The provider config document the API takes: a CEL graph in its `spec`, or a
+        /// Starlark bundle in its `data`.
+        #[arg(long, value_name = "PROVIDERCONFIG")]
+        config: String,
+        /// A directory holding the Starlark bundle's files (`compose.star` at its root),
+        /// instead of the config's `data`.
+        #[arg(long, value_name = "DIR")]
+        bundle: Option<PathBuf>,
+        /// Statuses of children (`KIND/NAME: status`, or documents with kind, name and
+        /// status) to flow into their dependents' specs, as the engine would.
+        #[arg(long, value_name = "FILE")]
+        observed: Option<String>,
+    },
 }
 
 const APPLY_HELP: &str = "\
@@ -619,6 +640,24 @@ fn report(format: Format, line: String, body: &Value) -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<bool> {
+    if let Command::Render {
+        root,
+        config,
+        bundle,
+        observed,
+    } = cli.command
+    {
+        // No server: nothing to connect to, nothing to authenticate.
+        let args = render::Args {
+            root,
+            config,
+            bundle,
+            observed,
+            timeout: cli.timeout,
+        };
+        render::render(args, cli.output).await?;
+        return Ok(true);
+    }
     let token = Token::new(cli.token.as_deref())?;
     let c = Client::new(&cli.server, cli.timeout, token, cli.ca_file.as_deref())?;
     let f = cli.output;
@@ -753,6 +792,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             report(f, format!("{target}: unquarantined"), &r.body)?;
         }
         Command::Cluster => cluster::show(&c, f).await?,
+        Command::Render { .. } => unreachable!("handled above, without a client"),
     }
     Ok(true)
 }

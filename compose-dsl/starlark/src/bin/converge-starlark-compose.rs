@@ -4,7 +4,10 @@
 //!
 //! Reads one JSON object on stdin:
 //! `{"bundle": "<zip, base64>", "spec": {...}, "config": {...} = {}, "root": {...} = null}`
-//! and prints one JSON object on stdout: `{"output": <the compose result>}` (children, edges
+//! (or `"bundle_dir": "<directory>"` instead of `bundle`, packed as `pack_dir` does; and/or
+//! `"effective_config": {...}` instead of `config`: a provider config's whole spec, split as
+//! the stdworker splits it ([`StarlarkConfig`]: its `limits` apply, `sample_spec` is dropped,
+//! the rest is `config`)) and prints one JSON object on stdout: `{"output": <the compose result>}` (children, edges
 //! with their value flows, configs, status), or `{"error": "<message>"}` when the bundle does
 //! not load or its compose fails. Both exit 0; input that is not that object exits 2 with the
 //! reason on stderr. The bundle loads and composes under the crate's default [`Limits`]
@@ -16,7 +19,7 @@ use std::{
 };
 
 use base64::Engine;
-use converge_starlark::{Bundle, Limits};
+use converge_starlark::{Bundle, Limits, config::StarlarkConfig, pack_dir};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -25,7 +28,14 @@ use serde_json::{Value, json};
 #[serde(deny_unknown_fields)]
 struct Input {
     /// The bundle, a zip, base64 (standard alphabet).
-    bundle: String,
+    #[serde(default)]
+    bundle: Option<String>,
+    /// Or a directory holding the bundle's files.
+    #[serde(default)]
+    bundle_dir: Option<std::path::PathBuf>,
+    /// Or, instead of `config`, a provider config's whole spec (limits and sample included).
+    #[serde(default)]
+    effective_config: Option<Value>,
     /// The spec `compose` gets.
     spec: Value,
     /// The config `compose` gets.
@@ -53,13 +63,30 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let bytes = match base64::engine::general_purpose::STANDARD.decode(input.bundle.trim()) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("converge-starlark-compose: bundle is not base64: {e}");
+    let bytes = match (&input.bundle, &input.bundle_dir) {
+        (Some(b), None) => match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("converge-starlark-compose: bundle is not base64: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(dir)) => match pack_dir(dir, Limits::default().max_bundle_entries) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("converge-starlark-compose: bundle_dir: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            eprintln!("converge-starlark-compose: give exactly one of bundle and bundle_dir");
             return ExitCode::from(2);
         }
     };
+    if input.effective_config.is_some() && input.config != empty_object() {
+        eprintln!("converge-starlark-compose: give config or effective_config, not both");
+        return ExitCode::from(2);
+    }
     let answer = match compose(&bytes, &input) {
         Ok(out) => json!({ "output": out }),
         Err(message) => json!({ "error": message }),
@@ -76,10 +103,16 @@ fn main() -> ExitCode {
 
 /// Loads the bundle and runs its compose once; the error is the engine's message.
 fn compose(bytes: &[u8], input: &Input) -> Result<Value, String> {
-    let limits = Limits::default();
+    let (limits, config) = match &input.effective_config {
+        Some(spec) => {
+            let c = StarlarkConfig::from_value(spec)?;
+            (c.limits, c.compose_config)
+        }
+        None => (Limits::default(), input.config.clone()),
+    };
     let bundle = Bundle::from_zip(bytes, &limits).map_err(|e| e.to_string())?;
     let out = bundle
-        .compose_root(&input.root, &input.spec, &input.config, &limits)
+        .compose_root(&input.root, &input.spec, &config, &limits)
         .map_err(|e| e.to_string())?;
     serde_json::to_value(out).map_err(|e| format!("compose output is not JSON: {e}"))
 }
