@@ -25,7 +25,8 @@ use super::{
     problem::{ApiError, FieldError, MAX_MESSAGE, clipped, field_errors, quote},
     query_pairs,
 };
-use crate::db::{self, kinds::ManifestApply};
+use crate::db;
+use converge_engine::words::ApplyResult;
 
 /// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
 /// schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
@@ -88,11 +89,11 @@ pub async fn put_manifest(
             })?;
     s.catalog.install(checked, version);
     s.work_scheduled();
-    let (status, word) = match result {
-        ManifestApply::Created => (StatusCode::CREATED, "created"),
-        ManifestApply::Updated => (StatusCode::OK, "configured"),
-        ManifestApply::Unchanged => (StatusCode::OK, "unchanged"),
+    let status = match result {
+        ApplyResult::Created => StatusCode::CREATED,
+        ApplyResult::Configured | ApplyResult::Unchanged => StatusCode::OK,
     };
+    let word = result.as_str();
     let mut h = HeaderMap::new();
     h.insert("x-apply-result", HeaderValue::from_static(word));
     let mut answer = json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word});

@@ -22,9 +22,7 @@ use super::{
     query_pairs,
 };
 use crate::db;
-
-/// The transitions a binding can watch.
-pub const TRANSITIONS: [&str; 5] = ["created", "synced", "degraded", "failed", "deleted"];
+use converge_engine::words::Transition;
 
 /// The create-or-replace body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -62,10 +60,10 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
             "name must be 1-253 printable ASCII characters without '/' or spaces".into(),
         );
     }
-    if !TRANSITIONS.contains(&b.transition.as_str()) {
+    if Transition::parse(&b.transition).is_none() {
         push(
             "/transition",
-            format!("must be one of {}", TRANSITIONS.join(", ")),
+            format!("must be one of {}", Transition::TEXTS.join(", ")),
         );
     }
     if b.label_match.values().any(|v| !v.is_string()) {
@@ -125,11 +123,16 @@ pub async fn put(
     ApiJson(body): ApiJson<BindingBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     ApiError::check_fields("invalid reactor binding", check(&s, &body).await?)?;
+    // `check` refused any other word (422).
+    let transition = body
+        .transition
+        .parse::<Transition>()
+        .map_err(|e| ApiError::invalid("transition", e.to_string()))?;
     let created = db::reactor_bindings::binding_put(
         &s.pool,
         &body.name,
         &body.watch_kind,
-        &body.transition,
+        transition,
         &body.reactor,
         &Value::Object(body.label_match.clone()),
         body.enabled,

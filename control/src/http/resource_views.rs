@@ -8,7 +8,7 @@ use axum::{
     extract::{RawQuery, State},
     response::IntoResponse,
 };
-use converge_proto::manifest::PHASES;
+use converge_engine::words::Phase;
 use serde_json::{Map, Value, json};
 
 use super::openapi::{NotFound, Unprocessable};
@@ -96,7 +96,10 @@ pub async fn children(
 }
 
 fn zero_phases() -> Map<String, Value> {
-    PHASES.iter().map(|p| (p.to_string(), json!(0))).collect()
+    Phase::TEXTS
+        .iter()
+        .map(|p| (p.to_string(), json!(0)))
+        .collect()
 }
 
 fn add(m: &mut Map<String, Value>, phase: &str, n: i64) {
@@ -110,13 +113,13 @@ fn summarise(counts: &[PhaseCount]) -> (Value, i64, Value) {
     let mut by_kind: BTreeMap<&str, (i64, Map<String, Value>)> = BTreeMap::new();
     let mut total = 0;
     for c in counts {
-        add(&mut totals, &c.phase, c.count);
+        add(&mut totals, c.phase.as_str(), c.count);
         total += c.count;
         let e = by_kind
             .entry(c.kind.as_str())
             .or_insert_with(|| (0, zero_phases()));
         e.0 += c.count;
-        add(&mut e.1, &c.phase, c.count);
+        add(&mut e.1, c.phase.as_str(), c.count);
     }
     let by_kind = by_kind
         .into_iter()
@@ -183,7 +186,7 @@ mod tests {
     fn summaries_list_every_phase_and_add_up_per_kind() {
         let c = |kind: &str, phase: &str, count| PhaseCount {
             kind: kind.into(),
-            phase: phase.into(),
+            phase: phase.parse().unwrap(),
             count,
         };
         let (totals, total, by_kind) =

@@ -11,7 +11,8 @@ use std::collections::{HashMap, HashSet};
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use converge_proto::manifest::{PHASES, is_valid_kind_name, is_valid_resource_name};
+use converge_engine::words::{ApplyResult, Phase};
+use converge_proto::manifest::{is_valid_kind_name, is_valid_resource_name};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -339,10 +340,10 @@ pub async fn apply(
     )
     .await
     .map_err(apply_failed("apply a resource"))?;
-    if applied.result != "unchanged" {
+    if applied.result != ApplyResult::Unchanged {
         s.work_scheduled();
     }
-    let status = if applied.result == "created" {
+    let status = if applied.result == ApplyResult::Created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
@@ -350,7 +351,7 @@ pub async fn apply(
     let mut h = HeaderMap::new();
     h.insert(
         "x-apply-result",
-        HeaderValue::from_str(&applied.result).expect("ascii"),
+        HeaderValue::from_static(applied.result.as_str()),
     );
     Ok((status, h, Json(applied_json(&item, &applied))))
 }
@@ -534,15 +535,13 @@ pub(crate) fn parse_ref(location: &str, v: &str) -> Result<(String, String), Api
     }
 }
 
-fn parse_phase(v: String) -> Result<String, ApiError> {
-    if PHASES.contains(&v.as_str()) {
-        Ok(v)
-    } else {
-        Err(ApiError::invalid(
+fn parse_phase(v: String) -> Result<Phase, ApiError> {
+    Phase::parse(&v).ok_or_else(|| {
+        ApiError::invalid(
             "phase",
-            format!("{} is not one of {}", quote(&v), PHASES.join(", ")),
-        ))
-    }
+            format!("{} is not one of {}", quote(&v), Phase::TEXTS.join(", ")),
+        )
+    })
 }
 
 /// The filters of a list query, parsed and checked.
@@ -705,7 +704,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(lq.filter.kinds, ["a", "b"]);
-        assert_eq!(lq.filter.phases, ["Ready"]);
+        assert_eq!(lq.filter.phases, [Phase::Ready]);
         assert_eq!(lq.owner_refs, [("k".to_string(), "n".to_string())]);
         assert_eq!(
             lq.filter.labels,

@@ -19,24 +19,9 @@ use uuid::Uuid;
 
 use super::problem::Problem;
 
-/// A resource's derived phase.
-#[derive(Serialize, ToSchema)]
-pub enum Phase {
-    /// Being reconciled (behind, or not yet healthy).
-    Reconciling,
-    /// Synced, healthy, not deleting.
-    Ready,
-    /// Synced but unhealthy.
-    Degraded,
-    /// The last reconcile failed.
-    Failed,
-    /// Its owner no longer emits it; removed after the grace period.
-    Orphaned,
-    /// Set aside by an operator.
-    Quarantined,
-    /// Being torn down.
-    Deleting,
-}
+/// The database's words this API sends, each an enum with one spelling per variant and its
+/// schema (a string enum) from the same list (`converge_engine::words`).
+pub use converge_engine::words::{ApplyResult, OperationState, Phase};
 
 /// `{"status": "ok"}`.
 #[derive(Serialize, ToSchema)]
@@ -148,18 +133,6 @@ pub struct ChildList {
     pub owner: ResourceKey,
     /// Its children.
     pub resources: Vec<ResourceItem>,
-}
-
-/// What an apply did.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ApplyResult {
-    /// A new resource.
-    Created,
-    /// An existing resource changed.
-    Configured,
-    /// Nothing changed.
-    Unchanged,
 }
 
 /// The answer to one applied resource.
@@ -676,20 +649,6 @@ pub struct DeleteAccepted {
     pub phase: String,
     /// Resources marked for teardown (the resource, what it owns and what depends on it).
     pub marked: i32,
-}
-
-/// A day-2 operation's state.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OperationState {
-    /// Queued.
-    Pending,
-    /// A worker has it.
-    Running,
-    /// Done.
-    Succeeded,
-    /// Failed for good.
-    Failed,
 }
 
 /// One day-2 operation.
