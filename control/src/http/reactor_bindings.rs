@@ -10,7 +10,7 @@ use axum::{
 };
 use converge_proto::manifest::is_valid_resource_name;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::openapi::NotFound;
 use super::problem::FieldError;
@@ -148,7 +148,7 @@ pub async fn put(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(b)))
+    Ok((status, Json(ReactorBinding::from(b))))
 }
 
 /// `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
@@ -161,7 +161,7 @@ pub async fn put(
 pub async fn list(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ReactorBindingList>, ApiError> {
     let (mut watch, mut reactor) = (None, None);
     for (k, v) in query_pairs(q.as_deref()) {
         match k.as_str() {
@@ -178,7 +178,9 @@ pub async fn list(
     let items = db::reactor_bindings::binding_list(&s.pool, watch.as_deref(), reactor.as_deref())
         .await
         .map_err(ApiError::db("list reactor bindings"))?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(ReactorBindingList {
+        items: items.into_iter().map(ReactorBinding::from).collect(),
+    }))
 }
 
 /// `GET /api/v1/reactor-bindings/{name}`.
@@ -196,7 +198,7 @@ pub async fn get(
         .await
         .map_err(ApiError::db("read a reactor binding"))?
         .ok_or_else(|| ApiError::NotFound(format!("reactor binding {name} not found")))?;
-    Ok(Json(b))
+    Ok(Json(ReactorBinding::from(b)))
 }
 
 /// `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).

@@ -311,23 +311,14 @@ pub async fn apply_batch(
 
 /// An applied item's result: the single apply's answer with the item's index and status.
 fn applied_entry(index: usize, item: &ApplyItem, applied: &db::resources::Applied) -> BatchApplied {
-    let result = applied.result;
-    let status = match result {
+    let status = match applied.result {
         ApplyResult::Created => StatusCode::CREATED,
         ApplyResult::Configured | ApplyResult::Unchanged => StatusCode::OK,
     };
     BatchApplied {
         index: index as u64,
         status: status.as_u16(),
-        applied: Applied {
-            uid: applied.id,
-            kind: item.kind.clone(),
-            kind_version: item.kind_version,
-            name: item.name.clone(),
-            generation: applied.generation,
-            result,
-            warnings: Vec::new(),
-        },
+        applied: Applied::new(item, applied),
     }
 }
 

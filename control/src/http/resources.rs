@@ -19,8 +19,9 @@ use uuid::Uuid;
 
 use super::openapi::{Conflict, NotFound, Unavailable, Unprocessable};
 use super::wire::{
-    Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath, ResourceWatchStream,
-    WatchQuery, WatchResume,
+    Applied, DetailExtras, ResourceDetail, ResourceEvent, ResourceItem, ResourceKey, ResourceList,
+    ResourceListQuery, ResourcePath, ResourceWatchEvent, ResourceWatchStream, WatchQuery,
+    WatchResume,
 };
 use super::{
     AppState, auth,
@@ -353,18 +354,7 @@ pub async fn apply(
         "x-apply-result",
         HeaderValue::from_static(applied.result.as_str()),
     );
-    Ok((status, h, Json(applied_json(&item, &applied))))
-}
-
-/// The body answering one applied item (the single apply's body, a batch result's fields).
-pub(crate) fn applied_json(
-    item: &db::resources::ApplyItem,
-    applied: &db::resources::Applied,
-) -> Value {
-    json!({
-        "uid": applied.id, "kind": item.kind, "kind_version": item.kind_version,
-        "name": item.name, "generation": applied.generation, "result": applied.result,
-    })
+    Ok((status, h, Json(Applied::new(&item, &applied))))
 }
 
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
@@ -409,7 +399,7 @@ pub(crate) async fn detail(
     s: &AppState,
     kind: &str,
     name: &str,
-) -> Result<Option<Value>, ApiError> {
+) -> Result<Option<ResourceDetail>, ApiError> {
     let Some((row, conditions, work)) = db::resources::resource_get(&s.pool, kind, name)
         .await
         .map_err(ApiError::db("read a resource"))?
@@ -423,34 +413,19 @@ pub(crate) async fn detail(
         .find(|w| !w.claimed && w.not_before.is_some())
         .filter(|_| row.failure_gen != 0 && !row.failure_terminal)
         .and_then(|w| w.not_before);
-    let mut v = serde_json::to_value(&row).expect("row serialises");
-    let o = v.as_object_mut().expect("object");
-    let owner = match (o.remove("owner_kind"), o.remove("owner_name")) {
-        (Some(Value::String(k)), Some(Value::String(n))) => json!({"kind": k, "name": n}),
-        _ => Value::Null,
-    };
-    o.insert("owner".into(), owner);
-    o.insert(
-        "conditions".into(),
-        serde_json::to_value(conditions).expect("serialises"),
-    );
-    o.insert(
-        "work".into(),
-        serde_json::to_value(work.into_iter().next()).expect("serialises"),
-    );
-    o.insert("waiting_for".into(), waiting_for.into());
-    o.insert(
-        "next_attempt_at".into(),
-        serde_json::to_value(next_attempt_at).expect("serialises"),
-    );
-    let events = db::events::events_recent(&s.pool, kind, name, 10)
+    let recent_events = db::events::events_recent(&s.pool, kind, name, 10)
         .await
         .map_err(ApiError::db("read recent events"))?;
-    o.insert(
-        "recent_events".into(),
-        serde_json::to_value(events).expect("serialises"),
-    );
-    Ok(Some(v))
+    Ok(Some(ResourceDetail::new(
+        row,
+        DetailExtras {
+            conditions,
+            work: work.into_iter().next(),
+            waiting_for,
+            next_attempt_at,
+            recent_events,
+        },
+    )))
 }
 
 /// The watch of one resource: every entry of its event log (created, phase, operation,
@@ -480,7 +455,10 @@ async fn watch_one(
                 .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))?;
             Some(super::watch::message(
                 w.start(),
-                &json!({"event": null, "resource": d}),
+                &ResourceWatchEvent {
+                    event: None,
+                    resource: Some(d),
+                },
             ))
         }
     };
@@ -492,7 +470,13 @@ async fn watch_one(
             let d = detail(&s, &kind, &name).await?;
             Ok(batch
                 .iter()
-                .map(|e| super::watch::message(e.id, &json!({"event": e, "resource": d})))
+                .map(|e| {
+                    let m = ResourceWatchEvent {
+                        event: Some(ResourceEvent::from(e.as_ref().clone())),
+                        resource: d.clone(),
+                    };
+                    super::watch::message(e.id, &m)
+                })
                 .collect())
         }
     });
@@ -679,7 +663,13 @@ pub async fn list(
             .map_err(ApiError::db("list resources"))?
     };
     let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
-    Ok((h, Json(json!({"owners": owners, "resources": rows}))))
+    Ok((
+        h,
+        Json(ResourceList {
+            owners: owners.into_iter().map(ResourceKey::from).collect(),
+            resources: rows.into_iter().map(ResourceItem::from).collect(),
+        }),
+    ))
 }
 
 #[cfg(test)]

@@ -1,15 +1,14 @@
-//! The wire shapes of `/api/v1` as OpenAPI schemas, for the bodies whose Rust type lives in
-//! `converge-engine` or `converge-proto` (rows serialised as they are) or is built with
-//! `json!` in a handler, and the parameters the handlers parse by hand.
+//! The wire shapes of `/api/v1`: the bodies the handlers send, each one type that both
+//! serialises the answer and states its OpenAPI schema (so the document cannot drift from
+//! the bytes), built from the engine's rows by a `From` or a constructor here; and the
+//! parameters the handlers parse by hand.
 //!
-//! The engine's row types stay free of any OpenAPI dependency, so their shapes are stated here
-//! once, field for field. Nothing here is constructed: a handler serialises the real type, and
-//! two checks keep these honest: `control/tests/openapi_answers.rs` validates real answers
-//! against the document, and the schemathesis step of `scripts/test.sh` checks every route's
-//! answers against it. An `Option` field that is always written (`null` when empty) is marked
+//! The engine's row types stay free of any OpenAPI dependency; its database words
+//! (`converge_engine::words`) carry their schema behind the engine's `openapi` feature and
+//! are used as they are. Two checks keep the rest honest: `control/tests/openapi_answers.rs`
+//! validates real answers against the document, and the schemathesis step of
+//! `scripts/test.sh` checks every route's answers against it. An `Option` field that is always written (`null` when empty) is marked
 //! required, so a client sees `T | null`, not an optional field.
-
-use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -18,16 +17,28 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::problem::Problem;
+use crate::db;
 
 /// The database's words this API sends, each an enum with one spelling per variant and its
 /// schema (a string enum) from the same list (`converge_engine::words`).
-pub use converge_engine::words::{ApplyResult, OperationState, Phase};
+pub use converge_engine::words::{
+    ApplyResult, OperationState, Phase, TaskTrigger, TaskType, Transition,
+};
 
 /// `{"status": "ok"}`.
 #[derive(Serialize, ToSchema)]
 pub struct StatusOk {
     /// Always `ok`.
     pub status: String,
+}
+
+impl StatusOk {
+    /// The one answer.
+    pub fn ok() -> StatusOk {
+        StatusOk {
+            status: "ok".to_owned(),
+        }
+    }
 }
 
 /// The build and the API versions it serves.
@@ -42,12 +53,23 @@ pub struct VersionInfo {
 }
 
 /// A resource's public address.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ResourceRef {
     /// Kind.
     pub kind: String,
     /// Name.
     pub name: String,
+}
+
+impl ResourceRef {
+    /// The address of an owner read as two nullable columns (a left join): `None` for a
+    /// root.
+    pub fn of(kind: Option<String>, name: Option<String>) -> Option<ResourceRef> {
+        Some(ResourceRef {
+            kind: kind?,
+            name: name?,
+        })
+    }
 }
 
 /// A resource's id and address.
@@ -59,6 +81,16 @@ pub struct ResourceKey {
     pub kind: String,
     /// Name.
     pub name: String,
+}
+
+impl From<db::resources::ResourceKey> for ResourceKey {
+    fn from(k: db::resources::ResourceKey) -> Self {
+        ResourceKey {
+            uid: k.uid,
+            kind: k.kind,
+            name: k.name,
+        }
+    }
 }
 
 /// One row of a resource list.
@@ -90,7 +122,8 @@ pub struct ResourceItem {
     #[schema(required = true)]
     pub failure_message: Option<String>,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub labels: Value,
     /// The direct owner, null for a root.
     #[schema(required = true)]
     pub owner: Option<ResourceRef>,
@@ -98,6 +131,37 @@ pub struct ResourceItem {
     pub created_at: DateTime<Utc>,
     /// Updated at.
     pub updated_at: DateTime<Utc>,
+}
+
+impl From<db::resources::ListItem> for ResourceItem {
+    fn from(r: db::resources::ListItem) -> Self {
+        ResourceItem {
+            uid: r.uid,
+            kind: r.kind,
+            kind_version: r.kind_version,
+            name: r.name,
+            phase: r.phase,
+            generation: r.generation,
+            synced_gen: r.synced_gen,
+            is_ready: r.is_ready,
+            failure_terminal: r.failure_terminal,
+            failure_attempts: r.failure_attempts,
+            failure_message: r.failure_message,
+            labels: r.labels,
+            owner: ResourceRef::of(r.owner_kind, r.owner_name),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+impl From<db::resources::RootItem> for RootItem {
+    fn from(r: db::resources::RootItem) -> Self {
+        RootItem {
+            item: r.item.into(),
+            resource_count: r.resource_count,
+        }
+    }
 }
 
 /// One row of the roots list: a list row plus the size of its composed subtree.
@@ -155,6 +219,22 @@ pub struct Applied {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(required = false)]
     pub warnings: Vec<String>,
+}
+
+impl Applied {
+    /// The answer to `item`, applied as `applied` says (the single apply's body, a batch
+    /// result's fields); no warnings.
+    pub fn new(item: &db::resources::ApplyItem, applied: &db::resources::Applied) -> Applied {
+        Applied {
+            uid: applied.id,
+            kind: item.kind.clone(),
+            kind_version: item.kind_version,
+            name: item.name.clone(),
+            generation: applied.generation,
+            result: applied.result,
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// One applied item of a batch.
@@ -215,7 +295,7 @@ pub struct BatchResult {
 }
 
 /// A stored condition.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct Condition {
     /// Ready, Synced or custom.
     #[serde(rename = "type")]
@@ -231,10 +311,11 @@ pub struct Condition {
 }
 
 /// The live claim on a resource.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct LiveWork {
     /// reconcile | delete | operate.
-    pub task_type: String,
+    #[schema(value_type = String)]
+    pub task_type: TaskType,
     /// Whether a broker holds it now.
     pub claimed: bool,
     /// Attempt number at this generation.
@@ -242,7 +323,8 @@ pub struct LiveWork {
     /// Generation the task reconciles.
     pub generation: i64,
     /// What fired it.
-    pub trigger: String,
+    #[schema(value_type = String)]
+    pub trigger: TaskTrigger,
     /// When it was claimed.
     #[schema(required = true)]
     pub claimed_at: Option<DateTime<Utc>>,
@@ -258,7 +340,7 @@ pub struct LiveWork {
 }
 
 /// One entry of a resource's event log.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ResourceEvent {
     /// Position in the log (the cursor).
     pub id: i64,
@@ -276,11 +358,11 @@ pub struct ResourceEvent {
     #[serde(rename = "type")]
     pub type_: String,
     /// Phase before.
-    #[schema(required = true)]
-    pub from_phase: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    pub from_phase: Option<Phase>,
     /// Phase after.
-    #[schema(required = true)]
-    pub to_phase: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    pub to_phase: Option<Phase>,
     /// The generation at the time.
     #[schema(required = true)]
     pub generation: Option<i64>,
@@ -290,6 +372,24 @@ pub struct ResourceEvent {
     /// The principal whose API call wrote it; null for the engine's own work.
     #[schema(required = true)]
     pub actor: Option<String>,
+}
+
+impl From<db::events::Event> for ResourceEvent {
+    fn from(e: db::events::Event) -> Self {
+        ResourceEvent {
+            id: e.id,
+            resource_id: e.resource_id,
+            kind: e.kind,
+            name: e.name,
+            at: e.at,
+            type_: e.type_,
+            from_phase: e.from_phase,
+            to_phase: e.to_phase,
+            generation: e.generation,
+            message: e.message,
+            actor: e.actor,
+        }
+    }
 }
 
 /// A page of events.
@@ -393,7 +493,7 @@ sse_stream!(
 );
 
 /// The full read of one resource.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ResourceDetail {
     /// The resource id.
     pub uid: Uuid,
@@ -404,7 +504,8 @@ pub struct ResourceDetail {
     /// Name.
     pub name: String,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub labels: Value,
     /// Spec.
     pub spec: Value,
     /// Last applied status.
@@ -461,8 +562,89 @@ pub struct ResourceDetail {
     pub recent_events: Vec<ResourceEvent>,
 }
 
+impl From<db::resources::ConditionRow> for Condition {
+    fn from(c: db::resources::ConditionRow) -> Self {
+        Condition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
+            last_transition_at: c.last_transition_at,
+        }
+    }
+}
+
+impl From<db::resources::WorkRow> for LiveWork {
+    fn from(w: db::resources::WorkRow) -> Self {
+        LiveWork {
+            task_type: w.task_type,
+            claimed: w.claimed,
+            attempt: w.attempt,
+            generation: w.generation,
+            trigger: w.trigger,
+            claimed_at: w.claimed_at,
+            heartbeat_at: w.heartbeat_at,
+            not_before: w.not_before,
+            broker_id: w.broker_id,
+        }
+    }
+}
+
+/// What the full read of a resource adds to its row.
+pub struct DetailExtras {
+    /// Its conditions.
+    pub conditions: Vec<db::resources::ConditionRow>,
+    /// The live claim, if any.
+    pub work: Option<db::resources::WorkRow>,
+    /// Why nothing can progress it (see [`ResourceDetail::waiting_for`]).
+    pub waiting_for: Option<String>,
+    /// When a waiting retry may start.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The last events, newest first.
+    pub recent_events: Vec<db::events::Event>,
+}
+
+impl ResourceDetail {
+    /// The full read of `r` with what the handler read beside it.
+    pub fn new(r: db::resources::ResourceRow, x: DetailExtras) -> ResourceDetail {
+        ResourceDetail {
+            uid: r.uid,
+            kind: r.kind,
+            kind_version: r.kind_version,
+            name: r.name,
+            labels: r.labels,
+            spec: r.spec,
+            status: r.status,
+            phase: r.phase,
+            generation: r.generation,
+            synced_gen: r.synced_gen,
+            health_ok: r.health_ok,
+            is_ready: r.is_ready,
+            failure_gen: r.failure_gen,
+            failure_terminal: r.failure_terminal,
+            failure_attempts: r.failure_attempts,
+            failure_message: r.failure_message,
+            finalizers: r.finalizers,
+            deletion_requested_at: r.deletion_requested_at,
+            provider_config_ref: r.provider_config_ref,
+            owner: ResourceRef::of(r.owner_kind, r.owner_name),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            conditions: x.conditions.into_iter().map(Condition::from).collect(),
+            work: x.work.map(LiveWork::from),
+            waiting_for: x.waiting_for,
+            next_attempt_at: x.next_attempt_at,
+            recent_events: x
+                .recent_events
+                .into_iter()
+                .map(ResourceEvent::from)
+                .collect(),
+        }
+    }
+}
+
 /// Counts by phase: every phase, zero included.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Default, Debug, PartialEq, Eq)]
 pub struct PhaseCounts {
     /// In phase Reconciling.
     #[serde(rename = "Reconciling")]
@@ -487,8 +669,23 @@ pub struct PhaseCounts {
     pub deleting: i64,
 }
 
+impl PhaseCounts {
+    /// Adds `n` resources in `phase`.
+    pub fn add(&mut self, phase: Phase, n: i64) {
+        *match phase {
+            Phase::Reconciling => &mut self.reconciling,
+            Phase::Ready => &mut self.ready,
+            Phase::Degraded => &mut self.degraded,
+            Phase::Failed => &mut self.failed,
+            Phase::Orphaned => &mut self.orphaned,
+            Phase::Quarantined => &mut self.quarantined,
+            Phase::Deleting => &mut self.deleting,
+        } += n;
+    }
+}
+
 /// One kind's counts in a summary.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Debug)]
 pub struct KindCounts {
     /// Kind.
     pub kind: String,
@@ -682,6 +879,24 @@ pub struct Operation {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl From<db::operations::OperationRow> for Operation {
+    fn from(o: db::operations::OperationRow) -> Self {
+        Operation {
+            uid: o.uid,
+            verb: o.verb,
+            input: o.input,
+            state: o.state,
+            output: o.output,
+            error: o.error,
+            attempts: o.attempts,
+            requested_by: o.requested_by,
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+            finished_at: o.finished_at,
+        }
+    }
+}
+
 /// A resource's latest operations.
 #[derive(Serialize, ToSchema)]
 pub struct OperationList {
@@ -698,6 +913,16 @@ pub struct SpecVersion {
     pub spec: Value,
     /// When it was recorded.
     pub created_at: DateTime<Utc>,
+}
+
+impl From<db::spec_history::SpecVersion> for SpecVersion {
+    fn from(v: db::spec_history::SpecVersion) -> Self {
+        SpecVersion {
+            generation: v.generation,
+            spec: v.spec,
+            created_at: v.created_at,
+        }
+    }
 }
 
 /// A root's recorded specs.
@@ -1018,11 +1243,13 @@ pub struct ReactorBinding {
     /// The kind whose transitions fire it.
     pub watch_kind: String,
     /// created | synced | degraded | failed | deleted.
-    pub transition: String,
+    #[schema(value_type = String)]
+    pub transition: Transition,
     /// The reactor kind that runs.
     pub reactor: String,
     /// Labels the watched resource must carry.
-    pub label_match: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub label_match: Value,
     /// A disabled binding never fires.
     pub enabled: bool,
     /// Created at.
@@ -1039,6 +1266,26 @@ pub struct ReactorBinding {
     pub last_error_attempts: Option<i32>,
     /// When the next failing delivery is retried.
     pub next_retry_at: Option<DateTime<Utc>>,
+}
+
+impl From<db::reactor_bindings::Binding> for ReactorBinding {
+    fn from(b: db::reactor_bindings::Binding) -> Self {
+        ReactorBinding {
+            name: b.name,
+            watch_kind: b.watch_kind,
+            transition: b.transition,
+            reactor: b.reactor,
+            label_match: b.label_match,
+            enabled: b.enabled,
+            created_at: b.created_at,
+            updated_at: b.updated_at,
+            pending: b.pending,
+            failing: b.failing,
+            last_error: b.last_error,
+            last_error_attempts: b.last_error_attempts,
+            next_retry_at: b.next_retry_at,
+        }
+    }
 }
 
 /// Reactor bindings.

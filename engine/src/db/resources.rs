@@ -281,8 +281,10 @@ pub struct ListItem {
     pub failure_message: Option<String>,
     /// Labels.
     pub labels: serde_json::Value,
-    /// The direct owner as `{kind, name}`, null for a root.
-    pub owner: Option<serde_json::Value>,
+    /// The direct owner's kind, null for a root.
+    pub owner_kind: Option<String>,
+    /// The direct owner's name, null for a root.
+    pub owner_name: Option<String>,
     /// Created at (the keyset's first column).
     pub created_at: DateTime<Utc>,
     /// Updated at.
@@ -324,7 +326,7 @@ const LIST_COLUMNS: &str = "SELECT r.id AS uid, r.kind, r.kind_version, r.name, 
      r.generation, r.synced_gen, r.is_ready, r.failure_terminal, r.failure_attempts, \
      CASE WHEN r.failure_gen = r.generation THEN left(r.failure_message, 512) END AS failure_message, \
      r.labels, \
-     CASE WHEN o.id IS NULL THEN NULL ELSE jsonb_build_object('kind', o.kind, 'name', o.name) END AS owner, \
+     o.kind AS owner_kind, o.name AS owner_name, \
      r.created_at, r.updated_at";
 
 /// Appends the WHERE clause, keyset order and limit of a list page. Only the predicates a
