@@ -96,10 +96,13 @@ pub async fn put_manifest(
     let word = result.as_str();
     let mut h = HeaderMap::new();
     h.insert("x-apply-result", HeaderValue::from_static(word));
-    let mut answer = json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word});
-    if !warnings.is_empty() {
-        answer["warnings"] = json!(warnings);
-    }
+    let answer = ManifestApplied {
+        kind: manifest.kind,
+        kind_version: manifest.kind_version,
+        manifest_version: version,
+        result,
+        warnings,
+    };
     Ok((status, h, Json(answer)))
 }
 

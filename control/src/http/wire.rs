@@ -730,6 +730,20 @@ pub struct ValueMapping {
     pub source_field: String,
 }
 
+impl From<db::resource_deps::ValueMapping> for ValueMapping {
+    fn from(m: db::resource_deps::ValueMapping) -> Self {
+        ValueMapping {
+            dependent_field: m.dependent_field,
+            source_field: m.source_field,
+        }
+    }
+}
+
+/// The mappings of one edge, as sent.
+fn mappings(ms: Vec<db::resource_deps::ValueMapping>) -> Vec<ValueMapping> {
+    ms.into_iter().map(ValueMapping::from).collect()
+}
+
 /// A resource this one depends on.
 #[derive(Serialize, ToSchema)]
 pub struct Upstream {
@@ -749,6 +763,20 @@ pub struct Upstream {
     pub value_mappings: Vec<ValueMapping>,
 }
 
+impl From<db::resource_deps::Upstream> for Upstream {
+    fn from(u: db::resource_deps::Upstream) -> Self {
+        Upstream {
+            kind: u.kind,
+            name: u.name,
+            upstream_phase: u.upstream_phase,
+            upstream_ready: u.upstream_ready,
+            upstream_health_ok: u.upstream_health_ok,
+            upstream_updated_at: u.upstream_updated_at,
+            value_mappings: mappings(u.value_mappings),
+        }
+    }
+}
+
 /// A resource that depends on this one.
 #[derive(Serialize, ToSchema)]
 pub struct Downstream {
@@ -760,6 +788,17 @@ pub struct Downstream {
     pub phase: Phase,
     /// The values this resource flows into the dependent's spec.
     pub value_mappings: Vec<ValueMapping>,
+}
+
+impl From<db::resource_deps::Downstream> for Downstream {
+    fn from(d: db::resource_deps::Downstream) -> Self {
+        Downstream {
+            kind: d.kind,
+            name: d.name,
+            phase: d.phase,
+            value_mappings: mappings(d.value_mappings),
+        }
+    }
 }
 
 /// A resource's upstreams and dependents.
@@ -789,6 +828,19 @@ pub struct GraphNode {
     pub depth: i32,
 }
 
+impl From<db::resource_deps::GraphNode> for GraphNode {
+    fn from(n: db::resource_deps::GraphNode) -> Self {
+        GraphNode {
+            ref_: format!("{}/{}", n.kind, n.name),
+            kind: n.kind,
+            name: n.name,
+            phase: n.phase,
+            is_ready: n.is_ready,
+            depth: n.depth,
+        }
+    }
+}
+
 /// One edge of a dependency graph: `from` depends on `to`.
 #[derive(Serialize, ToSchema)]
 pub struct GraphEdge {
@@ -798,6 +850,16 @@ pub struct GraphEdge {
     pub to: String,
     /// The values `to` flows into `from`'s spec.
     pub value_mappings: Vec<ValueMapping>,
+}
+
+impl From<db::resource_deps::GraphEdge> for GraphEdge {
+    fn from(e: db::resource_deps::GraphEdge) -> Self {
+        GraphEdge {
+            from: e.from,
+            to: e.to,
+            value_mappings: mappings(e.value_mappings),
+        }
+    }
 }
 
 /// The dependency graph of a composite's subtree.
@@ -1098,6 +1160,11 @@ pub struct ManifestApplied {
     pub manifest_version: i64,
     /// What the apply did.
     pub result: ApplyResult,
+    /// Only when there are some: the value flows of the manifest's `edges` left unchecked
+    /// because a kind they join is not registered yet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    pub warnings: Vec<String>,
 }
 
 /// A kind's live operational config.
