@@ -1168,7 +1168,7 @@ pub struct ManifestApplied {
 }
 
 /// A kind's live operational config.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct KindConfig {
     /// Kind.
     pub kind: String,
@@ -1191,6 +1191,23 @@ pub struct KindConfig {
     pub finalizer_name: Option<String>,
     /// Retired versions accept no new resources.
     pub retired: bool,
+}
+
+impl From<db::kinds::KindConfig> for KindConfig {
+    fn from(c: db::kinds::KindConfig) -> Self {
+        KindConfig {
+            kind: c.kind,
+            kind_version: c.kind_version,
+            max_inflight: c.max_inflight,
+            task_deadline_secs: c.task_deadline_secs,
+            resync_interval_secs: c.resync_interval_secs,
+            resync_recomposes: c.resync_recomposes,
+            orphan_grace_secs: c.orphan_grace_secs,
+            max_transient_attempts: c.max_transient_attempts,
+            finalizer_name: c.finalizer_name,
+            retired: c.retired,
+        }
+    }
 }
 
 /// The operator-editable part of a kind's config (a full replace; every number ≥ 0).
@@ -1228,11 +1245,11 @@ pub struct KindSummary {
     /// Kind version.
     pub kind_version: i32,
     /// Description.
-    #[schema(required = true)]
-    pub description: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    pub description: Value,
     /// Reactions.
-    #[schema(required = true)]
-    pub reactions: Option<Vec<Reaction>>,
+    #[schema(required = true, value_type = Option<Vec<Reaction>>)]
+    pub reactions: Value,
     /// Finalizer.
     #[schema(required = true)]
     pub finalizer_name: Option<String>,
