@@ -306,7 +306,7 @@ impl Completer {
     /// Whether a result re-sent for a lease this broker did not hand out answers a whole task.
     fn is_single_stage_result(&self, key: &LeaseKey, pair: &KindPair, stage: i32) -> bool {
         self.manifests
-            .final_stage(&key.task_type, pair)
+            .final_stage(key.task_type, pair)
             .is_some_and(|s| s as i32 == stage)
     }
 }

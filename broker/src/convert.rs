@@ -15,6 +15,7 @@ use converge_engine::{
         queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::KindPair,
+    words::{Phase, Stage, TaskTrigger, Transition},
 };
 
 /// Largest status, output or conditions document the broker stores for one task.
@@ -84,10 +85,10 @@ pub fn resource(t: &ClaimedTask, kind: &str, kind_version: i32) -> pb::Resource 
         finalizers: t.finalizers.clone(),
         deletion_requested_at_ms: t.deletion_requested_at_ms,
         frozen_until_ms: t.frozen_until_ms,
-        quarantined: t.phase == "Quarantined",
+        quarantined: t.phase == Phase::Quarantined,
         labels: labels(&t.labels),
         kind_version,
-        phase: t.phase.clone(),
+        phase: t.phase.to_string(),
     }
 }
 
@@ -107,7 +108,7 @@ pub fn related_resource(r: RelatedRow) -> pb::Resource {
         synced_gen: r.synced_gen,
         is_ready: r.is_ready,
         kind_version: r.kind_version,
-        phase: r.phase,
+        phase: r.phase.to_string(),
         ..Default::default()
     }
 }
@@ -142,7 +143,7 @@ pub fn snapshot_resource(v: &serde_json::Value) -> pb::Resource {
         synced_gen: v["synced_gen"].as_i64().unwrap_or(0),
         is_ready: v["is_ready"].as_bool().unwrap_or(false),
         finalizers,
-        quarantined: phase == "Quarantined",
+        quarantined: Phase::parse(&phase) == Some(Phase::Quarantined),
         labels: labels(&v["labels"]),
         kind_version: i32::try_from(v["kind_version"].as_i64().unwrap_or(1)).unwrap_or(1),
         phase,
@@ -150,15 +151,28 @@ pub fn snapshot_resource(v: &serde_json::Value) -> pb::Resource {
     }
 }
 
-/// The wire enum of a lifecycle transition name.
-pub fn transition(name: &str) -> pb::Transition {
-    match name {
-        "created" => pb::Transition::Created,
-        "synced" => pb::Transition::Synced,
-        "degraded" => pb::Transition::Degraded,
-        "failed" => pb::Transition::Failed,
-        "deleted" => pb::Transition::Deleted,
-        _ => pb::Transition::Unspecified,
+/// The wire enum of a lifecycle transition.
+pub fn transition(t: Transition) -> pb::Transition {
+    match t {
+        Transition::Created => pb::Transition::Created,
+        Transition::Synced => pb::Transition::Synced,
+        Transition::Degraded => pb::Transition::Degraded,
+        Transition::Failed => pb::Transition::Failed,
+        Transition::Deleted => pb::Transition::Deleted,
+    }
+}
+
+/// The stage word of a wire stage number (`StageTask.stage`, `StageResult.stage`), `None`
+/// for `STAGE_UNSPECIFIED` or a number this build does not know.
+pub fn stage_word(stage: i32) -> Option<Stage> {
+    match pb::Stage::try_from(stage).ok()? {
+        pb::Stage::Unspecified => None,
+        pb::Stage::Compose => Some(Stage::Compose),
+        pb::Stage::Work => Some(Stage::Work),
+        pb::Stage::Rollup => Some(Stage::Rollup),
+        pb::Stage::Delete => Some(Stage::Delete),
+        pb::Stage::Operate => Some(Stage::Operate),
+        pb::Stage::React => Some(Stage::React),
     }
 }
 
@@ -181,10 +195,10 @@ pub fn react_task(
         manifest_version,
         request: Some(pb::stage_task::Request::ReactReq(pb::ReactRequest {
             resource: Some(snapshot_resource(&d.resource)),
-            transition: transition(&d.transition) as i32,
+            transition: transition(d.transition) as i32,
             dedup_token: d.dedup_token(),
         })),
-        trigger: "reactor".to_string(),
+        trigger: TaskTrigger::Reactor.to_string(),
         attempt: d.attempts,
         task_deadline_ms: deadline_ms(kind_deadline(d.task_deadline_secs)),
         ..Default::default()
@@ -219,7 +233,7 @@ pub fn stage_task(
         provider_bundle: t.provider_bundle.clone().unwrap_or_default(),
         task_deadline_ms: deadline_ms,
         request: Some(request),
-        trigger: t.trigger.clone(),
+        trigger: t.trigger.to_string(),
         attempt: t.attempt,
     }
 }
@@ -279,7 +293,11 @@ pub fn rollup_summary(s: &Summary) -> pb::RollupSummary {
     };
     pb::RollupSummary {
         total: s.total,
-        by_phase: s.by_phase.clone().into_iter().collect(),
+        by_phase: s
+            .by_phase
+            .iter()
+            .map(|(p, n)| (p.to_string(), *n))
+            .collect(),
         by_kind: s.by_kind.clone().into_iter().collect(),
         failed: refs(&s.failed),
         not_ready: refs(&s.not_ready),
@@ -463,7 +481,7 @@ mod tests {
         LeaseKey {
             resource_id: ResourceId(uuid::Uuid::nil()),
             shard_id: ShardId(0),
-            task_type: "reconcile".into(),
+            task_type: converge_engine::words::TaskType::Reconcile,
             lease_token: LeaseToken(uuid::Uuid::nil()),
             claim_epoch: ClaimEpoch(1),
         }

@@ -21,6 +21,7 @@ use converge_engine::{
     },
     ids::{KindPair, ShardRange},
     wake::WakeLoop,
+    words::TaskType,
 };
 use converge_kinds::Kind;
 use converge_proto::pb;
@@ -179,8 +180,8 @@ impl Dispatcher {
             more |= rows.len() == n;
             let mut out = Vec::with_capacity(rows.len());
             for t in rows {
-                match t.task_type.as_str() {
-                    "delete" => match info.delete_reaction.as_deref() {
+                match t.task_type {
+                    TaskType::Delete => match info.delete_reaction.as_deref() {
                         Some(reaction) => {
                             let request = convert::stage_request(
                                 &t,
@@ -205,13 +206,14 @@ impl Dispatcher {
                             reply: None,
                         }),
                     },
-                    "operate" => {
+                    TaskType::Operate => {
                         let (pool, c, h) =
                             (self.pool.clone(), completions.clone(), handout.clone());
                         let (pair, info) = (pair.clone(), info.clone());
                         tokio::spawn(async move { operate(&pool, &c, &h, t, pair, info).await });
                     }
-                    _ => {
+                    // A queue row is never a reactor delivery (`work_queue`'s CHECK).
+                    TaskType::Reconcile | TaskType::React => {
                         if let Some(refused) = spec_refused(&t, &pair, &info) {
                             completions.submit(Job::Known {
                                 completion: refused,

@@ -97,7 +97,12 @@ impl Handout {
             return;
         };
         tracing::info!(lease = %token, resource = %f.key.resource_id, stream = f.stream, "task deadline exceeded; cancelling, and no new task for the stream until its worker is heard from");
-        metrics().task_ended(&f.pair.kind, f.stage, TaskResult::Deadline, None);
+        metrics().task_ended(
+            &f.pair.kind,
+            convert::stage_word(f.stage),
+            TaskResult::Deadline,
+            None,
+        );
         let at = tokio::time::Instant::now();
         self.registry.suspect(f.stream, at);
         // A connection still open a whole keepalive round later answered a PING sent after

@@ -10,10 +10,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
-use converge_engine::{
-    db::{self, queue::Completion},
-    ids::KindPair,
-};
+use converge_engine::{db::queue::Completion, ids::KindPair, words::TaskType};
 use converge_kinds::{Kind, KindCatalog, Snapshot};
 use converge_proto::{manifest, pb};
 use sqlx::PgPool;
@@ -97,12 +94,12 @@ impl Manifests {
     /// result needs the pipeline that sent it: a composite's stage (its compose applied,
     /// its rollup run under the same claim) or a reactor delivery. Only such a result can
     /// be taken for a lease this broker did not hand out (a worker resuming it).
-    pub fn final_stage(&self, task_type: &str, pair: &KindPair) -> Option<pb::Stage> {
+    pub fn final_stage(&self, task_type: TaskType, pair: &KindPair) -> Option<pb::Stage> {
         match task_type {
-            "delete" => Some(pb::Stage::Delete),
-            "operate" => Some(pb::Stage::Operate),
-            db::queue::REACT => None,
-            _ => self.is_plain_leaf(pair).then_some(pb::Stage::Work),
+            TaskType::Delete => Some(pb::Stage::Delete),
+            TaskType::Operate => Some(pb::Stage::Operate),
+            TaskType::React => None,
+            TaskType::Reconcile => self.is_plain_leaf(pair).then_some(pb::Stage::Work),
         }
     }
 }
@@ -120,8 +117,10 @@ pub(crate) fn enforce(kind: &Kind, verb: Option<&str>, c: Completion) -> Complet
     let Some(why) = why else {
         return c;
     };
-    let what = match (&c.key.task_type[..], verb) {
-        ("operate", Some(v)) => format!("output breaks the output_schema of operation {v:?}"),
+    let what = match (c.key.task_type, verb) {
+        (TaskType::Operate, Some(v)) => {
+            format!("output breaks the output_schema of operation {v:?}")
+        }
         _ => "status breaks the status_schema".to_owned(),
     };
     let pair = &kind.pair;
@@ -147,10 +146,10 @@ fn checked(c: &Completion) -> Option<Checked<'_>> {
     if !c.ok {
         return None;
     }
-    match c.key.task_type.as_str() {
-        "reconcile" => c.status.as_ref().map(Checked::Status),
-        "operate" => c.output.as_ref().map(Checked::Output),
-        _ => None,
+    match c.key.task_type {
+        TaskType::Reconcile => c.status.as_ref().map(Checked::Status),
+        TaskType::Operate => c.output.as_ref().map(Checked::Output),
+        TaskType::Delete | TaskType::React => None,
     }
 }
 
@@ -167,7 +166,7 @@ mod tests {
         LeaseKey {
             resource_id: ResourceId(uuid::Uuid::nil()),
             shard_id: ShardId(0),
-            task_type: task_type.into(),
+            task_type: task_type.parse().unwrap(),
             lease_token: LeaseToken(uuid::Uuid::nil()),
             claim_epoch: ClaimEpoch(1),
         }
@@ -229,7 +228,9 @@ mod tests {
             let doc = json!({"kind": k, "kind_version": 1, "reactions": [
                 {"name": "work", "trigger": "specChange", "emits": ["status"]}],
                 "spec_schema": {"type": "object"}});
-            db::kinds::manifest_put(&db.pool, k, 1, &doc).await.unwrap();
+            converge_engine::db::kinds::manifest_put(&db.pool, k, 1, &doc)
+                .await
+                .unwrap();
         }
         let child = |kind: &str| pb::ChildSpec {
             kind: kind.into(),

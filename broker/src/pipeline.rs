@@ -25,6 +25,7 @@ use converge_engine::{
         queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::{KindPair, ResourceId},
+    words::{Phase, TaskTrigger},
 };
 use converge_proto::pb;
 
@@ -168,7 +169,7 @@ pub(crate) struct StageSend {
 /// The stages a claimed reconcile runs, in order.
 pub(crate) fn plan(t: &ClaimedTask, info: &Kind) -> VecDeque<pb::Stage> {
     let mut stages = VecDeque::new();
-    if t.trigger == "childrenSettled" {
+    if t.trigger == TaskTrigger::ChildrenSettled {
         if info.rollup_reaction.is_some() {
             stages.push_back(pb::Stage::Rollup);
         }
@@ -204,7 +205,7 @@ fn all_settled(read: &Rows) -> bool {
             i64::try_from(desc.len()).is_ok_and(|n| n < db::compose::MAX_RELATED)
                 && desc
                     .iter()
-                    .all(|d| d.synced_gen >= d.generation || d.phase == "Failed")
+                    .all(|d| d.synced_gen >= d.generation || d.phase == Phase::Failed)
         }
         Rows::Summary(s) => s.unsettled == 0,
     }
@@ -557,9 +558,9 @@ mod tests {
         ClaimedTask {
             resource_id: uuid::Uuid::nil(),
             shard_id: 0,
-            task_type: "reconcile".into(),
+            task_type: converge_engine::words::TaskType::Reconcile,
             generation,
-            trigger: trigger.into(),
+            trigger: trigger.parse().unwrap(),
             attempt: 1,
             lease_token: uuid::Uuid::nil(),
             claim_epoch: 1,
@@ -578,7 +579,7 @@ mod tests {
             deletion_requested_at_ms: 0,
             frozen_until_ms: 0,
             labels: serde_json::json!({}),
-            phase: "Reconciling".into(),
+            phase: Phase::Reconciling,
             composed_gen,
         }
     }
@@ -661,7 +662,7 @@ mod tests {
             synced_gen,
             is_ready: synced_gen >= generation,
             labels: serde_json::json!({}),
-            phase: phase.into(),
+            phase: phase.parse().unwrap(),
             failure_message: None,
         }
     }

@@ -644,7 +644,7 @@ impl Registry {
         self.lock()
             .inflight
             .values()
-            .filter(|f| f.key.task_type != converge_engine::db::queue::REACT)
+            .filter(|f| f.key.task_type.is_queued())
             .filter_map(|f| Some((f.key.clone(), f.generation?)))
             .collect()
     }
@@ -907,7 +907,7 @@ mod tests {
             key: LeaseKey {
                 resource_id: ResourceId(Uuid::nil()),
                 shard_id: ShardId(0),
-                task_type: "reconcile".into(),
+                task_type: converge_engine::words::TaskType::Reconcile,
                 lease_token: LeaseToken(token),
                 claim_epoch: ClaimEpoch(1),
             },

@@ -28,7 +28,7 @@ use converge_engine::{
     metrics::{TaskResult, metrics},
 };
 
-use crate::registry::Registry;
+use crate::{convert, registry::Registry};
 
 /// The revocation handler; cheap to share (`Arc`).
 pub(crate) struct Revocations {
@@ -73,7 +73,12 @@ impl Revocations {
         }
         for f in &taken {
             tracing::info!(lease = %f.key.lease_token, resource = %f.key.resource_id, reason = reason.as_str(), "task lease revoked by the engine; cancelling");
-            metrics().task_ended(&f.pair.kind, f.stage, TaskResult::Cancelled, None);
+            metrics().task_ended(
+                &f.pair.kind,
+                convert::stage_word(f.stage),
+                TaskResult::Cancelled,
+                None,
+            );
         }
         self.dispatch.notify_one();
     }

@@ -556,7 +556,7 @@ async fn adopt_resumed(
             let (keys, rerun): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| {
                 parts
                     .manifests
-                    .final_stage(&f.key.task_type, &f.pair)
+                    .final_stage(f.key.task_type, &f.pair)
                     .is_some()
             });
             tracing::info!(
@@ -635,7 +635,12 @@ async fn handle(
                     }
                     // An adopted lease's stage is unknown here; the worker's echo says it.
                     let stage = if f.stage != 0 { f.stage } else { c.stage };
-                    metrics().task_ended(&f.pair.kind, stage, task_result(&c), f.sent);
+                    metrics().task_ended(
+                        &f.pair.kind,
+                        convert::stage_word(stage),
+                        task_result(&c),
+                        f.sent,
+                    );
                     parts.dispatch.wake();
                     if f.pipeline.is_some() {
                         let h = parts.handout.clone();

@@ -6,35 +6,9 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use converge_auth::tls::TlsFiles;
 use converge_proto::{duration::parse_duration, wire};
 
-/// Which duties this process runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Control plane (API, drainer, reaper) and broker.
-    All,
-    /// Control plane only.
-    Control,
-    /// Broker only (probes on HEALTH_ADDR).
-    Broker,
-}
-
-impl Role {
-    /// Whether the control duties run.
-    pub fn control(self) -> bool {
-        matches!(self, Role::All | Role::Control)
-    }
-    /// Whether the broker duty runs.
-    pub fn broker(self) -> bool {
-        matches!(self, Role::All | Role::Broker)
-    }
-    /// The role as `ROLE` spells it (and `cluster_members.role` records it).
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::All => "all",
-            Role::Control => "control",
-            Role::Broker => "broker",
-        }
-    }
-}
+/// Which duties this process runs: `ROLE` spells it as `cluster_members.role` records it
+/// (one word list, `converge_engine::words`).
+pub use converge_engine::words::MemberRole as Role;
 
 /// A bad environment variable.
 #[derive(Debug, thiserror::Error)]
@@ -254,11 +228,9 @@ impl Config {
                 Some(v) => parse(&v).map_err(|reason| ConfigError { var, reason }),
             }
         }
-        let role = read(&get, "ROLE", Role::All, |v| match v.trim() {
-            "all" => Ok(Role::All),
-            "control" => Ok(Role::Control),
-            "broker" => Ok(Role::Broker),
-            o => Err(format!("{o:?} is not one of all, control, broker")),
+        let role = read(&get, "ROLE", Role::All, |v| {
+            let v = v.trim();
+            Role::parse(v).ok_or_else(|| format!("{v:?} is not one of {}", Role::TEXTS.join(", ")))
         })?;
         let dur = |v: &str| parse_duration(v);
         let nonempty = |var: &str| get(var).filter(|v| !v.trim().is_empty());

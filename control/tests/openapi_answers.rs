@@ -224,7 +224,7 @@ async fn broker_with_a_worker(db: &TestDb) {
     };
     let me = Member {
         id: "broker-1-abcdef01".into(),
-        role: "broker".into(),
+        role: converge_engine::words::MemberRole::Broker,
         version: "0.1.0".into(),
         host: "broker".into(),
         pid: 1,

@@ -246,7 +246,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         pool.clone(),
         Member {
             id: member_id,
-            role: cfg.role.name().into(),
+            role: cfg.role,
             version: http::health::build_version().into(),
             host: hostname(),
             pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),

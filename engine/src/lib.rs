@@ -1,9 +1,10 @@
 //! The converge engine as seen from Rust: the embedded migrator, every SQL wrapper over the
 //! plpgsql engine (`db`), the id newtypes and shard ranges (`ids`), the LISTEN wake-ups
 //! (`wake`), the loops that only talk to PostgreSQL (the drainer and the reaper), every
-//! process's cluster membership (`membership`), its readiness (`health`) and its Prometheus metrics
-//! (`metrics`). The broker and the control plane both build on it; neither depends on the
-//! other, and the `converge` binary wires them. ARCHITECTURE.md walks through it.
+//! process's cluster membership (`membership`), its readiness (`health`), its Prometheus
+//! metrics (`metrics`) and the database's words as enums (`words`). The broker and the
+//! control plane both build on it; neither depends on the other, and the `converge` binary
+//! wires them. ARCHITECTURE.md walks through it.
 
 pub mod db;
 pub mod drainer;
@@ -14,6 +15,7 @@ pub mod metrics;
 pub mod reaper;
 pub mod value_flows;
 pub mod wake;
+pub mod words;
 
 #[cfg(feature = "test-util")]
 pub mod testing;

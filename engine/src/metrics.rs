@@ -30,7 +30,7 @@ use prometheus_client::{
 };
 use sqlx::PgPool;
 
-use crate::db;
+use crate::{db, words::Stage};
 
 /// The `Content-Type` of [`render`]'s text (the Prometheus text format 0.0.4).
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
@@ -73,7 +73,7 @@ pub struct KindLabel {
 pub struct TaskLabels {
     /// The resource kind.
     pub kind: String,
-    /// compose | work | rollup | delete | operate | unspecified.
+    /// A [`Stage`]'s word, or `unspecified`.
     pub stage: &'static str,
 }
 
@@ -82,7 +82,7 @@ pub struct TaskLabels {
 pub struct ResultLabels {
     /// The resource kind.
     pub kind: String,
-    /// compose | work | rollup | delete | operate | unspecified.
+    /// A [`Stage`]'s word, or `unspecified`.
     pub stage: &'static str,
     /// One of [`TaskResult`]'s names.
     pub result: &'static str,
@@ -379,9 +379,16 @@ impl Metrics {
     }
 
     /// Counts a task's end and, when its dispatch time is known (a lease adopted from
-    /// another broker's session has none), observes its duration.
-    pub fn task_ended(&self, kind: &str, stage: i32, result: TaskResult, sent: Option<Instant>) {
-        let stage = stage_name(stage);
+    /// another broker's session has none), observes its duration. `stage` is `None` for a
+    /// result whose stage is unknown (labelled `unspecified`).
+    pub fn task_ended(
+        &self,
+        kind: &str,
+        stage: Option<Stage>,
+        result: TaskResult,
+        sent: Option<Instant>,
+    ) {
+        let stage = stage.map_or("unspecified", Stage::as_str);
         self.reconciles
             .get_or_create(&ResultLabels {
                 kind: kind.to_owned(),
@@ -430,19 +437,6 @@ impl Metrics {
     }
 }
 
-/// The stage's label value.
-pub fn stage_name(stage: i32) -> &'static str {
-    // The proto's Stage numbers (engine does not depend on the proto crate).
-    match stage {
-        1 => "compose",
-        2 => "work",
-        3 => "rollup",
-        4 => "delete",
-        5 => "operate",
-        _ => "unspecified",
-    }
-}
-
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
 /// The process's metrics.
@@ -487,7 +481,12 @@ mod tests {
         let kind = || KindLabel {
             kind: "unit".into(),
         };
-        m.task_ended("unit", 2, TaskResult::Ok, Some(Instant::now()));
+        m.task_ended(
+            "unit",
+            Some(Stage::Work),
+            TaskResult::Ok,
+            Some(Instant::now()),
+        );
         m.synced(&["unit".into()], &[1.5]);
         m.inflight_add("unit", 0);
         m.drain_batch

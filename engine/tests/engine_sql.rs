@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 use converge_engine::testing::TestDb;
+use converge_engine::words::{ApplyResult, Phase, TaskType};
 use converge_engine::{
     db::queue::{Completion, LeaseKey, Revoked},
     ids::{ClaimEpoch, LeaseToken, ResourceId, ShardId},
@@ -230,7 +231,7 @@ async fn a_batch_apply_matches_the_single_apply_item_by_item() {
     // Ids agree with a read by name; a second identical batch changes nothing.
     let ids: Vec<Uuid> = applied.iter().map(|a| a.id).collect();
     let again = resource_apply_batch(&db.pool, None, &items).await.unwrap();
-    assert!(again.iter().all(|a| a.result == "unchanged"));
+    assert!(again.iter().all(|a| a.result == ApplyResult::Unchanged));
     assert_eq!(again.iter().map(|a| a.id).collect::<Vec<_>>(), ids);
 }
 
@@ -697,7 +698,7 @@ fn result_of(id: Uuid, token: Uuid, epoch: i64) -> Completion {
         key: LeaseKey {
             resource_id: ResourceId(id),
             shard_id: ShardId(shard_of(id)),
-            task_type: "reconcile".into(),
+            task_type: TaskType::Reconcile,
             lease_token: LeaseToken(token),
             claim_epoch: ClaimEpoch(epoch),
         },
@@ -843,7 +844,7 @@ async fn related_rows_decode_every_column_into_its_field() {
     assert_eq!(status, json!({"t": 2}));
     assert_eq!((r.generation, r.synced_gen, r.is_ready), (2, 0, false));
     assert_eq!(r.labels, json!({"team": "x"}));
-    assert_eq!(r.phase, "Reconciling");
+    assert_eq!(r.phase, Phase::Reconciling);
     assert_eq!(r.failure_message.as_deref(), Some("boom"));
 }
 
@@ -1691,7 +1692,7 @@ async fn the_engine_announces_each_running_task_it_takes_away_with_its_reason() 
     let key = |(id, token, epoch): (Uuid, Uuid, i64)| LeaseKey {
         resource_id: ResourceId(id),
         shard_id: ShardId(shard_of(id)),
-        task_type: "reconcile".into(),
+        task_type: TaskType::Reconcile,
         lease_token: LeaseToken(token),
         claim_epoch: ClaimEpoch(epoch),
     };

@@ -73,7 +73,7 @@ impl Roster for Hand {
 fn member(id: &str) -> Member {
     Member {
         id: id.into(),
-        role: "broker".into(),
+        role: converge_engine::words::MemberRole::Broker,
         version: "test".into(),
         host: "here".into(),
         pid: 1,

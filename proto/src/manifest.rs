@@ -884,17 +884,6 @@ fn value_at_mut<'a>(mut v: &'a mut Value, tokens: &[String]) -> Option<&'a mut V
     Some(v)
 }
 
-/// The seven derived phases of a resource, in precedence order.
-pub const PHASES: [&str; 7] = [
-    "Deleting",
-    "Quarantined",
-    "Failed",
-    "Orphaned",
-    "Degraded",
-    "Ready",
-    "Reconciling",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,17 +36,7 @@ pub struct Cluster {
     pub kinds: Vec<KindCoverage>,
 }
 
-/// A process's role.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MemberRole {
-    /// Control plane and broker in one process.
-    All,
-    /// HTTP API, drainers, reaper.
-    Control,
-    /// WorkerService only.
-    Broker,
-}
+pub use converge_engine::words::MemberRole;
 
 /// Whether a member stamped its row within the liveness window.
 #[derive(Serialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,11 +194,7 @@ fn member(row: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
         MemberStatus::NotReady
     };
     let workers = if row.live { row.workers.0 } else { Vec::new() };
-    let role = match m.role.as_str() {
-        "broker" => MemberRole::Broker,
-        "control" => MemberRole::Control,
-        _ => MemberRole::All,
-    };
+    let role = m.role;
     let addresses = match m.addresses {
         Value::Object(o) => o
             .into_iter()

@@ -8,10 +8,11 @@ use axum::{
     http::HeaderMap,
     response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
 
 use super::openapi::Unavailable;
-use super::wire::{EventLogStream, EventPage, EventQuery, LogQuery, ResourcePath, WatchResume};
+use super::wire::{
+    EventLogStream, EventPage, EventQuery, LogQuery, ResourceEvent, ResourcePath, WatchResume,
+};
 use super::{
     AppState,
     input::ApiPath,
@@ -36,7 +37,7 @@ pub async fn list(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EventPage>, ApiError> {
     let s = s.reading(ReadFrom::Replica);
     let mut page = Page::default();
     for (k, v) in query_pairs(q.as_deref()) {
@@ -88,11 +89,14 @@ impl Page {
     }
 
     /// `{items, next_cursor}`: `next_cursor` is null on the last page.
-    fn answer(&self, items: Vec<db::events::Event>) -> Value {
-        let next = (items.len() as i64 == self.limit)
+    fn answer(&self, items: Vec<db::events::Event>) -> EventPage {
+        let next_cursor = (items.len() as i64 == self.limit)
             .then(|| items.last().map(|e| e.id.to_string()))
             .flatten();
-        json!({"items": items, "next_cursor": next})
+        EventPage {
+            items: items.into_iter().map(ResourceEvent::from).collect(),
+            next_cursor,
+        }
     }
 }
 
@@ -139,7 +143,7 @@ pub async fn log(
         let msgs = super::watch::messages(w, |batch| async move {
             Ok(batch
                 .iter()
-                .map(|e| super::watch::message(e.id, e.as_ref()))
+                .map(|e| super::watch::message(e.id, &ResourceEvent::from(e.as_ref().clone())))
                 .collect())
         });
         return Ok(super::watch::respond(&s, caller.map(|c| c.0), msgs));

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::{Json, Router, extract::State, routing::get};
 use converge_engine::health::Health;
-use serde_json::{Value, json};
 
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -23,21 +22,21 @@ pub fn build_version() -> &'static str {
     option_env!("CONVERGE_BUILD_VERSION").unwrap_or(env!("CARGO_PKG_VERSION"))
 }
 
-async fn live() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+async fn live() -> Json<StatusOk> {
+    Json(StatusOk::ok())
 }
 
 /// `GET /livez`: the process is up (no database needed).
 #[utoipa::path(get, operation_id = "health_livez", path = "/livez", tag = "meta",
     responses((status = 200, description = "Alive.", body = StatusOk)))]
-async fn livez() -> Json<Value> {
+async fn livez() -> Json<StatusOk> {
     live().await
 }
 
 /// `GET /healthz`: the same as `/livez`.
 #[utoipa::path(get, operation_id = "health_healthz", path = "/healthz", tag = "meta",
     responses((status = 200, description = "Alive.", body = StatusOk)))]
-async fn healthz() -> Json<Value> {
+async fn healthz() -> Json<StatusOk> {
     live().await
 }
 
@@ -47,19 +46,19 @@ async fn healthz() -> Json<Value> {
         (status = 200, description = "Ready.", body = StatusOk),
         (status = 503, response = Unavailable),
     ))]
-async fn ready(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn ready(State(s): State<AppState>) -> Result<Json<StatusOk>, ApiError> {
     ready_check(&s.pool, &s.runtime.health).await
 }
 
 /// Ready unless `health` says the process drains or lost PostgreSQL (its monitor's last
 /// ping), and then only if `pool` answers a ping of its own.
-async fn ready_check(pool: &sqlx::PgPool, health: &Health) -> Result<Json<Value>, ApiError> {
+async fn ready_check(pool: &sqlx::PgPool, health: &Health) -> Result<Json<StatusOk>, ApiError> {
     let readiness = health.readiness();
     if !readiness.serving() {
         return Err(ApiError::Unavailable(readiness.reason().into()));
     }
     match tokio::time::timeout(Duration::from_secs(2), db::ping(pool)).await {
-        Ok(Ok(())) => Ok(Json(json!({"status": "ok"}))),
+        Ok(Ok(())) => Ok(Json(StatusOk::ok())),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness ping failed");
             Err(ApiError::Unavailable("database unreachable".into()))
@@ -71,8 +70,12 @@ async fn ready_check(pool: &sqlx::PgPool, health: &Health) -> Result<Json<Value>
 /// `GET /api/v1/version`.
 #[utoipa::path(get, operation_id = "health_version", path = "/version", tag = "meta",
     responses((status = 200, description = "The build and the API versions it serves.", body = VersionInfo)))]
-pub async fn version() -> Json<Value> {
-    Json(json!({"version": build_version(), "api_version": "v1", "api_versions": ["v1"]}))
+pub async fn version() -> Json<VersionInfo> {
+    Json(VersionInfo {
+        version: build_version().to_owned(),
+        api_version: "v1".to_owned(),
+        api_versions: vec!["v1".to_owned()],
+    })
 }
 
 /// The probe routes.

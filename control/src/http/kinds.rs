@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::openapi::{Conflict, NotFound};
 use super::wire::{
-    KindConfig, KindConfigEdit, KindList, KindManifestIn, KindManifestOut, KindPath,
+    KindConfig, KindConfigEdit, KindList, KindManifestIn, KindManifestOut, KindPath, KindSummary,
     KindVersionPath, ManifestApplied, ManifestPutQuery, ManifestQuery,
 };
 use super::{
@@ -25,7 +25,8 @@ use super::{
     problem::{ApiError, FieldError, MAX_MESSAGE, clipped, field_errors, quote},
     query_pairs,
 };
-use crate::db::{self, kinds::ManifestApply};
+use crate::db;
+use converge_engine::words::ApplyResult;
 
 use crate::app::reads::ReadFrom;
 
@@ -90,17 +91,20 @@ pub async fn put_manifest(
             })?;
     s.catalog.install(checked, version);
     s.work_scheduled();
-    let (status, word) = match result {
-        ManifestApply::Created => (StatusCode::CREATED, "created"),
-        ManifestApply::Updated => (StatusCode::OK, "configured"),
-        ManifestApply::Unchanged => (StatusCode::OK, "unchanged"),
+    let status = match result {
+        ApplyResult::Created => StatusCode::CREATED,
+        ApplyResult::Configured | ApplyResult::Unchanged => StatusCode::OK,
     };
+    let word = result.as_str();
     let mut h = HeaderMap::new();
     h.insert("x-apply-result", HeaderValue::from_static(word));
-    let mut answer = json!({"kind": manifest.kind, "kind_version": manifest.kind_version, "manifest_version": version, "result": word});
-    if !warnings.is_empty() {
-        answer["warnings"] = json!(warnings);
-    }
+    let answer = ManifestApplied {
+        kind: manifest.kind,
+        kind_version: manifest.kind_version,
+        manifest_version: version,
+        result,
+        warnings,
+    };
     Ok((status, h, Json(answer)))
 }
 
@@ -341,7 +345,7 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
     get, operation_id = "kinds_list", path = "/kinds", tag = "kinds",
     responses((status = 200, description = "Every kind version.", body = KindList)),
 )]
-pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(s): State<AppState>) -> Result<Json<KindList>, ApiError> {
     let s = s.reading(ReadFrom::Replica);
     let manifests = db::kinds::manifest_list(&s.pool)
         .await
@@ -350,34 +354,32 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
         .await
         .map_err(ApiError::db("list kind configs"))?;
     let coverage = super::cluster::coverage(&s).await?;
-    let kinds: Vec<Value> = manifests
+    let kinds = manifests
         .into_iter()
         .map(|m| {
-            let kind = m.manifest.get("kind").cloned().unwrap_or(Value::Null);
-            let version = m
-                .manifest
-                .get("kind_version")
-                .cloned()
-                .unwrap_or(Value::Null);
-            let op = configs.iter().find(|c| {
-                Some(c.kind.as_str()) == kind.as_str()
-                    && Some(i64::from(c.kind_version)) == version.as_i64()
-            });
+            let op = configs
+                .iter()
+                .find(|c| c.kind == m.pair.kind && c.kind_version == m.pair.version);
             let served = coverage.get(&m.pair);
-            json!({
-                "kind": kind,
-                "kind_version": version,
-                "description": m.manifest.get("description").cloned().unwrap_or(Value::Null),
-                "reactions": m.manifest.get("reactions").cloned().unwrap_or(Value::Null),
-                "finalizer_name": m.manifest.get("finalizer_name").cloned().unwrap_or(Value::Null),
-                "manifest_version": m.manifest_version,
-                "operational": op,
-                "workers": served.map_or(0, |c| c.workers),
-                "ready_workers": served.map_or(0, |c| c.ready),
-            })
+            let field = |k: &str| m.manifest.get(k).cloned().unwrap_or(Value::Null);
+            KindSummary {
+                description: field("description"),
+                reactions: field("reactions"),
+                finalizer_name: m
+                    .manifest
+                    .get("finalizer_name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                manifest_version: m.manifest_version,
+                operational: op.cloned().map(KindConfig::from),
+                workers: served.map_or(0, |c| c.workers),
+                ready_workers: served.map_or(0, |c| c.ready),
+                kind: m.pair.kind,
+                kind_version: m.pair.version,
+            }
         })
         .collect();
-    Ok(Json(json!({"kinds": kinds})))
+    Ok(Json(KindList { kinds }))
 }
 
 /// `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
@@ -392,7 +394,7 @@ pub async fn put_config(
     State(s): State<AppState>,
     ApiPath((kind, version)): ApiPath<(String, i32)>,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<KindConfig>, ApiError> {
     let edit: db::kinds::KindConfigEdit = serde_json::from_value(body).map_err(|e| {
         ApiError::invalid(
             "",
@@ -421,7 +423,7 @@ pub async fn put_config(
                 quote(&kind)
             ))
         })?;
-    Ok(Json(serde_json::to_value(c).expect("config serialises")))
+    Ok(Json(KindConfig::from(c)))
 }
 
 /// `GET /api/v1/kinds/{kind}/versions/{version}/config`.
@@ -433,7 +435,7 @@ pub async fn put_config(
 pub async fn get_config(
     State(s): State<AppState>,
     ApiPath((kind, version)): ApiPath<(String, i32)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<KindConfig>, ApiError> {
     let c = db::kinds::kind_config_get(&s.pool, &kind, version)
         .await
         .map_err(ApiError::db("read a kind config"))?
@@ -443,5 +445,5 @@ pub async fn get_config(
                 quote(&kind)
             ))
         })?;
-    Ok(Json(serde_json::to_value(c).expect("config serialises")))
+    Ok(Json(KindConfig::from(c)))
 }

@@ -4,7 +4,7 @@
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::openapi::{Conflict, NotFound};
@@ -91,7 +91,7 @@ pub async fn create(
         .map_err(ApiError::db("request an operation"))?
         .ok_or_else(|| ApiError::Conflict(format!("resource {kind}/{name} is being deleted")))?;
     s.work_scheduled();
-    Ok((StatusCode::ACCEPTED, Json(op)))
+    Ok((StatusCode::ACCEPTED, Json(Operation::from(op))))
 }
 
 /// `GET .../ops` → `{items: [...]}`, newest first (at most 100).
@@ -104,12 +104,14 @@ pub async fn create(
 pub async fn list(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OperationList>, ApiError> {
     let t = target(&s, &kind, &name).await?;
     let items = db::operations::operation_list(&s.pool, t.id, LIST_LIMIT)
         .await
         .map_err(ApiError::db("list operations"))?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(OperationList {
+        items: items.into_iter().map(Operation::from).collect(),
+    }))
 }
 
 /// `GET .../ops/{uid}` → the operation.
@@ -130,5 +132,5 @@ pub async fn get(
         .await
         .map_err(ApiError::db("read an operation"))?
         .ok_or_else(missing)?;
-    Ok(Json(op))
+    Ok(Json(Operation::from(op)))
 }

@@ -10,7 +10,7 @@ use axum::{
 };
 use converge_proto::manifest::is_valid_resource_name;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::openapi::NotFound;
 use super::problem::FieldError;
@@ -22,9 +22,7 @@ use super::{
     query_pairs,
 };
 use crate::db;
-
-/// The transitions a binding can watch.
-pub const TRANSITIONS: [&str; 5] = ["created", "synced", "degraded", "failed", "deleted"];
+use converge_engine::words::Transition;
 
 /// The create-or-replace body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -62,10 +60,10 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
             "name must be 1-253 printable ASCII characters without '/' or spaces".into(),
         );
     }
-    if !TRANSITIONS.contains(&b.transition.as_str()) {
+    if Transition::parse(&b.transition).is_none() {
         push(
             "/transition",
-            format!("must be one of {}", TRANSITIONS.join(", ")),
+            format!("must be one of {}", Transition::TEXTS.join(", ")),
         );
     }
     if b.label_match.values().any(|v| !v.is_string()) {
@@ -125,11 +123,16 @@ pub async fn put(
     ApiJson(body): ApiJson<BindingBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     ApiError::check_fields("invalid reactor binding", check(&s, &body).await?)?;
+    // `check` refused any other word (422).
+    let transition = body
+        .transition
+        .parse::<Transition>()
+        .map_err(|e| ApiError::invalid("transition", e.to_string()))?;
     let created = db::reactor_bindings::binding_put(
         &s.pool,
         &body.name,
         &body.watch_kind,
-        &body.transition,
+        transition,
         &body.reactor,
         &Value::Object(body.label_match.clone()),
         body.enabled,
@@ -145,7 +148,7 @@ pub async fn put(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(b)))
+    Ok((status, Json(ReactorBinding::from(b))))
 }
 
 /// `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
@@ -158,7 +161,7 @@ pub async fn put(
 pub async fn list(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ReactorBindingList>, ApiError> {
     let (mut watch, mut reactor) = (None, None);
     for (k, v) in query_pairs(q.as_deref()) {
         match k.as_str() {
@@ -175,7 +178,9 @@ pub async fn list(
     let items = db::reactor_bindings::binding_list(&s.pool, watch.as_deref(), reactor.as_deref())
         .await
         .map_err(ApiError::db("list reactor bindings"))?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(ReactorBindingList {
+        items: items.into_iter().map(ReactorBinding::from).collect(),
+    }))
 }
 
 /// `GET /api/v1/reactor-bindings/{name}`.
@@ -193,7 +198,7 @@ pub async fn get(
         .await
         .map_err(ApiError::db("read a reactor binding"))?
         .ok_or_else(|| ApiError::NotFound(format!("reactor binding {name} not found")))?;
-    Ok(Json(b))
+    Ok(Json(ReactorBinding::from(b)))
 }
 
 /// `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).

@@ -1,10 +1,10 @@
 //! Operator actions on one resource: reconcile now, quarantine and unquarantine, delete.
 
 use axum::{Extension, Json, extract::State, http::StatusCode, response::IntoResponse};
-use serde_json::{Value, json};
+use converge_engine::words::Phase;
 
 use super::openapi::{Conflict, NotFound};
-use super::wire::{DeleteAccepted, Quarantined, ReconcileAccepted, ResourcePath};
+use super::wire::{DeleteAccepted, Quarantined, ReconcileAccepted, ReconcileStatus, ResourcePath};
 use super::{
     AppState,
     auth::{Caller, actor},
@@ -39,9 +39,9 @@ pub async fn reconcile(
     let status = match outcome {
         ReconcileNow::Queued => {
             s.work_scheduled();
-            "queued"
+            ReconcileStatus::Queued
         }
-        ReconcileNow::AlreadyQueued => "already_queued",
+        ReconcileNow::AlreadyQueued => ReconcileStatus::AlreadyQueued,
         ReconcileNow::Frozen => {
             return Err(ApiError::Conflict(format!(
                 "resource {kind}/{name} is quarantined or orphaned; unquarantine it first"
@@ -53,7 +53,7 @@ pub async fn reconcile(
             )));
         }
     };
-    Ok((StatusCode::ACCEPTED, Json(json!({"status": status}))))
+    Ok((StatusCode::ACCEPTED, Json(ReconcileAccepted { status })))
 }
 
 /// `POST /api/v1/resources/{kind}/{name}/quarantine` → `{quarantined: true}`: sets the
@@ -69,7 +69,7 @@ pub async fn quarantine(
     State(s): State<AppState>,
     caller: Option<Extension<Caller>>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Quarantined>, ApiError> {
     if !db::resources::resource_set_quarantine(
         &s.pool,
         actor(&caller).as_deref(),
@@ -82,7 +82,7 @@ pub async fn quarantine(
     {
         return Err(not_found(&kind, &name));
     }
-    Ok(Json(json!({"quarantined": true})))
+    Ok(Json(Quarantined { quarantined: true }))
 }
 
 /// `POST /api/v1/resources/{kind}/{name}/unquarantine` → `{quarantined: false}`: lifts a
@@ -98,7 +98,7 @@ pub async fn unquarantine(
     State(s): State<AppState>,
     caller: Option<Extension<Caller>>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Quarantined>, ApiError> {
     if !db::resources::resource_set_quarantine(
         &s.pool,
         actor(&caller).as_deref(),
@@ -112,7 +112,7 @@ pub async fn unquarantine(
         return Err(not_found(&kind, &name));
     }
     s.work_scheduled();
-    Ok(Json(json!({"quarantined": false})))
+    Ok(Json(Quarantined { quarantined: false }))
 }
 
 /// `DELETE /api/v1/resources/{kind}/{name}` → 202 `{phase: "Deleting", marked: N}`.
@@ -141,6 +141,9 @@ pub async fn delete(
     s.work_scheduled();
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"phase": "Deleting", "marked": marked})),
+        Json(DeleteAccepted {
+            phase: Phase::Deleting.to_string(),
+            marked,
+        }),
     ))
 }

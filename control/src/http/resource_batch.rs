@@ -277,7 +277,7 @@ pub async fn apply_batch(
         match db::resources::resource_apply_batch(&s.pool, actor.as_deref(), items).await {
             Ok(applied) => {
                 for ((index, item), applied) in at.iter().zip(items).zip(&applied) {
-                    changed |= applied.result != "unchanged";
+                    changed |= applied.result != ApplyResult::Unchanged;
                     outcomes[*index] = Outcome::Applied(applied_entry(*index, item, applied));
                 }
             }
@@ -311,23 +311,14 @@ pub async fn apply_batch(
 
 /// An applied item's result: the single apply's answer with the item's index and status.
 fn applied_entry(index: usize, item: &ApplyItem, applied: &db::resources::Applied) -> BatchApplied {
-    let (status, result) = match applied.result.as_str() {
-        "created" => (StatusCode::CREATED, ApplyResult::Created),
-        "configured" => (StatusCode::OK, ApplyResult::Configured),
-        _ => (StatusCode::OK, ApplyResult::Unchanged),
+    let status = match applied.result {
+        ApplyResult::Created => StatusCode::CREATED,
+        ApplyResult::Configured | ApplyResult::Unchanged => StatusCode::OK,
     };
     BatchApplied {
         index: index as u64,
         status: status.as_u16(),
-        applied: Applied {
-            uid: applied.id,
-            kind: item.kind.clone(),
-            kind_version: item.kind_version,
-            name: item.name.clone(),
-            generation: applied.generation,
-            result,
-            warnings: Vec::new(),
-        },
+        applied: Applied::new(item, applied),
     }
 }
 

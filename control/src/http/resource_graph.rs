@@ -5,16 +5,14 @@ use axum::{
     Json,
     extract::{RawQuery, State},
 };
-use serde::Serialize;
-use serde_json::{Value, json};
 
 use super::openapi::{NotFound, Unprocessable};
-use super::wire::{Dependencies, Graph, GraphQuery, ResourcePath};
-use super::{AppState, input::ApiPath, problem::ApiError, query_pairs};
-use crate::db::{
-    self,
-    resource_deps::{GraphEdge, GraphNode},
+use super::wire::{
+    Dependencies, Downstream, Graph, GraphEdge, GraphNode, GraphQuery, ResourcePath, ResourceRef,
+    Upstream,
 };
+use super::{AppState, input::ApiPath, problem::ApiError, query_pairs};
+use crate::db::{self, resource_deps::GraphNode as NodeRow};
 
 use crate::app::reads::ReadFrom;
 
@@ -27,7 +25,7 @@ fn not_found(kind: &str, name: &str) -> ApiError {
     ApiError::NotFound(format!("resource {kind}/{name} not found"))
 }
 
-async fn node(s: &AppState, kind: &str, name: &str) -> Result<GraphNode, ApiError> {
+async fn node(s: &AppState, kind: &str, name: &str) -> Result<NodeRow, ApiError> {
     db::resource_deps::resource_graph_node(&s.pool, kind, name)
         .await
         .map_err(ApiError::db("look up a resource"))?
@@ -47,7 +45,7 @@ async fn node(s: &AppState, kind: &str, name: &str) -> Result<GraphNode, ApiErro
 pub async fn dependencies(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Dependencies>, ApiError> {
     let s = s.reading(ReadFrom::Replica);
     let me = node(&s, &kind, &name).await?;
     let (up, down) = tokio::try_join!(
@@ -55,7 +53,10 @@ pub async fn dependencies(
         db::resource_deps::resource_deps_downstream(&s.pool, me.uid),
     )
     .map_err(ApiError::db("read dependency edges"))?;
-    Ok(Json(json!({"dependencies": up, "dependents": down})))
+    Ok(Json(Dependencies {
+        dependencies: up.into_iter().map(Upstream::from).collect(),
+        dependents: down.into_iter().map(Downstream::from).collect(),
+    }))
 }
 
 /// Parses the graph's `limit` (1..=1000, default 500); other parameters are ignored.
@@ -75,15 +76,6 @@ fn parse_graph_limit(q: Option<&str>) -> Result<i64, ApiError> {
     Ok(limit)
 }
 
-/// One node on the wire: its `kind/name` address plus the node.
-#[derive(Serialize)]
-struct NodeOut {
-    #[serde(rename = "ref")]
-    ref_: String,
-    #[serde(flatten)]
-    node: GraphNode,
-}
-
 /// `GET /api/v1/resources/{kind}/{name}/graph?limit=N`: `{owner, nodes, edges, total_nodes,
 /// truncated}`. The nodes are the resource itself (depth 0, always first) and its descendants
 /// ordered by kind and name, `limit` in all (default 500, max 1000); the edges (`from`
@@ -100,7 +92,7 @@ pub async fn graph(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Graph>, ApiError> {
     let s = s.reading(ReadFrom::Replica);
     let limit = parse_graph_limit(q.as_deref())?;
     let owner = node(&s, &kind, &name).await?;
@@ -112,7 +104,7 @@ pub async fn graph(
     nodes.push(owner);
     nodes.extend(descendants);
     let ids: Vec<_> = nodes.iter().map(|n| n.uid).collect();
-    let mut edges: Vec<GraphEdge> =
+    let mut edges: Vec<db::resource_deps::GraphEdge> =
         db::resource_deps::resource_graph_edges(&s.pool, &ids, limit + 1)
             .await
             .map_err(ApiError::db("read a dependency graph"))?;
@@ -120,20 +112,13 @@ pub async fn graph(
     let edges_cut = edges.len() as i64 > limit;
     edges.truncate(usize::try_from(limit).unwrap_or(0));
     let truncated = total_nodes > nodes.len() as i64 || edges_cut;
-    let nodes: Vec<NodeOut> = nodes
-        .into_iter()
-        .map(|n| NodeOut {
-            ref_: format!("{}/{}", n.kind, n.name),
-            node: n,
-        })
-        .collect();
-    Ok(Json(json!({
-        "owner": {"kind": kind, "name": name},
-        "nodes": nodes,
-        "edges": edges,
-        "total_nodes": total_nodes,
-        "truncated": truncated,
-    })))
+    Ok(Json(Graph {
+        owner: ResourceRef { kind, name },
+        nodes: nodes.into_iter().map(GraphNode::from).collect(),
+        edges: edges.into_iter().map(GraphEdge::from).collect(),
+        total_nodes,
+        truncated,
+    }))
 }
 
 #[cfg(test)]

@@ -8,12 +8,11 @@ use axum::{
     extract::{RawQuery, State},
     response::IntoResponse,
 };
-use converge_proto::manifest::PHASES;
-use serde_json::{Map, Value, json};
 
 use super::openapi::{NotFound, Unprocessable};
 use super::wire::{
-    ChildList, OwnerSummary, ResourcePath, RootList, Summary, SummaryQuery, TreeListQuery,
+    ChildList, KindCounts, OwnerSummary, PhaseCounts, ResourceItem, ResourceKey, ResourcePath,
+    RootItem, RootList, Summary, SummaryQuery, TreeListQuery,
 };
 use super::{
     AppState,
@@ -22,10 +21,7 @@ use super::{
     query_pairs,
     resources::{page, parse_list_query, parse_ref, resolve_owners},
 };
-use crate::db::{
-    self,
-    resources::{PhaseCount, ResourceKey},
-};
+use crate::db::{self, resources::PhaseCount};
 
 use crate::app::reads::ReadFrom;
 
@@ -56,10 +52,15 @@ pub async fn roots(
     let h = page(&mut rows, lq.filter.limit, |r| {
         (r.item.created_at, r.item.uid)
     });
-    Ok((h, Json(json!({"roots": rows}))))
+    let roots = rows.into_iter().map(RootItem::from).collect();
+    Ok((h, Json(RootList { roots })))
 }
 
-async fn one_owner(s: &AppState, kind: &str, name: &str) -> Result<ResourceKey, ApiError> {
+async fn one_owner(
+    s: &AppState,
+    kind: &str,
+    name: &str,
+) -> Result<db::resources::ResourceKey, ApiError> {
     db::resources::resource_keys(&s.pool, &[(kind.to_string(), name.to_string())])
         .await
         .map_err(ApiError::db("look up a resource"))?
@@ -96,37 +97,36 @@ pub async fn children(
             .map_err(ApiError::db("list children"))?
     };
     let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
-    Ok((h, Json(json!({"owner": owner, "resources": rows}))))
+    Ok((
+        h,
+        Json(ChildList {
+            owner: owner.into(),
+            resources: rows.into_iter().map(ResourceItem::from).collect(),
+        }),
+    ))
 }
 
-fn zero_phases() -> Map<String, Value> {
-    PHASES.iter().map(|p| (p.to_string(), json!(0))).collect()
-}
-
-fn add(m: &mut Map<String, Value>, phase: &str, n: i64) {
-    let old = m.get(phase).and_then(Value::as_i64).unwrap_or(0);
-    m.insert(phase.to_string(), json!(old + n));
-}
-
-/// `{totals, total, by_kind}`: every phase key present (zeros included), in totals and per kind.
-fn summarise(counts: &[PhaseCount]) -> (Value, i64, Value) {
-    let mut totals = zero_phases();
-    let mut by_kind: BTreeMap<&str, (i64, Map<String, Value>)> = BTreeMap::new();
+/// `(totals, total, by_kind)`: every phase present (zeros included), in totals and per kind.
+fn summarise(counts: &[PhaseCount]) -> (PhaseCounts, i64, Vec<KindCounts>) {
+    let mut totals = PhaseCounts::default();
+    let mut by_kind: BTreeMap<&str, (i64, PhaseCounts)> = BTreeMap::new();
     let mut total = 0;
     for c in counts {
-        add(&mut totals, &c.phase, c.count);
+        totals.add(c.phase, c.count);
         total += c.count;
-        let e = by_kind
-            .entry(c.kind.as_str())
-            .or_insert_with(|| (0, zero_phases()));
+        let e = by_kind.entry(c.kind.as_str()).or_default();
         e.0 += c.count;
-        add(&mut e.1, &c.phase, c.count);
+        e.1.add(c.phase, c.count);
     }
     let by_kind = by_kind
         .into_iter()
-        .map(|(kind, (n, phases))| json!({"kind": kind, "total": n, "phases": phases}))
+        .map(|(kind, (total, phases))| KindCounts {
+            kind: kind.to_owned(),
+            total,
+            phases,
+        })
         .collect();
-    (Value::Object(totals), total, Value::Array(by_kind))
+    (totals, total, by_kind)
 }
 
 /// `GET /api/v1/resources/summary[?owner=kind/name...]`: counts per phase (all seven keys)
@@ -140,7 +140,7 @@ fn summarise(counts: &[PhaseCount]) -> (Value, i64, Value) {
 pub async fn summary(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Summary>, ApiError> {
     let s = s.reading(ReadFrom::Replica);
     let mut refs = Vec::new();
     for (k, v) in query_pairs(q.as_deref()) {
@@ -154,9 +154,12 @@ pub async fn summary(
         .await
         .map_err(ApiError::db("summarise resources"))?;
     let (totals, total, by_kind) = summarise(&counts);
-    Ok(Json(
-        json!({"owners": owners, "totals": totals, "total": total, "by_kind": by_kind}),
-    ))
+    Ok(Json(Summary {
+        owners: owners.into_iter().map(ResourceKey::from).collect(),
+        totals,
+        total,
+        by_kind,
+    }))
 }
 
 /// `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
@@ -169,16 +172,19 @@ pub async fn summary(
 pub async fn owner_summary(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OwnerSummary>, ApiError> {
     let s = s.reading(ReadFrom::Replica);
     let owner = one_owner(&s, &kind, &name).await?;
     let counts = db::resources::resource_summary(&s.pool, &[owner.uid])
         .await
         .map_err(ApiError::db("summarise resources"))?;
     let (totals, total, by_kind) = summarise(&counts);
-    Ok(Json(
-        json!({"owner": owner, "totals": totals, "total": total, "by_kind": by_kind}),
-    ))
+    Ok(Json(OwnerSummary {
+        owner: owner.into(),
+        totals,
+        total,
+        by_kind,
+    }))
 }
 
 #[cfg(test)]
@@ -189,21 +195,23 @@ mod tests {
     fn summaries_list_every_phase_and_add_up_per_kind() {
         let c = |kind: &str, phase: &str, count| PhaseCount {
             kind: kind.into(),
-            phase: phase.into(),
+            phase: phase.parse().unwrap(),
             count,
         };
         let (totals, total, by_kind) =
             summarise(&[c("a", "Ready", 2), c("a", "Failed", 1), c("b", "Ready", 4)]);
         assert_eq!(total, 7);
+        let totals = serde_json::to_value(&totals).unwrap();
         assert_eq!(totals.as_object().unwrap().len(), 7);
         assert_eq!(totals["Ready"], 6);
         assert_eq!(totals["Deleting"], 0);
+        let by_kind = serde_json::to_value(&by_kind).unwrap();
         assert_eq!(by_kind[0]["kind"], "a");
         assert_eq!(by_kind[0]["total"], 3);
         assert_eq!(by_kind[0]["phases"]["Failed"], 1);
         assert_eq!(by_kind[1]["phases"]["Ready"], 4);
         let (totals, total, by_kind) = summarise(&[]);
-        assert_eq!((total, by_kind.as_array().unwrap().len()), (0, 0));
-        assert!(totals.as_object().unwrap().values().all(|v| v == 0));
+        assert_eq!((total, by_kind.len()), (0, 0));
+        assert_eq!(totals, PhaseCounts::default());
     }
 }

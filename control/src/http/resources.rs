@@ -11,15 +11,17 @@ use std::collections::{HashMap, HashSet};
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use converge_proto::manifest::{PHASES, is_valid_kind_name, is_valid_resource_name};
+use converge_engine::words::{ApplyResult, Phase};
+use converge_proto::manifest::{is_valid_kind_name, is_valid_resource_name};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::openapi::{Conflict, NotFound, Unavailable, Unprocessable};
 use super::wire::{
-    Applied, ResourceDetail, ResourceList, ResourceListQuery, ResourcePath, ResourceWatchStream,
-    WatchQuery, WatchResume,
+    Applied, DetailExtras, ResourceDetail, ResourceEvent, ResourceItem, ResourceKey, ResourceList,
+    ResourceListQuery, ResourcePath, ResourceWatchEvent, ResourceWatchStream, WatchQuery,
+    WatchResume,
 };
 use super::{
     AppState, auth,
@@ -341,10 +343,10 @@ pub async fn apply(
     )
     .await
     .map_err(apply_failed("apply a resource"))?;
-    if applied.result != "unchanged" {
+    if applied.result != ApplyResult::Unchanged {
         s.work_scheduled();
     }
-    let status = if applied.result == "created" {
+    let status = if applied.result == ApplyResult::Created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
@@ -352,20 +354,9 @@ pub async fn apply(
     let mut h = HeaderMap::new();
     h.insert(
         "x-apply-result",
-        HeaderValue::from_str(&applied.result).expect("ascii"),
+        HeaderValue::from_static(applied.result.as_str()),
     );
-    Ok((status, h, Json(applied_json(&item, &applied))))
-}
-
-/// The body answering one applied item (the single apply's body, a batch result's fields).
-pub(crate) fn applied_json(
-    item: &db::resources::ApplyItem,
-    applied: &db::resources::Applied,
-) -> Value {
-    json!({
-        "uid": applied.id, "kind": item.kind, "kind_version": item.kind_version,
-        "name": item.name, "generation": applied.generation, "result": applied.result,
-    })
+    Ok((status, h, Json(Applied::new(&item, &applied))))
 }
 
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
@@ -410,7 +401,7 @@ pub(crate) async fn detail(
     s: &AppState,
     kind: &str,
     name: &str,
-) -> Result<Option<Value>, ApiError> {
+) -> Result<Option<ResourceDetail>, ApiError> {
     let Some((row, conditions, work)) = db::resources::resource_get(&s.pool, kind, name)
         .await
         .map_err(ApiError::db("read a resource"))?
@@ -424,34 +415,19 @@ pub(crate) async fn detail(
         .find(|w| !w.claimed && w.not_before.is_some())
         .filter(|_| row.failure_gen != 0 && !row.failure_terminal)
         .and_then(|w| w.not_before);
-    let mut v = serde_json::to_value(&row).expect("row serialises");
-    let o = v.as_object_mut().expect("object");
-    let owner = match (o.remove("owner_kind"), o.remove("owner_name")) {
-        (Some(Value::String(k)), Some(Value::String(n))) => json!({"kind": k, "name": n}),
-        _ => Value::Null,
-    };
-    o.insert("owner".into(), owner);
-    o.insert(
-        "conditions".into(),
-        serde_json::to_value(conditions).expect("serialises"),
-    );
-    o.insert(
-        "work".into(),
-        serde_json::to_value(work.into_iter().next()).expect("serialises"),
-    );
-    o.insert("waiting_for".into(), waiting_for.into());
-    o.insert(
-        "next_attempt_at".into(),
-        serde_json::to_value(next_attempt_at).expect("serialises"),
-    );
-    let events = db::events::events_recent(&s.pool, kind, name, 10)
+    let recent_events = db::events::events_recent(&s.pool, kind, name, 10)
         .await
         .map_err(ApiError::db("read recent events"))?;
-    o.insert(
-        "recent_events".into(),
-        serde_json::to_value(events).expect("serialises"),
-    );
-    Ok(Some(v))
+    Ok(Some(ResourceDetail::new(
+        row,
+        DetailExtras {
+            conditions,
+            work: work.into_iter().next(),
+            waiting_for,
+            next_attempt_at,
+            recent_events,
+        },
+    )))
 }
 
 /// The watch of one resource: every entry of its event log (created, phase, operation,
@@ -481,7 +457,10 @@ async fn watch_one(
                 .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))?;
             Some(super::watch::message(
                 w.start(),
-                &json!({"event": null, "resource": d}),
+                &ResourceWatchEvent {
+                    event: None,
+                    resource: Some(d),
+                },
             ))
         }
     };
@@ -493,7 +472,13 @@ async fn watch_one(
             let d = detail(&s, &kind, &name).await?;
             Ok(batch
                 .iter()
-                .map(|e| super::watch::message(e.id, &json!({"event": e, "resource": d})))
+                .map(|e| {
+                    let m = ResourceWatchEvent {
+                        event: Some(ResourceEvent::from(e.as_ref().clone())),
+                        resource: d.clone(),
+                    };
+                    super::watch::message(e.id, &m)
+                })
                 .collect())
         }
     });
@@ -536,15 +521,13 @@ pub(crate) fn parse_ref(location: &str, v: &str) -> Result<(String, String), Api
     }
 }
 
-fn parse_phase(v: String) -> Result<String, ApiError> {
-    if PHASES.contains(&v.as_str()) {
-        Ok(v)
-    } else {
-        Err(ApiError::invalid(
+fn parse_phase(v: String) -> Result<Phase, ApiError> {
+    Phase::parse(&v).ok_or_else(|| {
+        ApiError::invalid(
             "phase",
-            format!("{} is not one of {}", quote(&v), PHASES.join(", ")),
-        ))
-    }
+            format!("{} is not one of {}", quote(&v), Phase::TEXTS.join(", ")),
+        )
+    })
 }
 
 /// The filters of a list query, parsed and checked.
@@ -683,7 +666,13 @@ pub async fn list(
             .map_err(ApiError::db("list resources"))?
     };
     let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
-    Ok((h, Json(json!({"owners": owners, "resources": rows}))))
+    Ok((
+        h,
+        Json(ResourceList {
+            owners: owners.into_iter().map(ResourceKey::from).collect(),
+            resources: rows.into_iter().map(ResourceItem::from).collect(),
+        }),
+    ))
 }
 
 #[cfg(test)]
@@ -708,7 +697,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(lq.filter.kinds, ["a", "b"]);
-        assert_eq!(lq.filter.phases, ["Ready"]);
+        assert_eq!(lq.filter.phases, [Phase::Ready]);
         assert_eq!(lq.owner_refs, [("k".to_string(), "n".to_string())]);
         assert_eq!(
             lq.filter.labels,

@@ -4,10 +4,10 @@
 
 use axum::{Json, extract::State, http::StatusCode, response::IntoResponse};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::openapi::NotFound;
-use super::wire::{ResourcePath, RolledBack, SpecHistory, SpecPath};
+use super::wire::{ResourcePath, RolledBack, SpecHistory, SpecPath, SpecVersion};
 use super::{
     AppState, auth,
     input::{ApiJson, ApiPath},
@@ -41,12 +41,14 @@ async fn resource_id(s: &AppState, kind: &str, name: &str) -> Result<uuid::Uuid,
 pub async fn history(
     State(s): State<AppState>,
     ApiPath((kind, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SpecHistory>, ApiError> {
     let id = resource_id(&s, &kind, &name).await?;
     let items = db::spec_history::spec_history(&s.pool, id)
         .await
         .map_err(ApiError::db("read spec history"))?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(SpecHistory {
+        items: items.into_iter().map(SpecVersion::from).collect(),
+    }))
 }
 
 /// `POST .../rollback {generation}` → 202 `{generation, changed}`: the recorded spec is
@@ -85,7 +87,10 @@ pub async fn rollback(
     }
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"generation": generation, "changed": changed})),
+        Json(RolledBack {
+            generation,
+            changed,
+        }),
     ))
 }
 

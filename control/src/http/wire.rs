@@ -1,15 +1,14 @@
-//! The wire shapes of `/api/v1` as OpenAPI schemas, for the bodies whose Rust type lives in
-//! `converge-engine` or `converge-proto` (rows serialised as they are) or is built with
-//! `json!` in a handler, and the parameters the handlers parse by hand.
+//! The wire shapes of `/api/v1`: the bodies the handlers send, each one type that both
+//! serialises the answer and states its OpenAPI schema (so the document cannot drift from
+//! the bytes), built from the engine's rows by a `From` or a constructor here; and the
+//! parameters the handlers parse by hand.
 //!
-//! The engine's row types stay free of any OpenAPI dependency, so their shapes are stated here
-//! once, field for field. Nothing here is constructed: a handler serialises the real type, and
-//! two checks keep these honest: `control/tests/openapi_answers.rs` validates real answers
-//! against the document, and the schemathesis step of `scripts/test.sh` checks every route's
-//! answers against it. An `Option` field that is always written (`null` when empty) is marked
+//! The engine's row types stay free of any OpenAPI dependency; its database words
+//! (`converge_engine::words`) carry their schema behind the engine's `openapi` feature and
+//! are used as they are. Two checks keep the rest honest: `control/tests/openapi_answers.rs`
+//! validates real answers against the document, and the schemathesis step of
+//! `scripts/test.sh` checks every route's answers against it. An `Option` field that is always written (`null` when empty) is marked
 //! required, so a client sees `T | null`, not an optional field.
-
-use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -18,31 +17,28 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::problem::Problem;
+use crate::db;
 
-/// A resource's derived phase.
-#[derive(Serialize, ToSchema)]
-pub enum Phase {
-    /// Being reconciled (behind, or not yet healthy).
-    Reconciling,
-    /// Synced, healthy, not deleting.
-    Ready,
-    /// Synced but unhealthy.
-    Degraded,
-    /// The last reconcile failed.
-    Failed,
-    /// Its owner no longer emits it; removed after the grace period.
-    Orphaned,
-    /// Set aside by an operator.
-    Quarantined,
-    /// Being torn down.
-    Deleting,
-}
+/// The database's words this API sends, each an enum with one spelling per variant and its
+/// schema (a string enum) from the same list (`converge_engine::words`).
+pub use converge_engine::words::{
+    ApplyResult, OperationState, Phase, TaskTrigger, TaskType, Transition,
+};
 
 /// `{"status": "ok"}`.
 #[derive(Serialize, ToSchema)]
 pub struct StatusOk {
     /// Always `ok`.
     pub status: String,
+}
+
+impl StatusOk {
+    /// The one answer.
+    pub fn ok() -> StatusOk {
+        StatusOk {
+            status: "ok".to_owned(),
+        }
+    }
 }
 
 /// The build and the API versions it serves.
@@ -57,12 +53,23 @@ pub struct VersionInfo {
 }
 
 /// A resource's public address.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ResourceRef {
     /// Kind.
     pub kind: String,
     /// Name.
     pub name: String,
+}
+
+impl ResourceRef {
+    /// The address of an owner read as two nullable columns (a left join): `None` for a
+    /// root.
+    pub fn of(kind: Option<String>, name: Option<String>) -> Option<ResourceRef> {
+        Some(ResourceRef {
+            kind: kind?,
+            name: name?,
+        })
+    }
 }
 
 /// A resource's id and address.
@@ -74,6 +81,16 @@ pub struct ResourceKey {
     pub kind: String,
     /// Name.
     pub name: String,
+}
+
+impl From<db::resources::ResourceKey> for ResourceKey {
+    fn from(k: db::resources::ResourceKey) -> Self {
+        ResourceKey {
+            uid: k.uid,
+            kind: k.kind,
+            name: k.name,
+        }
+    }
 }
 
 /// One row of a resource list.
@@ -105,7 +122,8 @@ pub struct ResourceItem {
     #[schema(required = true)]
     pub failure_message: Option<String>,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub labels: Value,
     /// The direct owner, null for a root.
     #[schema(required = true)]
     pub owner: Option<ResourceRef>,
@@ -113,6 +131,37 @@ pub struct ResourceItem {
     pub created_at: DateTime<Utc>,
     /// Updated at.
     pub updated_at: DateTime<Utc>,
+}
+
+impl From<db::resources::ListItem> for ResourceItem {
+    fn from(r: db::resources::ListItem) -> Self {
+        ResourceItem {
+            uid: r.uid,
+            kind: r.kind,
+            kind_version: r.kind_version,
+            name: r.name,
+            phase: r.phase,
+            generation: r.generation,
+            synced_gen: r.synced_gen,
+            is_ready: r.is_ready,
+            failure_terminal: r.failure_terminal,
+            failure_attempts: r.failure_attempts,
+            failure_message: r.failure_message,
+            labels: r.labels,
+            owner: ResourceRef::of(r.owner_kind, r.owner_name),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+impl From<db::resources::RootItem> for RootItem {
+    fn from(r: db::resources::RootItem) -> Self {
+        RootItem {
+            item: r.item.into(),
+            resource_count: r.resource_count,
+        }
+    }
 }
 
 /// One row of the roots list: a list row plus the size of its composed subtree.
@@ -150,18 +199,6 @@ pub struct ChildList {
     pub resources: Vec<ResourceItem>,
 }
 
-/// What an apply did.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ApplyResult {
-    /// A new resource.
-    Created,
-    /// An existing resource changed.
-    Configured,
-    /// Nothing changed.
-    Unchanged,
-}
-
 /// The answer to one applied resource.
 #[derive(Serialize, ToSchema)]
 pub struct Applied {
@@ -182,6 +219,22 @@ pub struct Applied {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(required = false)]
     pub warnings: Vec<String>,
+}
+
+impl Applied {
+    /// The answer to `item`, applied as `applied` says (the single apply's body, a batch
+    /// result's fields); no warnings.
+    pub fn new(item: &db::resources::ApplyItem, applied: &db::resources::Applied) -> Applied {
+        Applied {
+            uid: applied.id,
+            kind: item.kind.clone(),
+            kind_version: item.kind_version,
+            name: item.name.clone(),
+            generation: applied.generation,
+            result: applied.result,
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// One applied item of a batch.
@@ -242,7 +295,7 @@ pub struct BatchResult {
 }
 
 /// A stored condition.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct Condition {
     /// Ready, Synced or custom.
     #[serde(rename = "type")]
@@ -258,10 +311,11 @@ pub struct Condition {
 }
 
 /// The live claim on a resource.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct LiveWork {
     /// reconcile | delete | operate.
-    pub task_type: String,
+    #[schema(value_type = String)]
+    pub task_type: TaskType,
     /// Whether a broker holds it now.
     pub claimed: bool,
     /// Attempt number at this generation.
@@ -269,7 +323,8 @@ pub struct LiveWork {
     /// Generation the task reconciles.
     pub generation: i64,
     /// What fired it.
-    pub trigger: String,
+    #[schema(value_type = String)]
+    pub trigger: TaskTrigger,
     /// When it was claimed.
     #[schema(required = true)]
     pub claimed_at: Option<DateTime<Utc>>,
@@ -285,7 +340,7 @@ pub struct LiveWork {
 }
 
 /// One entry of a resource's event log.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ResourceEvent {
     /// Position in the log (the cursor).
     pub id: i64,
@@ -303,11 +358,11 @@ pub struct ResourceEvent {
     #[serde(rename = "type")]
     pub type_: String,
     /// Phase before.
-    #[schema(required = true)]
-    pub from_phase: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    pub from_phase: Option<Phase>,
     /// Phase after.
-    #[schema(required = true)]
-    pub to_phase: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    pub to_phase: Option<Phase>,
     /// The generation at the time.
     #[schema(required = true)]
     pub generation: Option<i64>,
@@ -317,6 +372,24 @@ pub struct ResourceEvent {
     /// The principal whose API call wrote it; null for the engine's own work.
     #[schema(required = true)]
     pub actor: Option<String>,
+}
+
+impl From<db::events::Event> for ResourceEvent {
+    fn from(e: db::events::Event) -> Self {
+        ResourceEvent {
+            id: e.id,
+            resource_id: e.resource_id,
+            kind: e.kind,
+            name: e.name,
+            at: e.at,
+            type_: e.type_,
+            from_phase: e.from_phase,
+            to_phase: e.to_phase,
+            generation: e.generation,
+            message: e.message,
+            actor: e.actor,
+        }
+    }
 }
 
 /// A page of events.
@@ -420,7 +493,7 @@ sse_stream!(
 );
 
 /// The full read of one resource.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ResourceDetail {
     /// The resource id.
     pub uid: Uuid,
@@ -431,7 +504,8 @@ pub struct ResourceDetail {
     /// Name.
     pub name: String,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub labels: Value,
     /// Spec.
     pub spec: Value,
     /// Last applied status.
@@ -488,8 +562,89 @@ pub struct ResourceDetail {
     pub recent_events: Vec<ResourceEvent>,
 }
 
+impl From<db::resources::ConditionRow> for Condition {
+    fn from(c: db::resources::ConditionRow) -> Self {
+        Condition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
+            last_transition_at: c.last_transition_at,
+        }
+    }
+}
+
+impl From<db::resources::WorkRow> for LiveWork {
+    fn from(w: db::resources::WorkRow) -> Self {
+        LiveWork {
+            task_type: w.task_type,
+            claimed: w.claimed,
+            attempt: w.attempt,
+            generation: w.generation,
+            trigger: w.trigger,
+            claimed_at: w.claimed_at,
+            heartbeat_at: w.heartbeat_at,
+            not_before: w.not_before,
+            broker_id: w.broker_id,
+        }
+    }
+}
+
+/// What the full read of a resource adds to its row.
+pub struct DetailExtras {
+    /// Its conditions.
+    pub conditions: Vec<db::resources::ConditionRow>,
+    /// The live claim, if any.
+    pub work: Option<db::resources::WorkRow>,
+    /// Why nothing can progress it (see [`ResourceDetail::waiting_for`]).
+    pub waiting_for: Option<String>,
+    /// When a waiting retry may start.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The last events, newest first.
+    pub recent_events: Vec<db::events::Event>,
+}
+
+impl ResourceDetail {
+    /// The full read of `r` with what the handler read beside it.
+    pub fn new(r: db::resources::ResourceRow, x: DetailExtras) -> ResourceDetail {
+        ResourceDetail {
+            uid: r.uid,
+            kind: r.kind,
+            kind_version: r.kind_version,
+            name: r.name,
+            labels: r.labels,
+            spec: r.spec,
+            status: r.status,
+            phase: r.phase,
+            generation: r.generation,
+            synced_gen: r.synced_gen,
+            health_ok: r.health_ok,
+            is_ready: r.is_ready,
+            failure_gen: r.failure_gen,
+            failure_terminal: r.failure_terminal,
+            failure_attempts: r.failure_attempts,
+            failure_message: r.failure_message,
+            finalizers: r.finalizers,
+            deletion_requested_at: r.deletion_requested_at,
+            provider_config_ref: r.provider_config_ref,
+            owner: ResourceRef::of(r.owner_kind, r.owner_name),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            conditions: x.conditions.into_iter().map(Condition::from).collect(),
+            work: x.work.map(LiveWork::from),
+            waiting_for: x.waiting_for,
+            next_attempt_at: x.next_attempt_at,
+            recent_events: x
+                .recent_events
+                .into_iter()
+                .map(ResourceEvent::from)
+                .collect(),
+        }
+    }
+}
+
 /// Counts by phase: every phase, zero included.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Default, Debug, PartialEq, Eq)]
 pub struct PhaseCounts {
     /// In phase Reconciling.
     #[serde(rename = "Reconciling")]
@@ -514,8 +669,23 @@ pub struct PhaseCounts {
     pub deleting: i64,
 }
 
+impl PhaseCounts {
+    /// Adds `n` resources in `phase`.
+    pub fn add(&mut self, phase: Phase, n: i64) {
+        *match phase {
+            Phase::Reconciling => &mut self.reconciling,
+            Phase::Ready => &mut self.ready,
+            Phase::Degraded => &mut self.degraded,
+            Phase::Failed => &mut self.failed,
+            Phase::Orphaned => &mut self.orphaned,
+            Phase::Quarantined => &mut self.quarantined,
+            Phase::Deleting => &mut self.deleting,
+        } += n;
+    }
+}
+
 /// One kind's counts in a summary.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Debug)]
 pub struct KindCounts {
     /// Kind.
     pub kind: String,
@@ -560,6 +730,20 @@ pub struct ValueMapping {
     pub source_field: String,
 }
 
+impl From<db::resource_deps::ValueMapping> for ValueMapping {
+    fn from(m: db::resource_deps::ValueMapping) -> Self {
+        ValueMapping {
+            dependent_field: m.dependent_field,
+            source_field: m.source_field,
+        }
+    }
+}
+
+/// The mappings of one edge, as sent.
+fn mappings(ms: Vec<db::resource_deps::ValueMapping>) -> Vec<ValueMapping> {
+    ms.into_iter().map(ValueMapping::from).collect()
+}
+
 /// A resource this one depends on.
 #[derive(Serialize, ToSchema)]
 pub struct Upstream {
@@ -579,6 +763,20 @@ pub struct Upstream {
     pub value_mappings: Vec<ValueMapping>,
 }
 
+impl From<db::resource_deps::Upstream> for Upstream {
+    fn from(u: db::resource_deps::Upstream) -> Self {
+        Upstream {
+            kind: u.kind,
+            name: u.name,
+            upstream_phase: u.upstream_phase,
+            upstream_ready: u.upstream_ready,
+            upstream_health_ok: u.upstream_health_ok,
+            upstream_updated_at: u.upstream_updated_at,
+            value_mappings: mappings(u.value_mappings),
+        }
+    }
+}
+
 /// A resource that depends on this one.
 #[derive(Serialize, ToSchema)]
 pub struct Downstream {
@@ -590,6 +788,17 @@ pub struct Downstream {
     pub phase: Phase,
     /// The values this resource flows into the dependent's spec.
     pub value_mappings: Vec<ValueMapping>,
+}
+
+impl From<db::resource_deps::Downstream> for Downstream {
+    fn from(d: db::resource_deps::Downstream) -> Self {
+        Downstream {
+            kind: d.kind,
+            name: d.name,
+            phase: d.phase,
+            value_mappings: mappings(d.value_mappings),
+        }
+    }
 }
 
 /// A resource's upstreams and dependents.
@@ -619,6 +828,19 @@ pub struct GraphNode {
     pub depth: i32,
 }
 
+impl From<db::resource_deps::GraphNode> for GraphNode {
+    fn from(n: db::resource_deps::GraphNode) -> Self {
+        GraphNode {
+            ref_: format!("{}/{}", n.kind, n.name),
+            kind: n.kind,
+            name: n.name,
+            phase: n.phase,
+            is_ready: n.is_ready,
+            depth: n.depth,
+        }
+    }
+}
+
 /// One edge of a dependency graph: `from` depends on `to`.
 #[derive(Serialize, ToSchema)]
 pub struct GraphEdge {
@@ -628,6 +850,16 @@ pub struct GraphEdge {
     pub to: String,
     /// The values `to` flows into `from`'s spec.
     pub value_mappings: Vec<ValueMapping>,
+}
+
+impl From<db::resource_deps::GraphEdge> for GraphEdge {
+    fn from(e: db::resource_deps::GraphEdge) -> Self {
+        GraphEdge {
+            from: e.from,
+            to: e.to,
+            value_mappings: mappings(e.value_mappings),
+        }
+    }
 }
 
 /// The dependency graph of a composite's subtree.
@@ -678,20 +910,6 @@ pub struct DeleteAccepted {
     pub marked: i32,
 }
 
-/// A day-2 operation's state.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OperationState {
-    /// Queued.
-    Pending,
-    /// A worker has it.
-    Running,
-    /// Done.
-    Succeeded,
-    /// Failed for good.
-    Failed,
-}
-
 /// One day-2 operation.
 #[derive(Serialize, ToSchema)]
 pub struct Operation {
@@ -723,6 +941,24 @@ pub struct Operation {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl From<db::operations::OperationRow> for Operation {
+    fn from(o: db::operations::OperationRow) -> Self {
+        Operation {
+            uid: o.uid,
+            verb: o.verb,
+            input: o.input,
+            state: o.state,
+            output: o.output,
+            error: o.error,
+            attempts: o.attempts,
+            requested_by: o.requested_by,
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+            finished_at: o.finished_at,
+        }
+    }
+}
+
 /// A resource's latest operations.
 #[derive(Serialize, ToSchema)]
 pub struct OperationList {
@@ -739,6 +975,16 @@ pub struct SpecVersion {
     pub spec: Value,
     /// When it was recorded.
     pub created_at: DateTime<Utc>,
+}
+
+impl From<db::spec_history::SpecVersion> for SpecVersion {
+    fn from(v: db::spec_history::SpecVersion) -> Self {
+        SpecVersion {
+            generation: v.generation,
+            spec: v.spec,
+            created_at: v.created_at,
+        }
+    }
 }
 
 /// A root's recorded specs.
@@ -914,10 +1160,15 @@ pub struct ManifestApplied {
     pub manifest_version: i64,
     /// What the apply did.
     pub result: ApplyResult,
+    /// Only when there are some: the value flows of the manifest's `edges` left unchecked
+    /// because a kind they join is not registered yet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    pub warnings: Vec<String>,
 }
 
 /// A kind's live operational config.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct KindConfig {
     /// Kind.
     pub kind: String,
@@ -940,6 +1191,23 @@ pub struct KindConfig {
     pub finalizer_name: Option<String>,
     /// Retired versions accept no new resources.
     pub retired: bool,
+}
+
+impl From<db::kinds::KindConfig> for KindConfig {
+    fn from(c: db::kinds::KindConfig) -> Self {
+        KindConfig {
+            kind: c.kind,
+            kind_version: c.kind_version,
+            max_inflight: c.max_inflight,
+            task_deadline_secs: c.task_deadline_secs,
+            resync_interval_secs: c.resync_interval_secs,
+            resync_recomposes: c.resync_recomposes,
+            orphan_grace_secs: c.orphan_grace_secs,
+            max_transient_attempts: c.max_transient_attempts,
+            finalizer_name: c.finalizer_name,
+            retired: c.retired,
+        }
+    }
 }
 
 /// The operator-editable part of a kind's config (a full replace; every number ≥ 0).
@@ -977,11 +1245,11 @@ pub struct KindSummary {
     /// Kind version.
     pub kind_version: i32,
     /// Description.
-    #[schema(required = true)]
-    pub description: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    pub description: Value,
     /// Reactions.
-    #[schema(required = true)]
-    pub reactions: Option<Vec<Reaction>>,
+    #[schema(required = true, value_type = Option<Vec<Reaction>>)]
+    pub reactions: Value,
     /// Finalizer.
     #[schema(required = true)]
     pub finalizer_name: Option<String>,
@@ -1059,11 +1327,13 @@ pub struct ReactorBinding {
     /// The kind whose transitions fire it.
     pub watch_kind: String,
     /// created | synced | degraded | failed | deleted.
-    pub transition: String,
+    #[schema(value_type = String)]
+    pub transition: Transition,
     /// The reactor kind that runs.
     pub reactor: String,
     /// Labels the watched resource must carry.
-    pub label_match: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub label_match: Value,
     /// A disabled binding never fires.
     pub enabled: bool,
     /// Created at.
@@ -1080,6 +1350,26 @@ pub struct ReactorBinding {
     pub last_error_attempts: Option<i32>,
     /// When the next failing delivery is retried.
     pub next_retry_at: Option<DateTime<Utc>>,
+}
+
+impl From<db::reactor_bindings::Binding> for ReactorBinding {
+    fn from(b: db::reactor_bindings::Binding) -> Self {
+        ReactorBinding {
+            name: b.name,
+            watch_kind: b.watch_kind,
+            transition: b.transition,
+            reactor: b.reactor,
+            label_match: b.label_match,
+            enabled: b.enabled,
+            created_at: b.created_at,
+            updated_at: b.updated_at,
+            pending: b.pending,
+            failing: b.failing,
+            last_error: b.last_error,
+            last_error_attempts: b.last_error_attempts,
+            next_retry_at: b.next_retry_at,
+        }
+    }
 }
 
 /// Reactor bindings.

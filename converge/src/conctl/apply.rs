@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 use anyhow::bail;
+use converge_engine::words::Phase;
 use futures::{StreamExt, stream};
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -260,7 +261,7 @@ async fn prune_set(
         .await?;
     Ok(roots
         .iter()
-        .filter(|r| r["phase"] != "Deleting")
+        .filter(|r| r["phase"] != Phase::Deleting.as_str())
         .map(|r| {
             let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
             (s("kind"), s("name"))

@@ -334,16 +334,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A phase name for `wait --for`, in its canonical case.
 fn parse_phase(s: &str) -> Result<String, String> {
-    converge_proto::manifest::PHASES
+    use converge_engine::words::Phase;
+    Phase::TEXTS
         .iter()
         .find(|p| p.eq_ignore_ascii_case(s))
         .map(|p| p.to_string())
-        .ok_or_else(|| {
-            format!(
-                "{s:?} is not a phase (one of {})",
-                converge_proto::manifest::PHASES.join(", ")
-            )
-        })
+        .ok_or_else(|| format!("{s:?} is not a phase (one of {})", Phase::TEXTS.join(", ")))
 }
 
 /// Splits KIND/NAME.

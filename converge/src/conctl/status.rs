@@ -3,6 +3,7 @@
 //! failure, retry, waiting reason, Ready condition and live work).
 
 use chrono::{DateTime, Utc};
+use converge_engine::words::Phase;
 use futures::{StreamExt, stream};
 use hyper::Method;
 use serde_json::Value;
@@ -53,15 +54,17 @@ fn work(r: &Value) -> Option<String> {
 pub fn message(r: &Value) -> String {
     let failure = r["failure_message"].as_str().filter(|m| !m.is_empty());
     let failing_now = failure.is_some() && r["failure_gen"] == r["generation"];
-    match r["phase"].as_str().unwrap_or_default() {
-        "Deleting" => {
+    match r["phase"].as_str().and_then(Phase::parse) {
+        Some(Phase::Deleting) => {
             return match failure {
                 Some(m) => format!("teardown failing (attempt {}): {m}", r["failure_attempts"]),
                 None => String::new(),
             };
         }
-        "Quarantined" => return "set aside: `conctl unquarantine` resumes it".into(),
-        "Orphaned" => return "dropped by its composer; torn down after the grace".into(),
+        Some(Phase::Quarantined) => return "set aside: `conctl unquarantine` resumes it".into(),
+        Some(Phase::Orphaned) => {
+            return "dropped by its composer; torn down after the grace".into();
+        }
         _ => {}
     }
     if let (true, Some(m)) = (failing_now, failure) {

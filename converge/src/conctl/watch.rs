@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use anyhow::bail;
+use converge_engine::words::{Phase, TaskType};
 use hyper::Method;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -202,12 +203,12 @@ impl Judge {
         if phase.eq_ignore_ascii_case(&self.want) {
             return Verdict::Reached;
         }
-        if r["work"]["task_type"] == "reconcile" {
+        if r["work"]["task_type"] == TaskType::Reconcile.as_str() {
             self.attempt_seen = true;
             self.stale_since = None;
             return Verdict::Wait;
         }
-        if !(phase == "Failed" && r["failure_terminal"] == true) {
+        if !(phase == Phase::Failed.as_str() && r["failure_terminal"] == true) {
             self.stale_since = None;
             return Verdict::Wait;
         }
@@ -256,7 +257,7 @@ pub async fn wait_for(
     let mut phase = String::from("unknown");
     let mut first = true;
     loop {
-        let failed = phase == "Failed";
+        let failed = phase == Phase::Failed.as_str();
         let sighting = async {
             tokio::select! {
                 m = follow.next() => m.map(|m| Some(m.data["resource"].clone())),
@@ -284,7 +285,7 @@ pub async fn wait_for(
                 return Ok(());
             }
             Verdict::Never(why) => bail!("{why}"),
-            Verdict::Wait if first && phase == "Failed" && retried(&r) => {
+            Verdict::Wait if first && phase == Phase::Failed.as_str() && retried(&r) => {
                 // Say why a wait on a Failed resource goes on (and that it began).
                 eprintln!(
                     "{target} is Failed, {}; waiting for it to be {want}",

@@ -20,8 +20,8 @@ pub struct Member {
     /// Unique per process start; a broker's id is also the `broker_id` on its claims.
     #[sqlx(rename = "member_id")]
     pub id: String,
-    /// `all`, `control` or `broker`.
-    pub role: String,
+    /// What it runs.
+    pub role: crate::words::MemberRole,
     /// The build's version.
     pub version: String,
     /// The host (pod) name.
@@ -107,7 +107,7 @@ pub async fn beat(pool: &PgPool, m: &Member, workers: Option<&[WorkerInfo]>) -> 
          RETURNING (xmax = 0) OR EXISTS (SELECT 1 FROM prior WHERE released_at IS NOT NULL)",
     )
     .bind(&m.id)
-    .bind(&m.role)
+    .bind(m.role)
     .bind(&m.version)
     .bind(&m.host)
     .bind(m.pid)

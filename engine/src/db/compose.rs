@@ -121,7 +121,7 @@ pub struct RelatedRow {
     /// Labels.
     pub labels: serde_json::Value,
     /// Phase.
-    pub phase: String,
+    pub phase: crate::words::Phase,
     /// The last failure's message (for ChildrenNotReady).
     pub failure_message: Option<String>,
 }

@@ -14,6 +14,7 @@ use sqlx::{FromRow, PgPool, Result, Row};
 use uuid::Uuid;
 
 use super::compose::{RELATED_COLUMNS, RETIRE_RECHECKS, RelatedRow, subtree_filter};
+use crate::words::Phase;
 
 /// Most refs each of the summary's `failed` and `not_ready` lists carries.
 pub const SUMMARY_REFS: i64 = 100;
@@ -41,7 +42,7 @@ pub struct Summary {
     /// Live descendants.
     pub total: i64,
     /// Per phase.
-    pub by_phase: BTreeMap<String, i64>,
+    pub by_phase: BTreeMap<Phase, i64>,
     /// Per kind.
     pub by_kind: BTreeMap<String, i64>,
     /// Descendants still progressing (not synced at their generation and not failed): the
@@ -95,14 +96,17 @@ pub async fn summary(pool: &PgPool, id: Uuid, root_id: Option<Uuid>) -> Result<S
         ..Summary::default()
     };
     for g in groups.as_array().into_iter().flatten() {
-        let (kind, phase) = (str_at(g, 0), str_at(g, 1));
+        let kind = str_at(g, 0);
+        let phase: Phase = str_at(g, 1)
+            .parse()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
         let (n, u) = (int_at(g, 2), int_at(g, 3));
         s.total += n;
         s.unsettled += u;
         *s.by_kind.entry(kind.to_owned()).or_default() += n;
-        *s.by_phase.entry(phase.to_owned()).or_default() += n;
+        *s.by_phase.entry(phase).or_default() += n;
     }
-    s.failed_total = s.by_phase.get("Failed").copied().unwrap_or(0);
+    s.failed_total = s.by_phase.get(&Phase::Failed).copied().unwrap_or(0);
     Ok(s)
 }
 
@@ -252,8 +256,8 @@ impl Summary {
         for r in rows {
             s.total += 1;
             *s.by_kind.entry(r.kind.clone()).or_default() += 1;
-            *s.by_phase.entry(r.phase.clone()).or_default() += 1;
-            let failed = r.phase == "Failed";
+            *s.by_phase.entry(r.phase).or_default() += 1;
+            let failed = r.phase == Phase::Failed;
             if r.synced_gen < r.generation && !failed {
                 s.unsettled += 1;
             }

@@ -9,6 +9,8 @@ use serde::Serialize;
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
+use crate::words::Phase;
+
 /// One event.
 #[derive(Debug, Clone, FromRow, Serialize)]
 pub struct Event {
@@ -27,9 +29,9 @@ pub struct Event {
     #[sqlx(rename = "type")]
     pub type_: String,
     /// Phase before (phase, deleted).
-    pub from_phase: Option<String>,
+    pub from_phase: Option<Phase>,
     /// Phase after (created, phase).
-    pub to_phase: Option<String>,
+    pub to_phase: Option<Phase>,
     /// The generation at the time.
     pub generation: Option<i64>,
     /// A failure message, an operation's verb and state.

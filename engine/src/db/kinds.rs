@@ -3,7 +3,7 @@
 
 use sqlx::{PgPool, Row};
 
-use crate::ids::KindPair;
+use crate::{ids::KindPair, words::ApplyResult};
 
 /// A stored manifest.
 #[derive(Debug, Clone)]
@@ -16,25 +16,16 @@ pub struct StoredManifest {
     pub manifest_version: i64,
 }
 
-/// Result of a manifest apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ManifestApply {
-    /// A new (kind, version).
-    Created,
-    /// The stored manifest changed.
-    Updated,
-    /// Identical to what was stored; nothing written.
-    Unchanged,
-}
-
-/// Stores `manifest` for (kind, version). An identical document writes nothing. The
-/// database re-checks legality (`validate_kind_manifest`) and seeds kind_config.
+/// Stores `manifest` for (kind, version) and says what that did: a new (kind, version) is
+/// `Created`, a changed manifest `Configured`; an identical document writes nothing
+/// (`Unchanged`). The database re-checks legality (`validate_kind_manifest`) and seeds
+/// kind_config.
 pub async fn manifest_put(
     pool: &PgPool,
     kind: &str,
     version: i32,
     manifest: &serde_json::Value,
-) -> Result<(ManifestApply, i64), sqlx::Error> {
+) -> Result<(ApplyResult, i64), sqlx::Error> {
     let row = sqlx::query(
         "INSERT INTO kind_manifest AS m (kind, kind_version, manifest) VALUES ($1, $2, $3)
          ON CONFLICT (kind, kind_version) DO UPDATE SET manifest = EXCLUDED.manifest
@@ -52,9 +43,9 @@ pub async fn manifest_put(
             let inserted: bool = r.try_get(1)?;
             Ok((
                 if inserted {
-                    ManifestApply::Created
+                    ApplyResult::Created
                 } else {
-                    ManifestApply::Updated
+                    ApplyResult::Configured
                 },
                 v,
             ))
@@ -67,7 +58,7 @@ pub async fn manifest_put(
             .bind(version)
             .fetch_one(pool)
             .await?;
-            Ok((ManifestApply::Unchanged, v))
+            Ok((ApplyResult::Unchanged, v))
         }
     }
 }

@@ -38,8 +38,8 @@ pub struct OperationRow {
     pub verb: String,
     /// The input JSON.
     pub input: Option<serde_json::Value>,
-    /// pending | running | succeeded | failed.
-    pub state: String,
+    /// Its state.
+    pub state: crate::words::OperationState,
     /// The reaction's output (succeeded).
     pub output: Option<serde_json::Value>,
     /// The last failure message.

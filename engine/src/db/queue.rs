@@ -9,7 +9,10 @@ use uuid::Uuid;
 
 use sqlx::Result;
 
-use crate::ids::{ClaimEpoch, KindPair, LeaseToken, ResourceId, ShardId, ShardRange};
+use crate::{
+    ids::{ClaimEpoch, KindPair, LeaseToken, ResourceId, ShardId, ShardRange},
+    words::{Phase, TaskTrigger, TaskType, Transition},
+};
 
 /// The key of one queue row plus the epoch it was claimed at: enough to fence any write.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -18,8 +21,8 @@ pub struct LeaseKey {
     pub resource_id: ResourceId,
     /// Its shard (the partition key).
     pub shard_id: ShardId,
-    /// reconcile | delete | operate.
-    pub task_type: String,
+    /// What the task does ([`TaskType::React`]: a reactor delivery, not a queue row).
+    pub task_type: TaskType,
     /// The lease token of the claim.
     pub lease_token: LeaseToken,
     /// The epoch of the claim.
@@ -33,12 +36,12 @@ pub struct ClaimedTask {
     pub resource_id: Uuid,
     /// Its shard.
     pub shard_id: i16,
-    /// reconcile | delete | operate.
-    pub task_type: String,
+    /// What the task does (a queue row: never [`TaskType::React`]).
+    pub task_type: TaskType,
     /// The generation this task reconciles.
     pub generation: i64,
-    /// What fired it (specChange, resync, ...).
-    pub trigger: String,
+    /// What fired it.
+    pub trigger: TaskTrigger,
     /// 1 for the first attempt at this generation.
     pub attempt: i32,
     /// The fresh lease.
@@ -77,7 +80,7 @@ pub struct ClaimedTask {
     /// Labels object.
     pub labels: serde_json::Value,
     /// Derived phase.
-    pub phase: String,
+    pub phase: Phase,
     /// The generation the composer last ran for.
     pub composed_gen: i64,
 }
@@ -88,7 +91,7 @@ impl ClaimedTask {
         LeaseKey {
             resource_id: ResourceId(self.resource_id),
             shard_id: ShardId(self.shard_id),
-            task_type: self.task_type.clone(),
+            task_type: self.task_type,
             lease_token: LeaseToken(self.lease_token),
             claim_epoch: ClaimEpoch(self.claim_epoch),
         }
@@ -157,11 +160,13 @@ pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Le
     sorted.sort_by_key(|c| (c.key.resource_id.0, c.key.task_type.as_str()));
     let (reconcile, rest): (Vec<&Completion>, Vec<&Completion>) = sorted
         .into_iter()
-        .partition(|c| c.key.task_type == "reconcile");
-    let (delete, rest): (Vec<&Completion>, Vec<&Completion>) =
-        rest.into_iter().partition(|c| c.key.task_type == "delete");
-    let (react, operate): (Vec<&Completion>, Vec<&Completion>) =
-        rest.into_iter().partition(|c| c.key.task_type == REACT);
+        .partition(|c| c.key.task_type == TaskType::Reconcile);
+    let (delete, rest): (Vec<&Completion>, Vec<&Completion>) = rest
+        .into_iter()
+        .partition(|c| c.key.task_type == TaskType::Delete);
+    let (react, operate): (Vec<&Completion>, Vec<&Completion>) = rest
+        .into_iter()
+        .partition(|c| c.key.task_type == TaskType::React);
     let mut accepted = reconcile_append(pool, &reconcile).await?;
     accepted.extend(teardown_append(pool, &delete).await?);
     accepted.extend(operation_append(pool, &operate).await?);
@@ -301,7 +306,7 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
         health.push(c.health_ok);
         advance.push(c.advance);
     }
-    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
+    let rows: Vec<(Uuid, TaskType, i64)> = sqlx::query_as(
         "SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&ids)
@@ -318,22 +323,21 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     .bind(&advance)
     .fetch_all(pool)
     .await?;
-    let accepted: HashMap<(Uuid, String), i64> = rows
+    let accepted: HashMap<(Uuid, TaskType), i64> = rows
         .into_iter()
         .map(|(id, tt, ep)| ((id, tt), ep))
         .collect();
     Ok(batch
         .iter()
         .filter(|c| {
-            accepted.get(&(c.key.resource_id.0, c.key.task_type.clone()))
-                == Some(&c.key.claim_epoch.0)
+            accepted.get(&(c.key.resource_id.0, c.key.task_type)) == Some(&c.key.claim_epoch.0)
         })
         .map(|c| c.key.clone())
         .collect())
 }
 
 /// One leased queue row: the key its lease is fenced on and the kind it belongs to.
-type LeaseRow = (Uuid, i16, String, Uuid, i64, String, i32);
+type LeaseRow = (Uuid, i16, TaskType, Uuid, i64, String, i32);
 
 /// (token, epoch) pairs as the two parallel arrays the lease statements unnest.
 fn lease_arrays(leases: &[(LeaseToken, ClaimEpoch)]) -> (Vec<Uuid>, Vec<i64>) {
@@ -367,7 +371,7 @@ pub struct FoundLease {
 }
 
 /// A [`LeaseRow`] and the verb of the resource's running operation.
-type FoundRow = (Uuid, i16, String, Uuid, i64, String, i32, Option<String>);
+type FoundRow = (Uuid, i16, TaskType, Uuid, i64, String, i32, Option<String>);
 
 fn found_leases(rows: Vec<FoundRow>) -> Vec<FoundLease> {
     rows.into_iter()
@@ -575,7 +579,7 @@ async fn lifecycle_batch_call(pool: &PgPool, sql: &'static str, keys: &[&LeaseKe
 /// Splits keys into queue leases and reactor deliveries (claims on the lifecycle outbox).
 fn split_react(keys: &[LeaseKey]) -> (Vec<LeaseKey>, Vec<&LeaseKey>) {
     let (react, queue): (Vec<&LeaseKey>, Vec<&LeaseKey>) =
-        keys.iter().partition(|k| k.task_type == REACT);
+        keys.iter().partition(|k| k.task_type == TaskType::React);
     (queue.into_iter().cloned().collect(), react)
 }
 
@@ -595,9 +599,6 @@ pub async fn lease_release(pool: &PgPool, keys: &[LeaseKey]) -> Result<u64> {
     Ok(n + m)
 }
 
-/// The task type of a reactor delivery (a claim on `lifecycle_outbox`, not a queue row).
-pub const REACT: &str = "react";
-
 /// One claimed reactor delivery.
 #[derive(Debug, Clone, FromRow)]
 pub struct ClaimedDelivery {
@@ -607,8 +608,8 @@ pub struct ClaimedDelivery {
     pub shard_id: i16,
     /// The watched resource.
     pub resource_id: Uuid,
-    /// created | synced | degraded | failed | deleted.
-    pub transition: String,
+    /// The transition it delivers.
+    pub transition: Transition,
     /// The watched resource's generation at the transition.
     pub generation: i64,
     /// The binding that asked for it.
@@ -631,7 +632,7 @@ impl ClaimedDelivery {
         LeaseKey {
             resource_id: ResourceId(self.resource_id),
             shard_id: ShardId(self.shard_id),
-            task_type: REACT.to_string(),
+            task_type: TaskType::React,
             lease_token: LeaseToken(self.claim_token),
             claim_epoch: ClaimEpoch(self.claim_epoch),
         }

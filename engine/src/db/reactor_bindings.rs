@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{FromRow, PgPool};
 
+use crate::words::Transition;
+
 /// One binding.
 #[derive(Debug, Clone, FromRow, Serialize)]
 pub struct Binding {
@@ -13,8 +15,8 @@ pub struct Binding {
     pub name: String,
     /// The kind whose transitions fire it.
     pub watch_kind: String,
-    /// created | synced | degraded | failed | deleted.
-    pub transition: String,
+    /// The transition that fires it.
+    pub transition: Transition,
     /// The reactor kind that runs.
     pub reactor: String,
     /// Labels the watched resource must carry.
@@ -61,7 +63,7 @@ pub async fn binding_put(
     pool: &PgPool,
     name: &str,
     watch_kind: &str,
-    transition: &str,
+    transition: Transition,
     reactor: &str,
     label_match: &serde_json::Value,
     enabled: bool,

@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
 use uuid::Uuid;
 
+use crate::words::Phase;
+
 /// One value flow of an edge: the upstream's `status` field copied into the dependent's
 /// `spec` field (stored as `{dep_field, src_field}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,7 +51,7 @@ pub struct Upstream {
     /// Name.
     pub name: String,
     /// The upstream's derived phase.
-    pub upstream_phase: String,
+    pub upstream_phase: Phase,
     /// Synced, healthy, not deleting.
     pub upstream_ready: bool,
     /// The upstream's health axis.
@@ -64,7 +66,7 @@ pub struct Upstream {
 struct UpstreamRow {
     kind: String,
     name: String,
-    phase: String,
+    phase: Phase,
     is_ready: bool,
     health_ok: bool,
     updated_at: DateTime<Utc>,
@@ -79,7 +81,7 @@ pub struct Downstream {
     /// Name.
     pub name: String,
     /// The dependent's derived phase.
-    pub phase: String,
+    pub phase: Phase,
     /// The values this resource flows into the dependent's spec.
     pub value_mappings: Vec<ValueMapping>,
 }
@@ -88,7 +90,7 @@ pub struct Downstream {
 struct DownstreamRow {
     kind: String,
     name: String,
-    phase: String,
+    phase: Phase,
     value_flows: serde_json::Value,
 }
 
@@ -155,7 +157,7 @@ pub struct GraphNode {
     /// Name.
     pub name: String,
     /// Derived phase.
-    pub phase: String,
+    pub phase: Phase,
     /// Synced, healthy, not deleting.
     pub is_ready: bool,
     /// Levels below the graph's owner (0 for the owner itself).

@@ -6,13 +6,15 @@ use serde::Serialize;
 use sqlx::{FromRow, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use crate::words::{ApplyResult, Phase, TaskTrigger, TaskType};
+
 /// The outcome of an apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     /// The resource id.
     pub id: Uuid,
-    /// created | configured | unchanged.
-    pub result: String,
+    /// What it did.
+    pub result: ApplyResult,
     /// Generation after the apply.
     pub generation: i64,
 }
@@ -33,18 +35,19 @@ pub async fn resource_apply(
     labels: &serde_json::Value,
     provider_config_ref: Option<&str>,
 ) -> Result<Applied, sqlx::Error> {
-    let (id, result, generation): (Uuid, String, i64) = super::acting(pool, actor, async |c| {
-        sqlx::query_as("SELECT * FROM resource_apply($1, $2, $3, $4, $5, $6)")
-            .bind(kind)
-            .bind(kind_version)
-            .bind(name)
-            .bind(spec)
-            .bind(labels)
-            .bind(provider_config_ref)
-            .fetch_one(c)
-            .await
-    })
-    .await?;
+    let (id, result, generation): (Uuid, ApplyResult, i64) =
+        super::acting(pool, actor, async |c| {
+            sqlx::query_as("SELECT * FROM resource_apply($1, $2, $3, $4, $5, $6)")
+                .bind(kind)
+                .bind(kind_version)
+                .bind(name)
+                .bind(spec)
+                .bind(labels)
+                .bind(provider_config_ref)
+                .fetch_one(c)
+                .await
+        })
+        .await?;
     Ok(Applied {
         id,
         result,
@@ -89,7 +92,7 @@ pub async fn resource_apply_batch(
         .iter()
         .map(|i| i.provider_config_ref.as_deref())
         .collect();
-    let rows: Vec<(i64, Uuid, String, i64)> = super::acting(pool, actor, async |c| {
+    let rows: Vec<(i64, Uuid, ApplyResult, i64)> = super::acting(pool, actor, async |c| {
         sqlx::query_as(
             "SELECT ord, id, result, generation
              FROM resource_apply_batch($1::text[], $2::int[], $3::text[], $4::jsonb[],
@@ -133,7 +136,7 @@ pub struct ResourceRow {
     /// Last applied status.
     pub status: Option<serde_json::Value>,
     /// Derived phase.
-    pub phase: String,
+    pub phase: Phase,
     /// Spec generation.
     pub generation: i64,
     /// Reconciled generation.
@@ -185,8 +188,8 @@ pub struct ConditionRow {
 /// The live claim on a resource, if any.
 #[derive(Debug, Clone, Serialize, FromRow)]
 pub struct WorkRow {
-    /// reconcile | delete | operate.
-    pub task_type: String,
+    /// What the task does (never [`TaskType::React`]: a queue row).
+    pub task_type: TaskType,
     /// Whether a broker holds it now.
     pub claimed: bool,
     /// Attempt number at this generation.
@@ -194,7 +197,7 @@ pub struct WorkRow {
     /// Generation the task reconciles.
     pub generation: i64,
     /// What fired it.
-    pub trigger: String,
+    pub trigger: TaskTrigger,
     /// When it was claimed.
     pub claimed_at: Option<DateTime<Utc>>,
     /// Last attested heartbeat.
@@ -261,7 +264,7 @@ pub struct ListItem {
     /// Name.
     pub name: String,
     /// Derived phase.
-    pub phase: String,
+    pub phase: Phase,
     /// Spec generation.
     pub generation: i64,
     /// Reconciled generation.
@@ -278,8 +281,10 @@ pub struct ListItem {
     pub failure_message: Option<String>,
     /// Labels.
     pub labels: serde_json::Value,
-    /// The direct owner as `{kind, name}`, null for a root.
-    pub owner: Option<serde_json::Value>,
+    /// The direct owner's kind, null for a root.
+    pub owner_kind: Option<String>,
+    /// The direct owner's name, null for a root.
+    pub owner_name: Option<String>,
     /// Created at (the keyset's first column).
     pub created_at: DateTime<Utc>,
     /// Updated at.
@@ -304,7 +309,7 @@ pub struct ListFilter {
     /// Kinds (union).
     pub kinds: Vec<String>,
     /// Phases (union).
-    pub phases: Vec<String>,
+    pub phases: Vec<Phase>,
     /// Page size.
     pub limit: i64,
     /// Keyset position: rows strictly after (created_at, id).
@@ -321,7 +326,7 @@ const LIST_COLUMNS: &str = "SELECT r.id AS uid, r.kind, r.kind_version, r.name, 
      r.generation, r.synced_gen, r.is_ready, r.failure_terminal, r.failure_attempts, \
      CASE WHEN r.failure_gen = r.generation THEN left(r.failure_message, 512) END AS failure_message, \
      r.labels, \
-     CASE WHEN o.id IS NULL THEN NULL ELSE jsonb_build_object('kind', o.kind, 'name', o.name) END AS owner, \
+     o.kind AS owner_kind, o.name AS owner_name, \
      r.created_at, r.updated_at";
 
 /// Appends the WHERE clause, keyset order and limit of a list page. Only the predicates a
@@ -350,9 +355,8 @@ fn push_filters(q: &mut QueryBuilder<Postgres>, f: &ListFilter, roots_only: bool
             .push(")");
     }
     if !f.phases.is_empty() {
-        q.push(" AND r.phase = ANY(")
-            .push_bind(f.phases.clone())
-            .push(")");
+        let phases: Vec<&str> = f.phases.iter().map(|p| p.as_str()).collect();
+        q.push(" AND r.phase = ANY(").push_bind(phases).push(")");
     }
     if let Some(name) = &f.name {
         // strpos rather than ILIKE: no escaping of % and _ in user input.
@@ -443,7 +447,7 @@ pub struct PhaseCount {
     /// Kind.
     pub kind: String,
     /// Phase.
-    pub phase: String,
+    pub phase: Phase,
     /// Number of resources.
     pub count: i64,
 }

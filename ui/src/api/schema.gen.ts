@@ -1452,6 +1452,11 @@ export interface components {
             manifest_version: number;
             /** @description What the apply did. */
             result: components["schemas"]["ApplyResult"];
+            /**
+             * @description Only when there are some: the value flows of the manifest's `edges` left unchecked
+             *     because a kind they join is not registered yet.
+             */
+            warnings?: string[];
         };
         /**
          * @description A static edge of a manifest: kind `from` (the dependent) takes `values` from the status
