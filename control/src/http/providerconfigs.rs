@@ -204,10 +204,10 @@ pub async fn put(
     } else {
         StatusCode::OK
     };
-    let mut answer = serde_json::to_value(row).expect("row serialises");
-    if !warnings.is_empty() {
-        answer["warnings"] = json!(warnings);
-    }
+    let answer = ProviderConfig {
+        warnings,
+        ..ProviderConfig::from(row)
+    };
     Ok((status, Json(answer)))
 }
 
@@ -479,17 +479,16 @@ async fn check_flows(
 pub async fn get(
     State(s): State<AppState>,
     ApiPath(name): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProviderConfig>, ApiError> {
     let (mut row, data) = db::providerconfigs::providerconfig_get(&s.pool, &name)
         .await
         .map_err(ApiError::db("read a provider config"))?
         .ok_or_else(|| ApiError::NotFound(format!("provider config {name} not found")))?;
     Masker::new(&s).mask(&mut row).await?;
-    let mut v = serde_json::to_value(row).expect("row serialises");
-    v["data"] = data
-        .map(|d| Value::String(base64::engine::general_purpose::STANDARD.encode(d)))
-        .unwrap_or(Value::Null);
-    Ok(Json(v))
+    Ok(Json(ProviderConfig {
+        data: Some(data.map(|d| base64::engine::general_purpose::STANDARD.encode(d))),
+        ..ProviderConfig::from(row)
+    }))
 }
 
 /// Default and largest page sizes.
@@ -508,7 +507,7 @@ const MAX_PAGE: i64 = 500;
 pub async fn list(
     State(s): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProviderConfigList>, ApiError> {
     let mut f = ListFilter {
         limit: PAGE,
         ..Default::default()
@@ -550,9 +549,12 @@ pub async fn list(
     for row in &mut items {
         masker.mask(row).await?;
     }
-    Ok(Json(
-        json!({"items": items, "total": total, "offset": f.offset, "limit": f.limit}),
-    ))
+    Ok(Json(ProviderConfigList {
+        items: items.into_iter().map(ProviderConfig::from).collect(),
+        total,
+        offset: f.offset,
+        limit: f.limit,
+    }))
 }
 
 /// `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a

@@ -1264,6 +1264,27 @@ pub struct KindSummary {
     pub ready_workers: i64,
 }
 
+impl From<db::providerconfigs::ProviderConfigRow> for ProviderConfig {
+    /// A stored config as a list or a write answers it: no bundle, no warnings (the row's
+    /// spec is sent as it is: mask it first).
+    fn from(r: db::providerconfigs::ProviderConfigRow) -> Self {
+        ProviderConfig {
+            name: r.name,
+            kind: r.kind,
+            kind_version: r.kind_version,
+            is_default: r.is_default,
+            spec: r.spec,
+            data_size: r.data_size,
+            owner_id: r.owner_id,
+            used_by: r.used_by,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            data: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// Every kind version.
 #[derive(Serialize, ToSchema)]
 pub struct KindList {
@@ -1295,9 +1316,10 @@ pub struct ProviderConfig {
     pub created_at: DateTime<Utc>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
-    /// The bundle, base64; only on the single read.
+    /// The bundle, base64; only on the single read (null there when the config has none).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub data: Option<Option<String>>,
     /// Only on a write's answer, when there are some: the value flows of a CEL resource
     /// graph or of a Starlark bundle's sample compose left unchecked (a kind they join is
     /// not registered yet, or the sample compose could not run).

@@ -1683,7 +1683,7 @@ export interface components {
              * @description Last change.
              */
             updated_at: string;
-            /** @description The bundle, base64; only on the single read. */
+            /** @description The bundle, base64; only on the single read (null there when the config has none). */
             data?: string | null;
             /**
              * @description Only on a write's answer, when there are some: the value flows of a CEL resource
