@@ -148,6 +148,21 @@ async fn stored_edges(c: &Converge, children: &BTreeSet<Child>) -> BTreeSet<(Str
     out
 }
 
+/// Asserts that render `r` of the root at `root_path` (of `kind`) has `n` children, and that
+/// they and their edges are exactly what the running system stored for that root.
+async fn same_as_stored(c: &Converge, kind: &str, root_path: &Path, r: &Value, n: usize) {
+    let want = rendered_children(r);
+    assert_eq!(want.len(), n, "{kind}: rendered children");
+    let root = read_json(root_path);
+    let got = stored_children(c, kind, root["name"].as_str().unwrap(), n).await;
+    assert_eq!(got, want, "{kind}: stored children differ from the render");
+    assert_eq!(
+        stored_edges(c, &got).await,
+        rendered_edges(r),
+        "{kind}: stored edges differ from the render"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn render_prints_exactly_what_the_running_system_composes() {
     let c = Converge::start().await;
@@ -191,24 +206,16 @@ async fn render_prints_exactly_what_the_running_system_composes() {
     c.apply_body(&read_json(&cel_root)).await;
 
     // Starlark, the bundle given as a directory.
-    let r = render(&[
+    let star_args = [
         "-f",
         star_root.to_str().unwrap(),
         "--config",
         star_cfg.to_str().unwrap(),
         "--bundle",
         bundle_dir.to_str().unwrap(),
-    ]);
-    let want = rendered_children(&r);
-    assert_eq!(want.len(), 24, "star-bom renders 6 teams x 4 leaves");
-    let root = read_json(&star_root);
-    let got = stored_children(&c, "starbom", root["name"].as_str().unwrap(), want.len()).await;
-    assert_eq!(got, want, "starbom: stored children differ from the render");
-    assert_eq!(
-        stored_edges(&c, &got).await,
-        rendered_edges(&r),
-        "starbom edges"
-    );
+    ];
+    let r = render(&star_args);
+    same_as_stored(&c, "starbom", &star_root, &r, 24).await;
 
     // CEL: celbom composes one celteam per team.
     let cel_cfg = example("datadriven/cel/celbom-providerconfig.json");
@@ -218,16 +225,7 @@ async fn render_prints_exactly_what_the_running_system_composes() {
         "--config",
         cel_cfg.to_str().unwrap(),
     ]);
-    let want = rendered_children(&r);
-    assert_eq!(want.len(), 6, "cel-bom renders 6 teams");
-    let root = read_json(&cel_root);
-    let got = stored_children(&c, "celbom", root["name"].as_str().unwrap(), want.len()).await;
-    assert_eq!(got, want, "celbom: stored children differ from the render");
-    assert_eq!(
-        stored_edges(&c, &got).await,
-        rendered_edges(&r),
-        "celbom edges"
-    );
+    same_as_stored(&c, "celbom", &cel_root, &r, 6).await;
 
     // --observed: an account's status flows into its vpc's spec, as the engine's flow does.
     let dir = scratch_dir("render-observed");
@@ -247,16 +245,7 @@ async fn render_prints_exactly_what_the_running_system_composes() {
         json!({format!("account/{team}-account"): {"account_id": "acct-42"}}).to_string(),
     )
     .unwrap();
-    let r = render(&[
-        "-f",
-        star_root.to_str().unwrap(),
-        "--config",
-        star_cfg.to_str().unwrap(),
-        "--bundle",
-        bundle_dir.to_str().unwrap(),
-        "--observed",
-        observed.to_str().unwrap(),
-    ]);
+    let r = render(&[&star_args[..], &["--observed", observed.to_str().unwrap()]].concat());
     let vpc = r["children"]
         .as_array()
         .unwrap()
