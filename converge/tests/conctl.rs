@@ -4,7 +4,7 @@
 //! HTTPS with an AUTH_FILE: tokens and the CA from flags or the environment, the 401 and 403
 //! messages, and the TLS mistakes named. The GitOps path: a directory of every document type
 //! applied in dependency order, duplicates refused, `sync --prune` (and its `--plan`). The
-//! views: `get KIND/NAME`, `list --owner`, status in tables, `events`, `history`; a closed
+//! views: `get KIND/NAME`, `list --owner`, status in tables, `events`, `history`, `rollback`; a closed
 //! stdout; and `wait` after `reconcile` on a resource that recovers.
 
 mod common;
@@ -766,7 +766,7 @@ async fn sync_prunes_the_labelled_roots_removed_from_the_directory() {
 /// The views against the classic BOM served by classic-worker: `get KIND/NAME`, `list
 /// --owner`, status in tables (a terminal failure, the composite's ChildrenNotReady),
 /// `events` (the newest N, one resource's, one kind's: exactly the log's newest), and
-/// `history` with its diff.
+/// `history` with its diff, and `rollback`.
 #[tokio::test(flavor = "multi_thread")]
 async fn get_list_owner_events_and_history_of_the_classic_bom() {
     let c = Converge::start(&[]).await;
@@ -984,6 +984,20 @@ async fn get_list_owner_events_and_history_of_the_classic_bom() {
         "{}",
         r.stderr
     );
+
+    // Rollback: generation 1's spec back as generation 3; again, nothing changes.
+    let out = ok(s, &["rollback", "classicbom/demo-bom", "--to", "1"]).await;
+    assert_eq!(
+        out,
+        "classicbom/demo-bom: generation 3 has the spec of generation 1\n"
+    );
+    let out = ok(s, &["history", "classicbom/demo-bom"]).await;
+    let top: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!((top[0], top[2]), ("3", "-/fail"), "{out}");
+    let out = ok(s, &["rollback", "classicbom/demo-bom", "--to", "1"]).await;
+    assert!(out.contains("nothing changed"), "{out}");
+    let r = conctl(s, &["rollback", "classicbom/demo-bom", "--to", "9"], None).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
 
     let _ = std::fs::remove_dir_all(&dir);
     c.stop().await;

@@ -1,7 +1,8 @@
 //! `conctl`: the command-line client of the converge HTTP API — apply and sync JSON/YAML
 //! files (resources, kind manifests, provider configs, reactor bindings), get (or watch),
 //! list, delete, wait for a phase, events and spec history, the operator actions
-//! (reconcile, quarantine, unquarantine), and who is here (cluster).
+//! (reconcile, quarantine, unquarantine, rollback), rendering a composition with no server
+//! (render), and who is here (cluster).
 
 mod apply;
 mod client;
@@ -203,6 +204,15 @@ enum Command {
         /// the one recorded before it, or from generation A to B (`A..B`).
         #[arg(long, value_name = "N|A..B", num_args = 0..=1, value_parser = events::parse_range)]
         diff: Option<Option<(Option<i64>, i64)>>,
+    },
+    /// Put a root's recorded spec of an earlier generation back (as a new generation; see
+    /// `history`).
+    Rollback {
+        /// KIND/NAME of a root.
+        target: String,
+        /// The recorded generation whose spec becomes the spec again.
+        #[arg(long = "to", value_name = "GENERATION")]
+        to: i64,
     },
     /// Delete a resource (KIND/NAME) and everything composed under it, or a kind version
     /// (`delete kind KIND --version N`) once no resource of it is left.
@@ -740,6 +750,25 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::History { target, diff } => {
             let path = resource_path(&target)?;
             events::history(&c, &target, &path, diff, f).await?;
+        }
+        Command::Rollback { target, to } => {
+            let path = format!("{}/rollback", resource_path(&target)?);
+            let r = c
+                .call(
+                    Method::POST,
+                    &path,
+                    Some(&serde_json::json!({"generation": to})),
+                )
+                .await?;
+            let line = if r.body["changed"] == true {
+                format!(
+                    "{target}: generation {} has the spec of generation {to}",
+                    r.body["generation"]
+                )
+            } else {
+                format!("{target}: the spec already is generation {to}'s; nothing changed")
+            };
+            report(f, line, &r.body)?;
         }
         Command::Delete {
             object: Object::Resource,
