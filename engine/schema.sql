@@ -2202,7 +2202,7 @@ $_$;
 -- Name: work_claim(smallint, smallint, text, integer, integer, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version integer, p_limit integer, p_broker text) RETURNS TABLE(resource_id uuid, shard_id smallint, task_type text, generation bigint, trigger text, attempt integer, lease_token uuid, claim_epoch bigint, provider_config jsonb, provider_bundle bytea, task_deadline_secs integer, name text, owner_id uuid, root_id uuid, spec jsonb, status jsonb, r_generation bigint, synced_gen bigint, is_ready boolean, finalizers text[], deletion_requested_at_ms bigint, frozen_until_ms bigint, labels jsonb, phase text, composed_gen bigint)
+CREATE FUNCTION public.work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version integer, p_limit integer, p_broker text) RETURNS TABLE(resource_id uuid, shard_id smallint, task_type text, generation bigint, trigger text, attempt integer, lease_token uuid, claim_epoch bigint, provider_config jsonb, provider_bundle bytea, task_deadline_secs integer, name text, owner_id uuid, root_id uuid, spec jsonb, status jsonb, r_generation bigint, synced_gen bigint, is_ready boolean, finalizers text[], deletion_requested_at_ms bigint, frozen_until_ms bigint, labels jsonb, phase text, composed_gen bigint, default_config_rev bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -2270,7 +2270,11 @@ BEGIN
            CASE WHEN r.frozen_until IS NULL THEN 0
                 WHEN r.frozen_until = 'infinity' THEN 9223372036854775807
                 ELSE (extract(epoch FROM r.frozen_until) * 1000)::bigint END,
-           r.labels, r.phase, r.composed_gen
+           r.labels, r.phase, r.composed_gen,
+           -- Parameters only: one probe of idx_providerconfigs_default per claim.
+           coalesce((SELECT d.xmin::text::bigint FROM providerconfigs d
+                     WHERE d.kind = p_kind AND d.kind_version = p_kind_version
+                       AND d.is_default), 0)
     FROM u
     JOIN resources r ON r.id = u.resource_id
     LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref

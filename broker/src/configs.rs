@@ -78,29 +78,66 @@ impl Configs {
     /// Re-reads the defaults of every served pair and pushes the ones that changed (a deleted
     /// default is pushed as an empty update).
     pub async fn refresh(&self) -> Result<()> {
-        let _guard = self.lock.lock().await;
         let pairs = self.registry.served_pairs();
-        let fresh: HashMap<KindPair, DefaultConfig> =
-            db::kinds::providerconfig_defaults(&self.pool, &pairs)
+        self.refresh_pairs(&pairs).await
+    }
+
+    /// Makes sure every stream serving `pair` holds the default a claim saw (`rev`, the
+    /// claim's [`ClaimedTask::default_config_rev`]) before the caller hands out its tasks:
+    /// when the cache already pushed that version this is one map lookup; otherwise (the
+    /// default was written after the last push and its NOTIFY is not handled yet) the pair is
+    /// re-read and the newer default pushed now, ahead of the tasks on every stream.
+    ///
+    /// [`ClaimedTask::default_config_rev`]: converge_engine::db::queue::ClaimedTask::default_config_rev
+    pub async fn ensure_pushed(&self, pair: &KindPair, rev: i64) -> Result<()> {
+        if self.pushed_rev(pair) == rev {
+            return Ok(());
+        }
+        self.refresh_pairs(std::slice::from_ref(pair)).await
+    }
+
+    /// The version of `pair`'s default last pushed (0: none).
+    fn pushed_rev(&self, pair: &KindPair) -> i64 {
+        let cache = self.by_pair.read().expect("config cache poisoned");
+        cache.get(pair).map_or(0, |c| c.rev)
+    }
+
+    /// Re-reads the defaults of `pairs` whose version moved and pushes them. The versions are
+    /// read first and the specs and bundles only of the pairs that changed (a bundle can be
+    /// megabytes, and most refreshes change one kind). The cache is updated only after the
+    /// frames are queued, so [`ensure_pushed`](Self::ensure_pushed) seeing a version means
+    /// every stream of the pair has it ahead of anything queued later.
+    async fn refresh_pairs(&self, pairs: &[KindPair]) -> Result<()> {
+        let _guard = self.lock.lock().await;
+        let revs: HashMap<KindPair, i64> =
+            db::kinds::providerconfig_default_revs(&self.pool, pairs)
+                .await
+                .map_err(Error::db("load default provider config versions"))?
+                .into_iter()
+                .collect();
+        let moved: Vec<KindPair> = pairs
+            .iter()
+            .filter(|p| revs.get(*p).copied().unwrap_or(0) != self.pushed_rev(p))
+            .cloned()
+            .collect();
+        if moved.is_empty() {
+            return Ok(());
+        }
+        let mut fresh: HashMap<KindPair, DefaultConfig> =
+            db::kinds::providerconfig_defaults(&self.pool, &moved)
                 .await
                 .map_err(Error::db("load default provider configs"))?
                 .into_iter()
                 .collect();
-        let mut changed = Vec::new();
-        {
-            let mut cache = self.by_pair.write().expect("config cache poisoned");
-            for p in &pairs {
-                let new = fresh.get(p).cloned().unwrap_or_default();
-                let old = cache.get(p).cloned().unwrap_or_default();
-                if new != old {
-                    cache.insert(p.clone(), new.clone());
-                    changed.push((p.clone(), new));
-                }
-            }
-        }
-        for (pair, c) in changed {
-            tracing::info!(%pair, "pushing changed default provider config");
-            self.registry.push_to_pair(&pair, &update_frame(&pair, &c));
+        for pair in moved {
+            let new = fresh.remove(&pair).unwrap_or_default();
+            tracing::info!(%pair, rev = new.rev, "pushing changed default provider config");
+            self.registry
+                .push_to_pair(&pair, &update_frame(&pair, &new));
+            self.by_pair
+                .write()
+                .expect("config cache poisoned")
+                .insert(pair, new);
         }
         Ok(())
     }

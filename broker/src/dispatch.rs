@@ -28,6 +28,7 @@ use converge_proto::pb;
 
 use crate::{
     complete::{CompletionHandle, Job},
+    configs::Configs,
     convert,
     error::{Error, Result},
     handout::Handout,
@@ -77,6 +78,9 @@ pub(crate) struct Parts {
     pub completions: CompletionHandle,
     /// Placement, deadlines and pipelines.
     pub handout: Handout,
+    /// The default configs pushed to streams: a claim's tasks go out after the default it
+    /// saw.
+    pub configs: Arc<Configs>,
 }
 
 /// The claim loop.
@@ -146,6 +150,7 @@ impl Dispatcher {
             manifests,
             completions,
             handout,
+            configs,
         } = &self.parts;
         let mut more = false;
         for (pair, _) in registry.capacity() {
@@ -178,6 +183,15 @@ impl Dispatcher {
                 continue;
             }
             more |= rows.len() == n;
+            // Rule 2 for a default written just before this work: push it first. On a
+            // database error the tasks still go out (the NOTIFY-driven refresh pushes the
+            // default soon after), as they did before this check.
+            if let Err(e) = configs
+                .ensure_pushed(&pair, rows[0].default_config_rev)
+                .await
+            {
+                tracing::warn!(%pair, error = %e, "could not re-read the default provider config before a claim's tasks");
+            }
             let mut out = Vec::with_capacity(rows.len());
             for t in rows {
                 match t.task_type {

@@ -188,6 +188,7 @@ impl Broker {
                 manifests: manifests.clone(),
                 completions: completions.clone(),
                 handout: handout.clone(),
+                configs: configs.clone(),
             },
             wake.clone(),
             draining.clone(),

@@ -581,6 +581,7 @@ mod tests {
             labels: serde_json::json!({}),
             phase: Phase::Reconciling,
             composed_gen,
+            default_config_rev: 0,
         }
     }
 

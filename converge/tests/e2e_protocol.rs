@@ -2,7 +2,8 @@
 //! so every frame can be observed: Subscribe-first, epoch fencing with CompleteAck, the
 //! broker-side deadline with CancelTask, CancelTask for a deleted, quarantined or superseded
 //! resource (with the Rust SDK's handler seeing each), a reactor task's deadline, one
-//! deadline budget across a composite's stages, and the cap on kinds per Subscribe.
+//! deadline budget across a composite's stages, the cap on kinds per Subscribe, and a
+//! default config written just before the work pushed ahead of its task (rule 2).
 
 mod common;
 
@@ -625,5 +626,63 @@ async fn a_composites_stages_share_one_deadline_budget() {
         v["phase"] == "Ready"
     })
     .await;
+    c.stop().await;
+}
+
+/// The frames up to and including the next task, and the task.
+async fn frames_to_task(w: &mut RawWorker) -> (Vec<pb::ProviderConfigUpdate>, pb::StageTask) {
+    let mut configs = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), w.rx.message())
+            .await
+            .expect("no frame in time")
+            .expect("stream failed")
+            .expect("stream ended");
+        match msg.body.expect("frame without body") {
+            In::Config(c) => configs.push(c),
+            In::Task(t) => return (configs, t),
+            other => panic!("expected a config push or a task, got {other:?}"),
+        }
+    }
+}
+
+/// Rule 2 holds for a default written just before the work, whatever the NOTIFY does: the
+/// claim sees the default's version and the broker pushes it ahead of the task. The
+/// `providerconfig_changed` trigger is disabled here, so the only way the new default can
+/// reach the stream before the task is the claim-time check (the failsafe re-read runs every
+/// 15 s, after the 10 s this waits).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_default_written_before_the_work_reaches_the_stream_before_its_task() {
+    let c = setup(0).await;
+    let mut w = RawWorker::subscribe(&c).await;
+    sqlx::query("ALTER TABLE providerconfigs DISABLE TRIGGER providerconfigs_notify")
+        .execute(&c.db.pool)
+        .await
+        .unwrap();
+    let default = |v: i64| {
+        json!({"name": "hello-default", "kind": "hello", "kind_version": 1,
+               "is_default": true, "spec": {"v": v}})
+    };
+    // POST creates (201), then replaces (200) the default.
+    for (v, name, created) in [(1, "a", 201), (2, "b", 200)] {
+        let (s, body) = c
+            .call(reqwest::Method::POST, "providerconfigs", Some(default(v)))
+            .await;
+        assert_eq!(s, created, "{body}");
+        c.apply(&json!({"kind": "hello", "kind_version": 1, "name": name, "spec": {}}))
+            .await;
+        let (configs, t) = frames_to_task(&mut w).await;
+        let last = configs
+            .last()
+            .unwrap_or_else(|| panic!("task {name} came before any config push"));
+        assert_eq!((last.kind.as_str(), last.kind_version), ("hello", 1));
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&last.config).unwrap(),
+            json!({"v": v}),
+            "task {name} was preceded by an older default"
+        );
+        w.send(done(&t, t.claim_epoch, json!({}))).await;
+        assert!(w.ack().await.accepted);
+    }
     c.stop().await;
 }

@@ -55,7 +55,15 @@ $$;
 -- capped kind
 -- (kind_config.max_inflight) takes a transaction-scoped advisory lock on the kind, counts
 -- its live leases and claims at most the remaining budget.
-CREATE OR REPLACE FUNCTION work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version int,
+--
+-- default_config_rev names the kind's default provider config as this claim saw it (the
+-- default row's xmin, 0 when there is none; the same in every row of one claim). The broker
+-- compares it with the default it last pushed and pushes the newer one before the tasks
+-- (stream rule 2), so a default written before the work was queued is always the one the
+-- task is merged with, however late the providerconfig_changed NOTIFY is handled. It is read
+-- in the statement that returns the rows, whose snapshot is no older than the pick's.
+DROP FUNCTION IF EXISTS work_claim(smallint, smallint, text, int, int, text);
+CREATE FUNCTION work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version int,
                                       p_limit int, p_broker text)
 RETURNS TABLE (resource_id uuid, shard_id smallint, task_type text, generation bigint,
                trigger text, attempt int, lease_token uuid, claim_epoch bigint,
@@ -63,7 +71,7 @@ RETURNS TABLE (resource_id uuid, shard_id smallint, task_type text, generation b
                name text, owner_id uuid, root_id uuid, spec jsonb, status jsonb,
                r_generation bigint, synced_gen bigint, is_ready boolean, finalizers text[],
                deletion_requested_at_ms bigint, frozen_until_ms bigint, labels jsonb,
-               phase text, composed_gen bigint)
+               phase text, composed_gen bigint, default_config_rev bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
@@ -128,7 +136,11 @@ BEGIN
            CASE WHEN r.frozen_until IS NULL THEN 0
                 WHEN r.frozen_until = 'infinity' THEN 9223372036854775807
                 ELSE (extract(epoch FROM r.frozen_until) * 1000)::bigint END,
-           r.labels, r.phase, r.composed_gen
+           r.labels, r.phase, r.composed_gen,
+           -- Parameters only: one probe of idx_providerconfigs_default per claim.
+           coalesce((SELECT d.xmin::text::bigint FROM providerconfigs d
+                     WHERE d.kind = p_kind AND d.kind_version = p_kind_version
+                       AND d.is_default), 0)
     FROM u
     JOIN resources r ON r.id = u.resource_id
     LEFT JOIN providerconfigs pc ON pc.name = r.provider_config_ref

@@ -333,10 +333,43 @@ pub async fn resource_version(
 /// A kind's default provider config.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DefaultConfig {
+    /// Which version of the default this is: the row's `xmin` (a new value on every write),
+    /// 0 when the kind has no default. `work_claim` returns the same stamp, which is how the
+    /// broker tells a claim that saw a default it has not pushed yet.
+    pub rev: i64,
     /// The config spec JSON (empty when absent).
     pub spec: Vec<u8>,
     /// The bundle (empty when absent).
     pub bundle: Vec<u8>,
+}
+
+/// The row version ([`DefaultConfig::rev`]) of each pair's default provider config, for the
+/// pairs that have one: a cheap check before reading specs and bundles (a WASM bundle runs
+/// to megabytes).
+pub async fn providerconfig_default_revs(
+    pool: &PgPool,
+    pairs: &[KindPair],
+) -> Result<Vec<(KindPair, i64)>, sqlx::Error> {
+    let (kinds, versions) = pair_columns(pairs);
+    let rows = sqlx::query(
+        "SELECT pc.kind, pc.kind_version, pc.xmin::text::bigint
+         FROM providerconfigs pc
+         JOIN unnest($1::text[], $2::int[]) AS x(kind, kind_version)
+           ON pc.kind = x.kind AND pc.kind_version = x.kind_version
+         WHERE pc.is_default",
+    )
+    .bind(&kinds)
+    .bind(&versions)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok((
+                KindPair::new(r.try_get::<String, _>(0)?, r.try_get(1)?),
+                r.try_get(2)?,
+            ))
+        })
+        .collect()
 }
 
 /// Loads the default provider config of each pair that has one.
@@ -344,10 +377,9 @@ pub async fn providerconfig_defaults(
     pool: &PgPool,
     pairs: &[KindPair],
 ) -> Result<Vec<(KindPair, DefaultConfig)>, sqlx::Error> {
-    let kinds: Vec<&str> = pairs.iter().map(|p| p.kind.as_str()).collect();
-    let versions: Vec<i32> = pairs.iter().map(|p| p.version).collect();
+    let (kinds, versions) = pair_columns(pairs);
     let rows = sqlx::query(
-        "SELECT pc.kind, pc.kind_version, pc.spec::text, pc.data
+        "SELECT pc.kind, pc.kind_version, pc.spec::text, pc.data, pc.xmin::text::bigint
          FROM providerconfigs pc
          JOIN unnest($1::text[], $2::int[]) AS x(kind, kind_version)
            ON pc.kind = x.kind AND pc.kind_version = x.kind_version
@@ -364,10 +396,19 @@ pub async fn providerconfig_defaults(
             Ok((
                 KindPair::new(r.try_get::<String, _>(0)?, r.try_get(1)?),
                 DefaultConfig {
+                    rev: r.try_get(4)?,
                     spec: spec.map(String::into_bytes).unwrap_or_default(),
                     bundle: data.unwrap_or_default(),
                 },
             ))
         })
         .collect()
+}
+
+/// `pairs` as the two parallel arrays the queries above unnest.
+fn pair_columns(pairs: &[KindPair]) -> (Vec<&str>, Vec<i32>) {
+    (
+        pairs.iter().map(|p| p.kind.as_str()).collect(),
+        pairs.iter().map(|p| p.version).collect(),
+    )
 }

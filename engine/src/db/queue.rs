@@ -83,6 +83,12 @@ pub struct ClaimedTask {
     pub phase: Phase,
     /// The generation the composer last ran for.
     pub composed_gen: i64,
+    /// The kind's default provider config as the claim saw it ([`DefaultConfig::rev`]: its
+    /// row version, 0 when there is none): the broker pushes a newer default than the one a
+    /// stream holds before the task (stream rule 2).
+    ///
+    /// [`DefaultConfig::rev`]: crate::db::kinds::DefaultConfig::rev
+    pub default_config_rev: i64,
 }
 
 impl ClaimedTask {
