@@ -409,6 +409,58 @@ END
 $$;
 
 --
+-- Name: cluster_members_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.cluster_members_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE'
+       AND OLD.released_at IS NOT DISTINCT FROM NEW.released_at
+       AND member_claim_pairs(OLD.workers) = member_claim_pairs(NEW.workers) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_notify('cluster_changed', '');
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: cluster_tiling(interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.cluster_tiling(p_liveness interval) RETURNS TABLE(member_id text, duty text, kind text, kind_version integer, lo smallint, hi smallint)
+    LANGUAGE sql STABLE
+    AS $$
+    WITH live AS (
+        SELECT m.member_id, m.role, m.workers FROM cluster_members m
+        WHERE m.heartbeat_at >= now() - p_liveness AND m.released_at IS NULL
+    ), duties AS (
+        SELECT l.member_id, 'control' AS duty, NULL::text AS kind, NULL::int AS kind_version
+        FROM live l WHERE l.role IN ('control', 'all')
+        UNION ALL
+        SELECT l.member_id, 'broker', NULL, NULL
+        FROM live l WHERE l.role IN ('broker', 'all')
+        UNION ALL
+        SELECT l.member_id, 'claim', p->>0, (p->>1)::int
+        FROM live l, jsonb_array_elements(member_claim_pairs(l.workers)) p
+        WHERE l.role IN ('broker', 'all')
+    ), ranked AS (
+        SELECT d.member_id, d.duty, d.kind, d.kind_version,
+               row_number() OVER w - 1 AS r,
+               count(*) OVER (PARTITION BY d.duty, d.kind, d.kind_version) AS n
+        FROM duties d
+        WINDOW w AS (PARTITION BY d.duty, d.kind, d.kind_version ORDER BY d.member_id)
+    )
+    SELECT r.member_id, r.duty, r.kind, r.kind_version,
+           (256 * r.r / r.n)::smallint, (256 * (r.r + 1) / r.n - 1)::smallint
+    FROM ranked r
+    WHERE 256 * (r.r + 1) / r.n - 1 >= 256 * r.r / r.n
+    ORDER BY 2, 3, 4, 5
+$$;
+
+--
 -- Name: delete_unclaimed_work(smallint, smallint, interval); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -889,6 +941,24 @@ CREATE FUNCTION public.manifest_has_reaction(m jsonb, p_trigger text, p_emit tex
     AS $$
     SELECT EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(m->'reactions', '[]')) r
                    WHERE r->>'trigger' = p_trigger AND coalesce(r->'emits', '[]') ? p_emit)
+$$;
+
+--
+-- Name: member_claim_pairs(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.member_claim_pairs(p_workers jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(jsonb_agg(p ORDER BY p->>0, (p->>1)::int), '[]'::jsonb)
+    FROM (SELECT DISTINCT jsonb_build_array(k->>'kind', (k->>'kind_version')::int) AS p
+          FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_workers) = 'array'
+                                         THEN p_workers ELSE '[]'::jsonb END) w,
+               jsonb_array_elements(CASE WHEN jsonb_typeof(w->'kinds') = 'array'
+                                         THEN w->'kinds' ELSE '[]'::jsonb END) k
+          WHERE coalesce((k->>'ready')::boolean, false)
+            AND NOT coalesce((w->>'draining')::boolean, false)
+            AND k ? 'kind' AND k ? 'kind_version') x
 $$;
 
 --
@@ -5262,6 +5332,12 @@ ALTER INDEX public.idx_work_queue_pending ATTACH PARTITION public.work_queue_p9_
 --
 
 ALTER INDEX public.work_queue_pkey ATTACH PARTITION public.work_queue_p9_pkey;
+
+--
+-- Name: cluster_members cluster_members_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER cluster_members_changed AFTER INSERT OR DELETE OR UPDATE OF workers, released_at ON public.cluster_members FOR EACH ROW EXECUTE FUNCTION public.cluster_members_changed();
 
 --
 -- Name: kind_manifest kind_manifest_seed_config; Type: TRIGGER; Schema: public; Owner: -

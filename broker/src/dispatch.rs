@@ -20,6 +20,7 @@ use converge_engine::{
         queue::{ClaimedTask, Completion},
     },
     ids::{KindPair, ShardRange},
+    topology::Topology,
     wake::WakeLoop,
     words::TaskType,
 };
@@ -42,12 +43,43 @@ use crate::{
 pub(crate) struct DispatchOptions {
     /// This broker's identity (advisory, stamped on claims).
     pub broker_id: String,
-    /// The shard range this broker claims from.
+    /// The shard range this broker claims from when `topology` is not set.
     pub shards: ShardRange,
+    /// Dynamic sharding: each pair's claim range (see [`DispatchOptions::shards_for`]).
+    pub topology: Option<Arc<Topology>>,
     /// Most rows one claim statement takes.
     pub claim_batch: usize,
     /// Failsafe poll behind the `work_ready` LISTEN.
     pub failsafe_poll: Duration,
+}
+
+impl DispatchOptions {
+    /// The shards this broker claims `pair`'s tasks in: its tile of the brokers that have a
+    /// ready worker for the pair (dynamic sharding), or the fixed range.
+    fn shards_for(&self, pair: &KindPair) -> ShardRange {
+        self.topology
+            .as_ref()
+            .map_or(self.shards, |t| t.claim(pair))
+    }
+}
+
+/// Claims up to `n` rows in this broker's own range of a pair, then, when that came back
+/// short and the range is not every shard, the rest from any shard. The own range keeps a busy
+/// cluster's claims on one or two partitions each and apart from the other brokers'; the
+/// second claim keeps the cluster work-conserving: a broker whose workers have free slots
+/// takes what waits in another broker's range (its workers busy, or it has not re-tiled yet)
+/// instead of idling beside it. Both claims lock with `SKIP LOCKED`, so the second never
+/// takes a row another broker holds.
+async fn own_range_first<T, F, Fut>(own: ShardRange, n: usize, claim: F) -> sqlx::Result<Vec<T>>
+where
+    F: Fn(ShardRange, usize) -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<Vec<T>>>,
+{
+    let mut rows = claim(own, n).await?;
+    if own != ShardRange::ALL && rows.len() < n {
+        rows.extend(claim(ShardRange::ALL, n - rows.len()).await?);
+    }
+    Ok(rows)
 }
 
 /// The only way in to the dispatcher: wake it.
@@ -170,13 +202,15 @@ impl Dispatcher {
                 more |= self.dispatch_deliveries(&pair, &info, reaction, n).await?;
                 continue;
             }
-            let rows = db::queue::lease_claim(
-                &self.pool,
-                self.opts.shards,
-                &pair,
-                i32::try_from(n).unwrap_or(i32::MAX),
-                &self.opts.broker_id,
-            )
+            let rows = own_range_first(self.opts.shards_for(&pair), n, |shards, n| {
+                db::queue::lease_claim(
+                    &self.pool,
+                    shards,
+                    &pair,
+                    i32::try_from(n).unwrap_or(i32::MAX),
+                    &self.opts.broker_id,
+                )
+            })
             .await
             .map_err(Error::db("claim work"))?;
             if rows.is_empty() {
@@ -289,13 +323,15 @@ impl Dispatcher {
         reaction: &str,
         n: usize,
     ) -> Result<bool> {
-        let rows = db::queue::lifecycle_claim(
-            &self.pool,
-            self.opts.shards,
-            pair,
-            i32::try_from(n).unwrap_or(i32::MAX),
-            &self.opts.broker_id,
-        )
+        let rows = own_range_first(self.opts.shards_for(pair), n, |shards, n| {
+            db::queue::lifecycle_claim(
+                &self.pool,
+                shards,
+                pair,
+                i32::try_from(n).unwrap_or(i32::MAX),
+                &self.opts.broker_id,
+            )
+        })
         .await
         .map_err(Error::db("claim reactor deliveries"))?;
         let full = rows.len() == n;
@@ -414,5 +450,43 @@ async fn operate(
     let out = single_stage(&t, &pair, &info, pb::Stage::Operate, reaction, request);
     if let Err(e) = handout.place(vec![out]).await {
         tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A claim that hands out `have` rows from each range it is asked for, recording the
+    /// calls.
+    async fn run(own: ShardRange, n: usize, have: usize) -> (usize, Vec<(ShardRange, usize)>) {
+        let calls = Mutex::new(Vec::new());
+        let rows = own_range_first(own, n, |shards, n| {
+            calls.lock().unwrap().push((shards, n));
+            let got = n.min(have);
+            async move { Ok(vec![(); got]) }
+        })
+        .await
+        .unwrap();
+        (rows.len(), calls.into_inner().unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_short_own_range_claim_takes_the_rest_from_any_shard() {
+        let own = ShardRange { lo: 0, hi: 84 };
+        // The own range fills the slots: one claim, on it alone.
+        assert_eq!(run(own, 8, 8).await, (8, vec![(own, 8)]));
+        // It comes back short: the rest from every shard.
+        assert_eq!(
+            run(own, 8, 3).await,
+            (6, vec![(own, 8), (ShardRange::ALL, 5)])
+        );
+        // Owning every shard already: nothing to add.
+        assert_eq!(
+            run(ShardRange::ALL, 8, 3).await,
+            (3, vec![(ShardRange::ALL, 8)])
+        );
     }
 }

@@ -66,8 +66,11 @@ pub struct BrokerConfig {
     /// This broker's identity, stamped on its claims: its process's `cluster_members` id, so
     /// the leases of a broker whose row went silent can be found and released.
     pub broker_id: String,
-    /// The shard range this broker claims from.
+    /// The shard range this broker claims from when `topology` is not set.
     pub shards: ShardRange,
+    /// Dynamic sharding: the process's live shard ranges, whose claim range of each pair
+    /// replaces `shards` (the `converge` binary always sets it).
+    pub topology: Option<Arc<converge_engine::topology::Topology>>,
     /// Most rows one claim statement takes.
     pub claim_batch: usize,
     /// Failsafe poll behind the `work_ready` LISTEN.
@@ -108,6 +111,7 @@ impl Default for BrokerConfig {
         BrokerConfig {
             broker_id: BrokerConfig::unique_id("broker"),
             shards: ShardRange::ALL,
+            topology: None,
             claim_batch: 256,
             failsafe_poll: Duration::from_secs(1),
             default_max_inflight: 100,
@@ -179,6 +183,7 @@ impl Broker {
             dispatch::DispatchOptions {
                 broker_id: cfg.broker_id.clone(),
                 shards: cfg.shards,
+                topology: cfg.topology.clone(),
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.failsafe_poll,
             },

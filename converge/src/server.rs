@@ -8,7 +8,7 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context;
-use converge_broker::{Broker, BrokerConfig, ids::ShardRange};
+use converge_broker::{Broker, BrokerConfig};
 use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,7 @@ use converge_engine::{
     health::Health,
     membership::Membership,
     reaper::{Reaper, ReaperConfig},
+    topology::{Shards, Topology},
 };
 use converge_kinds::{CatalogFollower, KindCatalog};
 
@@ -225,12 +226,20 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     );
     // One id per process start: the cluster_members row's, and the broker's on its claims.
     let member_id = BrokerConfig::unique_id(&hostname());
+    // Dynamic sharding: this process's shard ranges, re-read from live membership. Every
+    // loop below that works shards reads them on each pass.
+    let topology = Topology::new(member_id.clone());
+    tasks.spawn(
+        topology
+            .clone()
+            .follow(pool.clone(), cfg.member_dead_after, loops.clone()),
+    );
     let broker = cfg.role.broker().then(|| {
         Broker::new(
             pool.clone(),
             BrokerConfig {
                 broker_id: member_id.clone(),
-                shards: ShardRange::ALL,
+                topology: Some(topology.clone()),
                 claim_batch: cfg.claim_batch,
                 failsafe_poll: cfg.broker_failsafe,
                 shutdown_drain: cfg.shutdown_drain,
@@ -258,6 +267,16 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     .with_gc_after(cfg.member_gc_after);
     if let Some(b) = &broker {
         membership = membership.with_roster(b.roster(), b.dispatch_notify());
+        // A claim range that grew may hold claimable work at once.
+        let (moved, dispatch, stop) = (topology.moved(), b.dispatch_notify(), loops.clone());
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = moved.notified() => dispatch.notify_one(),
+                }
+            }
+        });
     }
     // Stopped with the other loops, after the broker drained: the row outlives its leases.
     tasks.spawn(membership.run(loops.clone()));
@@ -268,11 +287,16 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         // more drainers let several run at once when the database has cores to spare).
         let hub = Arc::new(tokio::sync::Notify::new());
         let mut handles = Vec::new();
-        for shards in split_shards(ShardRange::ALL, cfg.drainers) {
+        let drainers = cfg.drainers.clamp(1, 16);
+        for slice in 0..drainers {
             let (drainer, handle) = Drainer::new(
                 pool.clone(),
                 DrainerConfig {
-                    shards,
+                    shards: Shards::Control {
+                        topology: topology.clone(),
+                        slice,
+                        of: drainers,
+                    },
                     batch: cfg.drain_batch,
                     failsafe: cfg.drainer_failsafe,
                     express: false,
@@ -287,7 +311,11 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         let (express, express_handle) = Drainer::new(
             pool.clone(),
             DrainerConfig {
-                shards: ShardRange::ALL,
+                shards: Shards::Control {
+                    topology: topology.clone(),
+                    slice: 0,
+                    of: 1,
+                },
                 batch: cfg.drain_batch,
                 failsafe: cfg.drainer_failsafe,
                 express: true,
@@ -312,7 +340,11 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         let reaper = Reaper::new(
             pool.clone(),
             ReaperConfig {
-                shards: ShardRange::ALL,
+                shards: Shards::Control {
+                    topology: topology.clone(),
+                    slice: 0,
+                    of: 1,
+                },
                 every: cfg.reaper_every,
                 stale_after: cfg.lease_stale_after,
                 requeue_after: cfg.retry_base.max(std::time::Duration::from_secs(10)),
@@ -450,43 +482,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Splits `all` into `n` contiguous ranges (the last takes the remainder).
-fn split_shards(all: ShardRange, n: usize) -> Vec<ShardRange> {
-    let n = i32::try_from(n.clamp(1, 16)).unwrap_or(1);
-    let (lo, hi) = (i32::from(all.lo), i32::from(all.hi));
-    let width = (hi - lo + 1) / n;
-    (0..n)
-        .map(|i| {
-            let start = lo + i * width;
-            let end = if i == n - 1 { hi } else { start + width - 1 };
-            ShardRange {
-                lo: i16::try_from(start).unwrap_or(all.lo),
-                hi: i16::try_from(end).unwrap_or(all.hi),
-            }
-        })
-        .collect()
-}
-
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "converge".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shard_split_tiles_the_range() {
-        for n in [1, 2, 3, 7, 16] {
-            let parts = split_shards(ShardRange::ALL, n);
-            assert_eq!(parts.len(), n);
-            assert_eq!(parts[0].lo, 0);
-            assert_eq!(parts[n - 1].hi, 255);
-            for w in parts.windows(2) {
-                assert_eq!(w[0].hi + 1, w[1].lo, "contiguous, no overlap");
-            }
-        }
-    }
 }

@@ -11,8 +11,8 @@ use std::{
 };
 
 use crate::{
-    ids::ShardRange,
     metrics::{LaneLabel, metrics},
+    topology::Shards,
     wake::WakeLoop,
 };
 use sqlx::PgPool;
@@ -25,7 +25,7 @@ use crate::db;
 #[derive(Debug, Clone)]
 pub struct DrainerConfig {
     /// Shards this drainer owns.
-    pub shards: ShardRange,
+    pub shards: Shards,
     /// Outbox rows per statement.
     pub batch: i32,
     /// Poll behind the LISTEN.
@@ -100,7 +100,7 @@ impl Drainer {
                 let started = Instant::now();
                 let drained = db::sweeps::outbox_drain(
                     &self.pool,
-                    self.cfg.shards,
+                    self.cfg.shards.current(),
                     self.cfg.batch,
                     self.cfg.express,
                 )
@@ -174,7 +174,7 @@ impl Drainer {
     async fn teardown(&self) -> i64 {
         let mut total = 0;
         for _ in 0..64 {
-            match db::sweeps::teardown_sweep(&self.pool, self.cfg.shards, 1000).await {
+            match db::sweeps::teardown_sweep(&self.pool, self.cfg.shards.current(), 1000).await {
                 Ok(0) => break,
                 Ok(_) => total += 1,
                 Err(e) => {
@@ -201,7 +201,9 @@ impl Drainer {
     /// Re-evaluates every root armed in this drainer's shards (the straddle close-out);
     /// returns 1 when one was re-pended, for the pass's "did anything" total.
     async fn recheck_rollups(&self) -> i64 {
-        match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards, RECHECK_MAX).await {
+        match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards.current(), RECHECK_MAX)
+            .await
+        {
             Ok(n) if n > 0 => 1,
             Ok(_) => 0,
             Err(e) => {

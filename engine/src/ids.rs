@@ -33,6 +33,22 @@ pub struct ShardRange {
 impl ShardRange {
     /// Every shard.
     pub const ALL: ShardRange = ShardRange { lo: 0, hi: 255 };
+
+    /// `n` (at least 1) contiguous slices of this range, in order, that tile it exactly;
+    /// when `n` exceeds its width the extra slices are empty (`lo > hi`, matching nothing).
+    pub fn split(self, n: usize) -> Vec<ShardRange> {
+        let n = i64::try_from(n.max(1)).unwrap_or(1);
+        let (lo, len) = (
+            i64::from(self.lo),
+            i64::from(self.hi) - i64::from(self.lo) + 1,
+        );
+        (0..n)
+            .map(|i| ShardRange {
+                lo: i16::try_from(lo + len * i / n).unwrap_or(self.lo),
+                hi: i16::try_from(lo + len * (i + 1) / n - 1).unwrap_or(self.hi),
+            })
+            .collect()
+    }
 }
 
 /// (kind, kind_version): the routing key of tasks and subscriptions.
@@ -69,5 +85,25 @@ impl fmt::Display for ResourceId {
 impl fmt::Display for LeaseToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_tiles_the_range() {
+        for range in [ShardRange::ALL, ShardRange { lo: 100, hi: 102 }] {
+            for n in [1, 2, 3, 7, 16] {
+                let parts = range.split(n);
+                assert_eq!(parts.len(), n);
+                assert_eq!(parts[0].lo, range.lo);
+                assert_eq!(parts[n - 1].hi, range.hi);
+                for w in parts.windows(2) {
+                    assert_eq!(w[0].hi + 1, w[1].lo, "contiguous, no overlap: {parts:?}");
+                }
+            }
+        }
     }
 }

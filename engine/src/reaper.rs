@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::ids::ShardRange;
+use crate::{ids::ShardRange, topology::Shards};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,7 @@ use crate::db;
 #[derive(Debug, Clone)]
 pub struct ReaperConfig {
     /// Shards this reaper owns.
-    pub shards: ShardRange,
+    pub shards: Shards,
     /// Tick.
     pub every: Duration,
     /// A lease with no heartbeat for this long is freed.
@@ -82,7 +82,7 @@ impl Reaper {
         requeue: ShardRange,
         with_gc: bool,
     ) -> Result<TickReport, sqlx::Error> {
-        let s = self.cfg.shards;
+        let s = self.cfg.shards.current();
         let reaped = if self.started.elapsed() < self.cfg.boot_grace {
             0
         } else {
@@ -140,9 +140,10 @@ impl Reaper {
     /// partition's worth of shards per tick, and everything at start-up and after a
     /// PostgreSQL restart (the UNLOGGED queue was lost).
     fn requeue_window(&self, tick: u64, full: bool) -> ShardRange {
-        let ShardRange { lo, hi } = self.cfg.shards;
+        let shards = self.cfg.shards.current();
+        let ShardRange { lo, hi } = shards;
         if full {
-            return self.cfg.shards;
+            return shards;
         }
         let width = 16i64;
         let windows = ((i64::from(hi) - i64::from(lo)) / width + 1).max(1);
@@ -163,7 +164,7 @@ impl Reaper {
         loop {
             match db::sweeps::resource_requeue_lagging(
                 &self.pool,
-                self.cfg.shards,
+                self.cfg.shards.current(),
                 Duration::ZERO,
                 CATCH_UP_BATCH,
             )

@@ -5,7 +5,9 @@
 //! version it counts the workers of the Ready brokers that serve it. A worker subscribed for a kind
 //! version nobody registered says so in its `unknown_kinds` (a typo in the worker, or a
 //! manifest not applied yet: its tasks cannot exist). The same counts feed the kinds list and
-//! a resource's `waiting_for`.
+//! a resource's `waiting_for`. Each live member shows its shard ranges (dynamic sharding,
+//! `cluster_tiling`): its role's share and, for a broker, the range it claims each kind
+//! version in.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +21,7 @@ use utoipa::ToSchema;
 use super::{AppState, problem::ApiError};
 use crate::db::{
     self,
-    cluster::{Coverage, MemberRow, ServedKind, WorkerInfo},
+    cluster::{Coverage, MemberRow, ServedKind, Tile, WorkerInfo},
     resources::ResourceRow,
 };
 
@@ -77,6 +79,37 @@ pub struct ClusterMember {
     /// in-flight counts may lag that much).
     #[schema(required = true)]
     pub workers_at: Option<DateTime<Utc>>,
+    /// Its share of the 256 shards (dynamic sharding): a control or `all` member's drainers
+    /// and reaper work these; a broker's is its share were every kind served on every
+    /// broker. `null` for a NotReady member (the live ones divide its shards).
+    #[schema(required = true)]
+    pub shards: Option<ShardSpan>,
+    /// The shards it claims each kind version's tasks in (a broker or `all` member): the
+    /// brokers with a ready worker for a kind version divide its shards, so each claims only
+    /// what one of its own workers can run.
+    pub claims: Vec<ClaimSpan>,
+}
+
+/// A contiguous, inclusive range of shards.
+#[derive(Serialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardSpan {
+    /// Lowest shard.
+    pub lo: i16,
+    /// Highest shard (inclusive).
+    pub hi: i16,
+}
+
+/// The shards a broker claims one kind version's tasks in.
+#[derive(Serialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+pub struct ClaimSpan {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Lowest shard.
+    pub lo: i16,
+    /// Highest shard (inclusive).
+    pub hi: i16,
 }
 
 /// One worker stream connected to a broker.
@@ -160,7 +193,13 @@ pub async fn get(State(s): State<AppState>) -> Result<Json<Cluster>, ApiError> {
         .into_iter()
         .collect();
     let covered = coverage(&s).await?;
-    let members = rows.into_iter().map(|m| member(m, &registered)).collect();
+    let tiles = db::cluster::tiling(&s.pool, s.runtime.member_liveness)
+        .await
+        .map_err(ApiError::db("read the shard tiling"))?;
+    let members = rows
+        .into_iter()
+        .map(|m| member(m, &registered, &tiles))
+        .collect();
     let mut kinds: BTreeMap<KindPair, KindCoverage> = registered
         .iter()
         .map(|p| (p.clone(), kind_coverage(p, true, None)))
@@ -186,8 +225,29 @@ fn kind_coverage(p: &KindPair, registered: bool, c: Option<&Coverage>) -> KindCo
     }
 }
 
-fn member(row: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
+fn member(row: MemberRow, registered: &BTreeSet<KindPair>, tiles: &[Tile]) -> ClusterMember {
     let m = row.member;
+    let mine = || tiles.iter().filter(|t| t.member_id == m.id);
+    // The role's own duty: a control or `all` member's control range, a broker's share.
+    let duty = if m.role == MemberRole::Broker {
+        "broker"
+    } else {
+        "control"
+    };
+    let shards = mine()
+        .find(|t| t.duty == duty)
+        .map(|t| ShardSpan { lo: t.lo, hi: t.hi });
+    let claims = mine()
+        .filter(|t| t.duty == "claim")
+        .filter_map(|t| {
+            Some(ClaimSpan {
+                kind: t.kind.clone()?,
+                kind_version: t.kind_version?,
+                lo: t.lo,
+                hi: t.hi,
+            })
+        })
+        .collect();
     let status = if row.live {
         MemberStatus::Ready
     } else {
@@ -214,6 +274,8 @@ fn member(row: MemberRow, registered: &BTreeSet<KindPair>) -> ClusterMember {
         heartbeat_at: row.heartbeat_at,
         workers: workers.into_iter().map(|w| worker(w, registered)).collect(),
         workers_at: row.workers_at,
+        shards,
+        claims,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `conctl cluster`: who is here (`GET /api/v1/cluster`): the converge processes (Ready, or
-//! NotReady: silent, kept listed until their row is removed), the workers connected to each
-//! broker, and per kind version how many workers serve it.
+//! NotReady: silent, kept listed until their row is removed) with their shard ranges, the
+//! workers connected to each broker, and per kind version how many workers serve it.
 
 use hyper::Method;
 use serde_json::Value;
@@ -44,6 +44,34 @@ fn pairs(v: &Value, unready_mark: bool) -> String {
     }
 }
 
+/// A shard range as `lo-hi` (`-` for none: a NotReady member).
+fn span(v: &Value) -> String {
+    match (v["lo"].as_i64(), v["hi"].as_i64()) {
+        (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
+        _ => "-".into(),
+    }
+}
+
+/// A broker's claim ranges as `kind@v:lo-hi`, comma-separated (`-` for none).
+fn claims(v: &Value) -> String {
+    let shown: Vec<String> = list(v)
+        .iter()
+        .map(|c| {
+            format!(
+                "{}@{}:{}",
+                cell(&c["kind"]),
+                cell(&c["kind_version"]),
+                span(c)
+            )
+        })
+        .collect();
+    if shown.is_empty() {
+        "-".into()
+    } else {
+        shown.join(",")
+    }
+}
+
 /// The three tables as text.
 fn render(body: &Value) -> String {
     let members = list(&body["members"]);
@@ -64,6 +92,8 @@ fn render(body: &Value) -> String {
                 cell(&m["id"]),
                 cell(&m["status"]),
                 cell(&m["version"]),
+                span(&m["shards"]),
+                claims(&m["claims"]),
                 list(&m["workers"]).len().to_string(),
                 age(&m["started_at"]),
                 age(&m["heartbeat_at"]),
@@ -77,6 +107,8 @@ fn render(body: &Value) -> String {
             "MEMBER",
             "STATUS",
             "VERSION",
+            "SHARDS",
+            "CLAIMS",
             "WORKERS",
             "AGE",
             "HEARTBEAT",
@@ -147,12 +179,15 @@ mod tests {
         let body = json!({
             "members": [
                 {"id": "c1", "role": "control", "status": "Ready", "version": "0.1.0",
+                 "shards": {"lo": 0, "hi": 255}, "claims": [],
                  "addresses": {"http": "1:8080"},
                  "started_at": null, "heartbeat_at": null, "workers": []},
                 {"id": "b0", "role": "broker", "status": "NotReady", "version": "0.1.0",
                  "addresses": {"grpc": "1:9091"},
                  "started_at": null, "heartbeat_at": null, "workers": []},
                 {"id": "b1", "role": "broker", "status": "Ready", "version": "0.1.0",
+                 "shards": {"lo": 128, "hi": 255},
+                 "claims": [{"kind": "hello", "kind_version": 1, "lo": 0, "hi": 255}],
                  "addresses": {"grpc": "1:9090"},
                  "started_at": null, "heartbeat_at": null, "workers": [
                     {"name": "w1", "sdk": "rust/0.1.0", "inflight": 2, "max_inflight": 8,
@@ -167,6 +202,12 @@ mod tests {
             ]
         });
         let text = render(&body);
+        assert!(
+            text.contains("0.1.0     0-255     -               0"),
+            "{text}"
+        );
+        assert!(text.contains("NotReady   0.1.0     -         -"), "{text}");
+        assert!(text.contains("128-255   hello@1:0-255   1"), "{text}");
         assert!(
             text.contains("control   c1       Ready      0.1.0"),
             "{text}"

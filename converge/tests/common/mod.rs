@@ -102,6 +102,23 @@ impl Converge {
         }
     }
 
+    /// Starts a `ROLE=broker` process on the same database (a broker pod), its probes on
+    /// `HEALTH_ADDR` (the [`Peer::http`] here), with `env`.
+    pub async fn spawn_broker(&self, env: &[(&str, &str)]) -> Peer {
+        let (child, hp, gp) = spawn_ready("broker /readyz", |hp, gp| {
+            let health = format!("127.0.0.1:{hp}");
+            let mut cmd = serve_command(&self.db.url, hp, gp, env);
+            cmd.env("ROLE", "broker").env("HEALTH_ADDR", health);
+            cmd.spawn().expect("spawn a broker converge")
+        })
+        .await;
+        Peer {
+            child,
+            http: format!("http://127.0.0.1:{hp}"),
+            broker: format!("http://127.0.0.1:{gp}"),
+        }
+    }
+
     /// The converge process's id (to read its `/proc/<pid>/status`).
     pub fn pid(&self) -> u32 {
         self.child.id().expect("converge is running")

@@ -1,9 +1,10 @@
 //! SQL of `cluster_members` (migrations 0003, 0004): each process's row and heartbeat, a
 //! broker's connected workers, the release of what a silent member held, the removal of rows
-//! silent past the TTL, and the reads behind `GET /api/v1/cluster`, the worker counts of
-//! `GET /api/v1/kinds` and a resource's `waiting_for`. Routing reads count only members
-//! stamped within the dead-after (liveness) window they are given, so a crashed process stops
-//! counting at once, while the cluster view lists its row, NotReady, until the TTL.
+//! silent past the TTL, the shard tiling (`cluster_tiling`, engine/sql/cluster.sql), and the
+//! reads behind `GET /api/v1/cluster`, the worker counts of `GET /api/v1/kinds` and a
+//! resource's `waiting_for`. Routing reads count only members stamped within the dead-after
+//! (liveness) window they are given, so a crashed process stops counting at once, while the
+//! cluster view lists its row, NotReady, until the TTL.
 
 use std::time::Duration;
 
@@ -258,4 +259,30 @@ pub async fn served(pool: &PgPool, kind: &str, version: i32, dead_after: Duratio
     .bind(interval(dead_after))
     .fetch_one(pool)
     .await
+}
+
+/// One member's share of the shards for one duty (`cluster_tiling`, engine/sql/cluster.sql).
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Tile {
+    /// The member.
+    pub member_id: String,
+    /// `control` (drainers and reaper), `broker` (its share, shown in the cluster view) or
+    /// `claim` (the shards of one pair it claims tasks in).
+    pub duty: String,
+    /// With duty `claim`: the kind.
+    pub kind: Option<String>,
+    /// With duty `claim`: the kind version.
+    pub kind_version: Option<i32>,
+    /// Lowest shard.
+    pub lo: i16,
+    /// Highest shard (inclusive).
+    pub hi: i16,
+}
+
+/// The shard tiling of the members stamped within `liveness` and not released.
+pub async fn tiling(pool: &PgPool, liveness: Duration) -> Result<Vec<Tile>> {
+    sqlx::query_as("SELECT * FROM cluster_tiling($1)")
+        .bind(interval(liveness))
+        .fetch_all(pool)
+        .await
 }

@@ -51,6 +51,7 @@ pub static ENGINE_FILES: &[EngineFile<'static>] = engine_files![
     "events.sql",
     "reaper.sql",
     "api.sql",
+    "cluster.sql",
 ];
 
 /// Why a migrate failed.

@@ -917,6 +917,26 @@ export interface components {
             /** @description Its children. */
             resources: components["schemas"]["ResourceItem"][];
         };
+        /** @description The shards a broker claims one kind version's tasks in. */
+        ClaimSpan: {
+            /** @description Kind. */
+            kind: string;
+            /**
+             * Format: int32
+             * @description Kind version.
+             */
+            kind_version: number;
+            /**
+             * Format: int32
+             * @description Lowest shard.
+             */
+            lo: number;
+            /**
+             * Format: int32
+             * @description Highest shard (inclusive).
+             */
+            hi: number;
+        };
         /** @description The cluster as the database knows it. */
         Cluster: {
             /**
@@ -975,6 +995,13 @@ export interface components {
              *     in-flight counts may lag that much).
              */
             workers_at: string | null;
+            shards: null | components["schemas"]["ShardSpan"];
+            /**
+             * @description The shards it claims each kind version's tasks in (a broker or `all` member): the
+             *     brokers with a ready worker for a kind version divide its shards, so each claims only
+             *     what one of its own workers can run.
+             */
+            claims: components["schemas"]["ClaimSpan"][];
         };
         /** @description One worker stream connected to a broker. */
         ClusterWorker: {
@@ -2102,6 +2129,19 @@ export interface components {
             /** @description The rows. */
             roots: components["schemas"]["RootItem"][];
         };
+        /** @description A contiguous, inclusive range of shards. */
+        ShardSpan: {
+            /**
+             * Format: int32
+             * @description Lowest shard.
+             */
+            lo: number;
+            /**
+             * Format: int32
+             * @description Highest shard (inclusive).
+             */
+            hi: number;
+        };
         /** @description A root's recorded specs. */
         SpecHistory: {
             /** @description Newest first. */
@@ -2313,6 +2353,7 @@ export type BatchItem = components['schemas']['BatchItem'];
 export type BatchResult = components['schemas']['BatchResult'];
 export type BindingBody = components['schemas']['BindingBody'];
 export type ChildList = components['schemas']['ChildList'];
+export type ClaimSpan = components['schemas']['ClaimSpan'];
 export type Cluster = components['schemas']['Cluster'];
 export type ClusterMember = components['schemas']['ClusterMember'];
 export type ClusterWorker = components['schemas']['ClusterWorker'];
@@ -2372,6 +2413,7 @@ export type RollbackBody = components['schemas']['RollbackBody'];
 export type RolledBack = components['schemas']['RolledBack'];
 export type RootItem = components['schemas']['RootItem'];
 export type RootList = components['schemas']['RootList'];
+export type ShardSpan = components['schemas']['ShardSpan'];
 export type SpecHistory = components['schemas']['SpecHistory'];
 export type SpecVersion = components['schemas']['SpecVersion'];
 export type StatusOk = components['schemas']['StatusOk'];

@@ -22,6 +22,8 @@ const cluster: Cluster = {
       heartbeat_at: at,
       workers: [],
       workers_at: null,
+      shards: { lo: 0, hi: 255 },
+      claims: [],
     },
     {
       id: 'brk-7-bbbb',
@@ -34,6 +36,8 @@ const cluster: Cluster = {
       started_at: at,
       heartbeat_at: at,
       workers_at: at,
+      shards: { lo: 0, hi: 255 },
+      claims: [{ kind: 'vpc', kind_version: 1, lo: 0, hi: 255 }],
       workers: [
         {
           stream: 1,
@@ -65,6 +69,8 @@ const cluster: Cluster = {
       heartbeat_at: at,
       workers_at: at,
       workers: [],
+      shards: null,
+      claims: [],
     },
   ],
   kinds: [
@@ -101,6 +107,10 @@ describe('ClusterPage', () => {
     expect(rows[1]).not.toHaveClass('not-ready');
     expect(within(rows[1]).getByText('brk-7-bbbb')).toBeInTheDocument();
     expect(within(rows[1]).getByText('grpc 10.0.0.2:9090')).toBeInTheDocument();
+    // Dynamic sharding: each live member's share, and the shards a broker claims each kind in.
+    expect(within(rows[1]).getByText('0–255')).toBeInTheDocument();
+    expect(within(rows[1]).getByText('vpc v1 0–255')).toBeInTheDocument();
+    expect(within(rows[2]).getAllByRole('cell')[4].textContent).toBe('—');
 
     const worker = within(screen.getByRole('table', { name: 'Workers' })).getByText('net-worker').closest('tr')!;
     expect(within(worker).getByText('brk-7-bbbb')).toBeInTheDocument();

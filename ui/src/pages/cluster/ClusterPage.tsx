@@ -41,6 +41,8 @@ function Members({ members }: { members: ClusterMember[] }) {
     { head: 'Member' },
     { head: 'Status' },
     { head: 'Version' },
+    { head: 'Shards' },
+    { head: 'Claims', hideNarrow: true },
     { head: 'Workers' },
     { head: 'Addresses', hideNarrow: true },
     { head: 'Started', hideNarrow: true },
@@ -53,6 +55,16 @@ function Members({ members }: { members: ClusterMember[] }) {
       <td title={`${m.host} pid ${m.pid}`}>{m.id}</td>
       <td>{m.status === 'Ready' ? 'Ready' : <span className="warn">NotReady</span>}</td>
       <td>{m.version}</td>
+      <td title="Its share of the 256 shards (dynamic sharding)">{m.shards ? `${m.shards.lo}–${m.shards.hi}` : '—'}</td>
+      <td className="hide-narrow">
+        {m.claims.length === 0
+          ? '—'
+          : m.claims.map((c) => (
+              <span key={`${c.kind}@${c.kind_version}`} className="label" title="Shards it claims this kind version's tasks in">
+                {c.kind} v{c.kind_version} {c.lo}–{c.hi}
+              </span>
+            ))}
+      </td>
       <td>{m.role === 'control' ? '—' : m.workers.length}</td>
       <td className="hide-narrow">
         {Object.entries(m.addresses).map(([k, v]) => (
