@@ -2,7 +2,8 @@
 //! ROLE=all), serves a no-op leaf kind with W Rust SDK workers over real gRPC, applies N
 //! resources over the HTTP API, and prints figures as one JSON object on stdout:
 //! reconciles/s, apply→Ready latency percentiles (bulk and single applies on an idle system)
-//! and converge's peak RSS. Progress goes to stderr.
+//! and converge's peak RSS. Progress goes to stderr. `--brokers N` runs N ROLE=broker
+//! processes beside ROLE=control (scale-out, with the claim statement's cost).
 
 use std::{
     net::TcpListener,
@@ -110,6 +111,16 @@ struct Args {
     /// a worker token) and the API behind an admin token.
     #[arg(long)]
     secure: bool,
+    /// Scale-out: run this many ROLE=broker processes beside ROLE=control (implies --split;
+    /// dynamic sharding divides the kind's shards between them). Workers are spread over the
+    /// brokers round-robin unless --workers-on-one. Adds `brokers` and `claims` (the claim
+    /// statement's calls, mean time, rows and buffer hits from pg_stat_statements) to the JSON.
+    #[arg(long, default_value_t = 0)]
+    brokers: usize,
+    /// With --brokers: every worker dials the first broker (the others claim nothing: no
+    /// worker of theirs serves the kind).
+    #[arg(long, requires = "brokers")]
+    workers_on_one: bool,
     /// Leaf mode: after the bulk apply (with --preload: before any worker connects, so every
     /// resource is still queued), time this many sequential `GET /metrics` scrapes and add
     /// `scrape_ms` (p50/p99/max) to the JSON; issue 27 asks under 5 ms at 1M resources.
@@ -183,15 +194,29 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 struct Server {
     child: Child,
-    /// The broker's own process with --split / --secure.
-    broker_child: Option<Child>,
+    /// The brokers' own processes with --split / --secure / --brokers.
+    broker_children: Vec<Child>,
     http: String,
-    broker: String,
+    /// The WorkerService address of each broker (the ROLE=all process's when not split).
+    brokers: Vec<String>,
     db_url: String,
     secure: Option<secure::Secure>,
     /// The dev database and certificates: 0.5 GB after a 20k BOM run, removed on drop so
     /// repeated runs do not fill the disk.
     dir: PathBuf,
+}
+
+impl Server {
+    /// The broker worker `i` dials: round-robin over the brokers, or the first with
+    /// --workers-on-one.
+    fn broker_for(&self, args: &Args, i: usize) -> &str {
+        let at = if args.workers_on_one {
+            0
+        } else {
+            i % self.brokers.len()
+        };
+        &self.brokers[at]
+    }
 }
 
 impl Drop for Server {
@@ -219,13 +244,15 @@ async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
     for (k, v) in server.secure.iter().flat_map(|s| s.broker_env()) {
         cmd.env(k, v);
     }
-    server.broker_child = Some(cmd.spawn().context("starting the broker")?);
+    server
+        .broker_children
+        .push(cmd.spawn().context("starting a broker")?);
     let scheme = if server.secure.is_some() {
         "https"
     } else {
         "http"
     };
-    server.broker = format!("{scheme}://127.0.0.1:{gp}");
+    server.brokers.push(format!("{scheme}://127.0.0.1:{gp}"));
     let deadline = Instant::now() + Duration::from_secs(60);
     let client = reqwest::Client::new();
     loop {
@@ -259,7 +286,7 @@ async fn start_server(args: &Args) -> anyhow::Result<Server> {
     } else {
         None
     };
-    let split = args.split || args.secure;
+    let split = args.split || args.secure || args.brokers > 0;
     let mut cmd = Command::new(sibling("converge")?);
     cmd.env("ROLE", if split { "control" } else { "all" });
     for (k, v) in secure.iter().flat_map(|s| s.control_env()) {
@@ -275,7 +302,13 @@ async fn start_server(args: &Args) -> anyhow::Result<Server> {
         .env(
             "CONVERGE_DEV_PG_SETTINGS",
             format!(
-                "track_commit_timestamp=on {}",
+                "track_commit_timestamp=on {}{}",
+                // --brokers reports the claim statement's cost from pg_stat_statements.
+                if args.brokers > 0 {
+                    "shared_preload_libraries=pg_stat_statements "
+                } else {
+                    ""
+                },
                 std::env::var("CONVERGE_DEV_PG_SETTINGS").unwrap_or_default()
             ),
         )
@@ -292,9 +325,13 @@ async fn start_server(args: &Args) -> anyhow::Result<Server> {
         .context("starting converge dev")?;
     let mut s = Server {
         child,
-        broker_child: None,
+        broker_children: Vec::new(),
         http: format!("http://127.0.0.1:{hp}"),
-        broker: format!("http://127.0.0.1:{gp}"),
+        brokers: if split {
+            Vec::new()
+        } else {
+            vec![format!("http://127.0.0.1:{gp}")]
+        },
         db_url: format!("postgres://converge@127.0.0.1:{pp}/converge"),
         secure,
         dir,
@@ -305,7 +342,7 @@ async fn start_server(args: &Args) -> anyhow::Result<Server> {
         if let Ok(r) = client.get(format!("{}/readyz", s.http)).send().await
             && r.status().is_success()
         {
-            if split {
+            for _ in 0..args.brokers.max(usize::from(split)) {
                 start_broker(&mut s).await?;
             }
             return Ok(s);
@@ -324,7 +361,6 @@ fn start_external_workers(
     server: &Server,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let broker = server.broker.as_str();
     let secure_env: Vec<_> = server.secure.iter().flat_map(|s| s.worker_env()).collect();
     (0..args.workers)
         .map(|i| {
@@ -332,7 +368,7 @@ fn start_external_workers(
             let child = Command::new("sh")
                 .arg("-c")
                 .arg(format!("exec {cmd}"))
-                .env("BROKER_ADDR", broker)
+                .env("BROKER_ADDR", server.broker_for(args, i))
                 .env("WORKER_MAX_PARALLEL", args.parallel.to_string())
                 .env("WORKER_NAME", format!("bench-{i}"))
                 .env("BENCH_KIND", &args.kind)
@@ -363,7 +399,6 @@ fn start_workers(
     server: &Server,
     stop: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let broker = server.broker.as_str();
     if let Some(cmd) = &args.worker_cmd
         && args.bom_children.is_none()
     {
@@ -372,7 +407,7 @@ fn start_workers(
     let composite = args.bom_children.is_some();
     (0..args.workers)
         .map(|i| {
-            let mut cfg = WorkerConfig::new(broker);
+            let mut cfg = WorkerConfig::new(server.broker_for(args, i));
             cfg.max_parallel = args.parallel;
             cfg.worker_name = format!("bench-{i}");
             cfg.drain_timeout = Duration::from_secs(2);
@@ -638,6 +673,9 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let stop = CancellationToken::new();
+    if args.brokers > 0 {
+        claim_stats_reset(&pool).await?;
+    }
 
     eprintln!(
         "applying {} resources with {} concurrent clients ...",
@@ -719,12 +757,48 @@ async fn main() -> anyhow::Result<()> {
     if let Some(sc) = &scrape {
         out["scrape_ms"] = scrape_json(sc);
     }
+    if args.brokers > 0 {
+        out["brokers"] = json!(args.brokers);
+        out["workers_on_one"] = json!(args.workers_on_one);
+        out["claims"] = claim_stats(&pool).await?;
+    }
     stop.cancel();
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }
     stop_server(&mut server).await;
     report(out, probe_before.as_ref(), &args)
+}
+
+/// Starts counting the claim statements afresh (pg_stat_statements, loaded by --brokers).
+async fn claim_stats_reset(pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(pool)
+        .await
+        .context("pg_stat_statements (install the PostgreSQL contrib modules)")?;
+    sqlx::query("SELECT pg_stat_statements_reset()")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// The claim statement's cost since [`claim_stats_reset`], over every broker: calls, mean
+/// execution time, rows per call and shared buffers touched per call.
+async fn claim_stats(pool: &sqlx::PgPool) -> anyhow::Result<Value> {
+    let (calls, mean_ms, rows, blocks): (i64, f64, f64, f64) = sqlx::query_as(
+        "SELECT coalesce(sum(calls), 0)::int8,
+                coalesce(sum(total_exec_time) / nullif(sum(calls), 0), 0)::float8,
+                coalesce(sum(rows)::float8 / nullif(sum(calls), 0), 0)::float8,
+                coalesce(sum(shared_blks_hit + shared_blks_read)::float8
+                         / nullif(sum(calls), 0), 0)::float8
+         FROM pg_stat_statements WHERE query LIKE '%work_claim(%'",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(
+        json!({"calls": calls, "mean_ms": mean_ms, "rows_per_call": rows,
+              "blocks_per_call": blocks}),
+    )
 }
 
 /// Times `n` sequential scrapes of `/metrics` (the whole body read), sorted ascending in ms.
