@@ -1003,17 +1003,47 @@ pub struct RolledBack {
     pub changed: bool,
 }
 
+/// `Reaction.trigger` as the closed set the manifest validator accepts
+/// (`converge_proto::manifest::Trigger`), so clients generated from the document get an enum.
+fn trigger_schema() -> utoipa::openapi::Object {
+    use converge_proto::manifest::Trigger;
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(Trigger::ALL.iter().map(|t| t.as_str())))
+        .description(Some(
+            "What fires it: a spec change (the kind's worker, or its composer with `children` \
+             in emits), its subtree settling (`childrenSettled`: a rollup), teardown \
+             (`deleteRequested`), an operation's verb, a reactor binding, or a resync.",
+        ))
+        .build()
+}
+
+/// `Reaction.emits`: an array of the closed set `converge_proto::manifest::Emit`.
+fn emits_schema() -> utoipa::openapi::schema::Array {
+    use converge_proto::manifest::Emit;
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(
+            utoipa::openapi::ObjectBuilder::new()
+                .schema_type(utoipa::openapi::schema::Type::String)
+                .enum_values(Some(Emit::ALL.iter().map(|e| e.as_str()))),
+        )
+        .description(Some(
+            "Which parts of the handler's outcome the core applies (absent: none).",
+        ))
+        .build()
+}
+
 /// One reaction a kind declares.
 #[derive(Serialize, ToSchema)]
 pub struct Reaction {
     /// Stable handle; the worker picks its handler by (kind, name).
     pub name: String,
-    /// What fires it: `specChange`, `childrenSettled`, `deleteRequested`, `operation` or
-    /// `reactor`.
+    /// What fires it.
+    #[schema(schema_with = trigger_schema)]
     pub trigger: String,
-    /// Which parts of the outcome the core applies (`children`, `edges`, `configs`,
-    /// `status`, `conditions`, `finalizer`, `operationOutput`, `sideEffect`).
+    /// Which parts of the outcome the core applies.
     #[serde(default)]
+    #[schema(schema_with = emits_schema)]
     pub emits: Vec<String>,
     /// Only for `operation`: the verb it handles.
     #[serde(default)]

@@ -1769,15 +1769,12 @@ export interface components {
             /** @description Stable handle; the worker picks its handler by (kind, name). */
             name: string;
             /**
-             * @description What fires it: `specChange`, `childrenSettled`, `deleteRequested`, `operation` or
-             *     `reactor`.
+             * @description What fires it: a spec change (the kind's worker, or its composer with `children` in emits), its subtree settling (`childrenSettled`: a rollup), teardown (`deleteRequested`), an operation's verb, a reactor binding, or a resync.
+             * @enum {string}
              */
-            trigger: string;
-            /**
-             * @description Which parts of the outcome the core applies (`children`, `edges`, `configs`,
-             *     `status`, `conditions`, `finalizer`, `operationOutput`, `sideEffect`).
-             */
-            emits?: string[];
+            trigger: "specChange" | "childrenSettled" | "deleteRequested" | "operation" | "reactor" | "resync";
+            /** @description Which parts of the handler's outcome the core applies (absent: none). */
+            emits?: ("children" | "edges" | "configs" | "status" | "conditions" | "finalizer" | "operationOutput" | "sideEffect")[];
             /** @description Only for `operation`: the verb it handles. */
             verb?: string;
             /** @description Only for `deleteRequested`: the finalizer it strips. */
