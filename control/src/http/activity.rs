@@ -41,6 +41,8 @@ pub struct RecentEvents {
     pub horizon: i64,
 }
 
+/// Read the most recent events, newest first.
+///
 /// `GET /api/v1/events/recent?limit=&before=` → `{items, horizon}`, newest first.
 #[utoipa::path(
     get, operation_id = "events_recent", path = "/events/recent", tag = "resources",

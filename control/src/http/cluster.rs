@@ -176,6 +176,8 @@ pub struct KindCoverage {
     pub ready_workers: i64,
 }
 
+/// List the cluster's members, their workers and who serves each kind.
+///
 /// `GET /api/v1/cluster`: the members (Ready and NotReady), each broker's workers, and per
 /// kind version how many workers serve it.
 #[utoipa::path(

@@ -26,6 +26,8 @@ use crate::app::reads::ReadFrom;
 const PAGE: i64 = 100;
 const MAX_PAGE: i64 = 1000;
 
+/// Read a resource's events.
+///
 /// `{items, next_cursor}`; `next_cursor` is null on the last page.
 #[utoipa::path(
     get, operation_id = "events_list", path = "/resources/{kind}/{name}/events", tag = "resources",
@@ -104,6 +106,8 @@ fn unknown(k: &str) -> ApiError {
     ApiError::BadRequest(format!("unknown query parameter {}", quote(k)))
 }
 
+/// Read the whole event log.
+///
 /// `GET /api/v1/events`: every resource's events (or one kind's, `kind`; or one name's,
 /// `name`) after `cursor`, oldest first, `{items, next_cursor}`. A page ends at the log's
 /// safe horizon, never at an id whose predecessors may still commit, so following

@@ -26,6 +26,8 @@ async fn live() -> Json<StatusOk> {
     Json(StatusOk::ok())
 }
 
+/// Liveness probe.
+///
 /// `GET /livez`: the process is up (no database needed).
 #[utoipa::path(get, operation_id = "health_livez", path = "/livez", tag = "meta",
     responses((status = 200, description = "Alive.", body = StatusOk)))]
@@ -33,13 +35,18 @@ async fn livez() -> Json<StatusOk> {
     live().await
 }
 
-/// `GET /healthz`: the same as `/livez`.
+/// Liveness and readiness in one answer.
+///
+/// `GET /healthz`: the same answer as `/livez` (the process is up), for probes configured
+/// with the conventional path. Needs no credential and no database.
 #[utoipa::path(get, operation_id = "health_healthz", path = "/healthz", tag = "meta",
     responses((status = 200, description = "Alive.", body = StatusOk)))]
 async fn healthz() -> Json<StatusOk> {
     live().await
 }
 
+/// Readiness probe.
+///
 /// `GET /readyz`: the process is not draining, and the primary answers a ping within 2 s.
 #[utoipa::path(get, operation_id = "health_ready", path = "/readyz", tag = "meta",
     responses(
@@ -67,7 +74,10 @@ async fn ready_check(pool: &sqlx::PgPool, health: &Health) -> Result<Json<Status
     }
 }
 
-/// `GET /api/v1/version`.
+/// Read the build's version.
+///
+/// `GET /api/v1/version`: the build's version and the API version, for a client to check
+/// what it talks to before relying on newer fields.
 #[utoipa::path(get, operation_id = "health_version", path = "/version", tag = "meta",
     responses((status = 200, description = "The build and the API versions it serves.", body = VersionInfo)))]
 pub async fn version() -> Json<VersionInfo> {

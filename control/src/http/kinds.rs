@@ -30,6 +30,8 @@ use converge_engine::words::ApplyResult;
 
 use crate::app::reads::ReadFrom;
 
+/// Register or update a kind version's manifest.
+///
 /// `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
 /// schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
 /// legality rule, every JSON Schema it holds and the value flows of its static `edges`, then
@@ -108,6 +110,8 @@ pub async fn put_manifest(
     Ok((status, h, Json(answer)))
 }
 
+/// Delete a kind version.
+///
 /// `DELETE /api/v1/kinds/{kind}/versions/{version}`: deletes a kind version (its manifest,
 /// live config and provider configs). 409 while resources of that version exist (the
 /// problem says how many: delete them first), or, for the kind's last version, while reactor
@@ -175,6 +179,8 @@ pub async fn delete_version(
     }
 }
 
+/// Read the kind manifest's JSON Schema.
+///
 /// `GET /api/v1/schemas/manifest`: the kind manifest's own JSON Schema (2020-12), the one
 /// `PUT /kinds/{kind}/manifest` checks every manifest against (also committed as
 /// `proto/manifest.schema.json`). Point an editor at it to catch a misspelt field as you type.
@@ -288,6 +294,8 @@ fn manifest_body(m: db::kinds::StoredManifest) -> Json<Value> {
     Json(v)
 }
 
+/// Read a kind's latest manifest.
+///
 /// `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default).
 #[utoipa::path(
     get, operation_id = "kinds_get_manifest", path = "/kinds/{kind}/manifest", tag = "kinds",
@@ -310,7 +318,10 @@ pub async fn get_manifest(
     fetch(&s, &kind, version).await
 }
 
-/// `GET /api/v1/kinds/{kind}/versions/{version}/manifest`.
+/// Read one kind version's manifest.
+///
+/// `GET /api/v1/kinds/{kind}/versions/{version}/manifest`: the manifest of that version as
+/// it was registered (older versions stay readable while resources use them).
 #[utoipa::path(
     get, operation_id = "kinds_get_manifest_version", path = "/kinds/{kind}/versions/{version}/manifest", tag = "kinds",
     params(KindVersionPath),
@@ -339,6 +350,8 @@ async fn fetch(s: &AppState, kind: &str, version: Option<i32>) -> Result<Json<Va
         })
 }
 
+/// List the registered kind versions.
+///
 /// `GET /api/v1/kinds`: every kind version with its reactions, live operational config, and
 /// how many connected workers serve it.
 #[utoipa::path(
@@ -382,6 +395,8 @@ pub async fn list(State(s): State<AppState>) -> Result<Json<KindList>, ApiError>
     Ok(Json(KindList { kinds }))
 }
 
+/// Edit a kind version's operational config.
+///
 /// `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
 /// (every field required, all ≥ 0); no restart needed.
 #[utoipa::path(
@@ -426,7 +441,11 @@ pub async fn put_config(
     Ok(Json(KindConfig::from(c)))
 }
 
-/// `GET /api/v1/kinds/{kind}/versions/{version}/config`.
+/// Read a kind version's operational config.
+///
+/// `GET /api/v1/kinds/{kind}/versions/{version}/config`: the live operational settings of a
+/// kind version (global `max_inflight`, task deadline, retries, resync), seeded from its
+/// manifest and editable with `PUT` without re-registering it.
 #[utoipa::path(
     get, operation_id = "kinds_get_config", path = "/kinds/{kind}/versions/{version}/config", tag = "kinds",
     params(KindVersionPath),

@@ -195,6 +195,73 @@ impl Modify for Shared {
     }
 }
 
+/// The examples of the document (`openapi_examples.json`, beside this file): one per named
+/// schema of a request or 2xx answer body (`schemas`: the schema's `examples`), and one per
+/// inline body (`operations`: by operation id, then `request` or the status, with
+/// `:<media type>` for a body that is not `application/json`). They were captured from a real
+/// converge serving the hello and classic examples and trimmed; the OpenAPI tests check that
+/// every body has one and that each validates against its schema.
+pub const EXAMPLES: &str = include_str!("openapi_examples.json");
+
+struct Examples;
+
+impl Modify for Examples {
+    fn modify(&self, doc: &mut openapi::OpenApi) {
+        let examples: Value =
+            serde_json::from_str(EXAMPLES).expect("openapi_examples.json is JSON");
+        let components = doc.components.get_or_insert_with(Default::default);
+        for (name, example) in examples["schemas"].as_object().into_iter().flatten() {
+            use openapi::schema::Schema;
+            let Some(RefOr::T(schema)) = components.schemas.get_mut(name) else {
+                continue;
+            };
+            match schema {
+                Schema::Object(o) => o.examples = vec![example.clone()],
+                Schema::Array(a) => a.examples = vec![example.clone()],
+                Schema::OneOf(o) => o.examples = vec![example.clone()],
+                Schema::AllOf(a) => a.examples = vec![example.clone()],
+                Schema::AnyOf(a) => a.examples = vec![example.clone()],
+                _ => {}
+            }
+        }
+        let by_id = examples["operations"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for item in doc.paths.paths.values_mut() {
+            for method in [
+                HttpMethod::Get,
+                HttpMethod::Put,
+                HttpMethod::Post,
+                HttpMethod::Delete,
+            ] {
+                let Some(op) = operation_mut(item, method) else {
+                    continue;
+                };
+                let Some(wanted) = op.operation_id.as_ref().and_then(|id| by_id.get(id)) else {
+                    continue;
+                };
+                for (key, example) in wanted.as_object().into_iter().flatten() {
+                    let (part, media) = key.split_once(':').unwrap_or((key, "application/json"));
+                    let content = if part == "request" {
+                        op.request_body
+                            .as_mut()
+                            .and_then(|b| b.content.get_mut(media))
+                    } else {
+                        match op.responses.responses.get_mut(part) {
+                            Some(RefOr::T(r)) => r.content.get_mut(media),
+                            _ => None,
+                        }
+                    };
+                    if let Some(c) = content {
+                        c.example = Some(example.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn operation_mut(
     item: &mut openapi::PathItem,
     method: HttpMethod,
@@ -215,6 +282,7 @@ pub fn document() -> &'static openapi::OpenApi {
         let mut doc = super::routes().split_for_parts().1;
         // After the routes: a modifier of the derive would run before they are added.
         Shared.modify(&mut doc);
+        Examples.modify(&mut doc);
         doc
     })
 }
@@ -349,6 +417,8 @@ fn rebase_refs(schema: &mut Value, base: &str) {
     }
 }
 
+/// This OpenAPI document.
+///
 /// `GET /openapi.json`: this document, with a component per applied (kind, version) for a
 /// caller who may read kinds (anyone when authentication is off; with `AUTH_FILE`, a token of
 /// any API role).

@@ -40,6 +40,8 @@ async fn target(s: &AppState, kind: &str, name: &str) -> Result<Target, ApiError
         .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))
 }
 
+/// Request an operation on a resource.
+///
 /// `POST .../ops` → 202 with the operation (state `pending`). 422 for a verb the kind does
 /// not declare, 409 while the resource is being deleted.
 #[utoipa::path(
@@ -94,6 +96,8 @@ pub async fn create(
     Ok((StatusCode::ACCEPTED, Json(Operation::from(op))))
 }
 
+/// List a resource's operations.
+///
 /// `GET .../ops` → `{items: [...]}`, newest first (at most 100).
 #[utoipa::path(
     get, operation_id = "operations_list", path = "/resources/{kind}/{name}/ops", tag = "resources",
@@ -114,7 +118,10 @@ pub async fn list(
     }))
 }
 
-/// `GET .../ops/{uid}` → the operation.
+/// Read one operation.
+///
+/// `GET /api/v1/resources/{kind}/{name}/ops/{uid}`: one operation with its state, attempts,
+/// output (once it succeeded) and last error; poll it until it is `Succeeded` or `Failed`.
 #[utoipa::path(
     get, operation_id = "operations_get", path = "/resources/{kind}/{name}/ops/{uid}", tag = "resources",
     params(OperationPath),

@@ -86,6 +86,8 @@ fn empty_object() -> Value {
     json!({})
 }
 
+/// Create or replace a provider config.
+///
 /// `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config (its
 /// writeOnly values masked). 409 when a kept secret's config changed meanwhile.
 #[utoipa::path(
@@ -468,6 +470,8 @@ async fn check_flows(
     Ok(warnings)
 }
 
+/// Read a provider config.
+///
 /// `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its
 /// bundle as base64 `data`.
 #[utoipa::path(
@@ -495,6 +499,8 @@ pub async fn get(
 const PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
+/// List provider configs.
+///
 /// `GET /api/v1/providerconfigs?kind=&name=&default=&offset=&limit=` →
 /// `{items, total, offset, limit}` ordered by name (writeOnly values masked; bundles are not
 /// included).
@@ -557,6 +563,8 @@ pub async fn list(
     }))
 }
 
+/// Delete a provider config.
+///
 /// `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a
 /// composite owns it.
 #[utoipa::path(

@@ -107,6 +107,8 @@ async fn check(s: &AppState, b: &BindingBody) -> Result<Vec<FieldError>, ApiErro
     Ok(errs)
 }
 
+/// Create or replace a reactor binding.
+///
 /// `POST /api/v1/reactor-bindings` → 201 (created) or 200 (replaced) with the binding.
 #[utoipa::path(
     post, operation_id = "reactor_bindings_put", path = "/reactor-bindings", tag = "reactor-bindings",
@@ -151,6 +153,8 @@ pub async fn put(
     Ok((status, Json(ReactorBinding::from(b))))
 }
 
+/// List reactor bindings.
+///
 /// `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
 #[utoipa::path(
     get, operation_id = "reactor_bindings_list", path = "/reactor-bindings", tag = "reactor-bindings",
@@ -183,7 +187,10 @@ pub async fn list(
     }))
 }
 
-/// `GET /api/v1/reactor-bindings/{name}`.
+/// Read a reactor binding.
+///
+/// `GET /api/v1/reactor-bindings/{name}`: one binding with its delivery state (pending,
+/// failing, the last error and when the next retry runs).
 #[utoipa::path(
     get, operation_id = "reactor_bindings_get", path = "/reactor-bindings/{name}", tag = "reactor-bindings",
     params(NamePath),
@@ -201,6 +208,8 @@ pub async fn get(
     Ok(Json(ReactorBinding::from(b)))
 }
 
+/// Delete a reactor binding.
+///
 /// `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).
 #[utoipa::path(
     delete, operation_id = "reactor_bindings_delete", path = "/reactor-bindings/{name}", tag = "reactor-bindings",

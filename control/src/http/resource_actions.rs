@@ -17,6 +17,8 @@ fn not_found(kind: &str, name: &str) -> ApiError {
     ApiError::NotFound(format!("resource {kind}/{name} not found"))
 }
 
+/// Reconcile a resource now.
+///
 /// `POST /api/v1/resources/{kind}/{name}/reconcile` → 202 `{status: queued|already_queued}`:
 /// queues a reconcile of the live generation even when the resource is synced (trigger
 /// `manual`). 409 while it is quarantined, orphaned or being deleted.
@@ -56,6 +58,8 @@ pub async fn reconcile(
     Ok((StatusCode::ACCEPTED, Json(ReconcileAccepted { status })))
 }
 
+/// Quarantine a resource.
+///
 /// `POST /api/v1/resources/{kind}/{name}/quarantine` → `{quarantined: true}`: sets the
 /// resource aside (phase Quarantined), frozen from every scheduler; its pending reconcile task
 /// is dropped. Idempotent.
@@ -85,6 +89,8 @@ pub async fn quarantine(
     Ok(Json(Quarantined { quarantined: true }))
 }
 
+/// Release a resource from quarantine.
+///
 /// `POST /api/v1/resources/{kind}/{name}/unquarantine` → `{quarantined: false}`: lifts a
 /// quarantine (never an orphan-grace deadline) and re-schedules the resource if it is behind
 /// its spec. Idempotent.
@@ -115,6 +121,8 @@ pub async fn unquarantine(
     Ok(Json(Quarantined { quarantined: false }))
 }
 
+/// Delete a resource.
+///
 /// `DELETE /api/v1/resources/{kind}/{name}` → 202 `{phase: "Deleting", marked: N}`.
 ///
 /// A soft delete: the resource and its teardown tree (everything it owns, transitively, and

@@ -205,7 +205,12 @@ impl ProblemRoom {
     }
 }
 
-/// `POST /api/v1/resources:batch`.
+/// Apply many resources in one request.
+///
+/// `POST /api/v1/resources:batch`: up to 10,000 apply bodies in one request (a JSON array or
+/// NDJSON), each checked as the single apply checks it and the valid ones written set-based.
+/// The answer counts every outcome and lists each item's result (created, configured,
+/// unchanged, or its problem) in item order; a failed item never stops the others.
 #[utoipa::path(
     post, operation_id = "resource_batch_apply_batch", path = "/resources:batch", tag = "resources",
     request_body(

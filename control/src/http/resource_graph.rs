@@ -32,6 +32,8 @@ async fn node(s: &AppState, kind: &str, name: &str) -> Result<NodeRow, ApiError>
         .ok_or_else(|| not_found(kind, name))
 }
 
+/// Read a resource's dependency edges.
+///
 /// `GET /api/v1/resources/{kind}/{name}/dependencies`: `{dependencies, dependents}`. The
 /// dependencies are the resources this one waits for (with their phase, readiness, health and
 /// last change, and the values each flows into this spec); the dependents are the resources
@@ -76,6 +78,8 @@ fn parse_graph_limit(q: Option<&str>) -> Result<i64, ApiError> {
     Ok(limit)
 }
 
+/// Read a composition's graph.
+///
 /// `GET /api/v1/resources/{kind}/{name}/graph?limit=N`: `{owner, nodes, edges, total_nodes,
 /// truncated}`. The nodes are the resource itself (depth 0, always first) and its descendants
 /// ordered by kind and name, `limit` in all (default 500, max 1000); the edges (`from`

@@ -25,6 +25,8 @@ use crate::db::{self, resources::PhaseCount};
 
 use crate::app::reads::ReadFrom;
 
+/// List the composition roots.
+///
 /// `GET /api/v1/resources/roots`: one keyset page of roots (resources without an owner), each
 /// with `resource_count` (its descendants). Filters `kind`, `phase` (repeatable unions), `name`
 /// (substring), `label` (AND), `limit` (default 50, max 500), `cursor`; `X-Next-Cursor`.
@@ -69,6 +71,8 @@ async fn one_owner(
         .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))
 }
 
+/// List a resource's children.
+///
 /// `GET /api/v1/resources/{kind}/{name}/children`: the direct children of one resource, with
 /// the list's filters and keyset cursor (default limit 100).
 #[utoipa::path(
@@ -129,6 +133,8 @@ fn summarise(counts: &[PhaseCount]) -> (PhaseCounts, i64, Vec<KindCounts>) {
     (totals, total, by_kind)
 }
 
+/// Count resources by phase and kind.
+///
 /// `GET /api/v1/resources/summary[?owner=kind/name...]`: counts per phase (all seven keys)
 /// and per kind of the given owners' descendants (each counted once), or of all roots when
 /// no owner is given.
@@ -162,6 +168,8 @@ pub async fn summary(
     }))
 }
 
+/// Summarise a composite's subtree.
+///
 /// `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
 /// kind.
 #[utoipa::path(

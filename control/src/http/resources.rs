@@ -313,6 +313,8 @@ pub(super) fn apply_failed(op: &'static str) -> impl FnOnce(sqlx::Error) -> ApiE
     }
 }
 
+/// Apply a resource.
+///
 /// `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
 /// failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
 #[utoipa::path(
@@ -359,6 +361,8 @@ pub async fn apply(
     Ok((status, h, Json(Applied::new(&item, &applied))))
 }
 
+/// Read a resource (or watch it).
+///
 /// `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
 /// with `watch=true`, a `text/event-stream` of its changes.
 #[utoipa::path(
@@ -639,6 +643,8 @@ pub(crate) fn page<T>(
     h
 }
 
+/// List resources, one page at a time.
+///
 /// `GET /api/v1/resources`: one keyset page (no COUNT), `X-Next-Cursor` for the next one.
 /// Filters: see [`parse_list_query`]; `owner` lists the direct children of those owners.
 #[utoipa::path(

@@ -31,6 +31,8 @@ async fn resource_id(s: &AppState, kind: &str, name: &str) -> Result<uuid::Uuid,
         .ok_or_else(|| ApiError::NotFound(format!("resource {kind}/{name} not found")))
 }
 
+/// Read a root's spec history.
+///
 /// `GET .../spec-history` → `{items: [{generation, spec, created_at}]}`, newest first.
 #[utoipa::path(
     get, operation_id = "spec_history_history", path = "/resources/{kind}/{name}/spec-history", tag = "resources",
@@ -51,6 +53,8 @@ pub async fn history(
     }))
 }
 
+/// Roll a root back to an earlier generation's spec.
+///
 /// `POST .../rollback {generation}` → 202 `{generation, changed}`: the recorded spec is
 /// applied as a new generation (or nothing happens when it equals the live spec). 404 when
 /// that generation is not recorded.
@@ -94,6 +98,8 @@ pub async fn rollback(
     ))
 }
 
+/// Read the raw spec a generation was applied with.
+///
 /// `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}` → the spec document itself.
 #[utoipa::path(
     get, operation_id = "spec_history_raw_spec", path = "/raw/resources/{kind}/{name}/spec/{generation}", tag = "resources",

@@ -24,7 +24,10 @@ pub struct WhoAmI {
     pub authenticated: bool,
 }
 
-/// `GET /api/v1/whoami`.
+/// Say who the caller is and what its role allows.
+///
+/// `GET /api/v1/whoami`: the principal the request's credential names, its role and kind
+/// globs, and whether authentication is on at all (the UI disables what the role cannot do).
 #[utoipa::path(get, operation_id = "whoami", path = "/whoami", tag = "meta",
     responses((status = 200, description = "The calling principal and its role.", body = WhoAmI)))]
 pub async fn whoami(caller: Option<Extension<Caller>>) -> Json<WhoAmI> {

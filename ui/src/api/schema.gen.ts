@@ -12,7 +12,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/cluster`: the members (Ready and NotReady), each broker's workers, and per
+         * List the cluster's members, their workers and who serves each kind.
+         * @description `GET /api/v1/cluster`: the members (Ready and NotReady), each broker's workers, and per
          *     kind version how many workers serve it.
          */
         get: operations["cluster_get"];
@@ -32,7 +33,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/events`: every resource's events (or one kind's, `kind`; or one name's,
+         * Read the whole event log.
+         * @description `GET /api/v1/events`: every resource's events (or one kind's, `kind`; or one name's,
          *     `name`) after `cursor`, oldest first, `{items, next_cursor}`. A page ends at the log's
          *     safe horizon, never at an id whose predecessors may still commit, so following
          *     `next_cursor` (or the last id) later skips nothing. With `watch=true`: a `text/event-stream`
@@ -54,7 +56,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/events/recent?limit=&before=` → `{items, horizon}`, newest first. */
+        /**
+         * Read the most recent events, newest first.
+         * @description `GET /api/v1/events/recent?limit=&before=` → `{items, horizon}`, newest first.
+         */
         get: operations["events_recent"];
         put?: never;
         post?: never;
@@ -72,7 +77,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/kinds`: every kind version with its reactions, live operational config, and
+         * List the registered kind versions.
+         * @description `GET /api/v1/kinds`: every kind version with its reactions, live operational config, and
          *     how many connected workers serve it.
          */
         get: operations["kinds_list"];
@@ -91,10 +97,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default). */
+        /**
+         * Read a kind's latest manifest.
+         * @description `GET /api/v1/kinds/{kind}/manifest[?kind_version=N]` (highest version by default).
+         */
         get: operations["kinds_get_manifest"];
         /**
-         * `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
+         * Register or update a kind version's manifest.
+         * @description `PUT /api/v1/kinds/{kind}/manifest[?force=true]`: checks the manifest against its own
          *     schema (`GET /api/v1/schemas/manifest`: an unknown field anywhere is refused), every
          *     legality rule, every JSON Schema it holds and the value flows of its static `edges`, then
          *     stores it (identical → no-op). One 422 lists every problem, each at its JSON pointer; a
@@ -123,7 +133,8 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * `DELETE /api/v1/kinds/{kind}/versions/{version}`: deletes a kind version (its manifest,
+         * Delete a kind version.
+         * @description `DELETE /api/v1/kinds/{kind}/versions/{version}`: deletes a kind version (its manifest,
          *     live config and provider configs). 409 while resources of that version exist (the
          *     problem says how many: delete them first), or, for the kind's last version, while reactor
          *     bindings name the kind. A resource applied at the same moment is either counted or
@@ -142,10 +153,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/kinds/{kind}/versions/{version}/config`. */
+        /**
+         * Read a kind version's operational config.
+         * @description `GET /api/v1/kinds/{kind}/versions/{version}/config`: the live operational settings of a
+         *     kind version (global `max_inflight`, task deadline, retries, resync), seeded from its
+         *     manifest and editable with `PUT` without re-registering it.
+         */
         get: operations["kinds_get_config"];
         /**
-         * `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
+         * Edit a kind version's operational config.
+         * @description `PUT /api/v1/kinds/{kind}/versions/{version}/config`: replaces the live operational config
          *     (every field required, all ≥ 0); no restart needed.
          */
         put: operations["kinds_put_config"];
@@ -163,7 +180,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/kinds/{kind}/versions/{version}/manifest`. */
+        /**
+         * Read one kind version's manifest.
+         * @description `GET /api/v1/kinds/{kind}/versions/{version}/manifest`: the manifest of that version as
+         *     it was registered (older versions stay readable while resources use them).
+         */
         get: operations["kinds_get_manifest_version"];
         put?: never;
         post?: never;
@@ -181,14 +202,16 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/providerconfigs?kind=&name=&default=&offset=&limit=` →
+         * List provider configs.
+         * @description `GET /api/v1/providerconfigs?kind=&name=&default=&offset=&limit=` →
          *     `{items, total, offset, limit}` ordered by name (writeOnly values masked; bundles are not
          *     included).
          */
         get: operations["providerconfigs_list"];
         put?: never;
         /**
-         * `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config (its
+         * Create or replace a provider config.
+         * @description `POST /api/v1/providerconfigs` → 201 (created) or 200 (replaced) with the config (its
          *     writeOnly values masked). 409 when a kept secret's config changed meanwhile.
          */
         post: operations["providerconfigs_put"];
@@ -206,14 +229,16 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its
+         * Read a provider config.
+         * @description `GET /api/v1/providerconfigs/{name}` → the config (writeOnly values masked), with its
          *     bundle as base64 `data`.
          */
         get: operations["providerconfigs_get"];
         put?: never;
         post?: never;
         /**
-         * `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a
+         * Delete a provider config.
+         * @description `DELETE /api/v1/providerconfigs/{name}` → 204. 409 while resources reference it or when a
          *     composite owns it.
          */
         delete: operations["providerconfigs_delete"];
@@ -229,7 +254,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}` → the spec document itself. */
+        /**
+         * Read the raw spec a generation was applied with.
+         * @description `GET /api/v1/raw/resources/{kind}/{name}/spec/{generation}` → the spec document itself.
+         */
         get: operations["spec_history_raw_spec"];
         put?: never;
         post?: never;
@@ -246,10 +274,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name. */
+        /**
+         * List reactor bindings.
+         * @description `GET /api/v1/reactor-bindings[?watch_kind=&reactor=]` → `{items}` by name.
+         */
         get: operations["reactor_bindings_list"];
         put?: never;
-        /** `POST /api/v1/reactor-bindings` → 201 (created) or 200 (replaced) with the binding. */
+        /**
+         * Create or replace a reactor binding.
+         * @description `POST /api/v1/reactor-bindings` → 201 (created) or 200 (replaced) with the binding.
+         */
         post: operations["reactor_bindings_put"];
         delete?: never;
         options?: never;
@@ -264,11 +298,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/reactor-bindings/{name}`. */
+        /**
+         * Read a reactor binding.
+         * @description `GET /api/v1/reactor-bindings/{name}`: one binding with its delivery state (pending,
+         *     failing, the last error and when the next retry runs).
+         */
         get: operations["reactor_bindings_get"];
         put?: never;
         post?: never;
-        /** `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it). */
+        /**
+         * Delete a reactor binding.
+         * @description `DELETE /api/v1/reactor-bindings/{name}` → 204 (its undelivered deliveries go with it).
+         */
         delete: operations["reactor_bindings_delete"];
         options?: never;
         head?: never;
@@ -283,13 +324,15 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources`: one keyset page (no COUNT), `X-Next-Cursor` for the next one.
+         * List resources, one page at a time.
+         * @description `GET /api/v1/resources`: one keyset page (no COUNT), `X-Next-Cursor` for the next one.
          *     Filters: see [`parse_list_query`]; `owner` lists the direct children of those owners.
          */
         get: operations["resources_list"];
         put?: never;
         /**
-         * `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
+         * Apply a resource.
+         * @description `POST /api/v1/resources`: validates against the kind's spec schema (422 naming every
          *     failing pointer, nothing written), then creates or updates; `X-Apply-Result` says which.
          */
         post: operations["resources_apply"];
@@ -307,7 +350,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/roots`: one keyset page of roots (resources without an owner), each
+         * List the composition roots.
+         * @description `GET /api/v1/resources/roots`: one keyset page of roots (resources without an owner), each
          *     with `resource_count` (its descendants). Filters `kind`, `phase` (repeatable unions), `name`
          *     (substring), `label` (AND), `limit` (default 50, max 500), `cursor`; `X-Next-Cursor`.
          */
@@ -328,7 +372,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/summary[?owner=kind/name...]`: counts per phase (all seven keys)
+         * Count resources by phase and kind.
+         * @description `GET /api/v1/resources/summary[?owner=kind/name...]`: counts per phase (all seven keys)
          *     and per kind of the given owners' descendants (each counted once), or of all roots when
          *     no owner is given.
          */
@@ -349,15 +394,18 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
+         * Read a resource (or watch it).
+         * @description `GET /api/v1/resources/{kind}/{name}`: the full read with conditions and the live claim;
          *     with `watch=true`, a `text/event-stream` of its changes.
          */
         get: operations["resources_get"];
         put?: never;
         post?: never;
         /**
-         * `DELETE /api/v1/resources/{kind}/{name}` → 202 `{phase: "Deleting", marked: N}`.
-         * @description A soft delete: the resource and its teardown tree (everything it owns, transitively, and
+         * Delete a resource.
+         * @description `DELETE /api/v1/resources/{kind}/{name}` → 202 `{phase: "Deleting", marked: N}`.
+         *
+         *     A soft delete: the resource and its teardown tree (everything it owns, transitively, and
          *     everything that depends on it through edges) turn Deleting at once and are torn down
          *     dependents-before-dependencies — kinds with a finalizer run their teardown reaction,
          *     the rest are removed as soon as nothing hangs below them. The row disappears when its
@@ -377,7 +425,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/{kind}/{name}/children`: the direct children of one resource, with
+         * List a resource's children.
+         * @description `GET /api/v1/resources/{kind}/{name}/children`: the direct children of one resource, with
          *     the list's filters and keyset cursor (default limit 100).
          */
         get: operations["resource_views_children"];
@@ -397,7 +446,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/{kind}/{name}/dependencies`: `{dependencies, dependents}`. The
+         * Read a resource's dependency edges.
+         * @description `GET /api/v1/resources/{kind}/{name}/dependencies`: `{dependencies, dependents}`. The
          *     dependencies are the resources this one waits for (with their phase, readiness, health and
          *     last change, and the values each flows into this spec); the dependents are the resources
          *     waiting for this one. Both ordered by kind and name; 404 for an unknown resource.
@@ -418,7 +468,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `{items, next_cursor}`; `next_cursor` is null on the last page. */
+        /**
+         * Read a resource's events.
+         * @description `{items, next_cursor}`; `next_cursor` is null on the last page.
+         */
         get: operations["events_list"];
         put?: never;
         post?: never;
@@ -436,7 +489,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/{kind}/{name}/graph?limit=N`: `{owner, nodes, edges, total_nodes,
+         * Read a composition's graph.
+         * @description `GET /api/v1/resources/{kind}/{name}/graph?limit=N`: `{owner, nodes, edges, total_nodes,
          *     truncated}`. The nodes are the resource itself (depth 0, always first) and its descendants
          *     ordered by kind and name, `limit` in all (default 500, max 1000); the edges (`from`
          *     depends on `to`, with value mappings) are those with both ends among the returned nodes,
@@ -459,11 +513,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET .../ops` → `{items: [...]}`, newest first (at most 100). */
+        /**
+         * List a resource's operations.
+         * @description `GET .../ops` → `{items: [...]}`, newest first (at most 100).
+         */
         get: operations["operations_list"];
         put?: never;
         /**
-         * `POST .../ops` → 202 with the operation (state `pending`). 422 for a verb the kind does
+         * Request an operation on a resource.
+         * @description `POST .../ops` → 202 with the operation (state `pending`). 422 for a verb the kind does
          *     not declare, 409 while the resource is being deleted.
          */
         post: operations["operations_create"];
@@ -480,7 +538,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET .../ops/{uid}` → the operation. */
+        /**
+         * Read one operation.
+         * @description `GET /api/v1/resources/{kind}/{name}/ops/{uid}`: one operation with its state, attempts,
+         *     output (once it succeeded) and last error; poll it until it is `Succeeded` or `Failed`.
+         */
         get: operations["operations_get"];
         put?: never;
         post?: never;
@@ -500,7 +562,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * `POST /api/v1/resources/{kind}/{name}/quarantine` → `{quarantined: true}`: sets the
+         * Quarantine a resource.
+         * @description `POST /api/v1/resources/{kind}/{name}/quarantine` → `{quarantined: true}`: sets the
          *     resource aside (phase Quarantined), frozen from every scheduler; its pending reconcile task
          *     is dropped. Idempotent.
          */
@@ -521,7 +584,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * `POST /api/v1/resources/{kind}/{name}/reconcile` → 202 `{status: queued|already_queued}`:
+         * Reconcile a resource now.
+         * @description `POST /api/v1/resources/{kind}/{name}/reconcile` → 202 `{status: queued|already_queued}`:
          *     queues a reconcile of the live generation even when the resource is synced (trigger
          *     `manual`). 409 while it is quarantined, orphaned or being deleted.
          */
@@ -542,7 +606,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * `POST .../rollback {generation}` → 202 `{generation, changed}`: the recorded spec is
+         * Roll a root back to an earlier generation's spec.
+         * @description `POST .../rollback {generation}` → 202 `{generation, changed}`: the recorded spec is
          *     applied as a new generation (or nothing happens when it equals the live spec). 404 when
          *     that generation is not recorded.
          */
@@ -560,7 +625,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET .../spec-history` → `{items: [{generation, spec, created_at}]}`, newest first. */
+        /**
+         * Read a root's spec history.
+         * @description `GET .../spec-history` → `{items: [{generation, spec, created_at}]}`, newest first.
+         */
         get: operations["spec_history_history"];
         put?: never;
         post?: never;
@@ -578,7 +646,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
+         * Summarise a composite's subtree.
+         * @description `GET /api/v1/resources/{kind}/{name}/summary`: that resource's descendants by phase and
          *     kind.
          */
         get: operations["resource_views_owner_summary"];
@@ -600,7 +669,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * `POST /api/v1/resources/{kind}/{name}/unquarantine` → `{quarantined: false}`: lifts a
+         * Release a resource from quarantine.
+         * @description `POST /api/v1/resources/{kind}/{name}/unquarantine` → `{quarantined: false}`: lifts a
          *     quarantine (never an orphan-grace deadline) and re-schedules the resource if it is behind
          *     its spec. Idempotent.
          */
@@ -620,7 +690,13 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** `POST /api/v1/resources:batch`. */
+        /**
+         * Apply many resources in one request.
+         * @description `POST /api/v1/resources:batch`: up to 10,000 apply bodies in one request (a JSON array or
+         *     NDJSON), each checked as the single apply checks it and the valid ones written set-based.
+         *     The answer counts every outcome and lists each item's result (created, configured,
+         *     unchanged, or its problem) in item order; a failed item never stops the others.
+         */
         post: operations["resource_batch_apply_batch"];
         delete?: never;
         options?: never;
@@ -636,7 +712,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /api/v1/schemas/manifest`: the kind manifest's own JSON Schema (2020-12), the one
+         * Read the kind manifest's JSON Schema.
+         * @description `GET /api/v1/schemas/manifest`: the kind manifest's own JSON Schema (2020-12), the one
          *     `PUT /kinds/{kind}/manifest` checks every manifest against (also committed as
          *     `proto/manifest.schema.json`). Point an editor at it to catch a misspelt field as you type.
          */
@@ -656,7 +733,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/version`. */
+        /**
+         * Read the build's version.
+         * @description `GET /api/v1/version`: the build's version and the API version, for a client to check
+         *     what it talks to before relying on newer fields.
+         */
         get: operations["health_version"];
         put?: never;
         post?: never;
@@ -673,7 +754,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /api/v1/whoami`. */
+        /**
+         * Say who the caller is and what its role allows.
+         * @description `GET /api/v1/whoami`: the principal the request's credential names, its role and kind
+         *     globs, and whether authentication is on at all (the UI disables what the role cannot do).
+         */
         get: operations["whoami"];
         put?: never;
         post?: never;
@@ -690,7 +775,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /healthz`: the same as `/livez`. */
+        /**
+         * Liveness and readiness in one answer.
+         * @description `GET /healthz`: the same answer as `/livez` (the process is up), for probes configured
+         *     with the conventional path. Needs no credential and no database.
+         */
         get: operations["health_healthz"];
         put?: never;
         post?: never;
@@ -707,7 +796,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /livez`: the process is up (no database needed). */
+        /**
+         * Liveness probe.
+         * @description `GET /livez`: the process is up (no database needed).
+         */
         get: operations["health_livez"];
         put?: never;
         post?: never;
@@ -725,7 +817,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `GET /openapi.json`: this document, with a component per applied (kind, version) for a
+         * This OpenAPI document.
+         * @description `GET /openapi.json`: this document, with a component per applied (kind, version) for a
          *     caller who may read kinds (anyone when authentication is off; with `AUTH_FILE`, a token of
          *     any API role).
          */
@@ -745,7 +838,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /readyz`: the process is not draining, and the primary answers a ping within 2 s. */
+        /**
+         * Readiness probe.
+         * @description `GET /readyz`: the process is not draining, and the primary answers a ping within 2 s.
+         */
         get: operations["health_ready"];
         put?: never;
         post?: never;
@@ -759,7 +855,17 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        /** @description The answer to one applied resource. */
+        /**
+         * @description The answer to one applied resource.
+         * @example {
+         *       "generation": 1,
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "name": "world",
+         *       "result": "created",
+         *       "uid": "5a9dd8c9-384a-4759-83e2-88558c6b3a24"
+         *     }
+         */
         Applied: {
             /**
              * Format: uuid
@@ -788,7 +894,17 @@ export interface components {
              */
             warnings?: string[];
         };
-        /** @description The apply body. */
+        /**
+         * @description The apply body.
+         * @example {
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "name": "world",
+         *       "spec": {
+         *         "greeting": "hello"
+         *       }
+         *     }
+         */
         ApplyBody: {
             /** @description Optional discriminator for CLI files; must be "resource" when present. */
             type?: string | null;
@@ -854,6 +970,36 @@ export interface components {
         /**
          * @description The answer to `POST /resources:batch`: the counts of every item, and one result per
          *     item in item order while the reply stays within 4 MiB.
+         * @example {
+         *       "configured": 0,
+         *       "created": 1,
+         *       "failed": 1,
+         *       "items": 2,
+         *       "results": [
+         *         {
+         *           "generation": 1,
+         *           "index": 0,
+         *           "kind": "hello",
+         *           "kind_version": 1,
+         *           "name": "batch-a",
+         *           "result": "created",
+         *           "status": 201,
+         *           "uid": "95577fa7-b8a2-46c3-a124-66bbd30d19f5"
+         *         },
+         *         {
+         *           "error": {
+         *             "detail": "kind \"hello\" version 9 is not registered (apply its manifest first)",
+         *             "status": 404,
+         *             "title": "Not Found",
+         *             "type": "about:blank"
+         *           },
+         *           "index": 1,
+         *           "status": 404
+         *         }
+         *       ],
+         *       "results_omitted": 0,
+         *       "unchanged": 0
+         *     }
          */
         BatchResult: {
             /**
@@ -893,7 +1039,18 @@ export interface components {
              */
             results_omitted: number;
         };
-        /** @description The create-or-replace body. */
+        /**
+         * @description The create-or-replace body.
+         * @example {
+         *       "label_match": {
+         *         "team": "platform"
+         *       },
+         *       "name": "bom-synced",
+         *       "reactor": "statussink",
+         *       "transition": "synced",
+         *       "watch_kind": "classicbom"
+         *     }
+         */
         BindingBody: {
             /** @description Identity. */
             name: string;
@@ -910,7 +1067,66 @@ export interface components {
             /** @description Default true. */
             enabled?: boolean;
         };
-        /** @description A page of one owner's direct children. */
+        /**
+         * @description A page of one owner's direct children.
+         * @example {
+         *       "owner": {
+         *         "kind": "classicbom",
+         *         "name": "demo-bom",
+         *         "uid": "d882e5c7-f9f2-4b44-bce2-52813b4b44ff"
+         *       },
+         *       "resources": [
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.455220Z",
+         *           "failure_attempts": 0,
+         *           "failure_message": null,
+         *           "failure_terminal": false,
+         *           "generation": 2,
+         *           "is_ready": true,
+         *           "kind": "tgw",
+         *           "kind_version": 1,
+         *           "labels": {
+         *             "bom": "demo-bom",
+         *             "fd": "payments",
+         *             "team": "beta"
+         *           },
+         *           "name": "payments-beta-tgw",
+         *           "owner": {
+         *             "kind": "classicbom",
+         *             "name": "demo-bom"
+         *           },
+         *           "phase": "Ready",
+         *           "synced_gen": 2,
+         *           "uid": "00ac781a-0faf-4207-98ad-d5fed7e7cc78",
+         *           "updated_at": "2026-12-06T17:06:05.867206Z"
+         *         },
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.455220Z",
+         *           "failure_attempts": 0,
+         *           "failure_message": null,
+         *           "failure_terminal": false,
+         *           "generation": 2,
+         *           "is_ready": true,
+         *           "kind": "vpc",
+         *           "kind_version": 1,
+         *           "labels": {
+         *             "bom": "demo-bom",
+         *             "fd": "payments",
+         *             "team": "alpha"
+         *           },
+         *           "name": "payments-alpha-vpc",
+         *           "owner": {
+         *             "kind": "classicbom",
+         *             "name": "demo-bom"
+         *           },
+         *           "phase": "Ready",
+         *           "synced_gen": 2,
+         *           "uid": "04f26458-fb9e-4b79-9594-e0b49a028aef",
+         *           "updated_at": "2026-12-06T17:06:05.740714Z"
+         *         }
+         *       ]
+         *     }
+         */
         ChildList: {
             /** @description The owner. */
             owner: components["schemas"]["ResourceKey"];
@@ -937,7 +1153,107 @@ export interface components {
              */
             hi: number;
         };
-        /** @description The cluster as the database knows it. */
+        /**
+         * @description The cluster as the database knows it.
+         * @example {
+         *       "kinds": [
+         *         {
+         *           "kind": "account",
+         *           "kind_version": 1,
+         *           "ready_workers": 1,
+         *           "registered": true,
+         *           "workers": 1
+         *         },
+         *         {
+         *           "kind": "classicbom",
+         *           "kind_version": 1,
+         *           "ready_workers": 1,
+         *           "registered": true,
+         *           "workers": 1
+         *         }
+         *       ],
+         *       "members": [
+         *         {
+         *           "addresses": {
+         *             "grpc": "127.0.0.1:43889",
+         *             "http": "127.0.0.1:37439"
+         *           },
+         *           "claims": [
+         *             {
+         *               "hi": 255,
+         *               "kind": "account",
+         *               "kind_version": 1,
+         *               "lo": 0
+         *             },
+         *             {
+         *               "hi": 255,
+         *               "kind": "classicbom",
+         *               "kind_version": 1,
+         *               "lo": 0
+         *             }
+         *           ],
+         *           "heartbeat_at": "2026-12-06T17:06:08.996806Z",
+         *           "host": "vm",
+         *           "id": "vm-15559-45db1ced",
+         *           "pid": 15559,
+         *           "role": "all",
+         *           "shards": {
+         *             "hi": 255,
+         *             "lo": 0
+         *           },
+         *           "started_at": "2026-12-06T17:06:04.702780Z",
+         *           "status": "Ready",
+         *           "version": "0.1.0",
+         *           "workers": [
+         *             {
+         *               "connected_at": "2026-12-06T17:06:05.332908594Z",
+         *               "draining": false,
+         *               "inflight": 0,
+         *               "kinds": [
+         *                 {
+         *                   "kind": "hello",
+         *                   "kind_version": 1,
+         *                   "ready": true
+         *                 }
+         *               ],
+         *               "max_inflight": 16,
+         *               "name": "hello-1",
+         *               "peer": "127.0.0.1:37324",
+         *               "principal": null,
+         *               "sdk": "rust/0.1.0",
+         *               "stream": 1,
+         *               "unknown_kinds": []
+         *             },
+         *             {
+         *               "connected_at": "2026-12-06T17:06:05.350357600Z",
+         *               "draining": false,
+         *               "inflight": 0,
+         *               "kinds": [
+         *                 {
+         *                   "kind": "account",
+         *                   "kind_version": 1,
+         *                   "ready": true
+         *                 },
+         *                 {
+         *                   "kind": "classicbom",
+         *                   "kind_version": 1,
+         *                   "ready": true
+         *                 }
+         *               ],
+         *               "max_inflight": 16,
+         *               "name": "classic-1",
+         *               "peer": "127.0.0.1:37336",
+         *               "principal": null,
+         *               "sdk": "rust/0.1.0",
+         *               "stream": 2,
+         *               "unknown_kinds": []
+         *             }
+         *           ],
+         *           "workers_at": "2026-12-06T17:06:05.389178Z"
+         *         }
+         *       ]
+         *     }
+         */
         Cluster: {
             /**
              * @description Every process with a row, oldest first: the live ones Ready, the silent ones NotReady
@@ -1056,7 +1372,13 @@ export interface components {
              */
             last_transition_at: string;
         };
-        /** @description The answer to a delete. */
+        /**
+         * @description The answer to a delete.
+         * @example {
+         *       "marked": 1,
+         *       "phase": "Deleting"
+         *     }
+         */
         DeleteAccepted: {
             /** @description Always `Deleting`. */
             phase: string;
@@ -1066,7 +1388,42 @@ export interface components {
              */
             marked: number;
         };
-        /** @description A resource's upstreams and dependents. */
+        /**
+         * @description A resource's upstreams and dependents.
+         * @example {
+         *       "dependencies": [
+         *         {
+         *           "kind": "tgw",
+         *           "name": "lending-core-tgw",
+         *           "upstream_health_ok": true,
+         *           "upstream_phase": "Ready",
+         *           "upstream_ready": true,
+         *           "upstream_updated_at": "2026-12-06T17:06:05.843393Z",
+         *           "value_mappings": [
+         *             {
+         *               "dependent_field": "/tgw_id",
+         *               "source_field": "/tgw_id"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "kind": "vpc",
+         *           "name": "lending-core-vpc",
+         *           "upstream_health_ok": true,
+         *           "upstream_phase": "Ready",
+         *           "upstream_ready": true,
+         *           "upstream_updated_at": "2026-12-06T17:06:05.736404Z",
+         *           "value_mappings": [
+         *             {
+         *               "dependent_field": "/vpc_id",
+         *               "source_field": "/vpc_id"
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "dependents": []
+         *     }
+         */
         Dependencies: {
             /** @description What it waits for. */
             dependencies: components["schemas"]["Upstream"][];
@@ -1093,7 +1450,40 @@ export interface components {
             /** @description Always `message` (the default). */
             event?: string;
         };
-        /** @description A page of events. */
+        /**
+         * @description A page of events.
+         * @example {
+         *       "items": [
+         *         {
+         *           "actor": null,
+         *           "at": "2026-12-06T17:06:05.312717Z",
+         *           "from_phase": null,
+         *           "generation": 1,
+         *           "id": 1,
+         *           "kind": "hello",
+         *           "message": null,
+         *           "name": "world",
+         *           "resource_id": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *           "to_phase": "Reconciling",
+         *           "type": "created"
+         *         },
+         *         {
+         *           "actor": null,
+         *           "at": "2026-12-06T17:06:05.420166Z",
+         *           "from_phase": "Reconciling",
+         *           "generation": 1,
+         *           "id": 4,
+         *           "kind": "hello",
+         *           "message": null,
+         *           "name": "world",
+         *           "resource_id": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *           "to_phase": "Ready",
+         *           "type": "phase"
+         *         }
+         *       ],
+         *       "next_cursor": "4"
+         *     }
+         */
         EventPage: {
             /** @description Events in log order. */
             items: components["schemas"]["ResourceEvent"][];
@@ -1112,7 +1502,75 @@ export interface components {
             /** @description The JSON Schema keyword that failed (`maxLength`, `type`, ...), for schema violations. */
             keyword?: string | null;
         };
-        /** @description The dependency graph of a composite's subtree. */
+        /**
+         * @description The dependency graph of a composite's subtree.
+         * @example {
+         *       "edges": [
+         *         {
+         *           "from": "route/lending-core-route",
+         *           "to": "tgw/lending-core-tgw",
+         *           "value_mappings": [
+         *             {
+         *               "dependent_field": "/tgw_id",
+         *               "source_field": "/tgw_id"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "from": "route/lending-core-route",
+         *           "to": "vpc/lending-core-vpc",
+         *           "value_mappings": [
+         *             {
+         *               "dependent_field": "/vpc_id",
+         *               "source_field": "/vpc_id"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "from": "route/lending-ledger-route",
+         *           "to": "tgw/lending-ledger-tgw",
+         *           "value_mappings": [
+         *             {
+         *               "dependent_field": "/tgw_id",
+         *               "source_field": "/tgw_id"
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "nodes": [
+         *         {
+         *           "depth": 0,
+         *           "is_ready": true,
+         *           "kind": "classicbom",
+         *           "name": "demo-bom",
+         *           "phase": "Ready",
+         *           "ref": "classicbom/demo-bom"
+         *         },
+         *         {
+         *           "depth": 1,
+         *           "is_ready": true,
+         *           "kind": "account",
+         *           "name": "lending-core-account",
+         *           "phase": "Ready",
+         *           "ref": "account/lending-core-account"
+         *         },
+         *         {
+         *           "depth": 1,
+         *           "is_ready": true,
+         *           "kind": "account",
+         *           "name": "lending-ledger-account",
+         *           "phase": "Ready",
+         *           "ref": "account/lending-ledger-account"
+         *         }
+         *       ],
+         *       "owner": {
+         *         "kind": "classicbom",
+         *         "name": "demo-bom"
+         *       },
+         *       "total_nodes": 25,
+         *       "truncated": false
+         *     }
+         */
         Graph: {
             /** @description The composite. */
             owner: components["schemas"]["ResourceRef"];
@@ -1155,7 +1613,21 @@ export interface components {
              */
             depth: number;
         };
-        /** @description A kind's live operational config. */
+        /**
+         * @description A kind's live operational config.
+         * @example {
+         *       "finalizer_name": null,
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "max_inflight": 0,
+         *       "max_transient_attempts": 0,
+         *       "orphan_grace_secs": 0,
+         *       "resync_interval_secs": 0,
+         *       "resync_recomposes": false,
+         *       "retired": false,
+         *       "task_deadline_secs": 30
+         *     }
+         */
         KindConfig: {
             /** @description Kind. */
             kind: string;
@@ -1196,7 +1668,16 @@ export interface components {
             /** @description Retired versions accept no new resources. */
             retired: boolean;
         };
-        /** @description The operator-editable part of a kind's config (a full replace; every number ≥ 0). */
+        /**
+         * @description The operator-editable part of a kind's config (a full replace; every number ≥ 0).
+         * @example {
+         *       "max_inflight": 50,
+         *       "max_transient_attempts": 5,
+         *       "orphan_grace_seconds": 0,
+         *       "resync_interval_seconds": 0,
+         *       "task_deadline_seconds": 30
+         *     }
+         */
         KindConfigEdit: {
             /**
              * Format: int32
@@ -1262,7 +1743,91 @@ export interface components {
              */
             ready_workers: number;
         };
-        /** @description Every kind version. */
+        /**
+         * @description Every kind version.
+         * @example {
+         *       "kinds": [
+         *         {
+         *           "description": "A team's cloud account (simulated): the root of the team's network. Composed by classicbom.",
+         *           "finalizer_name": "classic.converge.dev/teardown",
+         *           "kind": "account",
+         *           "kind_version": 1,
+         *           "manifest_version": 42655838711753600,
+         *           "operational": {
+         *             "finalizer_name": "classic.converge.dev/teardown",
+         *             "kind": "account",
+         *             "kind_version": 1,
+         *             "max_inflight": 0,
+         *             "max_transient_attempts": 0,
+         *             "orphan_grace_secs": 0,
+         *             "resync_interval_secs": 0,
+         *             "resync_recomposes": false,
+         *             "retired": false,
+         *             "task_deadline_secs": 60
+         *           },
+         *           "reactions": [
+         *             {
+         *               "emits": [
+         *                 "status",
+         *                 "conditions"
+         *               ],
+         *               "name": "work",
+         *               "trigger": "specChange"
+         *             },
+         *             {
+         *               "emits": [
+         *                 "finalizer"
+         *               ],
+         *               "finalizer": "classic.converge.dev/teardown",
+         *               "name": "teardown",
+         *               "trigger": "deleteRequested"
+         *             }
+         *           ],
+         *           "ready_workers": 1,
+         *           "workers": 1
+         *         },
+         *         {
+         *           "description": "A bill of materials: functional domains × teams. The composer expands every (domain, team) into an account, a vpc, a transit gateway and a route wired by value flows; the rollup counts how many of them are ready, in total and per kind.",
+         *           "finalizer_name": null,
+         *           "kind": "classicbom",
+         *           "kind_version": 1,
+         *           "manifest_version": 307273732870993340,
+         *           "operational": {
+         *             "finalizer_name": null,
+         *             "kind": "classicbom",
+         *             "kind_version": 1,
+         *             "max_inflight": 0,
+         *             "max_transient_attempts": 0,
+         *             "orphan_grace_secs": 0,
+         *             "resync_interval_secs": 0,
+         *             "resync_recomposes": false,
+         *             "retired": false,
+         *             "task_deadline_secs": 30
+         *           },
+         *           "reactions": [
+         *             {
+         *               "emits": [
+         *                 "children",
+         *                 "edges"
+         *               ],
+         *               "name": "compose",
+         *               "trigger": "specChange"
+         *             },
+         *             {
+         *               "emits": [
+         *                 "status",
+         *                 "conditions"
+         *               ],
+         *               "name": "rollup",
+         *               "trigger": "childrenSettled"
+         *             }
+         *           ],
+         *           "ready_workers": 1,
+         *           "workers": 1
+         *         }
+         *       ]
+         *     }
+         */
         KindList: {
             /** @description By kind and version. */
             kinds: components["schemas"]["KindSummary"][];
@@ -1272,6 +1837,71 @@ export interface components {
          *     JSON Schema is served at `GET /api/v1/schemas/manifest` (an unknown field anywhere is
          *     refused); docs/manifest.md describes every field and rule. One 422 lists every
          *     problem.
+         * @example {
+         *       "description": "A leaf that greets its resource by name. Knobs make it slow or failing on purpose, for demos, tests and benchmarks.",
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "reactions": [
+         *         {
+         *           "emits": [
+         *             "status",
+         *             "conditions"
+         *           ],
+         *           "name": "work",
+         *           "trigger": "specChange"
+         *         }
+         *       ],
+         *       "spec_schema": {
+         *         "additionalProperties": false,
+         *         "properties": {
+         *           "fail": {
+         *             "enum": [
+         *               "terminal",
+         *               "transient"
+         *             ]
+         *           },
+         *           "fail_attempts": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           },
+         *           "greeting": {
+         *             "maxLength": 200,
+         *             "type": "string"
+         *           },
+         *           "sleep_ms": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           }
+         *         },
+         *         "type": "object"
+         *       },
+         *       "status_schema": {
+         *         "additionalProperties": false,
+         *         "properties": {
+         *           "attempt": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           },
+         *           "message": {
+         *             "type": "string"
+         *           },
+         *           "observed_generation": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           },
+         *           "worker": {
+         *             "type": "string"
+         *           }
+         *         },
+         *         "required": [
+         *           "message",
+         *           "observed_generation",
+         *           "attempt"
+         *         ],
+         *         "type": "object"
+         *       },
+         *       "task_deadline_secs": 30
+         *     }
          */
         KindManifestIn: {
             /** @description Optional discriminator for CLI files; `manifest` when present. */
@@ -1327,7 +1957,80 @@ export interface components {
             /** @description Static value flows, type-checked at apply against the kinds they join. */
             edges?: components["schemas"]["ManifestEdge"][];
         };
-        /** @description A stored kind manifest and its content hash. */
+        /**
+         * @description A stored kind manifest and its content hash.
+         * @example {
+         *       "description": "A leaf that greets its resource by name. Knobs make it slow or failing on purpose, for demos, tests and benchmarks.",
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "manifest_version": 93564514913794660,
+         *       "max_inflight": 0,
+         *       "max_transient_attempts": 0,
+         *       "orphan_grace_secs": 0,
+         *       "reactions": [
+         *         {
+         *           "emits": [
+         *             "status",
+         *             "conditions"
+         *           ],
+         *           "name": "work",
+         *           "trigger": "specChange"
+         *         }
+         *       ],
+         *       "resync_interval_secs": 0,
+         *       "resync_recomposes": false,
+         *       "spec_schema": {
+         *         "additionalProperties": false,
+         *         "properties": {
+         *           "fail": {
+         *             "enum": [
+         *               "terminal",
+         *               "transient"
+         *             ]
+         *           },
+         *           "fail_attempts": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           },
+         *           "greeting": {
+         *             "maxLength": 200,
+         *             "type": "string"
+         *           },
+         *           "sleep_ms": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           }
+         *         },
+         *         "type": "object"
+         *       },
+         *       "status_schema": {
+         *         "additionalProperties": false,
+         *         "properties": {
+         *           "attempt": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           },
+         *           "message": {
+         *             "type": "string"
+         *           },
+         *           "observed_generation": {
+         *             "minimum": 0,
+         *             "type": "integer"
+         *           },
+         *           "worker": {
+         *             "type": "string"
+         *           }
+         *         },
+         *         "required": [
+         *           "message",
+         *           "observed_generation",
+         *           "attempt"
+         *         ],
+         *         "type": "object"
+         *       },
+         *       "task_deadline_secs": 30
+         *     }
+         */
         KindManifestOut: {
             /** @description The kind's name. */
             kind: string;
@@ -1463,7 +2166,15 @@ export interface components {
             /** @description Claiming broker. */
             broker_id: string | null;
         };
-        /** @description The answer to a manifest apply. */
+        /**
+         * @description The answer to a manifest apply.
+         * @example {
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "manifest_version": 93564514913794660,
+         *       "result": "created"
+         *     }
+         */
         ManifestApplied: {
             /** @description Kind. */
             kind: string;
@@ -1527,7 +2238,16 @@ export interface components {
          * @enum {string}
          */
         MemberStatus: "Ready" | "NotReady";
-        /** @description The request body. */
+        /**
+         * @description The request body.
+         * @example {
+         *       "input": {
+         *         "reason": "quarterly"
+         *       },
+         *       "requested_by": "ops@example.com",
+         *       "verb": "rotate-credentials"
+         *     }
+         */
         OperateBody: {
             /** @description The verb (one the kind declares). */
             verb: string;
@@ -1536,7 +2256,26 @@ export interface components {
             /** @description Who asks (free text, shown in the operation). */
             requested_by?: string | null;
         };
-        /** @description One day-2 operation. */
+        /**
+         * @description One day-2 operation.
+         * @example {
+         *       "attempts": 1,
+         *       "created_at": "2026-12-06T17:05:50.120000Z",
+         *       "error": null,
+         *       "finished_at": "2026-12-06T17:05:50.480000Z",
+         *       "input": {
+         *         "reason": "quarterly"
+         *       },
+         *       "output": {
+         *         "rotated": true
+         *       },
+         *       "requested_by": "ops@example.com",
+         *       "state": "succeeded",
+         *       "uid": "5b0f3c52-7d1e-4a8a-9a55-2f1d0f1c9e21",
+         *       "updated_at": "2026-12-06T17:05:50.480000Z",
+         *       "verb": "rotate-credentials"
+         *     }
+         */
         Operation: {
             /**
              * Format: uuid
@@ -1576,7 +2315,30 @@ export interface components {
              */
             finished_at: string | null;
         };
-        /** @description A resource's latest operations. */
+        /**
+         * @description A resource's latest operations.
+         * @example {
+         *       "items": [
+         *         {
+         *           "attempts": 1,
+         *           "created_at": "2026-12-06T17:05:50.120000Z",
+         *           "error": null,
+         *           "finished_at": "2026-12-06T17:05:50.480000Z",
+         *           "input": {
+         *             "reason": "quarterly"
+         *           },
+         *           "output": {
+         *             "rotated": true
+         *           },
+         *           "requested_by": "ops@example.com",
+         *           "state": "succeeded",
+         *           "uid": "5b0f3c52-7d1e-4a8a-9a55-2f1d0f1c9e21",
+         *           "updated_at": "2026-12-06T17:05:50.480000Z",
+         *           "verb": "rotate-credentials"
+         *         }
+         *       ]
+         *     }
+         */
         OperationList: {
             /** @description Newest first, at most 100. */
             items: components["schemas"]["Operation"][];
@@ -1586,7 +2348,54 @@ export interface components {
          * @enum {string}
          */
         OperationState: "pending" | "running" | "succeeded" | "failed";
-        /** @description Counts of one owner's subtree. */
+        /**
+         * @description Counts of one owner's subtree.
+         * @example {
+         *       "by_kind": [
+         *         {
+         *           "kind": "account",
+         *           "phases": {
+         *             "Degraded": 0,
+         *             "Deleting": 0,
+         *             "Failed": 0,
+         *             "Orphaned": 0,
+         *             "Quarantined": 0,
+         *             "Ready": 6,
+         *             "Reconciling": 0
+         *           },
+         *           "total": 6
+         *         },
+         *         {
+         *           "kind": "route",
+         *           "phases": {
+         *             "Degraded": 0,
+         *             "Deleting": 0,
+         *             "Failed": 0,
+         *             "Orphaned": 0,
+         *             "Quarantined": 0,
+         *             "Ready": 6,
+         *             "Reconciling": 0
+         *           },
+         *           "total": 6
+         *         }
+         *       ],
+         *       "owner": {
+         *         "kind": "classicbom",
+         *         "name": "demo-bom",
+         *         "uid": "d882e5c7-f9f2-4b44-bce2-52813b4b44ff"
+         *       },
+         *       "total": 24,
+         *       "totals": {
+         *         "Degraded": 0,
+         *         "Deleting": 0,
+         *         "Failed": 0,
+         *         "Orphaned": 0,
+         *         "Quarantined": 0,
+         *         "Ready": 24,
+         *         "Reconciling": 0
+         *       }
+         *     }
+         */
         OwnerSummary: {
             /** @description The owner. */
             owner: components["schemas"]["ResourceKey"];
@@ -1670,7 +2479,24 @@ export interface components {
             /** @description How many more failing locations were found and not listed. */
             errors_omitted?: number;
         };
-        /** @description One provider config (writeOnly values of its spec read `"***"`). */
+        /**
+         * @description One provider config (writeOnly values of its spec read `"***"`).
+         * @example {
+         *       "created_at": "2026-12-06T17:06:05.271651Z",
+         *       "data": null,
+         *       "data_size": 0,
+         *       "is_default": true,
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "name": "hello-default",
+         *       "owner_id": null,
+         *       "spec": {
+         *         "greeting_prefix": "Hello"
+         *       },
+         *       "updated_at": "2026-12-06T17:06:05.271651Z",
+         *       "used_by": 0
+         *     }
+         */
         ProviderConfig: {
             /** @description Global name. */
             name: string;
@@ -1719,7 +2545,30 @@ export interface components {
              */
             warnings?: string[];
         };
-        /** @description A page of provider configs. */
+        /**
+         * @description A page of provider configs.
+         * @example {
+         *       "items": [
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.271651Z",
+         *           "data_size": 0,
+         *           "is_default": true,
+         *           "kind": "hello",
+         *           "kind_version": 1,
+         *           "name": "hello-default",
+         *           "owner_id": null,
+         *           "spec": {
+         *             "greeting_prefix": "Hello"
+         *           },
+         *           "updated_at": "2026-12-06T17:06:05.271651Z",
+         *           "used_by": 0
+         *         }
+         *       ],
+         *       "limit": 50,
+         *       "offset": 0,
+         *       "total": 1
+         *     }
+         */
         ProviderConfigList: {
             /** @description By name; without bundles. */
             items: components["schemas"]["ProviderConfig"][];
@@ -1739,7 +2588,18 @@ export interface components {
              */
             limit: number;
         };
-        /** @description The create-or-replace body. */
+        /**
+         * @description The create-or-replace body.
+         * @example {
+         *       "is_default": true,
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "name": "hello-default",
+         *       "spec": {
+         *         "greeting_prefix": "Hello"
+         *       }
+         *     }
+         */
         PutBody: {
             /** @description Global name: 1-253 printable ASCII characters, no `/` or space. */
             name: string;
@@ -1759,7 +2619,12 @@ export interface components {
             /** @description Bundle, base64 (standard alphabet). */
             data?: string | null;
         };
-        /** @description The answer to a quarantine or unquarantine. */
+        /**
+         * @description The answer to a quarantine or unquarantine.
+         * @example {
+         *       "quarantined": true
+         *     }
+         */
         Quarantined: {
             /** @description Whether the resource is quarantined now. */
             quarantined: boolean;
@@ -1784,7 +2649,26 @@ export interface components {
             /** @description Only for `operation`: a JSON Schema the operation's output must satisfy. */
             output_schema?: unknown;
         };
-        /** @description One reactor binding. */
+        /**
+         * @description One reactor binding.
+         * @example {
+         *       "created_at": "2026-12-06T17:06:05.283685Z",
+         *       "enabled": true,
+         *       "failing": 0,
+         *       "label_match": {
+         *         "team": "platform"
+         *       },
+         *       "last_error": null,
+         *       "last_error_attempts": null,
+         *       "name": "bom-synced",
+         *       "next_retry_at": null,
+         *       "pending": 0,
+         *       "reactor": "statussink",
+         *       "transition": "synced",
+         *       "updated_at": "2026-12-06T17:06:05.283685Z",
+         *       "watch_kind": "classicbom"
+         *     }
+         */
         ReactorBinding: {
             /** @description Operator-chosen identity. */
             name: string;
@@ -1833,12 +2717,68 @@ export interface components {
              */
             next_retry_at?: string | null;
         };
-        /** @description Reactor bindings. */
+        /**
+         * @description Reactor bindings.
+         * @example {
+         *       "items": [
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.283685Z",
+         *           "enabled": true,
+         *           "failing": 0,
+         *           "label_match": {
+         *             "team": "platform"
+         *           },
+         *           "last_error": null,
+         *           "last_error_attempts": null,
+         *           "name": "bom-synced",
+         *           "next_retry_at": null,
+         *           "pending": 0,
+         *           "reactor": "statussink",
+         *           "transition": "synced",
+         *           "updated_at": "2026-12-06T17:06:05.283685Z",
+         *           "watch_kind": "classicbom"
+         *         }
+         *       ]
+         *     }
+         */
         ReactorBindingList: {
             /** @description By name. */
             items: components["schemas"]["ReactorBinding"][];
         };
-        /** @description The newest events. */
+        /**
+         * @description The newest events.
+         * @example {
+         *       "horizon": 54,
+         *       "items": [
+         *         {
+         *           "actor": null,
+         *           "at": "2026-12-06T17:06:06.008289Z",
+         *           "from_phase": "Reconciling",
+         *           "generation": 1,
+         *           "id": 54,
+         *           "kind": "classicbom",
+         *           "message": null,
+         *           "name": "demo-bom",
+         *           "resource_id": "d882e5c7-f9f2-4b44-bce2-52813b4b44ff",
+         *           "to_phase": "Ready",
+         *           "type": "phase"
+         *         },
+         *         {
+         *           "actor": null,
+         *           "at": "2026-12-06T17:06:05.948962Z",
+         *           "from_phase": "Reconciling",
+         *           "generation": 3,
+         *           "id": 53,
+         *           "kind": "route",
+         *           "message": null,
+         *           "name": "payments-beta-route",
+         *           "resource_id": "9230c103-260d-49bd-a95e-e1d61bcc49df",
+         *           "to_phase": "Ready",
+         *           "type": "phase"
+         *         }
+         *       ]
+         *     }
+         */
         RecentEvents: {
             /** @description Newest first, every id at or below `horizon`. */
             items: components["schemas"]["ResourceEvent"][];
@@ -1848,7 +2788,12 @@ export interface components {
              */
             horizon: number;
         };
-        /** @description The answer to a reconcile request. */
+        /**
+         * @description The answer to a reconcile request.
+         * @example {
+         *       "status": "queued"
+         *     }
+         */
         ReconcileAccepted: {
             /** @description What happened. */
             status: components["schemas"]["ReconcileStatus"];
@@ -1858,7 +2803,80 @@ export interface components {
          * @enum {string}
          */
         ReconcileStatus: "queued" | "already_queued";
-        /** @description The full read of one resource. */
+        /**
+         * @description The full read of one resource.
+         * @example {
+         *       "conditions": [
+         *         {
+         *           "last_transition_at": "2026-12-06T17:06:05.420166Z",
+         *           "message": "the greeting is ready",
+         *           "reason": "Greeted",
+         *           "status": "True",
+         *           "type": "Ready"
+         *         }
+         *       ],
+         *       "created_at": "2026-12-06T17:06:05.312717Z",
+         *       "deletion_requested_at": null,
+         *       "failure_attempts": 0,
+         *       "failure_gen": 0,
+         *       "failure_message": null,
+         *       "failure_terminal": false,
+         *       "finalizers": [],
+         *       "generation": 1,
+         *       "health_ok": true,
+         *       "is_ready": true,
+         *       "kind": "hello",
+         *       "kind_version": 1,
+         *       "labels": {},
+         *       "name": "world",
+         *       "next_attempt_at": null,
+         *       "owner": null,
+         *       "phase": "Ready",
+         *       "provider_config_ref": null,
+         *       "recent_events": [
+         *         {
+         *           "actor": null,
+         *           "at": "2026-12-06T17:06:05.420166Z",
+         *           "from_phase": "Reconciling",
+         *           "generation": 1,
+         *           "id": 4,
+         *           "kind": "hello",
+         *           "message": null,
+         *           "name": "world",
+         *           "resource_id": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *           "to_phase": "Ready",
+         *           "type": "phase"
+         *         },
+         *         {
+         *           "actor": null,
+         *           "at": "2026-12-06T17:06:05.312717Z",
+         *           "from_phase": null,
+         *           "generation": 1,
+         *           "id": 1,
+         *           "kind": "hello",
+         *           "message": null,
+         *           "name": "world",
+         *           "resource_id": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *           "to_phase": "Reconciling",
+         *           "type": "created"
+         *         }
+         *       ],
+         *       "spec": {
+         *         "greeting": "hello"
+         *       },
+         *       "status": {
+         *         "attempt": 1,
+         *         "message": "hello, world!",
+         *         "observed_generation": 1,
+         *         "worker": "hello-1"
+         *       },
+         *       "synced_gen": 1,
+         *       "uid": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *       "updated_at": "2026-12-06T17:06:05.420166Z",
+         *       "waiting_for": null,
+         *       "work": null
+         *     }
+         */
         ResourceDetail: {
             /**
              * Format: uuid
@@ -2063,7 +3081,48 @@ export interface components {
             /** @description Name. */
             name: string;
         };
-        /** @description A page of `GET /resources`. */
+        /**
+         * @description A page of `GET /resources`.
+         * @example {
+         *       "owners": [],
+         *       "resources": [
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.312717Z",
+         *           "failure_attempts": 0,
+         *           "failure_message": null,
+         *           "failure_terminal": false,
+         *           "generation": 1,
+         *           "is_ready": true,
+         *           "kind": "hello",
+         *           "kind_version": 1,
+         *           "labels": {},
+         *           "name": "world",
+         *           "owner": null,
+         *           "phase": "Ready",
+         *           "synced_gen": 1,
+         *           "uid": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *           "updated_at": "2026-12-06T17:06:05.420166Z"
+         *         },
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.340568Z",
+         *           "failure_attempts": 0,
+         *           "failure_message": null,
+         *           "failure_terminal": false,
+         *           "generation": 1,
+         *           "is_ready": true,
+         *           "kind": "classicbom",
+         *           "kind_version": 1,
+         *           "labels": {},
+         *           "name": "demo-bom",
+         *           "owner": null,
+         *           "phase": "Ready",
+         *           "synced_gen": 1,
+         *           "uid": "d882e5c7-f9f2-4b44-bce2-52813b4b44ff",
+         *           "updated_at": "2026-12-06T17:06:06.008289Z"
+         *         }
+         *       ]
+         *     }
+         */
         ResourceList: {
             /** @description The `owner` filters, resolved. */
             owners: components["schemas"]["ResourceKey"][];
@@ -2095,7 +3154,12 @@ export interface components {
             /** @description Always `message` (the default). */
             event?: string;
         };
-        /** @description The rollback body. */
+        /**
+         * @description The rollback body.
+         * @example {
+         *       "generation": 1
+         *     }
+         */
         RollbackBody: {
             /**
              * Format: int64
@@ -2103,7 +3167,13 @@ export interface components {
              */
             generation: number;
         };
-        /** @description The answer to a rollback. */
+        /**
+         * @description The answer to a rollback.
+         * @example {
+         *       "changed": true,
+         *       "generation": 3
+         *     }
+         */
         RolledBack: {
             /**
              * Format: int64
@@ -2121,7 +3191,49 @@ export interface components {
              */
             resource_count: number;
         };
-        /** @description A page of `GET /resources/roots`. */
+        /**
+         * @description A page of `GET /resources/roots`.
+         * @example {
+         *       "roots": [
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.312717Z",
+         *           "failure_attempts": 0,
+         *           "failure_message": null,
+         *           "failure_terminal": false,
+         *           "generation": 1,
+         *           "is_ready": true,
+         *           "kind": "hello",
+         *           "kind_version": 1,
+         *           "labels": {},
+         *           "name": "world",
+         *           "owner": null,
+         *           "phase": "Ready",
+         *           "resource_count": 0,
+         *           "synced_gen": 1,
+         *           "uid": "5a9dd8c9-384a-4759-83e2-88558c6b3a24",
+         *           "updated_at": "2026-12-06T17:06:05.420166Z"
+         *         },
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.340568Z",
+         *           "failure_attempts": 0,
+         *           "failure_message": null,
+         *           "failure_terminal": false,
+         *           "generation": 1,
+         *           "is_ready": true,
+         *           "kind": "classicbom",
+         *           "kind_version": 1,
+         *           "labels": {},
+         *           "name": "demo-bom",
+         *           "owner": null,
+         *           "phase": "Ready",
+         *           "resource_count": 24,
+         *           "synced_gen": 1,
+         *           "uid": "d882e5c7-f9f2-4b44-bce2-52813b4b44ff",
+         *           "updated_at": "2026-12-06T17:06:06.008289Z"
+         *         }
+         *       ]
+         *     }
+         */
         RootList: {
             /** @description The rows. */
             roots: components["schemas"]["RootItem"][];
@@ -2139,7 +3251,27 @@ export interface components {
              */
             hi: number;
         };
-        /** @description A root's recorded specs. */
+        /**
+         * @description A root's recorded specs.
+         * @example {
+         *       "items": [
+         *         {
+         *           "created_at": "2026-12-06T17:09:12.004211Z",
+         *           "generation": 2,
+         *           "spec": {
+         *             "greeting": "hello again"
+         *           }
+         *         },
+         *         {
+         *           "created_at": "2026-12-06T17:06:05.312717Z",
+         *           "generation": 1,
+         *           "spec": {
+         *             "greeting": "hello"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
         SpecHistory: {
             /** @description Newest first. */
             items: components["schemas"]["SpecVersion"][];
@@ -2159,12 +3291,60 @@ export interface components {
              */
             created_at: string;
         };
-        /** @description `{"status": "ok"}`. */
+        /**
+         * @description `{"status": "ok"}`.
+         * @example {
+         *       "status": "ok"
+         *     }
+         */
         StatusOk: {
             /** @description Always `ok`. */
             status: string;
         };
-        /** @description Counts of a set of owners' subtrees, or of everything. */
+        /**
+         * @description Counts of a set of owners' subtrees, or of everything.
+         * @example {
+         *       "by_kind": [
+         *         {
+         *           "kind": "classicbom",
+         *           "phases": {
+         *             "Degraded": 0,
+         *             "Deleting": 0,
+         *             "Failed": 0,
+         *             "Orphaned": 0,
+         *             "Quarantined": 0,
+         *             "Ready": 1,
+         *             "Reconciling": 0
+         *           },
+         *           "total": 1
+         *         },
+         *         {
+         *           "kind": "hello",
+         *           "phases": {
+         *             "Degraded": 0,
+         *             "Deleting": 0,
+         *             "Failed": 0,
+         *             "Orphaned": 0,
+         *             "Quarantined": 0,
+         *             "Ready": 2,
+         *             "Reconciling": 0
+         *           },
+         *           "total": 2
+         *         }
+         *       ],
+         *       "owners": [],
+         *       "total": 3,
+         *       "totals": {
+         *         "Degraded": 0,
+         *         "Deleting": 0,
+         *         "Failed": 0,
+         *         "Orphaned": 0,
+         *         "Quarantined": 0,
+         *         "Ready": 3,
+         *         "Reconciling": 0
+         *       }
+         *     }
+         */
         Summary: {
             /** @description The `owner` filters, resolved. */
             owners: components["schemas"]["ResourceKey"][];
@@ -2205,7 +3385,16 @@ export interface components {
             /** @description JSON pointer into the dependency's status. */
             source_field: string;
         };
-        /** @description The build and the API versions it serves. */
+        /**
+         * @description The build and the API versions it serves.
+         * @example {
+         *       "api_version": "v1",
+         *       "api_versions": [
+         *         "v1"
+         *       ],
+         *       "version": "0.1.0"
+         *     }
+         */
         VersionInfo: {
             /** @description The build's version string. */
             version: string;
@@ -2214,7 +3403,15 @@ export interface components {
             /** @description Every API version this build serves. */
             api_versions: string[];
         };
-        /** @description The caller of the API. */
+        /**
+         * @description The caller of the API.
+         * @example {
+         *       "authenticated": true,
+         *       "kinds": [],
+         *       "name": "ops",
+         *       "role": "admin"
+         *     }
+         */
         WhoAmI: {
             /**
              * @description The principal's name (recorded as the actor of what it does); `anonymous` when
@@ -2920,6 +4117,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "greeting": "hello"
+                     *     }
+                     */
                     "application/json": Record<string, never>;
                 };
             };
@@ -3731,7 +4933,31 @@ export interface operations {
         /** @description At most 10,000 apply bodies: a JSON array, or one JSON object per line. */
         requestBody: {
             content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "kind": "hello",
+                 *         "kind_version": 1,
+                 *         "name": "world",
+                 *         "spec": {
+                 *           "greeting": "hello"
+                 *         }
+                 *       },
+                 *       {
+                 *         "kind": "hello",
+                 *         "kind_version": 1,
+                 *         "name": "second",
+                 *         "spec": {
+                 *           "greeting": "hi"
+                 *         }
+                 *       }
+                 *     ]
+                 */
                 "application/json": components["schemas"]["ApplyBody"][];
+                /**
+                 * @example {"kind": "hello", "kind_version": 1, "name": "world", "spec": {"greeting": "hello"}}
+                 *     {"kind": "hello", "kind_version": 1, "name": "second", "spec": {"greeting": "hi"}}
+                 */
                 "application/x-ndjson": string;
             };
         };
