@@ -7,6 +7,9 @@ pass through hooks); the fuzzing phase would send hundreds, so there the paramet
 and the plain read fuzzed instead. Every other value of `watch` (false, or garbage that must
 answer 400) is kept. The streams are tested by control/tests/openapi_answers.rs and
 converge/tests/watch.rs.
+
+`POST /api/v1/resources:batch` also takes `application/x-ndjson` (one JSON object per line),
+documented as a string with an example: it is sent as that text, the way `text/plain` is.
 """
 
 import schemathesis
@@ -18,3 +21,6 @@ def map_query(ctx, query):
         query = dict(query)
         del query["watch"]
     return query
+
+
+schemathesis.serializer.alias("application/x-ndjson", "text/plain")
