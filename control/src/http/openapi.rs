@@ -130,6 +130,7 @@ fn problem_response(description: &str) -> openapi::Response {
         (name = "kinds", description = "Kind manifests and their live operational config."),
         (name = "providerconfigs", description = "Provider configs: per-kind settings and bundles."),
         (name = "reactor-bindings", description = "Reactor bindings: lifecycle transitions wired to reactors."),
+        (name = "tokens", description = "API tokens with a life cycle: mint (shown once), list, revoke. Admin only."),
         (name = "cluster", description = "Who is here: the converge processes, their workers, who serves each kind."),
         (name = "meta", description = "Probes, the version, and this document."),
     ),

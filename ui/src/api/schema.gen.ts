@@ -649,6 +649,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /api/v1/tokens` → `{items}` by name. */
+        get: operations["tokens_list"];
+        put?: never;
+        /** `POST /api/v1/tokens` → 201 with the token (shown this once). */
+        post: operations["tokens_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * `DELETE /api/v1/tokens/{name}` → 204: refused by every pod within a second, its open
+         *     worker streams and watches closed.
+         */
+        delete: operations["tokens_revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/version": {
         parameters: {
             query?: never;
@@ -759,6 +797,39 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description A token minted through the API, as listed: never its secret nor its hash. */
+        ApiToken: {
+            /** @description The principal's name (recorded as the actor of what it does). */
+            name: string;
+            /** @description `viewer`, `operator`, `admin` or `worker`. */
+            role: string;
+            /** @description A worker's kind globs (empty for other roles). */
+            kinds: string[];
+            /**
+             * Format: date-time
+             * @description Minted at.
+             */
+            created_at: string;
+            /** @description The principal that minted it. */
+            created_by?: string | null;
+            /**
+             * Format: date-time
+             * @description When it stops authenticating (`null`: never).
+             */
+            expires_at?: string | null;
+            /** @description Whether it has expired (it is refused; revoke it to remove it from this list). */
+            expired: boolean;
+            /**
+             * Format: date-time
+             * @description The last authenticated use seen (written coalesced: up to a minute late).
+             */
+            last_used_at?: string | null;
+        };
+        /** @description `GET /api/v1/tokens`. */
+        ApiTokenList: {
+            /** @description Every minted token, by name. */
+            items: components["schemas"]["ApiToken"][];
+        };
         /** @description The answer to one applied resource. */
         Applied: {
             /**
@@ -1500,6 +1571,11 @@ export interface components {
          * @enum {string}
          */
         MemberStatus: "Ready" | "NotReady";
+        /** @description `POST /api/v1/tokens`'s answer: the only time the secret is shown. */
+        MintedApiToken: components["schemas"]["ApiToken"] & {
+            /** @description The bearer token. Shown once: only its SHA-256 is stored. */
+            token: string;
+        };
         /** @description The request body. */
         OperateBody: {
             /** @description The verb (one the kind declares). */
@@ -2141,6 +2217,23 @@ export interface components {
             /** @description By kind, in kind order. */
             by_kind: components["schemas"]["KindCounts"][];
         };
+        /** @description `POST /api/v1/tokens`'s body. */
+        TokenBody: {
+            /**
+             * @description The principal's name: 1-128 printable ASCII characters without '/' or spaces, not
+             *     used by `AUTH_FILE` nor by another token.
+             */
+            name: string;
+            /** @description `viewer`, `operator`, `admin`, or `worker` (which needs `kinds`). */
+            role: string;
+            /** @description For a worker: globs of the kinds it may serve (`*` matches any run of characters). */
+            kinds?: string[] | null;
+            /**
+             * Format: int64
+             * @description Seconds until it stops authenticating (1 to 31536000, one year); absent: never.
+             */
+            expires_in?: number | null;
+        };
         /** @description A resource this one depends on. */
         Upstream: {
             /** @description Kind. */
@@ -2304,6 +2397,8 @@ export interface components {
     headers: never;
     pathItems: never;
 }
+export type ApiToken = components['schemas']['ApiToken'];
+export type ApiTokenList = components['schemas']['ApiTokenList'];
 export type Applied = components['schemas']['Applied'];
 export type ApplyBody = components['schemas']['ApplyBody'];
 export type ApplyResult = components['schemas']['ApplyResult'];
@@ -2342,6 +2437,7 @@ export type ManifestEdgeEnd = components['schemas']['ManifestEdgeEnd'];
 export type ManifestEdgeValue = components['schemas']['ManifestEdgeValue'];
 export type MemberRole = components['schemas']['MemberRole'];
 export type MemberStatus = components['schemas']['MemberStatus'];
+export type MintedApiToken = components['schemas']['MintedApiToken'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];
 export type OperationList = components['schemas']['OperationList'];
@@ -2376,6 +2472,7 @@ export type SpecHistory = components['schemas']['SpecHistory'];
 export type SpecVersion = components['schemas']['SpecVersion'];
 export type StatusOk = components['schemas']['StatusOk'];
 export type Summary = components['schemas']['Summary'];
+export type TokenBody = components['schemas']['TokenBody'];
 export type Upstream = components['schemas']['Upstream'];
 export type ValueMapping = components['schemas']['ValueMapping'];
 export type VersionInfo = components['schemas']['VersionInfo'];
@@ -3736,6 +3833,90 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    tokens_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every minted token, by name (no secret, no hash). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiTokenList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    tokens_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TokenBody"];
+            };
+        };
+        responses: {
+            /** @description Minted. The secret is in this answer only. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MintedApiToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    tokens_revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
         };
     };
