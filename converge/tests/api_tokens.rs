@@ -3,8 +3,9 @@
 //! worker only serves the kinds of its globs), the list never holds a secret or a hash, a
 //! non-admin can neither mint, list nor revoke; a revoke on one pod is refused on a second
 //! pod within a second and closes the token's open worker stream and SSE watch there; an
-//! expired token is refused and its stream closed; without `AUTH_FILE` the routes say so;
-//! and `conctl token new|list|revoke` round-trips.
+//! expired token is refused and its stream closed; uses are recorded without a write per
+//! request; without `AUTH_FILE` the routes say so; and `conctl token new|list|revoke`
+//! round-trips.
 
 mod common;
 
@@ -485,5 +486,53 @@ async fn conctl_mints_lists_and_revokes() {
     conctl(&["token", "revoke", "ci-bot"]).await;
     let (s, _) = c.call_as(Some(&secret), Method::GET, "whoami", None).await;
     assert_eq!(s, 401);
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn uses_are_recorded_off_the_request_path() {
+    let dir = AuthDir::new();
+    let c = start(&dir).await;
+    let mut peer: Peer = c.spawn_peer(&[("AUTH_FILE", &dir.file())]).await;
+    let b = Api::new(&peer.http);
+    let t = mint(&c, json!({"name": "busy", "role": "viewer"})).await;
+    let tok = t["token"].as_str().unwrap();
+    assert!(t["last_used_at"].is_null(), "{t}");
+    until_status(
+        &b,
+        tok,
+        200,
+        Duration::from_secs(5),
+        "the minted token on the second pod",
+    )
+    .await;
+    for _ in 0..50 {
+        let (s, _) = b.call_as(Some(tok), Method::GET, "whoami", None).await;
+        assert_eq!(s, 200);
+    }
+    let last_used = |list: &Value| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == "busy")
+            .unwrap()["last_used_at"]
+            .clone()
+    };
+    // No request wrote it: uses are stamped in memory and written at most once a minute
+    // (the second pod started seconds ago, so its first write is still far off).
+    let (_, list) = c.call_as(Some(ADMIN), Method::GET, "tokens", None).await;
+    assert!(last_used(&list).is_null(), "{list}");
+    // A pod that stops writes what it saw, in one statement.
+    converge_testkit::terminate(&mut peer.child, Duration::from_secs(15)).await;
+    let (_, list) = c.call_as(Some(ADMIN), Method::GET, "tokens", None).await;
+    let at = last_used(&list);
+    let at =
+        chrono::DateTime::parse_from_rfc3339(at.as_str().expect("last_used_at written")).unwrap();
+    let created = chrono::DateTime::parse_from_rfc3339(t["created_at"].as_str().unwrap()).unwrap();
+    assert!(
+        at >= created - chrono::Duration::seconds(1),
+        "{at} vs {created}"
+    );
     c.stop().await;
 }

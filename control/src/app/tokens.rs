@@ -92,20 +92,18 @@ impl TokenFollower {
                 tracing::info!("an API token expired; its open streams re-check");
             }
             // Whatever woke the loop, the rows are re-read (one small indexed read).
-            {
-                match reload(&self.pool, &self.auth).await {
-                    Ok(changed) => {
-                        last_error.clear();
-                        if changed {
-                            tracing::info!("API tokens reloaded");
-                        }
+            match reload(&self.pool, &self.auth).await {
+                Ok(changed) => {
+                    last_error.clear();
+                    if changed {
+                        tracing::info!("API tokens reloaded");
                     }
-                    Err(e) => {
-                        let msg = e.to_string();
-                        if msg != last_error {
-                            tracing::error!(error = %msg, "API tokens not reloaded; the previous set stays in force");
-                            last_error = msg;
-                        }
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    if msg != last_error {
+                        tracing::error!(error = %msg, "API tokens not reloaded; the previous set stays in force");
+                        last_error = msg;
                     }
                 }
             }

@@ -120,7 +120,8 @@ fn problem_response(description: &str) -> openapi::Response {
         description = "The converge control plane's HTTP API. Every error is an RFC 9457 \
             problem (`application/problem+json`). With `AUTH_FILE` set, every `/api/v1` call \
             needs `Authorization: Bearer <token>` of a role strong enough (viewer reads, \
-            operator acts on resources and bindings, admin writes kinds and provider configs).",
+            operator acts on resources and bindings, admin writes kinds and provider configs \
+            and manages API tokens).",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     components(schemas(Problem)),
