@@ -2467,6 +2467,39 @@ END
 $$;
 
 --
+-- Name: api_tokens; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_tokens (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    token_sha256 bytea NOT NULL,
+    role text NOT NULL,
+    kinds text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text,
+    expires_at timestamp with time zone,
+    last_used_at timestamp with time zone,
+    CONSTRAINT api_tokens_check CHECK (((role = 'worker'::text) = (cardinality(kinds) > 0))),
+    CONSTRAINT api_tokens_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 128))),
+    CONSTRAINT api_tokens_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'operator'::text, 'admin'::text, 'worker'::text]))),
+    CONSTRAINT api_tokens_token_sha256_check CHECK ((octet_length(token_sha256) = 32))
+);
+
+--
+-- Name: api_tokens_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.api_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.api_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: broker_liveness; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3845,6 +3878,27 @@ ALTER TABLE ONLY public.rollup_recheck ALTER COLUMN id SET DEFAULT nextval('publ
 --
 
 ALTER TABLE ONLY public.work_outbox ALTER COLUMN id SET DEFAULT nextval('public.work_outbox_id_seq'::regclass);
+
+--
+-- Name: api_tokens api_tokens_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_name_key UNIQUE (name);
+
+--
+-- Name: api_tokens api_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_tokens api_tokens_token_sha256_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_token_sha256_key UNIQUE (token_sha256);
 
 --
 -- Name: broker_liveness broker_liveness_pkey; Type: CONSTRAINT; Schema: public; Owner: -

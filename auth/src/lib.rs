@@ -1,8 +1,9 @@
 //! Who may knock on converge's doors.
 //!
 //! - [`principals`]: the `AUTH_FILE` format, roles and kind globs;
-//! - [`store`]: the live principal index, re-read when the file changes (no restart), and
-//!   the change signal long-lived doors re-check their principal on;
+//! - [`store`]: the live principal index, re-read when the file changes (no restart), with
+//!   the tokens minted through the API handed in by their follower, and the change signal
+//!   long-lived doors re-check their principal on;
 //! - [`watch`]: re-reading a file when its directory reports a change, with a failsafe;
 //! - [`token`]: minting bearer tokens and hashing them (only hashes are ever stored);
 //! - [`tls`]: TLS listeners whose certificates reload when their files change, and the
@@ -18,7 +19,7 @@ pub mod token;
 pub mod watch;
 
 pub use principals::{Principal, Role};
-pub use store::Authenticator;
+pub use store::{Authenticator, MintedToken};
 
 /// Calls `reload` (on a blocking thread: it reads files) every `every` until `stop`. A failure
 /// is logged once per distinct message, with `kept` saying what stays in force meanwhile.

@@ -76,6 +76,10 @@ pub struct Principal {
     pub role: Role,
     /// For workers: globs of the kinds it may serve (`*` matches any run of characters).
     pub kinds: Vec<String>,
+    /// The database row of a token minted through the API (`None` for an `AUTH_FILE`
+    /// principal). Part of the identity: a revoked name minted again is a new principal, so
+    /// a stream opened with the old token does not survive the new one.
+    pub token_id: Option<i64>,
 }
 
 impl fmt::Debug for Principal {
@@ -166,6 +170,25 @@ pub enum ParseError {
     },
 }
 
+/// The kinds a principal of `role` is given, checked the one way both sources (`AUTH_FILE`
+/// and tokens minted through the API) check them: a worker needs at least one non-empty
+/// glob, every other role none.
+pub fn check_kinds(role: Role, kinds: Option<Vec<String>>) -> Result<Vec<String>, String> {
+    match (role, kinds) {
+        (Role::Worker, Some(k)) if !k.is_empty() => {
+            if let Some(bad) = k.iter().find(|g| g.trim().is_empty()) {
+                return Err(format!("kinds has an empty glob {bad:?}"));
+            }
+            Ok(k)
+        }
+        (Role::Worker, _) => {
+            Err("a worker needs kinds: the globs of the kinds it may serve (e.g. [\"*\"])".into())
+        }
+        (role, Some(_)) => Err(format!("kinds applies to role worker only, not {role}")),
+        (_, None) => Ok(Vec::new()),
+    }
+}
+
 /// Parses an `AUTH_FILE` (YAML, or JSON, which is YAML too).
 pub fn parse(text: &str) -> Result<Vec<Credentialed>, ParseError> {
     let file: File = serde_yaml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
@@ -213,31 +236,13 @@ pub fn parse(text: &str) -> Result<Vec<Credentialed>, ParseError> {
                 "needs token_sha256 or spiffe_id (or both) to be identifiable".into(),
             ));
         }
-        let kinds = match (e.role, e.kinds) {
-            (Role::Worker, Some(k)) if !k.is_empty() => {
-                if let Some(bad) = k.iter().find(|g| g.trim().is_empty()) {
-                    return Err(fail(format!("kinds has an empty glob {bad:?}")));
-                }
-                k
-            }
-            (Role::Worker, _) => {
-                return Err(fail(
-                    "a worker needs kinds: the globs of the kinds it may serve (e.g. [\"*\"])"
-                        .into(),
-                ));
-            }
-            (role, Some(_)) => {
-                return Err(fail(format!(
-                    "kinds applies to role worker only, not {role}"
-                )));
-            }
-            (_, None) => Vec::new(),
-        };
+        let kinds = check_kinds(e.role, e.kinds).map_err(fail)?;
         out.push(Credentialed {
             principal: Principal {
                 name: e.name,
                 role: e.role,
                 kinds,
+                token_id: None,
             },
             token_sha256,
             spiffe_id: e.spiffe_id,

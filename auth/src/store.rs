@@ -10,12 +10,24 @@
 //!
 //! A file that stops parsing is logged and ignored: the last good index stays in force, so
 //! a typo during an edit never locks every client out (nor lets anyone in).
+//!
+//! Beside the file's principals the index holds the tokens minted through the API
+//! ([`MintedToken`], stored hashed in PostgreSQL): whoever follows the database hands the
+//! whole current set to [`Authenticator::set_minted`] (on its NOTIFY and a failsafe poll),
+//! and a change moves the same generation, so a revoked token's streams close exactly like a
+//! removed `AUTH_FILE` line's. An expired token is refused at lookup (the process's clock),
+//! and [`Authenticator::prune_expired`] moves the generation once it has expired so its open
+//! streams close too. Each lookup of a minted token stamps its last use in memory only;
+//! [`Authenticator::take_uses`] hands the stamps to a writer that coalesces them.
 
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
-    sync::{Arc, RwLock},
-    time::Duration,
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use sha2::{Digest, Sha256};
@@ -23,7 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    principals::{self, Principal},
+    principals::{self, Principal, Role},
     token,
 };
 
@@ -55,14 +67,53 @@ struct Index {
     by_token: HashMap<[u8; 32], Arc<Principal>>,
     by_spiffe: HashMap<String, Arc<Principal>>,
     content_sha: [u8; 32],
-    generation: u64,
+}
+
+/// A token minted through the API, as its store hands it to the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MintedToken {
+    /// The store's row id (a name minted again is a new id, and a new principal).
+    pub id: i64,
+    /// The principal's name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// A worker's kind globs.
+    pub kinds: Vec<String>,
+    /// SHA-256 of the token.
+    pub token_sha256: [u8; 32],
+    /// When it stops authenticating (`None`: never).
+    pub expires_at: Option<SystemTime>,
+}
+
+struct MintedEntry {
+    principal: Arc<Principal>,
+    expires_at: Option<SystemTime>,
+    /// Unix seconds of the last lookup that found it (0: none since this process loaded it).
+    used: AtomicU64,
+    /// The `used` value last handed out by `take_uses`.
+    reported: AtomicU64,
+}
+
+impl MintedEntry {
+    fn live(&self, now: SystemTime) -> bool {
+        self.expires_at.is_none_or(|e| e > now)
+    }
+}
+
+/// The minted tokens in force, by hash.
+#[derive(Default)]
+struct Minted {
+    by_token: HashMap<[u8; 32], Arc<MintedEntry>>,
 }
 
 /// Resolves credentials to principals; cheap to share (`Arc`).
 pub struct Authenticator {
     path: PathBuf,
     index: RwLock<Arc<Index>>,
-    /// The generation of the index in force, sent after each reload that changed it.
+    minted: RwLock<Arc<Minted>>,
+    /// The generation of the principals in force (file and minted tokens together), moved
+    /// after each change.
     changed: watch::Sender<u64>,
 }
 
@@ -73,14 +124,14 @@ impl std::fmt::Debug for Authenticator {
             .field("path", &self.path)
             .field("tokens", &idx.by_token.len())
             .field("spiffe_ids", &idx.by_spiffe.len())
+            .field("minted", &self.minted().by_token.len())
             .finish()
     }
 }
 
-fn build(text: &str, generation: u64) -> Result<Index, principals::ParseError> {
+fn build(text: &str) -> Result<Index, principals::ParseError> {
     let mut idx = Index {
         content_sha: Sha256::digest(text.as_bytes()).into(),
-        generation,
         ..Index::default()
     };
     for c in principals::parse(text)? {
@@ -103,7 +154,7 @@ impl Authenticator {
             path: path.clone(),
             source,
         })?;
-        let index = build(&text, 1).map_err(|source| LoadError::Parse {
+        let index = build(&text).map_err(|source| LoadError::Parse {
             path: path.clone(),
             source,
         })?;
@@ -113,10 +164,11 @@ impl Authenticator {
             spiffe_ids = index.by_spiffe.len(),
             "principals loaded"
         );
-        let (changed, _) = watch::channel(index.generation);
+        let (changed, _) = watch::channel(1);
         Ok(Arc::new(Authenticator {
             path,
             index: RwLock::new(Arc::new(index)),
+            minted: RwLock::new(Arc::new(Minted::default())),
             changed,
         }))
     }
@@ -128,10 +180,147 @@ impl Authenticator {
             .clone()
     }
 
-    /// The principal holding bearer `token`. The lookup is by SHA-256, so its timing says
-    /// nothing useful about any stored token.
+    fn minted(&self) -> Arc<Minted> {
+        self.minted
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Moves the generation (after a swap: a subscriber woken by it reads the new index).
+    fn bump(&self) {
+        self.changed.send_modify(|g| *g += 1);
+    }
+
+    /// The principal holding bearer `token`: an `AUTH_FILE` principal, else a minted token
+    /// that has not expired (by this process's clock). The lookup is by SHA-256, so its
+    /// timing says nothing useful about any stored token. A minted token's use is stamped in
+    /// memory (one relaxed store), never written here.
     pub fn by_token(&self, token: &str) -> Option<Arc<Principal>> {
-        self.current().by_token.get(&token::digest(token)).cloned()
+        let digest = token::digest(token);
+        if let Some(p) = self.current().by_token.get(&digest) {
+            return Some(p.clone());
+        }
+        let minted = self.minted();
+        let entry = minted.by_token.get(&digest)?;
+        let now = SystemTime::now();
+        if !entry.live(now) {
+            return None;
+        }
+        entry.used.store(unix_secs(now), Ordering::Relaxed);
+        Some(entry.principal.clone())
+    }
+
+    /// Whether an `AUTH_FILE` principal is called `name` (a minted token may not take it).
+    pub fn file_has_name(&self, name: &str) -> bool {
+        let idx = self.current();
+        idx.by_token
+            .values()
+            .chain(idx.by_spiffe.values())
+            .any(|p| p.name == name)
+    }
+
+    /// Replaces the minted tokens in force with `tokens` (the store's whole current set);
+    /// `true`, and the generation moves, when the set changed. Tokens already expired by
+    /// this process's clock are left out. An unchanged token keeps its entry (and its
+    /// unreported use).
+    pub fn set_minted(&self, tokens: Vec<MintedToken>) -> bool {
+        let now = SystemTime::now();
+        let cur = self.minted();
+        let live: Vec<MintedToken> = tokens
+            .into_iter()
+            .filter(|t| t.expires_at.is_none_or(|e| e > now))
+            .collect();
+        let unchanged = live.len() == cur.by_token.len()
+            && live.iter().all(|t| {
+                cur.by_token.get(&t.token_sha256).is_some_and(|e| {
+                    e.principal.token_id == Some(t.id) && e.expires_at == t.expires_at
+                })
+            });
+        if unchanged {
+            return false;
+        }
+        let by_token =
+            live.into_iter()
+                .map(|t| {
+                    let kept = cur.by_token.get(&t.token_sha256).filter(|e| {
+                        e.principal.token_id == Some(t.id) && e.expires_at == t.expires_at
+                    });
+                    let entry = match kept {
+                        Some(e) => e.clone(),
+                        None => Arc::new(MintedEntry {
+                            principal: Arc::new(Principal {
+                                name: t.name,
+                                role: t.role,
+                                kinds: t.kinds,
+                                token_id: Some(t.id),
+                            }),
+                            expires_at: t.expires_at,
+                            used: AtomicU64::new(0),
+                            reported: AtomicU64::new(0),
+                        }),
+                    };
+                    (t.token_sha256, entry)
+                })
+                .collect();
+        *self
+            .minted
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Minted { by_token });
+        self.bump();
+        true
+    }
+
+    /// Drops the minted tokens that have expired by this process's clock; `true`, and the
+    /// generation moves (so their open streams and watches close), when any was dropped.
+    pub fn prune_expired(&self) -> bool {
+        let now = SystemTime::now();
+        let cur = self.minted();
+        if cur.by_token.values().all(|e| e.live(now)) {
+            return false;
+        }
+        let by_token = cur
+            .by_token
+            .iter()
+            .filter(|(_, e)| e.live(now))
+            .map(|(h, e)| (*h, e.clone()))
+            .collect();
+        *self
+            .minted
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Minted { by_token });
+        self.bump();
+        true
+    }
+
+    /// The soonest expiry among the minted tokens in force (when [`Self::prune_expired`]
+    /// next has work).
+    pub fn next_expiry(&self) -> Option<SystemTime> {
+        self.minted()
+            .by_token
+            .values()
+            .filter_map(|e| e.expires_at)
+            .min()
+    }
+
+    /// The uses of minted tokens seen since the last call: `(token id, last use)`, one per
+    /// token at most, so its writer makes one write per token per call whatever the request
+    /// rate.
+    pub fn take_uses(&self) -> Vec<(i64, SystemTime)> {
+        self.minted()
+            .by_token
+            .values()
+            .filter_map(|e| {
+                let used = e.used.load(Ordering::Relaxed);
+                let before = e.reported.swap(used, Ordering::Relaxed);
+                (used > before).then(|| {
+                    (
+                        e.principal.token_id.unwrap_or_default(),
+                        UNIX_EPOCH + Duration::from_secs(used),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The principal whose client certificate carries `spiffe_id`.
@@ -139,9 +328,10 @@ impl Authenticator {
         self.current().by_spiffe.get(spiffe_id).cloned()
     }
 
-    /// Bumps on every successful reload (streams opened under an older list re-check).
+    /// Bumps on every change of the principals (a reload of the file that changed it, a
+    /// changed set of minted tokens, an expiry): streams opened under an older list re-check.
     pub fn generation(&self) -> u64 {
-        self.current().generation
+        *self.changed.borrow()
     }
 
     /// The index's generation as it changes: `changed()` resolves once for every reload that
@@ -154,8 +344,17 @@ impl Authenticator {
         self.changed.subscribe()
     }
 
-    /// Whether `principal` is still listed with the same role and kinds.
+    /// Whether `principal` is still listed with the same role and kinds (a minted token's:
+    /// the same token, not revoked and not expired).
     pub fn still_valid(&self, principal: &Principal) -> bool {
+        if principal.token_id.is_some() {
+            let now = SystemTime::now();
+            return self
+                .minted()
+                .by_token
+                .values()
+                .any(|e| *e.principal == *principal && e.live(now));
+        }
         let idx = self.current();
         idx.by_token
             .values()
@@ -174,7 +373,7 @@ impl Authenticator {
         if sha == cur.content_sha {
             return Ok(false);
         }
-        let index = build(&text, cur.generation + 1).map_err(|source| LoadError::Parse {
+        let index = build(&text).map_err(|source| LoadError::Parse {
             path: self.path.clone(),
             source,
         })?;
@@ -184,13 +383,11 @@ impl Authenticator {
             spiffe_ids = index.by_spiffe.len(),
             "principals reloaded"
         );
-        let generation = index.generation;
         *self
             .index
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(index);
-        // After the swap: a subscriber woken by this reads the new index.
-        self.changed.send_replace(generation);
+        self.bump();
         Ok(true)
     }
 
@@ -207,6 +404,10 @@ impl Authenticator {
         )
         .await
     }
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]
@@ -256,6 +457,106 @@ mod tests {
             auth.by_token("tb").unwrap().name,
             "b",
             "last good list stays"
+        );
+    }
+
+    fn minted(id: i64, name: &str, tok: &str, expires_at: Option<SystemTime>) -> MintedToken {
+        MintedToken {
+            id,
+            name: name.into(),
+            role: Role::Operator,
+            kinds: Vec::new(),
+            token_sha256: token::digest(tok),
+            expires_at,
+        }
+    }
+
+    #[test]
+    fn minted_tokens_authenticate_until_revoked_or_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.yaml");
+        std::fs::write(
+            &path,
+            format!("principals:\n{}", line("ops", "admin", "t0")),
+        )
+        .unwrap();
+        let auth = Authenticator::load(&path).unwrap();
+        assert!(auth.file_has_name("ops") && !auth.file_has_name("ci"));
+        let mut changes = auth.subscribe();
+        assert!(auth.set_minted(vec![minted(1, "ci", "t1", None)]));
+        assert!(changes.has_changed().unwrap(), "a new token is a change");
+        changes.borrow_and_update();
+        assert!(
+            !auth.set_minted(vec![minted(1, "ci", "t1", None)]),
+            "the same set is no change"
+        );
+        assert!(!changes.has_changed().unwrap());
+        let ci = auth.by_token("t1").unwrap();
+        assert_eq!((ci.name.as_str(), ci.token_id), ("ci", Some(1)));
+        assert!(auth.still_valid(&ci));
+        assert_eq!(
+            auth.by_token("t0").unwrap().name,
+            "ops",
+            "the file still rules"
+        );
+
+        // Revoked, then the same name minted again: a new principal, the old one is gone.
+        assert!(auth.set_minted(vec![minted(2, "ci", "t2", None)]));
+        assert!(changes.has_changed().unwrap());
+        assert!(auth.by_token("t1").is_none());
+        assert!(
+            !auth.still_valid(&ci),
+            "a re-minted name is not the old token"
+        );
+        assert!(auth.still_valid(&auth.by_token("t2").unwrap()));
+
+        // Expired: refused at lookup at once; pruning moves the generation for the streams.
+        let past = SystemTime::now() - Duration::from_secs(1);
+        let soon = SystemTime::now() + Duration::from_secs(3600);
+        assert!(auth.set_minted(vec![
+            minted(2, "ci", "t2", Some(soon)),
+            minted(3, "old", "t3", Some(past))
+        ]));
+        assert!(
+            auth.by_token("t3").is_none(),
+            "already expired: never in force"
+        );
+        assert_eq!(auth.next_expiry(), Some(soon));
+        assert!(!auth.prune_expired(), "nothing expired");
+        changes.borrow_and_update();
+        let p2 = auth.by_token("t2").unwrap();
+        assert!(auth.set_minted(vec![minted(2, "ci", "t2", Some(past))]));
+        assert!(!auth.still_valid(&p2));
+        assert!(auth.by_token("t2").is_none());
+        assert!(changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn uses_are_reported_once_per_token_whatever_the_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.yaml");
+        std::fs::write(
+            &path,
+            format!("principals:\n{}", line("ops", "admin", "t0")),
+        )
+        .unwrap();
+        let auth = Authenticator::load(&path).unwrap();
+        auth.set_minted(vec![
+            minted(7, "ci", "t7", None),
+            minted(8, "idle", "t8", None),
+        ]);
+        assert!(auth.take_uses().is_empty(), "no use yet");
+        for _ in 0..1000 {
+            auth.by_token("t7").unwrap();
+        }
+        let uses = auth.take_uses();
+        assert_eq!(uses.len(), 1, "{uses:?}");
+        assert_eq!(uses[0].0, 7);
+        assert!(auth.take_uses().is_empty(), "reported once");
+        auth.by_token("t0").unwrap();
+        assert!(
+            auth.take_uses().is_empty(),
+            "file principals are not stamped"
         );
     }
 

@@ -436,17 +436,20 @@ async fn session(
         }
     }
     // Revocation is an event: the authenticator's generation moves within milliseconds of
-    // an AUTH_FILE change, and the stream re-checks its principal then. Checked once after
+    // an AUTH_FILE change or an API token's revoke (its NOTIFY) or expiry, and the stream
+    // re-checks its principal then. Checked once after
     // subscribing too: a reload between the stream's authentication and the subscription
     // would otherwise go unseen.
     let auth = w.inner.opts.auth.clone().zip(principal.clone());
     let mut changes = auth.as_ref().map(|(a, _)| a.subscribe());
     let revoked = |a: &converge_auth::Authenticator, p: &Principal| {
         (!a.still_valid(p)).then(|| {
-            Status::unauthenticated(format!(
-                "principal {:?} was removed or changed in AUTH_FILE",
-                p.name
-            ))
+            let why = if p.token_id.is_some() {
+                "its API token was revoked or expired"
+            } else {
+                "it was removed or changed in AUTH_FILE"
+            };
+            Status::unauthenticated(format!("principal {:?}: {why}", p.name))
         })
     };
     if let Some(status) = auth.as_ref().and_then(|(a, p)| revoked(a, p)) {

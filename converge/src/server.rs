@@ -20,6 +20,7 @@ use converge_auth::{
 
 use converge_control::{
     app::{
+        self,
         reads::Reads,
         runtime::Runtime,
         watch::{WatchConfig, WatchHub},
@@ -50,6 +51,9 @@ const CATALOG_FAILSAFE: std::time::Duration = std::time::Duration::from_secs(15)
 /// (`converge_auth::watch`), so this only bounds a change on a filesystem that sends no
 /// events (NFS, some FUSE mounts).
 const AUTH_FAILSAFE: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often the tokens minted through the API are re-read whatever `api_tokens_changed`
+/// says (a failsafe: a revoke's NOTIFY reaches every pod within milliseconds).
+const TOKENS_FAILSAFE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The security material of one process: principals and TLS configurations, each kept
 /// fresh from its files by a task of its own.
@@ -187,6 +191,17 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
+    // The tokens minted through the API join the principals (authentication on only): read
+    // once before any door opens, then followed (`app::tokens`).
+    if let Some(auth) = &security.auth {
+        app::tokens::reload(&pool, auth)
+            .await
+            .context("loading the API tokens (api_tokens)")?;
+        tasks.spawn(
+            app::tokens::TokenFollower::new(pool.clone(), auth.clone(), TOKENS_FAILSAFE)
+                .run(loops.clone()),
+        );
+    }
     // Readiness (`/readyz`, gRPC Health): not while draining or while PostgreSQL is gone.
     let health = Health::new();
     tasks.spawn(health.clone().watch_database(pool.clone(), loops.clone()));

@@ -6,6 +6,7 @@ import { SignIn } from './components/SignIn';
 import { useWhoAmI } from './lib/permissions';
 import { ProviderConfigsPage } from './pages/admin/ProviderConfigsPage';
 import { ReactorBindingsPage } from './pages/admin/ReactorBindingsPage';
+import { TokensPage } from './pages/admin/TokensPage';
 import { ActivityPage } from './pages/activity/ActivityPage';
 import { ClusterPage } from './pages/cluster/ClusterPage';
 import { KindsPage } from './pages/kinds/KindsPage';
@@ -51,6 +52,7 @@ export function App() {
           <NavLink to="/providerconfigs">Provider configs</NavLink>
           <NavLink to="/reactor-bindings">Reactor bindings</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>
+          <NavLink to="/tokens">Tokens</NavLink>
         </nav>
         <ApiStatus />
         {!auth.prompt && <Principal />}
@@ -83,6 +85,7 @@ export function App() {
           <Route path="/reactor-bindings" element={<ReactorBindingsPage />} />
           <Route path="/activity" element={<ActivityPage />} />
           <Route path="/cluster" element={<ClusterPage />} />
+          <Route path="/tokens" element={<TokensPage />} />
           <Route path="*" element={<p className="error">No page here. <NavLink to="/resources/summary">Go to resources</NavLink></p>} />
         </Routes>
         )}

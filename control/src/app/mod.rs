@@ -11,4 +11,5 @@ pub mod flows;
 pub mod reads;
 pub mod runtime;
 pub mod starlark_sample;
+pub mod tokens;
 pub mod watch;

@@ -30,14 +30,19 @@ pub fn actor(caller: &Option<axum::Extension<Caller>>) -> Option<String> {
 
 /// The role a call to `path` (relative to `/api/v1`) with `method` needs.
 pub fn required_role(method: &Method, path: &str) -> Role {
+    let under = |p: &str| {
+        path.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    // Tokens grant access: even listing them is the admin's business.
+    if under("/tokens") {
+        return Role::Admin;
+    }
     if method == Method::GET || method == Method::HEAD {
         return Role::Viewer;
     }
     // Kinds (manifests, versions, configs) and provider configs shape what runs where.
-    let admin = ["/kinds", "/providerconfigs"].iter().any(|p| {
-        path.strip_prefix(p)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    });
+    let admin = ["/kinds", "/providerconfigs"].iter().any(|p| under(p));
     if admin { Role::Admin } else { Role::Operator }
 }
 
@@ -134,6 +139,10 @@ mod tests {
             (Method::POST, "/providerconfigs", Role::Admin),
             (Method::DELETE, "/providerconfigs/x", Role::Admin),
             (Method::POST, "/kindsx", Role::Operator),
+            (Method::GET, "/tokens", Role::Admin),
+            (Method::POST, "/tokens", Role::Admin),
+            (Method::DELETE, "/tokens/ci", Role::Admin),
+            (Method::GET, "/tokensx", Role::Viewer),
         ];
         for (m, p, want) in cases {
             assert_eq!(required_role(&m, p), want, "{m} {p}");

@@ -20,6 +20,7 @@ pub mod resource_graph;
 pub mod resource_views;
 pub mod resources;
 pub mod spec_history;
+pub mod tokens;
 pub mod ui;
 pub mod watch;
 pub mod whoami;
@@ -187,6 +188,8 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(spec_history::history))
         .routes(routes!(spec_history::rollback))
         .routes(routes!(spec_history::raw_spec))
+        .routes(routes!(tokens::create, tokens::list))
+        .routes(routes!(tokens::revoke))
         // After routing (so it sees the named path parameters), before any handler.
         .route_layer(middleware::from_fn(input::refuse_nul_params));
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())

@@ -120,7 +120,8 @@ fn problem_response(description: &str) -> openapi::Response {
         description = "The converge control plane's HTTP API. Every error is an RFC 9457 \
             problem (`application/problem+json`). With `AUTH_FILE` set, every `/api/v1` call \
             needs `Authorization: Bearer <token>` of a role strong enough (viewer reads, \
-            operator acts on resources and bindings, admin writes kinds and provider configs).",
+            operator acts on resources and bindings, admin writes kinds and provider configs \
+            and manages API tokens).",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     components(schemas(Problem)),
@@ -130,6 +131,7 @@ fn problem_response(description: &str) -> openapi::Response {
         (name = "kinds", description = "Kind manifests and their live operational config."),
         (name = "providerconfigs", description = "Provider configs: per-kind settings and bundles."),
         (name = "reactor-bindings", description = "Reactor bindings: lifecycle transitions wired to reactors."),
+        (name = "tokens", description = "API tokens with a life cycle: mint (shown once), list, revoke. Admin only."),
         (name = "cluster", description = "Who is here: the converge processes, their workers, who serves each kind."),
         (name = "meta", description = "Probes, the version, and this document."),
     ),

@@ -140,7 +140,7 @@ pub async fn revoked(auth: Option<Arc<Authenticator>>, caller: Option<Caller>) {
     let mut changes = auth.subscribe();
     loop {
         if !auth.still_valid(&principal) {
-            tracing::info!(principal = %principal.name, "watch closed: the principal was removed or changed in AUTH_FILE");
+            tracing::info!(principal = %principal.name, "watch closed: the principal was removed or changed in AUTH_FILE, or its API token was revoked or expired");
             return;
         }
         if changes.changed().await.is_err() {

@@ -67,6 +67,7 @@ mod tests {
             name: "ann".into(),
             role: Role::Viewer,
             kinds: Vec::new(),
+            token_id: None,
         }));
         assert_eq!(
             answer(Some(&viewer)),

@@ -1656,3 +1656,56 @@ pub struct BindingQuery {
     /// Only bindings running this reactor.
     pub reactor: Option<String>,
 }
+
+/// A token minted through the API, as listed: never its secret nor its hash.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiToken {
+    /// The principal's name (recorded as the actor of what it does).
+    pub name: String,
+    /// `viewer`, `operator`, `admin` or `worker`.
+    pub role: String,
+    /// A worker's kind globs (empty for other roles).
+    pub kinds: Vec<String>,
+    /// Minted at.
+    pub created_at: DateTime<Utc>,
+    /// The principal that minted it.
+    pub created_by: Option<String>,
+    /// When it stops authenticating (`null`: never).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Whether it has expired (it is refused; revoke it to remove it from this list).
+    pub expired: bool,
+    /// The last authenticated use seen (written coalesced: up to a minute late).
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+impl From<crate::db::tokens::TokenInfo> for ApiToken {
+    fn from(t: crate::db::tokens::TokenInfo) -> Self {
+        ApiToken {
+            expired: t.expires_at.is_some_and(|e| e <= Utc::now()),
+            name: t.name,
+            role: t.role,
+            kinds: t.kinds,
+            created_at: t.created_at,
+            created_by: t.created_by,
+            expires_at: t.expires_at,
+            last_used_at: t.last_used_at,
+        }
+    }
+}
+
+/// `GET /api/v1/tokens`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiTokenList {
+    /// Every minted token, by name.
+    pub items: Vec<ApiToken>,
+}
+
+/// `POST /api/v1/tokens`'s answer: the only time the secret is shown.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MintedApiToken {
+    /// The bearer token. Shown once: only its SHA-256 is stored.
+    pub token: String,
+    /// The token as listed.
+    #[serde(flatten)]
+    pub info: ApiToken,
+}

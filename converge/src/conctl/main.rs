@@ -2,7 +2,7 @@
 //! files (resources, kind manifests, provider configs, reactor bindings), get (or watch),
 //! list, delete, wait for a phase, events and spec history, the operator actions
 //! (reconcile, quarantine, unquarantine, rollback), rendering a composition with no server
-//! (render), and who is here (cluster).
+//! (render), who is here (cluster), and API tokens (token new|list|revoke).
 
 mod apply;
 mod client;
@@ -12,6 +12,7 @@ mod events;
 mod output;
 mod render;
 mod status;
+mod tokens;
 mod transport;
 mod watch;
 
@@ -244,6 +245,11 @@ enum Command {
     /// Show who is here: the converge processes, the workers on each broker, and how many
     /// workers serve each kind version.
     Cluster,
+    /// API tokens with a life cycle (admin): mint one (shown once), list, revoke.
+    Token {
+        #[command(subcommand)]
+        command: tokens::TokenCommand,
+    },
     /// Run a composite's composer (a CEL graph or a Starlark bundle, from its provider
     /// config) on a root document, with no server: print the children, edges and status it
     /// would produce.
@@ -817,6 +823,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             report(f, format!("{target}: unquarantined"), &r.body)?;
         }
         Command::Cluster => cluster::show(&c, f).await?,
+        Command::Token { command } => tokens::run(&c, command, f).await?,
         Command::Render { .. } => unreachable!("handled above, without a client"),
     }
     Ok(true)

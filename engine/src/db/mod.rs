@@ -22,6 +22,7 @@ pub mod resources;
 pub mod spec_history;
 pub mod stats;
 pub mod sweeps;
+pub mod tokens;
 
 use std::{str::FromStr, time::Duration};
 

@@ -5,6 +5,7 @@
 import { getToken, unauthorized } from './auth';
 import { filterQuery, type ResourceFilter } from '../lib/filters';
 import type {
+  ApiToken,
   Cluster,
   Dependencies,
   Graph,
@@ -14,6 +15,7 @@ import type {
   KindManifest,
   KindSummary,
   ManifestApplied,
+  MintedApiToken,
   Operation,
   Page,
   Problem,
@@ -28,6 +30,7 @@ import type {
   RootItem,
   SpecHistory,
   Summary,
+  TokenBody,
   WhoAmI,
 } from './types';
 
@@ -148,6 +151,11 @@ export const api = {
   reactorBindings: () => json<{ items: ReactorBinding[] }>('GET', '/reactor-bindings'),
   putReactorBinding: (b: ReactorBindingPut) => json<ReactorBinding>('POST', '/reactor-bindings', b),
   deleteReactorBinding: (name: string) => json<void>('DELETE', `/reactor-bindings/${enc(name)}`),
+
+  // API tokens (admin only)
+  tokens: () => json<{ items: ApiToken[] }>('GET', '/tokens'),
+  mintToken: (b: TokenBody) => json<MintedApiToken>('POST', '/tokens', b),
+  revokeToken: (name: string) => json<void>('DELETE', `/tokens/${enc(name)}`),
 };
 
 /** How often live views poll. */

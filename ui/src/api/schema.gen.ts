@@ -726,6 +726,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API tokens.
+         * @description `GET /api/v1/tokens` (admin) → `{items}` by name: each token's role, kinds, when it was
+         *     created, when it expires and was last used (recorded at most once a minute). Never a
+         *     secret or its hash.
+         */
+        get: operations["tokens_list"];
+        put?: never;
+        /**
+         * Mint an API token.
+         * @description `POST /api/v1/tokens` (admin) → 201 with the token, shown this once and never again (only
+         *     its SHA-256 is stored). A name, a role, for a worker the kind globs it may serve, and an
+         *     optional lifetime (`expires_in`, 1 s to 1 year); every pod accepts it within a second.
+         */
+        post: operations["tokens_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API token.
+         * @description `DELETE /api/v1/tokens/{name}` (admin) → 204: the token is refused by every pod within a
+         *     second, and its open worker streams and watches are closed.
+         */
+        delete: operations["tokens_revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/version": {
         parameters: {
             query?: never;
@@ -855,6 +904,68 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description A token minted through the API, as listed: never its secret nor its hash. */
+        ApiToken: {
+            /** @description The principal's name (recorded as the actor of what it does). */
+            name: string;
+            /** @description `viewer`, `operator`, `admin` or `worker`. */
+            role: string;
+            /** @description A worker's kind globs (empty for other roles). */
+            kinds: string[];
+            /**
+             * Format: date-time
+             * @description Minted at.
+             */
+            created_at: string;
+            /** @description The principal that minted it. */
+            created_by?: string | null;
+            /**
+             * Format: date-time
+             * @description When it stops authenticating (`null`: never).
+             */
+            expires_at?: string | null;
+            /** @description Whether it has expired (it is refused; revoke it to remove it from this list). */
+            expired: boolean;
+            /**
+             * Format: date-time
+             * @description The last authenticated use seen (written coalesced: up to a minute late).
+             */
+            last_used_at?: string | null;
+        };
+        /**
+         * @description `GET /api/v1/tokens`.
+         * @example {
+         *       "items": [
+         *         {
+         *           "created_at": "2026-12-06T17:20:00Z",
+         *           "created_by": "ops",
+         *           "expired": false,
+         *           "expires_at": "2027-01-05T17:20:00Z",
+         *           "kinds": [],
+         *           "last_used_at": "2026-12-06T17:31:00Z",
+         *           "name": "ci-deployer",
+         *           "role": "operator"
+         *         },
+         *         {
+         *           "created_at": "2026-12-01T09:00:00Z",
+         *           "created_by": "ops",
+         *           "expired": false,
+         *           "expires_at": null,
+         *           "kinds": [
+         *             "vpc",
+         *             "subnet*"
+         *           ],
+         *           "last_used_at": null,
+         *           "name": "net-worker",
+         *           "role": "worker"
+         *         }
+         *       ]
+         *     }
+         */
+        ApiTokenList: {
+            /** @description Every minted token, by name. */
+            items: components["schemas"]["ApiToken"][];
+        };
         /**
          * @description The answer to one applied resource.
          * @example {
@@ -2239,6 +2350,24 @@ export interface components {
          */
         MemberStatus: "Ready" | "NotReady";
         /**
+         * @description `POST /api/v1/tokens`'s answer: the only time the secret is shown.
+         * @example {
+         *       "created_at": "2026-12-06T17:20:00Z",
+         *       "created_by": "ops",
+         *       "expired": false,
+         *       "expires_at": "2027-01-05T17:20:00Z",
+         *       "kinds": [],
+         *       "last_used_at": null,
+         *       "name": "ci-deployer",
+         *       "role": "operator",
+         *       "token": "cvg_q3Jx0YtVw8mN2bR5sLk7pHc9dF1gA4zE6uTiOyXoWvM"
+         *     }
+         */
+        MintedApiToken: components["schemas"]["ApiToken"] & {
+            /** @description The bearer token. Shown once: only its SHA-256 is stored. */
+            token: string;
+        };
+        /**
          * @description The request body.
          * @example {
          *       "input": {
@@ -3358,6 +3487,30 @@ export interface components {
             /** @description By kind, in kind order. */
             by_kind: components["schemas"]["KindCounts"][];
         };
+        /**
+         * @description `POST /api/v1/tokens`'s body.
+         * @example {
+         *       "expires_in": 2592000,
+         *       "name": "ci-deployer",
+         *       "role": "operator"
+         *     }
+         */
+        TokenBody: {
+            /**
+             * @description The principal's name: 1-128 printable ASCII characters without '/' or spaces, not
+             *     used by `AUTH_FILE` nor by another token.
+             */
+            name: string;
+            /** @description `viewer`, `operator`, `admin`, or `worker` (which needs `kinds`). */
+            role: string;
+            /** @description For a worker: globs of the kinds it may serve (`*` matches any run of characters). */
+            kinds?: string[] | null;
+            /**
+             * Format: int64
+             * @description Seconds until it stops authenticating (1 to 31536000, one year); absent: never.
+             */
+            expires_in?: number | null;
+        };
         /** @description A resource this one depends on. */
         Upstream: {
             /** @description Kind. */
@@ -3538,6 +3691,8 @@ export interface components {
     headers: never;
     pathItems: never;
 }
+export type ApiToken = components['schemas']['ApiToken'];
+export type ApiTokenList = components['schemas']['ApiTokenList'];
 export type Applied = components['schemas']['Applied'];
 export type ApplyBody = components['schemas']['ApplyBody'];
 export type ApplyResult = components['schemas']['ApplyResult'];
@@ -3577,6 +3732,7 @@ export type ManifestEdgeEnd = components['schemas']['ManifestEdgeEnd'];
 export type ManifestEdgeValue = components['schemas']['ManifestEdgeValue'];
 export type MemberRole = components['schemas']['MemberRole'];
 export type MemberStatus = components['schemas']['MemberStatus'];
+export type MintedApiToken = components['schemas']['MintedApiToken'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];
 export type OperationList = components['schemas']['OperationList'];
@@ -3612,6 +3768,7 @@ export type SpecHistory = components['schemas']['SpecHistory'];
 export type SpecVersion = components['schemas']['SpecVersion'];
 export type StatusOk = components['schemas']['StatusOk'];
 export type Summary = components['schemas']['Summary'];
+export type TokenBody = components['schemas']['TokenBody'];
 export type Upstream = components['schemas']['Upstream'];
 export type ValueMapping = components['schemas']['ValueMapping'];
 export type VersionInfo = components['schemas']['VersionInfo'];
@@ -5001,6 +5158,90 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    tokens_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every minted token, by name (no secret, no hash). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiTokenList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    tokens_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TokenBody"];
+            };
+        };
+        responses: {
+            /** @description Minted. The secret is in this answer only. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MintedApiToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    tokens_revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
         };
     };

@@ -66,6 +66,12 @@ export type ProviderConfig = S.ProviderConfig;
 export type ProviderConfigPut = S.PutBody;
 export type ReactorBinding = S.ReactorBinding;
 export type ReactorBindingPut = S.BindingBody;
+/** A token minted through the API, as listed (never its secret or hash). */
+export type ApiToken = S.ApiToken;
+/** `POST /tokens`'s answer: the only time the secret is shown. */
+export type MintedApiToken = S.MintedApiToken;
+/** The body of `POST /tokens`. */
+export type TokenBody = S.TokenBody;
 /** `GET /cluster`: the converge processes, each broker's workers, who serves each kind. */
 export type Cluster = S.Cluster;
 export type ClusterMember = S.ClusterMember;
