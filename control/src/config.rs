@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use converge_auth::tls::TlsFiles;
+use converge_auth::{ratelimit::RateSpec, tls::TlsFiles};
 use converge_proto::{duration::parse_duration, wire};
 
 /// Which duties this process runs: `ROLE` spells it as `cluster_members.role` records it
@@ -98,6 +98,12 @@ pub struct Config {
     pub max_connections_per_peer: Option<usize>,
     /// IDLE_TIMEOUT: a connection with no byte either way for this long is closed.
     pub idle_timeout: Duration,
+    /// RATE_LIMIT_PER_PRINCIPAL: requests to `/api/v1` each authenticated principal may
+    /// make (`50/s,burst=100`, see `converge_auth::ratelimit`); unset: no limit.
+    pub rate_limit_per_principal: Option<RateSpec>,
+    /// RATE_LIMIT_PER_ADDRESS: HTTP requests each client address may make (probes and
+    /// `/metrics` exempt), and WorkerService calls with bad credentials; unset: no limit.
+    pub rate_limit_per_address: Option<RateSpec>,
     /// How callers are authenticated (AUTH_FILE / AUTH).
     pub auth: AuthMode,
     /// TLS_CERT_FILE + TLS_KEY_FILE (+ TLS_CLIENT_CA_FILE): serve TLS on every listener.
@@ -354,6 +360,12 @@ impl Config {
                 num(v).map(Some)
             })?,
             idle_timeout: read(&get, "IDLE_TIMEOUT", Duration::from_secs(60), dur)?,
+            rate_limit_per_principal: read(&get, "RATE_LIMIT_PER_PRINCIPAL", None, |v| {
+                RateSpec::parse(v).map(Some)
+            })?,
+            rate_limit_per_address: read(&get, "RATE_LIMIT_PER_ADDRESS", None, |v| {
+                RateSpec::parse(v).map(Some)
+            })?,
             auth,
             tls,
             banner: false,
@@ -663,6 +675,30 @@ mod tests {
             let e = cfg(&[("GRPC_MAX_MESSAGE_BYTES", v)]).unwrap_err();
             assert_eq!(e.var, "GRPC_MAX_MESSAGE_BYTES");
             assert!(e.to_string().contains("GRPC_MAX_MESSAGE_BYTES"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rate_limits_are_off_unless_set_and_parsed_at_boot() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.rate_limit_per_principal, None);
+        assert_eq!(c.rate_limit_per_address, None);
+        let c = cfg(&[
+            ("RATE_LIMIT_PER_PRINCIPAL", "50/s,burst=100"),
+            ("RATE_LIMIT_PER_ADDRESS", "600/m"),
+        ])
+        .unwrap();
+        assert_eq!(c.rate_limit_per_principal.unwrap().burst.get(), 100);
+        assert_eq!(
+            c.rate_limit_per_address.unwrap().per,
+            Duration::from_secs(60)
+        );
+        for var in ["RATE_LIMIT_PER_PRINCIPAL", "RATE_LIMIT_PER_ADDRESS"] {
+            for v in ["50", "0/s", "50/s,burst=x", "fast"] {
+                let e = cfg(&[(var, v)]).unwrap_err();
+                assert_eq!(e.var, var);
+                assert!(e.to_string().contains(var), "{e}");
+            }
         }
     }
 

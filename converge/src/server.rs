@@ -25,7 +25,10 @@ use converge_control::{
         watch::{WatchConfig, WatchHub},
     },
     config::{AuthMode, Config},
-    http,
+    http::{
+        self,
+        ratelimit::{ClientAddr, RateLimits},
+    },
 };
 use converge_engine::{
     db::{self, cluster::Member},
@@ -123,9 +126,11 @@ fn serve_http(
 
 fn spawn_serve<L>(tasks: &mut JoinSet<()>, listener: L, app: axum::Router, stop: CancellationToken)
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = SocketAddr>,
+    ClientAddr: for<'a> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
 {
+    // Each request carries its peer's address (the per-address rate limit keys on it).
+    let app = app.into_make_service_with_connect_info::<ClientAddr>();
     tasks.spawn(async move {
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(stop.cancelled_owned())
@@ -223,6 +228,23 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     tasks.spawn(
         CatalogFollower::new(pool.clone(), catalog.clone(), CATALOG_FAILSAFE).run(loops.clone()),
     );
+    // The rate limits: one per-address limiter shared by the HTTP API and the broker's
+    // bad-credential refusals, so one address has one budget across both doors.
+    let per_address = cfg
+        .rate_limit_per_address
+        .map(converge_auth::ratelimit::KeyedLimiter::new);
+    if let Some(l) = &per_address {
+        tasks.spawn(l.clone().keep_swept(loops.clone()));
+    }
+    let limits = RateLimits::new(cfg.rate_limit_per_principal, per_address.clone());
+    limits.keep_swept(&mut tasks, &loops);
+    if cfg.rate_limit_per_principal.is_some() || per_address.is_some() {
+        tracing::info!(
+            per_principal = ?cfg.rate_limit_per_principal.map(|r| r.to_string()),
+            per_address = ?cfg.rate_limit_per_address.map(|r| r.to_string()),
+            "rate limits"
+        );
+    }
     // One id per process start: the cluster_members row's, and the broker's on its claims.
     let member_id = BrokerConfig::unique_id(&hostname());
     let broker = cfg.role.broker().then(|| {
@@ -237,6 +259,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 max_message_bytes: cfg.grpc_max_message_bytes,
                 auth: security.auth.clone(),
                 max_kinds_per_stream: cfg.max_kinds_per_stream,
+                bad_credentials_limit: per_address.clone(),
                 ..BrokerConfig::default()
             },
             catalog.clone(),
@@ -345,6 +368,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 reads: reads.clone(),
                 health: health.clone(),
                 member_liveness: cfg.member_dead_after,
+                limits,
+                https: security.http_tls.is_some(),
             },
         };
         http::router(state, cfg.max_body_bytes)
