@@ -180,9 +180,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     if let Some(l) = &broker_listener {
         addresses.insert("grpc".into(), l.local_addr()?.to_string().into());
     }
-    let pool = db::connect(&url, cfg.db_max_connections, &settings)
-        .await
-        .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
+    let (pool, password_refresher) =
+        db::connect_signed_in(&url, cfg.db_max_connections, &settings, &cfg.signin())
+            .await
+            .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
     db::migrate(&pool)
         .await
         .context("applying migrations failed")?;
@@ -191,6 +192,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
+    if let Some(r) = password_refresher {
+        tracing::info!("the database password comes from DATABASE_PASSWORD_COMMAND");
+        tasks.spawn(r.run(loops.clone()));
+    }
     // Readiness (`/readyz`, gRPC Health): not while draining or while PostgreSQL is gone.
     let health = Health::new();
     tasks.spawn(health.clone().watch_database(pool.clone(), loops.clone()));
