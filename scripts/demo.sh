@@ -205,7 +205,9 @@ exec)
     echo "==> applying the exec-hello kind and its provider config (the program stdworker runs)"
     apply_manifest examples/exec-hello/kind-exec-hello.json
     apply_config examples/exec-hello/providerconfig.json
-    start stdworker env BROKER_ADDR="$BROKER" STDWORKER_EXEC_KINDS=exec-hello "$BIN/stdworker"
+    # The handler runs under python3: the one program this demo's stdworker may start.
+    start stdworker env BROKER_ADDR="$BROKER" STDWORKER_EXEC_KINDS=exec-hello \
+        STDWORKER_EXEC_ALLOW="$(command -v python3)" "$BIN/stdworker"
     apply examples/exec-hello/world.json
     watch exec-hello world
     ;;

@@ -8,11 +8,14 @@
 //! - [`token`]: minting bearer tokens and hashing them (only hashes are ever stored);
 //! - [`tls`]: TLS listeners whose certificates reload when their files change, and the
 //!   SPIFFE identity of an mTLS peer;
+//! - [`ratelimit`]: request rate limits per principal and per client address, with bounded
+//!   memory;
 //! - [`listen`]: the accept loop of every port, with the connection budget, timeouts and
 //!   accept backoff that keep a flood of idle peers from taking a process down.
 
 pub mod listen;
 pub mod principals;
+pub mod ratelimit;
 pub mod store;
 pub mod tls;
 pub mod token;

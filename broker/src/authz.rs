@@ -19,7 +19,13 @@ use std::{
     task::{Context, Poll},
 };
 
-use converge_auth::{Authenticator, Principal, Role, tls::PeerInfo, token};
+use converge_auth::{
+    Authenticator, Principal, Role,
+    ratelimit::{AddressKey, KeyedLimiter, retry_after_secs},
+    tls::PeerInfo,
+    token,
+};
+use converge_engine::metrics::{self, RateLimited};
 use tonic::{
     Request, Status,
     codegen::{Service, http},
@@ -39,12 +45,52 @@ pub struct Caller(pub Option<Arc<Principal>>);
 pub struct Authenticated<S> {
     inner: S,
     auth: Option<Arc<Authenticator>>,
+    bad_credentials: Option<Arc<KeyedLimiter<AddressKey>>>,
 }
 
 impl<S> Authenticated<S> {
     /// `inner` behind `auth` (`None`: every caller is let in as [`Caller`]`(None)`).
     pub fn new(inner: S, auth: Option<Arc<Authenticator>>) -> Self {
-        Authenticated { inner, auth }
+        Authenticated {
+            inner,
+            auth,
+            bad_credentials: None,
+        }
+    }
+
+    /// Limits the calls refused for their credentials per client address (`None`: no
+    /// limit).
+    pub fn with_bad_credentials_limit(
+        mut self,
+        limit: Option<Arc<KeyedLimiter<AddressKey>>>,
+    ) -> Self {
+        self.bad_credentials = limit;
+        self
+    }
+
+    /// `status` (an authentication refusal of a call from `extensions`' peer), or
+    /// RESOURCE_EXHAUSTED when that peer's address is out of bad attempts.
+    fn refusal(&self, status: Status, extensions: &http::Extensions) -> Status {
+        let (Some(limit), Some(peer)) = (&self.bad_credentials, extensions.get::<PeerInfo>())
+        else {
+            return status;
+        };
+        if status.code() != tonic::Code::Unauthenticated {
+            return status;
+        }
+        match limit.check(&AddressKey::of(peer.remote_addr.ip())) {
+            Ok(()) => status,
+            Err(wait) => {
+                metrics::metrics().rate_limited(RateLimited::GrpcBadCredentials);
+                Status::resource_exhausted(format!(
+                    "too many calls with bad credentials from {} (RATE_LIMIT_PER_ADDRESS={}); \
+                     retry in {} s",
+                    peer.remote_addr.ip(),
+                    limit.spec(),
+                    retry_after_secs(wait)
+                ))
+            }
+        }
     }
 }
 
@@ -75,7 +121,7 @@ where
             // Answered from the headers alone: the body is dropped unread, so the peer's
             // flow-control window is all it ever got to send.
             Err(status) => {
-                let response = status.into_http();
+                let response = self.refusal(status, req.extensions()).into_http();
                 Box::pin(async move { Ok(response) })
             }
         }

@@ -91,6 +91,10 @@ pub struct BrokerConfig {
     pub auth: Option<Arc<converge_auth::Authenticator>>,
     /// Most kinds one Subscribe may name (`MAX_KINDS_PER_STREAM`).
     pub max_kinds_per_stream: usize,
+    /// RATE_LIMIT_PER_ADDRESS for calls refused for their credentials: past it, a client
+    /// address's further bad attempts are answered RESOURCE_EXHAUSTED (`None`: no limit).
+    pub bad_credentials_limit:
+        Option<Arc<converge_auth::ratelimit::KeyedLimiter<converge_auth::ratelimit::AddressKey>>>,
 }
 
 impl BrokerConfig {
@@ -121,6 +125,7 @@ impl Default for BrokerConfig {
             max_message_bytes: converge_proto::MAX_MESSAGE_BYTES,
             auth: None,
             max_kinds_per_stream: DEFAULT_MAX_KINDS_PER_STREAM,
+            bad_credentials_limit: None,
         }
     }
 }
@@ -403,7 +408,8 @@ pub fn grpc_service(broker: &Broker) -> GrpcService {
         .max_encoding_message_size(limit)
         .accept_compressed(Gzip)
         .send_compressed(Gzip);
-    let server = authz::Authenticated::new(server, broker.config().auth.clone());
+    let server = authz::Authenticated::new(server, broker.config().auth.clone())
+        .with_bad_credentials_limit(broker.config().bad_credentials_limit.clone());
     tonic::service::interceptor::InterceptedService::new(
         server,
         wire::mirror_compression as wire::MirrorCompression,

@@ -3,7 +3,8 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use converge_auth::tls::TlsFiles;
+use converge_auth::{ratelimit::RateSpec, tls::TlsFiles};
+use converge_engine::db::signin;
 use converge_proto::{duration::parse_duration, wire};
 
 /// Which duties this process runs: `ROLE` spells it as `cluster_members.role` records it
@@ -39,6 +40,12 @@ pub struct Config {
     pub broker_listen_addr: SocketAddr,
     /// HEALTH_ADDR: probes of broker-only pods.
     pub health_addr: SocketAddr,
+    /// DATABASE_PASSWORD_COMMAND: a shell command printing the database password, run at
+    /// boot and kept fresh for every new connection (`converge_engine::db::signin`).
+    pub database_password_command: Option<String>,
+    /// DATABASE_MAX_CONN_LIFETIME: each pooled connection lives 75-100 % of this (default
+    /// 30 min, 1s..=24h), so a rotated credential is in use without a restart.
+    pub database_max_conn_lifetime: Duration,
     /// DB_MAX_CONNECTIONS: pool size.
     pub db_max_connections: u32,
     /// SHUTDOWN_DRAIN: how long the broker waits for in-flight results on shutdown.
@@ -98,6 +105,12 @@ pub struct Config {
     pub max_connections_per_peer: Option<usize>,
     /// IDLE_TIMEOUT: a connection with no byte either way for this long is closed.
     pub idle_timeout: Duration,
+    /// RATE_LIMIT_PER_PRINCIPAL: requests to `/api/v1` each authenticated principal may
+    /// make (`50/s,burst=100`, see `converge_auth::ratelimit`); unset: no limit.
+    pub rate_limit_per_principal: Option<RateSpec>,
+    /// RATE_LIMIT_PER_ADDRESS: HTTP requests each client address may make (probes and
+    /// `/metrics` exempt), and WorkerService calls with bad credentials; unset: no limit.
+    pub rate_limit_per_address: Option<RateSpec>,
     /// How callers are authenticated (AUTH_FILE / AUTH).
     pub auth: AuthMode,
     /// TLS_CERT_FILE + TLS_KEY_FILE (+ TLS_CLIENT_CA_FILE): serve TLS on every listener.
@@ -119,6 +132,18 @@ pub enum AuthMode {
 }
 
 impl Config {
+    /// How the process signs in to PostgreSQL (DATABASE_PASSWORD_COMMAND,
+    /// DATABASE_MAX_CONN_LIFETIME).
+    pub fn signin(&self) -> signin::SignIn {
+        signin::SignIn {
+            password_command: self
+                .database_password_command
+                .clone()
+                .map(signin::PasswordCommand::new),
+            max_conn_lifetime: self.database_max_conn_lifetime,
+        }
+    }
+
     /// The connection limits for a process whose descriptor limit is `nofile`: the defaults
     /// of `converge_auth::listen::Limits::from_nofile`, with MAX_CONNECTIONS,
     /// MAX_CONNECTIONS_PER_PEER and IDLE_TIMEOUT applied.
@@ -304,6 +329,14 @@ impl Config {
                 addr,
             )?,
             health_addr: read(&get, "HEALTH_ADDR", addr(":8081").expect("valid"), addr)?,
+            database_password_command: get(signin::PASSWORD_COMMAND_VAR)
+                .filter(|v| !v.trim().is_empty()),
+            database_max_conn_lifetime: read(
+                &get,
+                signin::MAX_CONN_LIFETIME_VAR,
+                signin::DEFAULT_MAX_CONN_LIFETIME,
+                dur,
+            )?,
             db_max_connections: read(&get, "DB_MAX_CONNECTIONS", 32, num)?,
             shutdown_drain: read(&get, "SHUTDOWN_DRAIN", Duration::from_secs(45), dur)?,
             retry_base: read(&get, "RETRY_BASE", Duration::from_secs(2), dur)?,
@@ -354,10 +387,24 @@ impl Config {
                 num(v).map(Some)
             })?,
             idle_timeout: read(&get, "IDLE_TIMEOUT", Duration::from_secs(60), dur)?,
+            rate_limit_per_principal: read(&get, "RATE_LIMIT_PER_PRINCIPAL", None, |v| {
+                RateSpec::parse(v).map(Some)
+            })?,
+            rate_limit_per_address: read(&get, "RATE_LIMIT_PER_ADDRESS", None, |v| {
+                RateSpec::parse(v).map(Some)
+            })?,
             auth,
             tls,
             banner: false,
         };
+        if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600))
+            .contains(&cfg.database_max_conn_lifetime)
+        {
+            return Err(ConfigError {
+                var: signin::MAX_CONN_LIFETIME_VAR,
+                reason: "must be 1s..=24h".into(),
+            });
+        }
         if cfg.db_max_connections < 2 {
             return Err(ConfigError {
                 var: "DB_MAX_CONNECTIONS",
@@ -663,6 +710,50 @@ mod tests {
             let e = cfg(&[("GRPC_MAX_MESSAGE_BYTES", v)]).unwrap_err();
             assert_eq!(e.var, "GRPC_MAX_MESSAGE_BYTES");
             assert!(e.to_string().contains("GRPC_MAX_MESSAGE_BYTES"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rate_limits_are_off_unless_set_and_parsed_at_boot() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.rate_limit_per_principal, None);
+        assert_eq!(c.rate_limit_per_address, None);
+        let c = cfg(&[
+            ("RATE_LIMIT_PER_PRINCIPAL", "50/s,burst=100"),
+            ("RATE_LIMIT_PER_ADDRESS", "600/m"),
+        ])
+        .unwrap();
+        assert_eq!(c.rate_limit_per_principal.unwrap().burst.get(), 100);
+        assert_eq!(
+            c.rate_limit_per_address.unwrap().per,
+            Duration::from_secs(60)
+        );
+        for var in ["RATE_LIMIT_PER_PRINCIPAL", "RATE_LIMIT_PER_ADDRESS"] {
+            for v in ["50", "0/s", "50/s,burst=x", "fast"] {
+                let e = cfg(&[(var, v)]).unwrap_err();
+                assert_eq!(e.var, var);
+                assert!(e.to_string().contains(var), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_password_command_and_the_connections_lifetime() {
+        let c = cfg(&[]).unwrap();
+        assert!(c.signin().password_command.is_none());
+        assert_eq!(c.signin().max_conn_lifetime, Duration::from_secs(1800));
+        let c = cfg(&[
+            ("DATABASE_PASSWORD_COMMAND", "cat /run/secrets/pw"),
+            ("DATABASE_MAX_CONN_LIFETIME", "10m"),
+        ])
+        .unwrap();
+        assert!(c.signin().password_command.is_some());
+        assert_eq!(c.database_max_conn_lifetime, Duration::from_secs(600));
+        for v in ["0s", "25h", "often"] {
+            assert_eq!(
+                cfg(&[("DATABASE_MAX_CONN_LIFETIME", v)]).unwrap_err().var,
+                "DATABASE_MAX_CONN_LIFETIME"
+            );
         }
     }
 

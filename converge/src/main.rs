@@ -151,7 +151,10 @@ async fn main() -> anyhow::Result<()> {
                 .database_url
                 .clone()
                 .context("DATABASE_URL is required")?;
-            let pool = db::connect(&url, 2, &db::EngineSettings::default()).await?;
+            // The same sign-in as `serve`: DATABASE_PASSWORD_COMMAND runs for it too.
+            let (pool, _) =
+                db::connect_signed_in(&url, 2, &db::EngineSettings::default(), &cfg.signin())
+                    .await?;
             match action {
                 MigrateAction::Up => {
                     db::migrate(&pool).await?;

@@ -26,7 +26,10 @@ use converge_control::{
         watch::{WatchConfig, WatchHub},
     },
     config::{AuthMode, Config},
-    http,
+    http::{
+        self,
+        ratelimit::{ClientAddr, RateLimits},
+    },
 };
 use converge_engine::{
     db::{self, cluster::Member},
@@ -128,9 +131,11 @@ fn serve_http(
 
 fn spawn_serve<L>(tasks: &mut JoinSet<()>, listener: L, app: axum::Router, stop: CancellationToken)
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = SocketAddr>,
+    ClientAddr: for<'a> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
 {
+    // Each request carries its peer's address (the per-address rate limit keys on it).
+    let app = app.into_make_service_with_connect_info::<ClientAddr>();
     tasks.spawn(async move {
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(stop.cancelled_owned())
@@ -180,9 +185,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     if let Some(l) = &broker_listener {
         addresses.insert("grpc".into(), l.local_addr()?.to_string().into());
     }
-    let pool = db::connect(&url, cfg.db_max_connections, &settings)
-        .await
-        .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
+    let (pool, password_refresher) =
+        db::connect_signed_in(&url, cfg.db_max_connections, &settings, &cfg.signin())
+            .await
+            .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
     db::migrate(&pool)
         .await
         .context("applying migrations failed")?;
@@ -191,6 +197,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
+    if let Some(r) = password_refresher {
+        tracing::info!("the database password comes from DATABASE_PASSWORD_COMMAND");
+        tasks.spawn(r.run(loops.clone()));
+    }
     // The tokens minted through the API join the principals (authentication on only): read
     // once before any door opens, then followed (`app::tokens`).
     if let Some(auth) = &security.auth {
@@ -239,6 +249,23 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     tasks.spawn(
         CatalogFollower::new(pool.clone(), catalog.clone(), CATALOG_FAILSAFE).run(loops.clone()),
     );
+    // The rate limits: one per-address limiter shared by the HTTP API and the broker's
+    // bad-credential refusals, so one address has one budget across both doors.
+    let per_address = cfg
+        .rate_limit_per_address
+        .map(converge_auth::ratelimit::KeyedLimiter::new);
+    if let Some(l) = &per_address {
+        tasks.spawn(l.clone().keep_swept(loops.clone()));
+    }
+    let limits = RateLimits::new(cfg.rate_limit_per_principal, per_address.clone());
+    limits.keep_swept(&mut tasks, &loops);
+    if cfg.rate_limit_per_principal.is_some() || per_address.is_some() {
+        tracing::info!(
+            per_principal = ?cfg.rate_limit_per_principal.map(|r| r.to_string()),
+            per_address = ?cfg.rate_limit_per_address.map(|r| r.to_string()),
+            "rate limits"
+        );
+    }
     // One id per process start: the cluster_members row's, and the broker's on its claims.
     let member_id = BrokerConfig::unique_id(&hostname());
     // Dynamic sharding: this process's shard ranges, re-read from live membership. Every
@@ -261,6 +288,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 max_message_bytes: cfg.grpc_max_message_bytes,
                 auth: security.auth.clone(),
                 max_kinds_per_stream: cfg.max_kinds_per_stream,
+                bad_credentials_limit: per_address.clone(),
                 ..BrokerConfig::default()
             },
             catalog.clone(),
@@ -392,6 +420,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 reads: reads.clone(),
                 health: health.clone(),
                 member_liveness: cfg.member_dead_after,
+                limits,
+                https: security.http_tls.is_some(),
             },
         };
         http::router(state, cfg.max_body_bytes)

@@ -653,6 +653,15 @@ async fn https_and_grpc_over_tls_with_mtls_and_a_renewed_certificate() {
         .unwrap();
     assert_eq!(r.status, 401);
     assert_eq!(r.server_cn, "v1");
+    // Over TLS, every answer (a refusal, the UI) tells browsers to stay on HTTPS.
+    let ui = https(hp, &ca, "GET", "/", None, None).await.unwrap();
+    for reply in [&r, &ui] {
+        assert_eq!(
+            reply.headers["strict-transport-security"], "max-age=31536000",
+            "{reply:?}"
+        );
+        assert!(reply.headers.contains_key("content-security-policy"));
+    }
     let manifest = Converge::hello_manifest(30).to_string();
     let r = https(
         hp,

@@ -129,14 +129,22 @@ impl Health {
     }
 
     /// Pings the database of `pool` every [`PING_EVERY`] until `stop`, recording each answer.
-    /// The pings go over one connection of their own, made with `pool`'s options.
+    /// The pings go over one connection of their own, made with `pool`'s options (followed
+    /// as they change: a password from `DATABASE_PASSWORD_COMMAND` is swapped into them).
     pub async fn watch_database(self, pool: PgPool, stop: CancellationToken) {
+        let main = pool;
+        let mut seen = main.connect_options();
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .min_connections(0)
             .acquire_timeout(PING_TIMEOUT)
-            .connect_lazy_with((*pool.connect_options()).clone());
+            .connect_lazy_with((*seen).clone());
         loop {
+            let now = main.connect_options();
+            if !std::sync::Arc::ptr_eq(&now, &seen) {
+                pool.set_connect_options((*now).clone());
+                seen = now;
+            }
             let ok = matches!(
                 tokio::time::timeout(PING_TIMEOUT, crate::db::ping(&pool)).await,
                 Ok(Ok(()))

@@ -164,6 +164,42 @@ impl Refused {
     }
 }
 
+/// Which rate limit refused a request (`converge_rate_limited_total{limit}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateLimited {
+    /// RATE_LIMIT_PER_PRINCIPAL, on an HTTP API call.
+    Principal,
+    /// RATE_LIMIT_PER_ADDRESS, on an HTTP request.
+    Address,
+    /// RATE_LIMIT_PER_ADDRESS, on a WorkerService call with bad credentials.
+    GrpcBadCredentials,
+}
+
+impl RateLimited {
+    /// Every value, for the series that exist from the start.
+    pub const ALL: [RateLimited; 3] = [
+        RateLimited::Principal,
+        RateLimited::Address,
+        RateLimited::GrpcBadCredentials,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateLimited::Principal => "principal",
+            RateLimited::Address => "address",
+            RateLimited::GrpcBadCredentials => "grpc_bad_credentials",
+        }
+    }
+}
+
+/// `limit`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    /// One of [`RateLimited`]'s names.
+    pub limit: &'static str,
+}
+
 /// `state`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
@@ -172,7 +208,7 @@ pub struct StateLabel {
 }
 
 /// Every family, by the name it takes in the text (a counter's with `_total`).
-pub const FAMILIES: [&str; 15] = [
+pub const FAMILIES: [&str; 16] = [
     "converge_reconciles_total",
     "converge_reconcile_duration_seconds",
     "converge_task_duration_seconds",
@@ -188,6 +224,7 @@ pub const FAMILIES: [&str; 15] = [
     "converge_db_pool_connections",
     "converge_kind_schema_compiles_total",
     "converge_read_replica_lag_seconds",
+    "converge_rate_limited_total",
 ];
 
 /// How a task ended, as the broker saw it.
@@ -261,6 +298,8 @@ pub struct Metrics {
     /// (`DATABASE_READ_URL`) is behind the primary, at its last measurement; +Inf while it
     /// does not answer. Absent without a replica (never measured: 0).
     pub read_replica_lag: Gauge<f64, AtomicU64>,
+    /// `converge_rate_limited_total{limit}`: requests a rate limit refused, by limit.
+    pub rate_limited_total: Family<LimitLabel, Counter>,
 }
 
 impl Metrics {
@@ -282,6 +321,7 @@ impl Metrics {
             db_pool_connections: Family::default(),
             kind_schema_compiles: Counter::default(),
             read_replica_lag: Gauge::default(),
+            rate_limited_total: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -375,7 +415,26 @@ impl Metrics {
             "How far the API's read replica (DATABASE_READ_URL) was behind the primary at its last measurement (about every second): 0 when it has replayed everything the primary wrote, +Inf while it does not answer, 0 on a process without a replica. Reads bypass it while it lags beyond READ_MAX_LAG",
             m.read_replica_lag.clone(),
         );
+        for l in RateLimited::ALL {
+            let _ = m
+                .rate_limited_total
+                .get_or_create(&LimitLabel { limit: l.as_str() });
+        }
+        r.register(
+            "rate_limited",
+            "Requests a rate limit refused, by limit: principal (RATE_LIMIT_PER_PRINCIPAL, HTTP 429), address (RATE_LIMIT_PER_ADDRESS, HTTP 429), grpc_bad_credentials (RATE_LIMIT_PER_ADDRESS on WorkerService calls with bad credentials, RESOURCE_EXHAUSTED)",
+            m.rate_limited_total.clone(),
+        );
         m
+    }
+
+    /// Counts one request refused by `limit`.
+    pub fn rate_limited(&self, limit: RateLimited) {
+        self.rate_limited_total
+            .get_or_create(&LimitLabel {
+                limit: limit.as_str(),
+            })
+            .inc();
     }
 
     /// Counts a task's end and, when its dispatch time is known (a lease adopted from

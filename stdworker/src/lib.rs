@@ -37,7 +37,8 @@ pub struct StdworkerConfig {
     pub cel_kinds: Vec<KindVersion>,
     /// Kinds served by the wasm provider (`STDWORKER_WASM_KINDS`).
     pub wasm_kinds: Vec<KindVersion>,
-    /// The programs exec kinds may start (`STDWORKER_EXEC_ALLOW`); `None` = any.
+    /// The programs exec kinds may start (`STDWORKER_EXEC_ALLOW`, `*` for any); `None`
+    /// (unset) only when no exec kind is served.
     pub exec_allow: Option<ExecAllow>,
     /// The composers' sandbox pool (`STDWORKER_SANDBOX_*`).
     pub sandbox: SandboxConfig,
@@ -63,7 +64,27 @@ impl StdworkerConfig {
             });
         }
         cfg.check_disjoint()?;
+        cfg.check_exec_allow()?;
         Ok(cfg)
+    }
+
+    /// Refuses exec kinds without `STDWORKER_EXEC_ALLOW`: unset, any providerconfig author
+    /// would run any program on this host. `*` says "any program" on purpose.
+    pub fn check_exec_allow(&self) -> Result<(), ConfigError> {
+        if self.exec_kinds.is_empty() || self.exec_allow.is_some() {
+            return Ok(());
+        }
+        Err(ConfigError::Conflict {
+            var: providers::exec::EXEC_ALLOW_VAR.to_string(),
+            message: format!(
+                "{allow} is required to serve exec kinds ({kinds} is set): list the absolute \
+                 programs or directories they may run (e.g. {allow}=/usr/bin/python3,/opt/handlers), \
+                 or set {allow}={any} to let them run any program on purpose (a laptop, a demo)",
+                allow = providers::exec::EXEC_ALLOW_VAR,
+                kinds = kinds::EXEC_KINDS_VAR,
+                any = providers::exec::ANY_PROGRAM,
+            ),
+        })
     }
 
     /// Whether no provider has a kind to serve.

@@ -4,7 +4,7 @@
 //! Environment: `STDWORKER_EXEC_KINDS`, `STDWORKER_STARLARK_KINDS`, `STDWORKER_CEL_KINDS`,
 //! `STDWORKER_WASM_KINDS` (each comma-separated `kind` or `kind:version`; at least one is
 //! required), `STDWORKER_EXEC_ALLOW` (the absolute program paths and directories exec kinds
-//! may run; unset = any), `STDWORKER_TASK_JOURNAL` (a JSON-lines file of the sandboxed
+//! may run, or `*` for any; required with `STDWORKER_EXEC_KINDS`), `STDWORKER_TASK_JOURNAL` (a JSON-lines file of the sandboxed
 //! providers' tasks), `STDWORKER_WASM_CACHE_DIR` (compiled components; default
 //! `~/.cache/converge/wasm`) plus the SDK's variables (`BROKER_ADDR`, `WORKER_TOKEN` or
 //! `WORKER_TOKEN_FILE`, `BROKER_CA_FILE`, `WORKER_CERT_FILE` + `WORKER_KEY_FILE`,
@@ -123,14 +123,14 @@ async fn serve() -> ExitCode {
         "stdworker starting"
     );
     match &std_cfg.exec_allow {
+        // Said at every start: in production this is "any providerconfig author runs any
+        // program on this host".
+        Some(allow) if allow.is_any() => tracing::warn!(
+            "STDWORKER_EXEC_ALLOW=*: exec kinds may run any program their default providerconfig names; list the programs in production"
+        ),
         Some(allow) => {
             tracing::info!(allow = ?allow.entries(), "exec programs restricted by STDWORKER_EXEC_ALLOW")
         }
-        // Said at every start: in production this is one variable away from "any
-        // providerconfig author runs any program on this host".
-        None if !std_cfg.exec_kinds.is_empty() => tracing::warn!(
-            "STDWORKER_EXEC_ALLOW is unset: exec kinds may run any program their default providerconfig names; set it in production"
-        ),
         None => {}
     }
     let registry = match build_registry(&std_cfg) {

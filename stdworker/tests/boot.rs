@@ -38,11 +38,15 @@ fn malformed_kind_list_is_a_boot_error() {
 
 #[test]
 fn sdk_variables_are_checked_too() {
-    let (code, err) = boot(&[("STDWORKER_EXEC_KINDS", "exec-hello")]);
+    let (code, err) = boot(&[
+        ("STDWORKER_EXEC_KINDS", "exec-hello"),
+        ("STDWORKER_EXEC_ALLOW", "*"),
+    ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("BROKER_ADDR"), "{err}");
     let (code, err) = boot(&[
         ("STDWORKER_EXEC_KINDS", "exec-hello"),
+        ("STDWORKER_EXEC_ALLOW", "*"),
         ("BROKER_ADDR", "http://127.0.0.1:1"),
         ("WORKER_MAX_PARALLEL", "lots"),
     ]);
@@ -83,6 +87,24 @@ fn malformed_exec_allowlist_is_a_boot_error() {
         ]);
         assert_eq!(code, Some(2), "{bad:?}: {err}");
         assert!(err.contains("STDWORKER_EXEC_ALLOW"), "{bad:?}: {err}");
+    }
+}
+
+#[test]
+fn exec_kinds_need_an_allowlist() {
+    for allow in [None, Some(""), Some("  ")] {
+        let mut env = vec![
+            ("BROKER_ADDR", "http://127.0.0.1:1"),
+            ("STDWORKER_EXEC_KINDS", "exec-hello"),
+        ];
+        env.extend(allow.map(|a| ("STDWORKER_EXEC_ALLOW", a)));
+        let (code, err) = boot(&env);
+        assert_eq!(code, Some(2), "{allow:?}: {err}");
+        assert!(
+            err.contains("STDWORKER_EXEC_ALLOW is required")
+                && err.contains("STDWORKER_EXEC_ALLOW=*"),
+            "{allow:?}: {err}"
+        );
     }
 }
 

@@ -787,6 +787,10 @@ fn exec_allow_entries_are_absolute_existing_and_canonical() {
         "whole path components: sub does not cover subx"
     );
     assert_eq!(allow.entries().len(), 2);
+    // `*` is "any program", said on purpose.
+    let any = ExecAllow::parse(EXEC_ALLOW_VAR, " * ").unwrap();
+    assert!(any.is_any() && any.allows(&canon.join("other.sh")));
+    assert!(!allow.is_any());
 
     for (bad, needle) in [
         ("bin/python3", "not an absolute path"),

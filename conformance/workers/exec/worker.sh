@@ -9,6 +9,9 @@
 set -euo pipefail
 STDWORKER_BIN="${STDWORKER_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}/debug/stdworker}"
 export STDWORKER_EXEC_KINDS="${STDWORKER_EXEC_KINDS:-conf-leaf,conf-composite,conf-final,conf-fail,conf-slow,conf-hold,conf-react,conf-ready,conf-config}"
+# stdworker serves exec kinds only with an allowlist: the handlers run under python3.
+STDWORKER_EXEC_ALLOW="${STDWORKER_EXEC_ALLOW:-$(command -v python3)}"
+export STDWORKER_EXEC_ALLOW
 export WORKER_MAX_PARALLEL="${WORKER_MAX_PARALLEL:-4}"
 # exec: signals from the suite reach stdworker itself.
 exec "$STDWORKER_BIN"

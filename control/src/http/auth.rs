@@ -94,6 +94,10 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
             let Some(principal) = auth.by_token(token) else {
                 return ApiError::Unauthorized("unknown or revoked token".into()).into_response();
             };
+            // Every call of the principal counts, refused ones too.
+            if let Err(e) = state.runtime.limits.check_principal(&principal.name) {
+                return e.into_response();
+            }
             let needed = required_role(&method, &path);
             if !principal.role.allows(needed) {
                 return ApiError::Forbidden(format!(

@@ -93,6 +93,10 @@ problem_responses! {
     /// 422.
     Unprocessable => "The body or a parameter is invalid: `errors` locates every problem \
         found (a JSON pointer into the body, or a parameter's name).";
+    /// 429.
+    TooManyRequests => "A rate limit refused the call (`RATE_LIMIT_PER_PRINCIPAL` for the \
+        token's principal, `RATE_LIMIT_PER_ADDRESS` for the client's address); `Retry-After` \
+        says in how many seconds the next call is let through.";
     /// 500.
     Internal => "The server failed (the cause is in its log, never in the answer).";
     /// 503.
@@ -172,6 +176,7 @@ impl Modify for Shared {
                     ("400", "BadRequest"),
                     ("401", "Unauthorized"),
                     ("403", "Forbidden"),
+                    ("429", "TooManyRequests"),
                     ("500", "Internal"),
                 ];
                 if op.request_body.is_some() {

@@ -103,6 +103,15 @@ pub enum ApiError {
     /// 415.
     #[error("{0}")]
     UnsupportedMedia(String),
+    /// 429: a rate limit refused the call; the client may retry after `retry_after`
+    /// seconds (sent as `Retry-After`).
+    #[error("{detail}")]
+    TooManyRequests {
+        /// Which limit, and its rate.
+        detail: String,
+        /// Whole seconds until the limit lets the next call through.
+        retry_after: u64,
+    },
     /// 503.
     #[error("{0}")]
     Unavailable(String),
@@ -199,6 +208,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMedia(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -373,6 +383,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after = match &self {
+            ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
         let (status, body) = self.into_problem();
         let mut resp = (status, axum::Json(body)).into_response();
         resp.headers_mut().insert(
@@ -383,6 +397,10 @@ impl IntoResponse for ApiError {
             // Both causes (the database, the watch limit) pass; a client need not hammer.
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(

@@ -19,6 +19,7 @@ pub mod queue;
 pub mod reactor_bindings;
 pub mod resource_deps;
 pub mod resources;
+pub mod signin;
 pub mod spec_history;
 pub mod stats;
 pub mod sweeps;
@@ -158,13 +159,40 @@ impl Default for EngineSettings {
 }
 
 /// Opens a pool to `url` with `max_connections`, stamping the engine settings on every
-/// connection.
+/// connection (the URL's own password, connections living the default lifetime).
 pub async fn connect(
     url: &str,
     max_connections: u32,
     settings: &EngineSettings,
 ) -> Result<PgPool, sqlx::Error> {
-    let opts = PgConnectOptions::from_str(url)?
+    match connect_signed_in(url, max_connections, settings, &signin::SignIn::default()).await {
+        Ok((pool, _)) => Ok(pool),
+        Err(ConnectError::Db(e)) => Err(e),
+        Err(ConnectError::Password(e)) => Err(sqlx::Error::Configuration(Box::new(e))),
+    }
+}
+
+/// Why a pool could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// `DATABASE_PASSWORD_COMMAND` gave no password.
+    #[error(transparent)]
+    Password(#[from] signin::PasswordCommandError),
+    /// The URL, or PostgreSQL.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// [`connect`], signing in as `signin` says: the password from its command (run now; the
+/// returned [`signin::PasswordRefresher`] keeps it fresh and must be run by the caller), and
+/// each connection retired at its share of the lifetime (`signin`'s module documentation).
+pub async fn connect_signed_in(
+    url: &str,
+    max_connections: u32,
+    settings: &EngineSettings,
+    signin: &signin::SignIn,
+) -> Result<(PgPool, Option<signin::PasswordRefresher>), ConnectError> {
+    let base = PgConnectOptions::from_str(url)?
         .application_name("converge")
         .options([
             (
@@ -176,13 +204,47 @@ pub async fn connect(
                 settings.retry_max.as_millis().to_string(),
             ),
         ]);
-    PgPoolOptions::new()
+    let password = match &signin.password_command {
+        Some(cmd) => Some(cmd.password().await?),
+        None => None,
+    };
+    let opts = match &password {
+        Some(p) => base.clone().password(p),
+        None => base.clone(),
+    };
+    let connected = std::sync::Arc::new(tokio::sync::Notify::new());
+    let lifetime = signin.max_conn_lifetime;
+    // Ages are measured from before the first connection opens.
+    let _ = signin::origin();
+    let mut pool_opts = PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .max_lifetime(Duration::from_secs(30 * 60))
-        .idle_timeout(Duration::from_secs(5 * 60))
-        .connect_with(opts)
-        .await
+        .max_lifetime(lifetime)
+        .idle_timeout(Duration::from_secs(5 * 60).min(lifetime))
+        // Retired at its jittered share of the lifetime when it comes back to the pool.
+        .after_release(move |_conn, meta| {
+            Box::pin(async move { Ok(!signin::outlived(meta.age, lifetime)) })
+        });
+    if password.is_some() {
+        let hint = connected.clone();
+        pool_opts = pool_opts.after_connect(move |_conn, _meta| {
+            // The next connection gets a password minted after this one opened.
+            hint.notify_one();
+            Box::pin(async { Ok(()) })
+        });
+    }
+    let pool = pool_opts.connect_with(opts).await?;
+    let refresher = match (&signin.password_command, password) {
+        (Some(cmd), Some(current)) => Some(signin::PasswordRefresher::new(
+            pool.clone(),
+            base,
+            cmd.clone(),
+            current,
+            connected,
+        )),
+        _ => None,
+    };
+    Ok((pool, refresher))
 }
 
 /// Applies pending migrations, then every engine file (`engine/sql/`) whose content changed.

@@ -152,9 +152,14 @@ pub struct Stdworker {
 impl Stdworker {
     /// Starts the stdworker built with these tests, serving `exec_kinds`, with a clean
     /// environment plus `extra` (so a secret in the test's environment could only reach a
-    /// handler through stdworker's own passing-on).
+    /// handler through stdworker's own passing-on). The test fixtures live in scratch
+    /// directories, so any program may run (`STDWORKER_EXEC_ALLOW=*`) unless `extra` names
+    /// an allowlist.
     pub fn start(broker: &str, exec_kinds: &str, extra: &[(&str, &str)]) -> Stdworker {
-        let mut env = vec![("STDWORKER_EXEC_KINDS", exec_kinds)];
+        let mut env = vec![
+            ("STDWORKER_EXEC_KINDS", exec_kinds),
+            ("STDWORKER_EXEC_ALLOW", "*"),
+        ];
         env.extend_from_slice(extra);
         Self::start_env(broker, &env)
     }

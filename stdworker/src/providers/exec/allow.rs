@@ -22,9 +22,15 @@ pub const EXEC_ALLOW_VAR: &str = "STDWORKER_EXEC_ALLOW";
 /// The only key a per-resource override of an exec kind may carry.
 pub const OVERRIDABLE: &str = "settings";
 
+/// The value of [`EXEC_ALLOW_VAR`] that lets exec kinds run any program, on purpose (a
+/// laptop, `converge dev`'s demos); warned at every start.
+pub const ANY_PROGRAM: &str = "*";
+
 /// The programs exec kinds may start, canonicalised at boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecAllow {
+    /// [`ANY_PROGRAM`]: every program may run.
+    any: bool,
     /// Exact programs.
     programs: BTreeSet<PathBuf>,
     /// Directories: every program under one (at any depth) is allowed.
@@ -33,15 +39,20 @@ pub struct ExecAllow {
 
 impl ExecAllow {
     /// Parses a comma-separated list of absolute program paths or directories read from
-    /// `var`. Every entry must exist (it is canonicalised now); blank entries are skipped,
-    /// but a list with no entry at all is an error rather than "allow nothing" by accident.
+    /// `var`, or [`ANY_PROGRAM`]. Every entry must exist (it is canonicalised now); blank
+    /// entries are skipped, but a list with no entry at all is an error rather than "allow
+    /// nothing" by accident.
     pub fn parse(var: &str, value: &str) -> Result<Self, ConfigError> {
+        if value.trim() == ANY_PROGRAM {
+            return Ok(Self::any());
+        }
         let invalid = |reason: String| ConfigError::Invalid {
             var: var.to_string(),
             value: value.to_string(),
             reason,
         };
         let mut allow = Self {
+            any: false,
             programs: BTreeSet::new(),
             dirs: Vec::new(),
         };
@@ -69,8 +80,22 @@ impl ExecAllow {
         Ok(allow)
     }
 
-    /// Reads [`EXEC_ALLOW_VAR`] from the process environment: `Ok(None)` (any program may
-    /// run) when it is unset or blank.
+    /// Every program may run ([`ANY_PROGRAM`]).
+    pub fn any() -> Self {
+        Self {
+            any: true,
+            programs: BTreeSet::new(),
+            dirs: Vec::new(),
+        }
+    }
+
+    /// Whether this is [`ANY_PROGRAM`].
+    pub fn is_any(&self) -> bool {
+        self.any
+    }
+
+    /// Reads [`EXEC_ALLOW_VAR`] from the process environment: `Ok(None)` when it is unset
+    /// or blank (then no exec kind may be served, see `StdworkerConfig::from_env`).
     pub fn from_env() -> Result<Option<Self>, ConfigError> {
         match std::env::var(EXEC_ALLOW_VAR) {
             Ok(v) if v.trim().is_empty() => Ok(None),
@@ -85,11 +110,16 @@ impl ExecAllow {
     /// Whether the program at `canonical` (an already canonicalised path) may run.
     pub fn allows(&self, canonical: &Path) -> bool {
         // `Path::starts_with` compares whole components: /opt/h does not cover /opt/hx.
-        self.programs.contains(canonical) || self.dirs.iter().any(|d| canonical.starts_with(d))
+        self.any
+            || self.programs.contains(canonical)
+            || self.dirs.iter().any(|d| canonical.starts_with(d))
     }
 
     /// The canonical entries, for the boot log.
     pub fn entries(&self) -> Vec<&Path> {
+        if self.any {
+            return vec![Path::new(ANY_PROGRAM)];
+        }
         self.programs
             .iter()
             .chain(&self.dirs)

@@ -33,7 +33,7 @@ use converge_sdk::{
 use tracing::{debug, info, warn};
 
 pub use self::{
-    allow::{EXEC_ALLOW_VAR, ExecAllow, check_override, resolve_program},
+    allow::{ANY_PROGRAM, EXEC_ALLOW_VAR, ExecAllow, check_override, resolve_program},
     config::ExecConfig,
     process::{CommandSpec, Exit, Limits, RunReport, Stop, run_process},
     request::build_request,
