@@ -350,26 +350,11 @@ pub async fn providerconfig_default_revs(
     pool: &PgPool,
     pairs: &[KindPair],
 ) -> Result<Vec<(KindPair, i64)>, sqlx::Error> {
-    let (kinds, versions) = pair_columns(pairs);
-    let rows = sqlx::query(
-        "SELECT pc.kind, pc.kind_version, pc.xmin::text::bigint
-         FROM providerconfigs pc
-         JOIN unnest($1::text[], $2::int[]) AS x(kind, kind_version)
-           ON pc.kind = x.kind AND pc.kind_version = x.kind_version
-         WHERE pc.is_default",
-    )
-    .bind(&kinds)
-    .bind(&versions)
-    .fetch_all(pool)
-    .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok((
-                KindPair::new(r.try_get::<String, _>(0)?, r.try_get(1)?),
-                r.try_get(2)?,
-            ))
-        })
-        .collect()
+    Ok(default_configs(pool, pairs, false)
+        .await?
+        .into_iter()
+        .map(|(pair, c)| (pair, c.rev))
+        .collect())
 }
 
 /// Loads the default provider config of each pair that has one.
@@ -377,9 +362,20 @@ pub async fn providerconfig_defaults(
     pool: &PgPool,
     pairs: &[KindPair],
 ) -> Result<Vec<(KindPair, DefaultConfig)>, sqlx::Error> {
+    default_configs(pool, pairs, true).await
+}
+
+/// The default provider configs of `pairs`, with their specs and bundles only when `bodies`
+/// (otherwise both empty).
+async fn default_configs(
+    pool: &PgPool,
+    pairs: &[KindPair],
+    bodies: bool,
+) -> Result<Vec<(KindPair, DefaultConfig)>, sqlx::Error> {
     let (kinds, versions) = pair_columns(pairs);
     let rows = sqlx::query(
-        "SELECT pc.kind, pc.kind_version, pc.spec::text, pc.data, pc.xmin::text::bigint
+        "SELECT pc.kind, pc.kind_version, pc.xmin::text::bigint,
+                CASE WHEN $3 THEN pc.spec::text END, CASE WHEN $3 THEN pc.data END
          FROM providerconfigs pc
          JOIN unnest($1::text[], $2::int[]) AS x(kind, kind_version)
            ON pc.kind = x.kind AND pc.kind_version = x.kind_version
@@ -387,16 +383,17 @@ pub async fn providerconfig_defaults(
     )
     .bind(&kinds)
     .bind(&versions)
+    .bind(bodies)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
         .map(|r| {
-            let spec: Option<String> = r.try_get(2)?;
-            let data: Option<Vec<u8>> = r.try_get(3)?;
+            let spec: Option<String> = r.try_get(3)?;
+            let data: Option<Vec<u8>> = r.try_get(4)?;
             Ok((
                 KindPair::new(r.try_get::<String, _>(0)?, r.try_get(1)?),
                 DefaultConfig {
-                    rev: r.try_get(4)?,
+                    rev: r.try_get(2)?,
                     spec: spec.map(String::into_bytes).unwrap_or_default(),
                     bundle: data.unwrap_or_default(),
                 },
@@ -405,7 +402,7 @@ pub async fn providerconfig_defaults(
         .collect()
 }
 
-/// `pairs` as the two parallel arrays the queries above unnest.
+/// `pairs` as the two parallel arrays the query above unnests.
 fn pair_columns(pairs: &[KindPair]) -> (Vec<&str>, Vec<i32>) {
     (
         pairs.iter().map(|p| p.kind.as_str()).collect(),
