@@ -1,6 +1,7 @@
 //! Test support (feature `test-util`): a throwaway certificate authority whose server and
-//! client certificates the TLS tests of every crate use, and a minimal HTTPS client that
-//! trusts it (reqwest's TLS features would reach every client built with the crate).
+//! client certificates the TLS tests of every crate use, a minimal HTTPS client that
+//! trusts it (reqwest's TLS features would reach every client built with the crate), and
+//! the `AUTH_FILE` line of a bearer-token principal.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +14,20 @@ use rcgen::{
 };
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
+
+/// One `AUTH_FILE` principal (a YAML list item, newline included) holding `token`'s hash,
+/// with `kinds` when there are any (a worker's globs).
+pub fn principal_line(name: &str, role: &str, token: &str, kinds: &[&str]) -> String {
+    let kinds = if kinds.is_empty() {
+        String::new()
+    } else {
+        format!(", kinds: {kinds:?}")
+    };
+    format!(
+        "  - {{name: {name}, role: {role}, token_sha256: \"{}\"{kinds}}}\n",
+        crate::token::digest_hex(token)
+    )
+}
 
 /// A fresh directory under the system temp dir for one test's files (certificates, keys,
 /// AUTH_FILE), named after `tag`; left for the OS to clean, so a failing test's files stay.

@@ -12,7 +12,7 @@ mod common;
 use std::{path::PathBuf, time::Duration};
 
 use common::{Converge, Peer, wait_for};
-use converge_auth::token;
+use converge_auth::{testing::principal_line, token};
 use converge_proto::pb::{
     self, work_stream_client_msg::Body as Out, worker_service_client::WorkerServiceClient,
 };
@@ -41,10 +41,7 @@ impl AuthDir {
             ("ci", "operator", OPERATOR),
             ("alice", "viewer", VIEWER),
         ] {
-            y.push_str(&format!(
-                "  - {{name: {name}, role: {role}, token_sha256: \"{}\"}}\n",
-                token::digest_hex(tok)
-            ));
+            y.push_str(&principal_line(name, role, tok, &[]));
         }
         std::fs::write(dir.join("auth.yaml"), y).unwrap();
         AuthDir(dir)

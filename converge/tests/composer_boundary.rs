@@ -25,7 +25,7 @@ use std::{
 };
 
 use common::{Converge, raw_worker::RawWorker, wait_for};
-use converge_auth::token;
+use converge_auth::testing::principal_line;
 use converge_proto::pb::{
     self, work_stream_client_msg::Body as Out, worker_service_client::WorkerServiceClient,
 };
@@ -92,17 +92,11 @@ fn bexec_manifest() -> Value {
 async fn start() -> (Converge, Scratch) {
     let dir = Scratch(converge_auth::testing::scratch_dir("boundary"));
     let auth = dir.0.join("auth.yaml");
-    let entry = |name: &str, role: &str, tok: &str, kinds: &str| {
-        format!(
-            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"{kinds}}}\n",
-            token::digest_hex(tok)
-        )
-    };
     let yaml = format!(
         "principals:\n{}{}{}",
-        entry("ops", "admin", ADMIN, ""),
-        entry("composer-w", "worker", COMPOSER, ", kinds: [bstack]"),
-        entry("leaves-w", "worker", LEAVES, ", kinds: [bsrc, bleaf]"),
+        principal_line("ops", "admin", ADMIN, &[]),
+        principal_line("composer-w", "worker", COMPOSER, &["bstack"]),
+        principal_line("leaves-w", "worker", LEAVES, &["bsrc", "bleaf"]),
     );
     std::fs::write(&auth, yaml).unwrap();
     let c = Converge::start(&[("AUTH_FILE", auth.to_str().unwrap())]).await;

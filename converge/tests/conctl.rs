@@ -20,7 +20,7 @@ use std::{
 };
 
 use common::{Converge, Worker, free_port, manifest_dir};
-use converge_auth::{testing::TestCa, token};
+use converge_auth::testing::{TestCa, principal_line};
 use converge_control::testing::wait_for;
 use serde_json::{Value, json};
 use tokio::{
@@ -380,10 +380,7 @@ async fn https_with_tokens_from_flags_and_environment() {
         ("ci", "operator", OPERATOR),
         ("alice", "viewer", VIEWER),
     ] {
-        principals.push_str(&format!(
-            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"}}\n",
-            token::digest_hex(tok)
-        ));
+        principals.push_str(&principal_line(name, role, tok, &[]));
     }
     std::fs::write(&auth, principals).unwrap();
     let env = [

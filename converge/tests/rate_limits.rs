@@ -17,7 +17,7 @@ mod common;
 use std::path::Path;
 
 use common::Converge;
-use converge_auth::token;
+use converge_auth::testing::principal_line;
 use converge_proto::pb::{self, worker_service_client::WorkerServiceClient};
 use reqwest::Method;
 use tonic::{Code, transport::Channel};
@@ -28,17 +28,11 @@ const WORKER: &str = "tok-worker-0123456789";
 
 fn write_auth(dir: &Path) -> String {
     let path = dir.join("auth.yaml");
-    let line = |name: &str, role: &str, tok: &str, kinds: &str| {
-        format!(
-            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"{kinds}}}\n",
-            token::digest_hex(tok)
-        )
-    };
     let y = format!(
         "principals:\n{}{}{}",
-        line("alice", "viewer", ALICE, ""),
-        line("bob", "viewer", BOB, ""),
-        line("w", "worker", WORKER, ", kinds: [\"*\"]"),
+        principal_line("alice", "viewer", ALICE, &[]),
+        principal_line("bob", "viewer", BOB, &[]),
+        principal_line("w", "worker", WORKER, &["*"]),
     );
     std::fs::write(&path, y).unwrap();
     path.to_str().unwrap().to_string()

@@ -15,10 +15,7 @@ use std::{
 };
 
 use common::{Converge, free_port, wait_for};
-use converge_auth::{
-    testing::{Pem, TestCa, https},
-    token,
-};
+use converge_auth::testing::{Pem, TestCa, https, principal_line};
 use converge_control::testing::spawn_ready_tls;
 use converge_proto::pb::{
     self, work_stream_client_msg::Body as Out, work_stream_server_msg::Body as In,
@@ -54,14 +51,7 @@ type Entry<'a> = (&'a str, &'a str, &'a str, &'a [&'a str]);
 fn write_auth(path: &Path, entries: &[Entry<'_>], spiffe: &[(&str, &str, &[&str])]) {
     let mut y = String::from("principals:\n");
     for (name, role, tok, kinds) in entries {
-        y.push_str(&format!(
-            "  - {{name: {name}, role: {role}, token_sha256: \"{}\"",
-            token::digest_hex(tok)
-        ));
-        if !kinds.is_empty() {
-            y.push_str(&format!(", kinds: {kinds:?}"));
-        }
-        y.push_str("}\n");
+        y.push_str(&principal_line(name, role, tok, kinds));
     }
     for (name, id, kinds) in spiffe {
         y.push_str(&format!(
