@@ -2,7 +2,8 @@
 //! live members of each duty with no gap and no overlap, ignores the silent and the released,
 //! tiles a pair's claims among exactly the brokers with a ready, non-draining worker for it;
 //! `cluster_changed` is sent on a join, a leave and a change of what a broker can run, never
-//! on a heartbeat; and a [`Topology`] following the tiling adopts its member's new range.
+//! on a heartbeat; a [`Topology`] following the tiling adopts its member's new range; and a
+//! drainer on the control range drains only inside it.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -204,4 +205,101 @@ async fn a_followed_topology_adopts_its_members_new_range() {
     .await;
     stop.cancel();
     follow.await.unwrap();
+}
+
+/// A drainer configured with its process's control range drains only the results in it,
+/// and takes a result in once a re-tile hands its shard to the process.
+#[tokio::test]
+async fn a_drainer_works_its_members_control_range() {
+    use converge_engine::{
+        drainer::{Drainer, DrainerConfig},
+        topology::Shards,
+    };
+    let db = TestDb::new().await;
+    let pool = &db.pool;
+    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('hello', 1, $1)")
+        .bind(json!({"kind": "hello", "kind_version": 1,
+                     "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+        .execute(pool)
+        .await
+        .unwrap();
+    let (id, _, _): (uuid::Uuid, String, i64) =
+        sqlx::query_as("SELECT * FROM resource_apply('hello', 1, 'r', '{}', '{}', NULL)")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    let (token, epoch): (uuid::Uuid, i64) = sqlx::query_as(
+        "SELECT lease_token, claim_epoch FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 10, 'b')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[],
+             ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[true],
+             ARRAY[false], ARRAY[NULL]::text[], ARRAY['{}'::jsonb], ARRAY[NULL]::jsonb[],
+             ARRAY[true], ARRAY[true])",
+    )
+    .bind(id)
+    .bind(token)
+    .bind(epoch)
+    .execute(pool)
+    .await
+    .unwrap();
+    let shard: i16 = sqlx::query_scalar("SELECT shard_of($1)")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    // This member's control range is the half without the result's shard.
+    let (other, own) = if shard < 128 {
+        ((128, 255), (0, 127))
+    } else {
+        ((0, 127), (128, 255))
+    };
+    let t = Topology::new("c1");
+    let control = |(lo, hi): (i16, i16)| Tile {
+        member_id: "c1".into(),
+        duty: "control".into(),
+        kind: None,
+        kind_version: None,
+        lo,
+        hi,
+    };
+    t.adopt(&[control(other)]);
+    let (drainer, _) = Drainer::new(
+        pool.clone(),
+        DrainerConfig {
+            shards: Shards::Control {
+                topology: t.clone(),
+                slice: 0,
+                of: 1,
+            },
+            batch: 100,
+            failsafe: Duration::from_millis(50),
+            express: false,
+        },
+        None,
+    );
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(drainer.run(stop.clone()));
+    let synced = || async {
+        sqlx::query_scalar::<_, i64>("SELECT synced_gen FROM resources WHERE id = $1")
+            .bind(id)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    // Ten failsafe passes outside the result's shard leave it in the outbox.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(synced().await, 0, "a drainer drained outside its range");
+    t.adopt(&[control(own)]);
+    wait_for(
+        Duration::from_secs(10),
+        "the re-tiled drainer drains it",
+        || async { (synced().await == 1).then_some(()) },
+    )
+    .await;
+    stop.cancel();
+    run.await.unwrap();
 }
