@@ -5,7 +5,7 @@
 #   conformance/run.sh [--forms rust,python,go,ts,exec,wasm,wasm-js,starlark,cel] [--only leaf,compose] [--no-build]
 #
 # Forms, each included only when its source exists:
-#   rust    conformance/workers/rust            (cargo build -p converge-conformance-worker)
+#   rust    conformance/workers/rust            (cargo build --workspace --bins)
 #   python  conformance/workers/python/worker.py (run with $PYTHON, default the SDK's locked
 #                                                venv from sdk-python/scripts/venv.sh)
 #   go      sdk-go/cmd/conformance-worker       (go build)
@@ -62,8 +62,11 @@ if [[ ! -x "$CONVERGE_BIN" ]]; then
     cargo build --locked -p converge --bin converge
 fi
 if [[ $build == 1 ]]; then
+    # The whole workspace's bins, as scripts/test.sh's "rust build" step builds them: the same
+    # feature set, so after that step this is a no-op (`-p` alone resolved features apart and
+    # rebuilt the proto and SDK crates, 46 s of the CI run).
     log "building the Rust form and the probe"
-    cargo build --locked -p converge-conformance-worker
+    cargo build --locked --workspace --bins
 fi
 PROBE="$TARGET/debug/conformance-probe"
 [[ -x "$PROBE" ]] || { log "conformance-probe not found at $PROBE"; exit 1; }
@@ -103,8 +106,12 @@ export STDWORKER_BIN
 stdworker_built=0
 need_stdworker() {
     if [[ $build == 1 && $stdworker_built == 0 ]]; then
+        # Built as `cargo test` builds it (dev-dependencies unify features: a `cargo build`
+        # of the bin alone is another feature set, 119 crates and 4.5 min rebuilt in CI after
+        # scripts/test.sh's stdworker test step). The test build puts the same binary at
+        # $TARGET/debug/stdworker (its tests run it as CARGO_BIN_EXE_stdworker).
         log "building stdworker"
-        cargo build --locked --manifest-path stdworker/Cargo.toml --bin stdworker
+        cargo test --locked --manifest-path stdworker/Cargo.toml --workspace --no-run
         stdworker_built=1
     fi
     [[ -x "$STDWORKER_BIN" ]] || { log "stdworker not found at $STDWORKER_BIN"; exit 1; }
