@@ -1381,6 +1381,8 @@ $$;
 
 CREATE FUNCTION public.resource_apply_batch(p_kinds text[], p_kind_versions integer[], p_names text[], p_specs jsonb[], p_labels jsonb[], p_provider_config_refs text[]) RETURNS TABLE(ord bigint, id uuid, result text, generation bigint)
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_ord bigint[];

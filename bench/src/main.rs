@@ -133,7 +133,8 @@ struct Args {
     scrape_only: bool,
     /// Profile the reconcile window (leaf: from the workers' start with --preload; BOM: each
     /// round): CPU per process and PostgreSQL time per statement (pg_stat_statements,
-    /// nested statements included), each per reconcile, as `profile` in the JSON.
+    /// nested statements included), each per reconcile, as `profile` in the JSON. Leaf with
+    /// --preload: the applies too, per apply, as `apply_profile`.
     #[arg(long)]
     profile: bool,
     /// With --profile: also `perf record -a -g` the window into this file.
@@ -708,6 +709,12 @@ async fn main() -> anyhow::Result<()> {
         "applying {} resources with {} concurrent clients ...",
         args.n, args.apply_concurrency
     );
+    // With --preload nothing reconciles during the applies, so the window is theirs alone.
+    let apply_window = if args.profile && args.preload {
+        Some(profile::start(&pool, server.pids(), None).await?)
+    } else {
+        None
+    };
     let apply_time = apply_bulk(
         &client,
         &server.http,
@@ -717,6 +724,10 @@ async fn main() -> anyhow::Result<()> {
         args.batch,
     )
     .await?;
+    let apply_profile = match apply_window {
+        Some(w) => Some(profile::finish(w, &pool, args.n as f64).await?),
+        None => None,
+    };
     let scrape = if args.scrape_samples > 0 {
         eprintln!("timing {} /metrics scrapes ...", args.scrape_samples);
         let pid = server.child.id().unwrap_or(0);
@@ -795,6 +806,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(p) = profiled {
         out["profile"] = p;
+    }
+    if let Some(p) = apply_profile {
+        out["apply_profile"] = p;
     }
     if args.brokers > 0 {
         out["brokers"] = json!(args.brokers);

@@ -62,11 +62,18 @@ CREATE TRIGGER spec_versions_on_update AFTER UPDATE OF spec ON resources
 -- Lock order: rows that exist are locked first, in ascending id (the order the drain and the
 -- cascade use), so a batch never deadlocks with them; new rows are inserted in (kind, name)
 -- order, so two batches creating the same names wait on each other instead of deadlocking.
+--
+-- Sequential scans are off: every read here is by key. A backend caches this function's
+-- plans, and one planned while `resources` was small (statistics of a few hundred rows, a
+-- table then growing faster than autoanalyze re-reads it) read the unchanged rows with a hash
+-- join over a scan of the whole table, once per single apply: 362 buffers at 6,000 rows, the
+-- cost growing with the table (issue 44, item 4).
 CREATE OR REPLACE FUNCTION resource_apply_batch(p_kinds text[], p_kind_versions int[],
                                                 p_names text[], p_specs jsonb[],
                                                 p_labels jsonb[], p_provider_config_refs text[])
 RETURNS TABLE (ord bigint, id uuid, result text, generation bigint)
 LANGUAGE plpgsql
+SET enable_seqscan = off SET jit = off
 AS $$
 DECLARE
     v_ord bigint[];
