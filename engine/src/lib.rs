@@ -6,6 +6,7 @@
 //! (`sealing`) and the database's words as enums (`words`). The broker and the control plane
 //! both build on it; neither depends on the other, and the `converge` binary wires them.
 //! ARCHITECTURE.md walks through it.
+
 pub mod db;
 pub mod drainer;
 pub mod health;
