@@ -117,3 +117,27 @@ pub fn secure_env(
         ("AUTH_FILE", auth_file),
     ]
 }
+
+/// The PostgreSQL bin dir (where `pg_dump` is): `PG_BIN_DIR`, else what
+/// `scripts/pg-test-cluster.sh bindir` finds (the install the test cluster runs from).
+///
+/// # Panics
+/// If there is none.
+pub fn pg_bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PG_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository root")
+        .join("scripts/pg-test-cluster.sh");
+    let out = std::process::Command::new(script)
+        .arg("bindir")
+        .output()
+        .expect("run scripts/pg-test-cluster.sh bindir");
+    assert!(
+        out.status.success(),
+        "no PostgreSQL bin dir (pg_dump): set PG_BIN_DIR"
+    );
+    PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
+}
