@@ -74,7 +74,15 @@ done
 
 render existing-secrets -f "$CHART/ci/existing-secrets-values.yaml"
 validate existing-secrets --external-secret converge-db --external-secret converge-auth \
-    --external-secret converge-tls --external-secret converge-db-replica
+    --external-secret converge-tls --external-secret converge-db-replica \
+    --external-secret converge-secrets-key
+# The secrets key and, during a rotation, the old one: files of the mounted Secret.
+grep -q 'value: "/etc/converge/secrets-key/current.key"' "$work/existing-secrets.yaml" ||
+    fail "existing-secrets-values renders no SECRETS_KEY_FILE"
+grep -q 'value: "/etc/converge/secrets-key/previous.key"' "$work/existing-secrets.yaml" ||
+    fail "existing-secrets-values renders no SECRETS_OLD_KEY_FILES"
+grep -q 'name: SECRETS_KEY_FILE' "$work/everything.yaml" ||
+    fail "everything-values renders no SECRETS_KEY_FILE"
 # The read replica goes to control pods only.
 grep -q 'name: DATABASE_READ_URL' "$work/existing-secrets.yaml" ||
     fail "existing-secrets-values renders no DATABASE_READ_URL"
@@ -109,6 +117,8 @@ refused "a principal without a credential" "principals" --set 'auth.principals[0
 refused "a token instead of its hash" "token_sha256" --set 'auth.principals[0].name=ops' \
     --set 'auth.principals[0].role=admin' --set 'auth.principals[0].token_sha256=secret-token'
 refused "a database URL that is not one" "url" --set database.url=db.example:5432
+refused "a secrets key that is not 32 bytes of base64" "key" --set secretsKey.key=short
+refused "the secrets key file set in env" "SECRETS_KEY_FILE" --set env.SECRETS_KEY_FILE=/k
 
 if ((failed)); then
     exit 1

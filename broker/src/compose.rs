@@ -3,7 +3,10 @@
 //! and what the composer's kind may write (issue 41): every child of a registered kind version
 //! with a spec its `spec_schema` accepts, and provider configs only for the kinds of the
 //! children it emits (or that its manifest's `edges` declare), never a default, within the
-//! target's `config_schema`, and never saying what an exec kind runs. The output is the JSON
+//! target's `config_schema`, and never saying what an exec kind runs; a config's writeOnly
+//! values are sealed (`converge_engine::sealing`) before they go into the payload, so a
+//! composer's secrets are stored as the API's are, and a config that already holds an
+//! envelope is refused (envelopes are converge's own). The output is the JSON
 //! the `apply_compose_result` SQL function takes; a result that breaks any rule is refused
 //! whole (a terminal failure of the composer), so nothing of it is stored.
 //!
@@ -15,9 +18,12 @@
 //! manifest declares `edges` may emit only edges among them ([`Kind::undeclared_edge`]).
 
 use std::{
+    borrow::Cow,
     collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
 };
+
+use converge_engine::sealing::{self, Keyring};
 
 use converge_kinds::{Kind, Snapshot};
 use converge_proto::{
@@ -88,7 +94,8 @@ struct ConfigOut<'a> {
     kind: &'a str,
     kind_version: i32,
     is_default: bool,
-    spec: &'a RawValue,
+    /// As it came, or sealed (an owned text) when it has writeOnly values.
+    spec: Cow<'a, RawValue>,
 }
 
 /// The JSON text of `items` (an array).
@@ -158,14 +165,17 @@ fn check_child(c: &pb::ChildSpec, info: Option<&Arc<Kind>>, spec: &RawValue) -> 
 /// runs); for a kind of a child this result emits, or one the composer's manifest declares
 /// in its `edges`; of a registered kind version; for an exec kind, none of the fields that
 /// say what runs (the API's rule for an override); within the kind's `config_schema` (named
-/// by pointer and rule, never quoting a value, which may be a secret).
+/// by pointer and rule, never quoting a value, which may be a secret); no envelope in it.
+/// `Ok(Some(text))` is the spec with its writeOnly values sealed under `keys` (without a
+/// key, such a value is refused, naming the settings).
 fn check_config(
     c: &pb::ProviderConfigSpec,
     spec: &RawValue,
     composer: &Kind,
     child_kinds: &HashSet<(&str, i32)>,
     kinds: &Snapshot,
-) -> Result<(), String> {
+    keys: &Keyring,
+) -> Result<Option<Box<RawValue>>, String> {
     let what = format!("provider config {:?}", c.name);
     if c.is_default {
         return Err(format!(
@@ -189,9 +199,16 @@ fn check_config(
         ));
     };
     if !info.checks_config() {
-        return Ok(());
+        return Ok(None);
     }
-    let spec = parsed(&what, spec)?;
+    let mut spec = parsed(&what, spec)?;
+    if let Some((at, _)) = sealing::envelopes(&spec).first() {
+        return Err(format!(
+            "{what}: spec holds an object with a {:?} key at {at}: that is converge's own \
+             envelope of a stored secret; emit the plain value",
+            sealing::ENVELOPE_TAG
+        ));
+    }
     let forbidden = info.exec_override_violations(&spec);
     if !forbidden.is_empty() {
         return Err(format!(
@@ -201,12 +218,18 @@ fn check_config(
             forbidden.join(", ")
         ));
     }
-    match info.config_violation(&spec) {
-        None => Ok(()),
-        Some(why) => Err(format!(
+    if let Some(why) = info.config_violation(&spec) {
+        return Err(format!(
             "{what}: spec breaks the config_schema of {} v{} {why}",
             c.kind, c.kind_version
+        ));
+    }
+    match info.seal_config(keys, &mut spec) {
+        Ok(0) => Ok(None),
+        Ok(_) => Ok(Some(
+            serde_json::value::to_raw_value(&spec).expect("a JSON value serialises"),
         )),
+        Err(e) => Err(format!("{what}: {e}")),
     }
 }
 
@@ -220,9 +243,10 @@ fn check_kinds(
     r: &pb::ComposeResult,
     children: &[ChildOut<'_>],
     versions: &HashMap<(&str, &str), i32>,
-    configs: &[ConfigOut<'_>],
+    configs: &mut [ConfigOut<'_>],
     composer: &Kind,
     kinds: &Snapshot,
+    keys: &Keyring,
 ) -> Result<(), String> {
     let mut lookup = LastKind { kinds, last: None };
     let mut child_kinds: HashSet<(&str, i32)> = HashSet::new();
@@ -264,7 +288,9 @@ fn check_kinds(
     }
     if composer.compose_configs {
         for (c, out) in r.configs.iter().zip(configs) {
-            check_config(c, out.spec, composer, &child_kinds, kinds)?;
+            if let Some(sealed) = check_config(c, &out.spec, composer, &child_kinds, kinds, keys)? {
+                out.spec = Cow::Owned(sealed);
+            }
         }
     }
     Ok(())
@@ -272,11 +298,13 @@ fn check_kinds(
 
 /// Checks `r`, the result of `composer`'s composer, against the kinds it names (`kinds`, from
 /// `Manifests::resolve`) and converts it; `Err` is a terminal failure message naming the
-/// child, edge or config and, for a schema, the JSON pointer.
+/// child, edge or config and, for a schema, the JSON pointer. `keys` seal the configs'
+/// writeOnly values.
 pub fn validate(
     r: &pb::ComposeResult,
     composer: &Kind,
     kinds: &Snapshot,
+    keys: &Keyring,
 ) -> Result<ComposePayload, String> {
     if r.desired.len() > MAX_CHILDREN {
         return Err(format!(
@@ -377,10 +405,10 @@ pub fn validate(
             kind: &c.kind,
             kind_version: c.kind_version,
             is_default: c.is_default,
-            spec: spec_json(&what, &c.spec)?,
+            spec: Cow::Borrowed(spec_json(&what, &c.spec)?),
         });
     }
-    check_kinds(r, &children, &names, &configs, composer, kinds)?;
+    check_kinds(r, &children, &names, &mut configs, composer, kinds, keys)?;
     Ok(ComposePayload {
         children: array_text(&children),
         edges: array_text(&edges),
@@ -438,6 +466,12 @@ fn find_cycle<'a>(graph: &HashMap<Node<'a>, Vec<Node<'a>>>) -> Option<Vec<Node<'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use converge_engine::sealing::Key;
+
+    /// The keys a test's compose results are sealed with.
+    fn keys() -> Keyring {
+        Keyring::new(Some(Key::from_bytes(&[5; 32])), Vec::new())
+    }
     use serde_json::{Value, json};
 
     /// The kind of manifest `m` (kind and version from it).
@@ -475,7 +509,7 @@ mod tests {
 
     /// [`validate`] by the [`composer`] against [`leaf_kinds`].
     fn check(r: &pb::ComposeResult) -> Result<ComposePayload, String> {
-        validate(r, &composer(), &leaf_kinds())
+        validate(r, &composer(), &leaf_kinds(), &keys())
     }
 
     fn child(kind: &str, name: &str) -> pb::ChildSpec {
@@ -650,7 +684,7 @@ mod tests {
                 desired: vec![with_spec("leaf", "ok", json!({"greeting": "hi"})), c],
                 ..Default::default()
             };
-            validate(&r, &composer(), &strict).unwrap_err()
+            validate(&r, &composer(), &strict, &keys()).unwrap_err()
         };
         let e = refused(with_spec("leaf", "a", json!({"greeting": 12345})));
         assert_eq!(
@@ -698,14 +732,14 @@ mod tests {
             ],
             ..Default::default()
         };
-        let e = validate(&r, &composer(), &strict).unwrap_err();
+        let e = validate(&r, &composer(), &strict, &keys()).unwrap_err();
         assert_eq!(e, "child leaf/ok: emitted twice");
         // Valid children pass, their specs as they came.
         let r = pb::ComposeResult {
             desired: vec![with_spec("leaf", "ok", json!({"greeting": "hi"}))],
             ..Default::default()
         };
-        assert!(validate(&r, &composer(), &strict).is_ok());
+        assert!(validate(&r, &composer(), &strict, &keys()).is_ok());
     }
 
     #[test]
@@ -734,11 +768,40 @@ mod tests {
                 }],
                 ..Default::default()
             };
-            validate(&r, &composer(), &all)
+            validate(&r, &composer(), &all, &keys())
         };
         let refused =
             |kind: &str, is_default: bool, v: Value| emit(kind, is_default, v).unwrap_err();
-        assert!(emit("leaf", false, json!({"size": 1, "password": "long enough"})).is_ok());
+        // The writeOnly value goes into the payload sealed, bound to its kind and pointer.
+        let payload = emit("leaf", false, json!({"size": 1, "password": "long enough"})).unwrap();
+        let text = payload.configs.get();
+        assert!(!text.contains("long enough"), "{text}");
+        let configs: Value = serde_json::from_str(text).unwrap();
+        let sealed = &configs[0]["spec"]["password"];
+        assert_eq!(configs[0]["spec"]["size"], 1);
+        assert_eq!(
+            keys().open("leaf", "/password", sealed).unwrap(),
+            json!("long enough")
+        );
+        // Without a key it is refused, naming the setting; an envelope emitted is refused.
+        let r = pb::ComposeResult {
+            desired: vec![child("leaf", "a")],
+            configs: vec![pb::ProviderConfigSpec {
+                name: "cfg".into(),
+                kind: "leaf".into(),
+                kind_version: 1,
+                spec: spec(json!({"password": "long enough"})),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let e = validate(&r, &composer(), &all, &Keyring::default()).unwrap_err();
+        assert!(
+            e.contains("SECRETS_KEY_FILE") && e.contains("/password") && !e.contains("long enough"),
+            "{e}"
+        );
+        let e = refused("leaf", false, json!({"size": 1, "password": sealed}));
+        assert!(e.contains("\"$enc\"") && e.contains("/password"), "{e}");
         assert!(emit("exe", false, json!({"settings": {"a": 1}})).is_ok());
         // Declared in the composer's edges: allowed without a child of it.
         assert!(emit("decl", false, json!({})).is_ok());
@@ -795,7 +858,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            validate(&r, &composer(), &decl_only).unwrap_err(),
+            validate(&r, &composer(), &decl_only, &keys()).unwrap_err(),
             "provider config \"cfg\" has unregistered kind decl version 1"
         );
         // A composer whose emits lacks `configs` has its configs dropped unapplied, as
@@ -813,7 +876,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        assert!(validate(&r, &quiet, &all).is_ok());
+        assert!(validate(&r, &quiet, &all, &keys()).is_ok());
     }
 
     #[test]
@@ -843,7 +906,7 @@ mod tests {
                 edges: vec![e],
                 ..Default::default()
             };
-            validate(&r, composer, &all)
+            validate(&r, composer, &all, &keys())
         };
         // Declared, with any flows when the declared edge lists none.
         assert!(wire(&declaring, "leaf", &[("/x", "/y")]).is_ok());
@@ -905,7 +968,7 @@ mod tests {
             let best = (0..5)
                 .map(|_| {
                     let t = std::time::Instant::now();
-                    validate(&r, &composer(), &k).unwrap();
+                    validate(&r, &composer(), &k, &keys()).unwrap();
                     t.elapsed()
                 })
                 .min()

@@ -4,6 +4,13 @@
 //!
 //! It sits right above the registry (whose streams it pushes to) and below everything that
 //! claims or serves; the LISTEN loop in `caches` calls [`Configs::refresh`].
+//!
+//! It is also where a config's sealed (writeOnly) values are opened: the one place a
+//! plaintext secret is needed is a frame to a worker of the config's kind, so defaults are
+//! opened as they are read for a push or a `GetProviderConfig`, and a claimed resource's
+//! override config before its task is built ([`Configs::open`]). A value that does not
+//! open (its key is not configured, it was altered) is logged by pointer and key id and
+//! goes out still sealed: a worker never gets a wrong value, nor the broker a panic.
 
 use std::{
     collections::HashMap,
@@ -13,6 +20,7 @@ use std::{
 use converge_engine::{
     db::{self, kinds::DefaultConfig},
     ids::KindPair,
+    sealing::{self, Keyring},
 };
 use converge_proto::pb;
 use sqlx::PgPool;
@@ -31,6 +39,8 @@ pub(crate) struct Configs {
     /// Serialises config priming and pushes so a stream never sees an older default after a
     /// newer one.
     lock: AsyncMutex<()>,
+    /// Opens the sealed values of the configs sent to workers.
+    keys: Keyring,
 }
 
 fn update_frame(pair: &KindPair, c: &DefaultConfig) -> pb::work_stream_server_msg::Body {
@@ -43,14 +53,50 @@ fn update_frame(pair: &KindPair, c: &DefaultConfig) -> pb::work_stream_server_ms
 }
 
 impl Configs {
-    /// An empty cache that pushes to `registry`'s streams.
-    pub fn new(pool: PgPool, registry: Arc<Registry>) -> Self {
+    /// An empty cache that pushes to `registry`'s streams, opening sealed values with `keys`.
+    pub fn new(pool: PgPool, registry: Arc<Registry>, keys: Keyring) -> Self {
         Configs {
             pool,
             registry,
             by_pair: RwLock::default(),
             lock: AsyncMutex::new(()),
+            keys,
         }
+    }
+
+    /// The keys sealed values are opened (and a composer's configs sealed) with.
+    pub fn keys(&self) -> &Keyring {
+        &self.keys
+    }
+
+    /// Opens, in place, the sealed values of `config`, a config of `pair` about to go to a
+    /// worker serving `pair`. One that does not open is logged (pointer, reason; never a
+    /// value) and left sealed.
+    pub fn open(&self, pair: &KindPair, config: &mut serde_json::Value) {
+        for e in self.keys.open_config(&pair.kind, config) {
+            tracing::error!(%pair, pointer = %e.pointer, reason = %e.reason, "a sealed provider config value does not open; it goes to the worker sealed");
+        }
+    }
+
+    /// The default configs of `pairs`, read from the database with their sealed values
+    /// opened.
+    async fn load_defaults(&self, pairs: &[KindPair]) -> Result<Vec<(KindPair, DefaultConfig)>> {
+        let mut defaults = db::kinds::providerconfig_defaults(&self.pool, pairs)
+            .await
+            .map_err(Error::db("load default provider configs"))?;
+        for (pair, c) in &mut defaults {
+            // Most configs hold no secret: parsed only when the text has an envelope's key.
+            let tag = format!("\"{}\"", sealing::ENVELOPE_TAG);
+            if !c.spec.windows(tag.len()).any(|w| w == tag.as_bytes()) {
+                continue;
+            }
+            let Ok(mut spec) = serde_json::from_slice::<serde_json::Value>(&c.spec) else {
+                continue;
+            };
+            self.open(pair, &mut spec);
+            c.spec = serde_json::to_vec(&spec).expect("a JSON value serialises");
+        }
+        Ok(defaults)
     }
 
     /// Rule 2: pushes the default config of each of the stream's pairs before the stream can
@@ -59,9 +105,7 @@ impl Configs {
     /// queue's stall limit), so the config lock is only ever held across one database read.
     pub async fn prime_stream(&self, stream: StreamId, pairs: &[KindPair]) -> Result<()> {
         let _guard = self.lock.lock().await;
-        let defaults = db::kinds::providerconfig_defaults(&self.pool, pairs)
-            .await
-            .map_err(Error::db("load default provider configs"))?;
+        let defaults = self.load_defaults(pairs).await?;
         for (pair, c) in &defaults {
             self.registry.push(stream, update_frame(pair, c));
         }
@@ -124,11 +168,7 @@ impl Configs {
             return Ok(());
         }
         let mut fresh: HashMap<KindPair, DefaultConfig> =
-            db::kinds::providerconfig_defaults(&self.pool, &moved)
-                .await
-                .map_err(Error::db("load default provider configs"))?
-                .into_iter()
-                .collect();
+            self.load_defaults(&moved).await?.into_iter().collect();
         for pair in moved {
             let new = fresh.remove(&pair).unwrap_or_default();
             tracing::info!(%pair, rev = new.rev, "pushing changed default provider config");
@@ -144,8 +184,6 @@ impl Configs {
 
     /// The defaults for a GetProviderConfig call (read fresh from the database).
     pub async fn defaults_for(&self, pairs: &[KindPair]) -> Result<Vec<(KindPair, DefaultConfig)>> {
-        db::kinds::providerconfig_defaults(&self.pool, pairs)
-            .await
-            .map_err(Error::db("load default provider configs"))
+        self.load_defaults(pairs).await
     }
 }

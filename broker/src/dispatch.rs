@@ -227,7 +227,11 @@ impl Dispatcher {
                 tracing::warn!(%pair, error = %e, "could not re-read the default provider config before a claim's tasks");
             }
             let mut out = Vec::with_capacity(rows.len());
-            for t in rows {
+            for mut t in rows {
+                // The resource's override config goes to a worker of the kind: opened.
+                if let Some(c) = t.provider_config.as_mut() {
+                    configs.open(&pair, c);
+                }
                 match t.task_type {
                     TaskType::Delete => match info.delete_reaction.as_deref() {
                         Some(reaction) => {
@@ -298,7 +302,13 @@ impl Dispatcher {
                                 reply: None,
                             }),
                             _ => {
-                                let p = Pipeline::new(t, pair.clone(), info.clone(), stages);
+                                let p = Pipeline::new(
+                                    t,
+                                    pair.clone(),
+                                    info.clone(),
+                                    stages,
+                                    configs.keys().clone(),
+                                );
                                 let h = handout.clone();
                                 tokio::spawn(async move { h.drive(p.start(), None).await });
                             }

@@ -95,6 +95,10 @@ pub struct BrokerConfig {
     /// address's further bad attempts are answered RESOURCE_EXHAUSTED (`None`: no limit).
     pub bad_credentials_limit:
         Option<Arc<converge_auth::ratelimit::KeyedLimiter<converge_auth::ratelimit::AddressKey>>>,
+    /// The keys of secrets at rest: the broker opens a provider config's sealed values for
+    /// the workers of its kind, and seals the writeOnly values of a composer's configs
+    /// before they are stored (`converge_engine::sealing`).
+    pub secrets: converge_engine::sealing::Keyring,
 }
 
 impl BrokerConfig {
@@ -126,6 +130,7 @@ impl Default for BrokerConfig {
             auth: None,
             max_kinds_per_stream: DEFAULT_MAX_KINDS_PER_STREAM,
             bad_credentials_limit: None,
+            secrets: Default::default(),
         }
     }
 }
@@ -173,7 +178,11 @@ impl Broker {
         let registry = Arc::new(registry::Registry::default());
         let kinds_changed = catalog.subscribe();
         let manifests = Arc::new(manifests::Manifests::new(pool.clone(), catalog));
-        let configs = Arc::new(configs::Configs::new(pool.clone(), registry.clone()));
+        let configs = Arc::new(configs::Configs::new(
+            pool.clone(),
+            registry.clone(),
+            cfg.secrets.clone(),
+        ));
         let (completer, completions) =
             complete::Completer::new(pool.clone(), registry.clone(), manifests.clone());
         let handout = handout::Handout::new(

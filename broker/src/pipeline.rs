@@ -25,6 +25,7 @@ use converge_engine::{
         queue::{ClaimedTask, Completion, LeaseKey},
     },
     ids::{KindPair, ResourceId},
+    sealing::Keyring,
     words::{Phase, TaskTrigger},
 };
 use converge_proto::pb;
@@ -55,6 +56,8 @@ pub(crate) struct Pipeline {
     /// When the claim was made: the start of its deadline budget, shared by every stage
     /// (rule 6), and of `converge_rollup_latency_seconds`.
     claimed: Instant,
+    /// The keys a compose result's provider configs are sealed with.
+    keys: Keyring,
 }
 
 /// The answer a pipeline waits for. A step's answer fed to the wrong `on_*` method is a
@@ -247,6 +250,7 @@ impl Pipeline {
         pair: KindPair,
         info: Arc<Kind>,
         stages: VecDeque<pb::Stage>,
+        keys: Keyring,
     ) -> Box<Pipeline> {
         Box::new(Pipeline {
             key: task.key(),
@@ -258,6 +262,7 @@ impl Pipeline {
             conditions: Vec::new(),
             wait: Wait::Idle,
             claimed: Instant::now(),
+            keys,
         })
     }
 
@@ -476,7 +481,7 @@ impl Pipeline {
             return self.merge(outcome);
         }
         let c = msg.compose.unwrap_or_default();
-        let payload = match compose::validate(&c, &self.info, kinds) {
+        let payload = match compose::validate(&c, &self.info, kinds, &self.keys) {
             Ok(x) => x,
             Err(e) => return self.fail(format!("compose result refused: {e}"), true),
         };
@@ -697,7 +702,13 @@ mod tests {
 
     fn pipeline(t: ClaimedTask, i: Kind) -> Box<Pipeline> {
         let stages = plan(&t, &i);
-        Pipeline::new(t, KindPair::new("k", 1), Arc::new(i), stages)
+        Pipeline::new(
+            t,
+            KindPair::new("k", 1),
+            Arc::new(i),
+            stages,
+            Keyring::default(),
+        )
     }
 
     fn sent(step: Step) -> StageSend {

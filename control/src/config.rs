@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use converge_auth::{ratelimit::RateSpec, tls::TlsFiles};
-use converge_engine::db::signin;
+use converge_engine::{db::signin, sealing};
 use converge_proto::{duration::parse_duration, wire};
 
 /// Which duties this process runs: `ROLE` spells it as `cluster_members.role` records it
@@ -43,6 +43,9 @@ pub struct Config {
     /// DATABASE_PASSWORD_COMMAND: a shell command printing the database password, run at
     /// boot and kept fresh for every new connection (`converge_engine::db::signin`).
     pub database_password_command: Option<String>,
+    /// SECRETS_KEY_FILE, SECRETS_KEY_COMMAND and SECRETS_OLD_KEY_FILES: where the keys that
+    /// seal provider configs' writeOnly values come from (`converge_engine::sealing`).
+    pub secrets: sealing::KeySettings,
     /// DATABASE_MAX_CONN_LIFETIME: each pooled connection lives 75-100 % of this (default
     /// 30 min, 1s..=24h), so a rotated credential is in use without a restart.
     pub database_max_conn_lifetime: Duration,
@@ -331,6 +334,21 @@ impl Config {
             health_addr: read(&get, "HEALTH_ADDR", addr(":8081").expect("valid"), addr)?,
             database_password_command: get(signin::PASSWORD_COMMAND_VAR)
                 .filter(|v| !v.trim().is_empty()),
+            secrets: sealing::KeySettings {
+                key_file: get(sealing::KEY_FILE_VAR)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(PathBuf::from),
+                key_command: get(sealing::KEY_COMMAND_VAR).filter(|v| !v.trim().is_empty()),
+                old_key_files: get(sealing::OLD_KEY_FILES_VAR)
+                    .map(|v| {
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|p| !p.is_empty())
+                            .map(PathBuf::from)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
             database_max_conn_lifetime: read(
                 &get,
                 signin::MAX_CONN_LIFETIME_VAR,

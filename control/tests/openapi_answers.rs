@@ -777,6 +777,7 @@ async fn contract(db: &TestDb) -> Contract {
             CancellationToken::new(),
         ),
         max_bundle_bytes: 10 << 20,
+        secrets: Default::default(),
         runtime: Runtime::default(),
     };
     Contract {

@@ -62,6 +62,7 @@ fn router(pool: sqlx::PgPool, stop: CancellationToken) -> axum::Router {
         dispatch_hint: None,
         auth: None,
         max_bundle_bytes: 10 << 20,
+        secrets: Default::default(),
     };
     http::router(state, 1 << 20)
 }

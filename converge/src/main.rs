@@ -1,5 +1,6 @@
-//! The `converge` binary: `serve` (default), `migrate up|status`, and `dev` (the embedded
-//! default: starts a private PostgreSQL when DATABASE_URL is unset, then serves ROLE=all).
+//! The `converge` binary: `serve` (default), `migrate up|status`, `secrets rotate|status`,
+//! and `dev` (the embedded default: starts a private PostgreSQL when DATABASE_URL is unset,
+//! makes its own secrets key, then serves ROLE=all).
 
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use converge_control::{config::Config, devdb, logging};
 use converge_engine::db;
 
 mod banner;
+mod secrets;
 mod server;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +33,11 @@ enum Command {
     Migrate {
         #[command(subcommand)]
         action: MigrateAction,
+    },
+    /// Provider config secrets sealed at rest (SECRETS_KEY_FILE, SECRETS_OLD_KEY_FILES).
+    Secrets {
+        #[command(subcommand)]
+        action: SecretsAction,
     },
     /// Manage bearer tokens for AUTH_FILE.
     Token {
@@ -97,6 +104,15 @@ fn token_new(name: &str, role: converge_auth::Role, kinds: &[String]) -> anyhow:
     println!("add to the principals list of AUTH_FILE (converge re-reads it within a second):");
     println!("  - {entry}");
     Ok(())
+}
+
+#[derive(Subcommand)]
+enum SecretsAction {
+    /// Re-seal under the current key every value sealed under an old one (or stored in
+    /// plain text); exits non-zero when a value opens under no configured key.
+    Rotate,
+    /// Count the sealed values per key id and the writeOnly values in plain text.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -178,9 +194,35 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Secrets { action } => {
+            let url = cfg
+                .database_url
+                .clone()
+                .context("DATABASE_URL is required")?;
+            let keys = converge_engine::sealing::Keyring::load(&cfg.secrets)
+                .await
+                .context("loading the secrets keys")?;
+            let (pool, _) =
+                db::connect_signed_in(&url, 2, &db::EngineSettings::default(), &cfg.signin())
+                    .await?;
+            let rotate = matches!(action, SecretsAction::Rotate);
+            let mut out = std::io::stdout().lock();
+            let report = secrets::scan(&pool, &keys, rotate, &mut out).await?;
+            secrets::print(&report, &keys, !rotate, &mut out)?;
+            if !report.failures.is_empty() {
+                anyhow::bail!(
+                    "{} values could not be opened with the configured keys",
+                    report.failures.len()
+                );
+            }
+            Ok(())
+        }
         Command::Dev { data_dir, pg_port } => {
             let mut cfg = cfg;
             cfg.dev_loopback(|var| std::env::var(var).ok());
+            if cfg.secrets.key_file.is_none() && cfg.secrets.key_command.is_none() {
+                cfg.secrets.key_file = Some(secrets::dev_key_file(&data_dir)?);
+            }
             cfg.banner = true;
             let shutdown = shutdown_on_signal();
             if cfg.database_url.is_some() {

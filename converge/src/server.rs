@@ -37,6 +37,7 @@ use converge_engine::{
     health::Health,
     membership::Membership,
     reaper::{Reaper, ReaperConfig},
+    sealing,
     topology::{Shards, Topology},
 };
 use converge_kinds::{CatalogFollower, KindCatalog};
@@ -163,6 +164,23 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
         retry_max: cfg.retry_max,
     };
     let security = Security::load(&cfg)?;
+    // The keys of secrets at rest: a key that cannot be read stops the boot, before any
+    // value could be stored unsealed or a sealed one go out unopened.
+    let secrets = sealing::Keyring::load(&cfg.secrets)
+        .await
+        .context("loading the secrets keys")?;
+    match secrets.current_id() {
+        Some(id) => tracing::info!(
+            key_id = id,
+            old_keys = secrets.ids().len() - 1,
+            "provider config secrets are sealed at rest"
+        ),
+        None => tracing::warn!(
+            "no secrets key ({} / {}): provider configs with writeOnly values are refused",
+            sealing::KEY_FILE_VAR,
+            sealing::KEY_COMMAND_VAR
+        ),
+    }
     // Listen first: a port handed to this process is taken before it opens any connection
     // of its own (the kernel could give one of those that very port as its local end), and a
     // port conflict fails before the database is touched.
@@ -289,6 +307,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 auth: security.auth.clone(),
                 max_kinds_per_stream: cfg.max_kinds_per_stream,
                 bad_credentials_limit: per_address.clone(),
+                secrets: secrets.clone(),
                 ..BrokerConfig::default()
             },
             catalog.clone(),
@@ -416,6 +435,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             auth: security.auth.clone(),
             watches,
             max_bundle_bytes: cfg.max_bundle_bytes,
+            secrets: secrets.clone(),
             runtime: Runtime {
                 reads: reads.clone(),
                 health: health.clone(),

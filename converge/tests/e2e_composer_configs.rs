@@ -100,16 +100,26 @@ impl Provider for Leaf {
 }
 
 /// The configs stored for `root`'s compose: (name, is_default, spec), by name.
+/// The configs `root` owns, their sealed values opened (issue 46: the database holds no
+/// secret in plain text, which this checks first).
 async fn owned_configs(c: &Converge, root: &str) -> Vec<(String, bool, Value)> {
-    sqlx::query_as(
-        "SELECT pc.name, pc.is_default, pc.spec FROM providerconfigs pc
+    let rows: Vec<(String, String, bool, Value)> = sqlx::query_as(
+        "SELECT pc.name, pc.kind, pc.is_default, pc.spec FROM providerconfigs pc
          JOIN resources r ON r.id = pc.owner_id
          WHERE r.kind = 'pstack' AND r.name = $1 ORDER BY pc.name",
     )
     .bind(root)
     .fetch_all(&c.db.pool)
     .await
-    .unwrap()
+    .unwrap();
+    let keys = common::test_keys();
+    rows.into_iter()
+        .map(|(name, kind, is_default, mut spec)| {
+            assert!(!spec.to_string().contains("secret-"), "{name}: {spec}");
+            assert!(keys.open_config(&kind, &mut spec).is_empty(), "{name}");
+            (name, is_default, spec)
+        })
+        .collect()
 }
 
 async fn config_rows(c: &Converge) -> Vec<String> {

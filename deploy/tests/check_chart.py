@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-FILE_VARS = ("AUTH_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE", "TLS_CLIENT_CA_FILE")
+FILE_VARS = ("AUTH_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE", "TLS_CLIENT_CA_FILE", "SECRETS_KEY_FILE")
 CREDENTIAL = re.compile(r"(postgres(ql)?://[^@/]*:[^@/]*@|-----BEGIN)")
 
 
@@ -117,6 +117,11 @@ class Check:
         for var in FILE_VARS:
             if var in value and not any(value[var].startswith(m) for m in mounts):
                 self.fail(d, f"{var}={value[var]} is not inside a mounted volume")
+        for path in (value.get("SECRETS_OLD_KEY_FILES") or "").split(","):
+            if path and not any(path.startswith(m) for m in mounts):
+                self.fail(d, f"SECRETS_OLD_KEY_FILES names {path}, which is not inside a mounted volume")
+        if "SECRETS_OLD_KEY_FILES" in value and "SECRETS_KEY_FILE" not in value:
+            self.fail(d, "SECRETS_OLD_KEY_FILES without SECRETS_KEY_FILE (converge refuses to start)")
         for k, v in value.items():
             if v and CREDENTIAL.search(v):
                 self.fail(d, f"{k} carries a credential in the manifest: use a Secret")

@@ -174,7 +174,7 @@ impl Drop for TestDb {
 }
 
 /// The one polling helper of every test (defined in `converge-testkit`).
-pub use converge_testkit::wait_for;
+pub use converge_testkit::{pg_bin_dir, wait_for};
 
 /// The admin URL of the test server, from `CONVERGE_TEST_DATABASE_URL`.
 fn admin_url() -> String {

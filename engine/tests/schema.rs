@@ -8,7 +8,7 @@ use converge_engine::{
         MIGRATOR,
         engine_sql::{ENGINE_FILES, MigrateError, migrate},
     },
-    testing::TestDb,
+    testing::{TestDb, pg_bin_dir},
 };
 use sqlx::{Connection, PgConnection};
 
@@ -18,25 +18,9 @@ fn repo() -> &'static Path {
         .expect("the repository root")
 }
 
-/// The PostgreSQL bin dir: PG_BIN_DIR, else what `scripts/pg-test-cluster.sh bindir` finds.
-fn pg_bin_dir() -> String {
-    if let Ok(dir) = std::env::var("PG_BIN_DIR") {
-        return dir;
-    }
-    let out = Command::new(repo().join("scripts/pg-test-cluster.sh"))
-        .arg("bindir")
-        .output()
-        .expect("run scripts/pg-test-cluster.sh bindir");
-    assert!(
-        out.status.success(),
-        "no PostgreSQL bin dir (pg_dump): set PG_BIN_DIR"
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// `pg_dump --schema-only` of `url`, normalised as scripts/gen-schema.sh does.
 fn schema_dump(url: &str) -> String {
-    let out = Command::new(Path::new(&pg_bin_dir()).join("pg_dump"))
+    let out = Command::new(pg_bin_dir().join("pg_dump"))
         .args([
             "--schema-only",
             "--no-owner",

@@ -5,7 +5,10 @@
 
 use std::collections::HashMap;
 
-use converge_engine::ids::KindPair;
+use converge_engine::{
+    ids::KindPair,
+    sealing::{self, Keyring, SealError},
+};
 use converge_proto::manifest::{self, Descendants, Emit, KindManifest};
 use serde_json::Value;
 
@@ -337,13 +340,24 @@ impl Kind {
 
     /// Replaces every value of `config` a writeOnly subschema of the kind's `config_schema`
     /// covers with [`MASK`]; how many. Every API read of a provider config goes through here.
+    /// An envelope of a sealed value is masked wherever it sits, writeOnly or not (a field
+    /// the schema no longer marks still shows no ciphertext).
     pub fn mask_config(&self, config: &mut Value) -> usize {
         let mut n = 0;
         self.write_only(config, |_, v| {
             *v = Value::String(MASK.into());
             n += 1;
         });
-        n
+        n + sealing::mask_envelopes(config, MASK)
+    }
+
+    /// Seals, in place under `keys`' current key, every value of `config` (a plaintext
+    /// config of this kind: no envelope left in it) a writeOnly subschema covers; how many.
+    /// Without a key, a writeOnly value that is neither `null` nor `""` is refused
+    /// ([`SealError::NoKey`], naming its pointer and the setting).
+    pub fn seal_config(&self, keys: &Keyring, config: &mut Value) -> Result<usize, SealError> {
+        let pointers = self.write_only_pointers(config);
+        keys.seal_config(&self.pair.kind, config, &pointers)
     }
 
     /// Puts the stored secret back wherever `config` (a config being written) carries
@@ -413,6 +427,12 @@ impl Kind {
                 visit(&ptr, v);
             }
         }
+    }
+
+    /// The JSON pointers of `config` a writeOnly subschema of the kind's config_schema
+    /// covers, outermost only, sorted (none when the kind declares no secrets).
+    pub fn config_secret_pointers(&self, config: &Value) -> Vec<String> {
+        self.write_only_pointers(config)
     }
 
     fn write_only_pointers(&self, config: &Value) -> Vec<String> {

@@ -50,14 +50,36 @@ pub fn clean_command(program: impl AsRef<OsStr>) -> Command {
     cmd
 }
 
+/// The key every test's converge seals provider config secrets with (`SECRETS_KEY_FILE`):
+/// a file under the temporary directory holding the base64 of a fixed test key (never a
+/// key of anything real), written once (by rename, so parallel tests never read half a
+/// file).
+///
+/// # Panics
+/// If the file cannot be written.
+pub fn test_secrets_key_file() -> PathBuf {
+    // base64 of 32 bytes 0x2a.
+    const KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+    let path = std::env::temp_dir().join("converge-test-secrets.key");
+    if std::fs::read(&path).is_ok_and(|b| b == KEY.as_bytes()) {
+        return path;
+    }
+    let tmp = path.with_extension(format!("key.{}", std::process::id()));
+    std::fs::write(&tmp, KEY).expect("write the test secrets key");
+    std::fs::rename(&tmp, &path).expect("place the test secrets key");
+    path
+}
+
 /// `bin serve` on `db_url` ([`clean_command`]) with fast retries (200 ms to 1 s), a 2 s
-/// shutdown drain and 10 database connections; no listen address, for a caller that sets
-/// its own (`HEALTH_ADDR` of a broker-only process). Environment the caller adds afterwards
-/// overrides these.
+/// shutdown drain, 10 database connections and the test secrets key
+/// ([`test_secrets_key_file`]); no listen address, for a caller that sets its own
+/// (`HEALTH_ADDR` of a broker-only process). Environment the caller adds afterwards
+/// overrides these (`SECRETS_KEY_FILE=""`: no key).
 pub fn serve_command(bin: impl AsRef<OsStr>, db_url: &str) -> Command {
     let mut cmd = clean_command(bin);
     cmd.arg("serve")
         .env("DATABASE_URL", db_url)
+        .env("SECRETS_KEY_FILE", test_secrets_key_file())
         .env("RETRY_BASE", "200ms")
         .env("RETRY_MAX", "1s")
         .env("SHUTDOWN_DRAIN", "2s")
@@ -94,4 +116,28 @@ pub fn secure_env(
         ("TLS_KEY_FILE", key),
         ("AUTH_FILE", auth_file),
     ]
+}
+
+/// The PostgreSQL bin dir (where `pg_dump` is): `PG_BIN_DIR`, else what
+/// `scripts/pg-test-cluster.sh bindir` finds (the install the test cluster runs from).
+///
+/// # Panics
+/// If there is none.
+pub fn pg_bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PG_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository root")
+        .join("scripts/pg-test-cluster.sh");
+    let out = std::process::Command::new(script)
+        .arg("bindir")
+        .output()
+        .expect("run scripts/pg-test-cluster.sh bindir");
+    assert!(
+        out.status.success(),
+        "no PostgreSQL bin dir (pg_dump): set PG_BIN_DIR"
+    );
+    PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
 }

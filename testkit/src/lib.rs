@@ -16,7 +16,10 @@ pub mod source;
 pub use api::Api;
 #[cfg(feature = "tls")]
 pub use command::secure_env;
-pub use command::{clean_command, converge_bin, log_level, serve_command, serve_on};
+pub use command::{
+    clean_command, converge_bin, log_level, pg_bin_dir, serve_command, serve_on,
+    test_secrets_key_file,
+};
 pub use process::{alive, signal, terminate};
 #[cfg(feature = "tls")]
 pub use ready::spawn_ready_tls;

@@ -66,6 +66,9 @@ pub struct AppState {
     pub watches: Arc<WatchHub>,
     /// Largest provider-config bundle, decoded (`MAX_BUNDLE_BYTES`).
     pub max_bundle_bytes: usize,
+    /// The keys that seal provider configs' writeOnly values before they are stored
+    /// (`converge_engine::sealing`); with no current key, such a value is refused.
+    pub secrets: converge_engine::sealing::Keyring,
     /// Where reads may go, the process's readiness, the members' liveness window.
     pub runtime: Runtime,
 }

@@ -18,7 +18,12 @@
 //! reads as `"***"` in every response here (one, list, and the write's echo), and no
 //! validation message quotes one. Writing `"***"` at such a location keeps the value stored
 //! under that name for that kind, so the UI's read-edit-save round trip keeps the secret.
-//! Workers read configs from the database, intact.
+//! Stored, each such value is sealed (`converge_engine::sealing`: an envelope under the
+//! current key of `SECRETS_KEY_FILE` / `SECRETS_KEY_COMMAND`, bound to the kind and the
+//! value's pointer); without a key, a writeOnly value other than `null` or `""` is a 400
+//! naming the settings. A kept `"***"` is opened for the checks and sealed again. A spec
+//! sent with an envelope in it is a 422: envelopes are converge's own. Only the brokers
+//! open the envelopes, for the workers that serve the kind.
 //!
 //! Exec kinds: when the kind's manifest declares `"provider": "exec"`, a non-default config
 //! (a resource's override) may not set `program`, `args`, `env` or `timeout_secs` (422 at
@@ -55,7 +60,8 @@ use crate::db::{
         DeleteOutcome, ListFilter, ProviderConfigPut, ProviderConfigRow, PutRefused,
     },
 };
-use converge_kinds::{Kind, Violation};
+use converge_engine::sealing;
+use converge_kinds::{Kind, MASK, Violation};
 
 /// The create-or-replace body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -119,6 +125,16 @@ pub async fn put(
     if !body.spec.is_object() {
         return Err(ApiError::invalid("/spec", "spec must be a JSON object"));
     }
+    if let Some((at, _)) = sealing::envelopes(&body.spec).first() {
+        return Err(ApiError::invalid(
+            &format!("/spec{at}"),
+            format!(
+                "an object with a {:?} key is converge's own envelope of a stored secret; send \
+                 the plain value (or {MASK:?} to keep the stored one)",
+                sealing::ENVELOPE_TAG
+            ),
+        ));
+    }
     let Some(schemas) = s.kind(&body.kind, body.kind_version).await? else {
         return Err(ApiError::invalid(
             "/kind",
@@ -131,6 +147,19 @@ pub async fn put(
     };
     let mut errors = exec_override_errors(&s, &schemas, &body).await?;
     let kept_from = keep_stored_secrets(&s, &schemas, &mut body).await?;
+    // Kept secrets came back sealed: every check below sees the plain config.
+    if let Some(e) = s
+        .secrets
+        .open_config(&body.kind, &mut body.spec)
+        .into_iter()
+        .next()
+    {
+        return Err(ApiError::Conflict(format!(
+            "provider config {:?} keeps a stored secret ({MASK:?}) that the configured keys \
+             cannot read: at /spec{}: {}; send the value itself",
+            body.name, e.pointer, e.reason
+        )));
+    }
     let violations = schemas.config_violations(&body.spec, "/spec");
     errors.extend(field_errors(violations.errors));
     ApiError::check_fields_omitted(
@@ -162,12 +191,17 @@ pub async fn put(
         }
     };
     warnings.extend(check_starlark_sample(&s, &schemas, &body, data.as_deref()).await?);
+    // Stored sealed: no writeOnly value reaches the database in plain text.
+    let mut sealed = body.spec.clone();
+    schemas
+        .seal_config(&s.secrets, &mut sealed)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let put = ProviderConfigPut {
         name: &body.name,
         kind: &body.kind,
         kind_version: body.kind_version,
         is_default: body.is_default,
-        spec: &body.spec,
+        spec: &sealed,
         data: data.as_deref(),
         kept_from: kept_from.as_ref(),
     };
@@ -289,7 +323,7 @@ async fn keep_stored_secrets(
 
 /// Masks the writeOnly values of configs by their kind's config_schema, each (kind,
 /// version) looked up once. A config whose kind version has no known manifest has no
-/// declared secrets and is shown as stored.
+/// declared secrets and is shown as stored, but for its sealed values (masked wherever).
 struct Masker<'a> {
     s: &'a AppState,
     seen: HashMap<(String, i32), Option<Arc<Kind>>>,
@@ -313,9 +347,11 @@ impl<'a> Masker<'a> {
                 k
             }
         };
-        if let Some(k) = schemas {
-            k.mask_config(&mut row.spec);
-        }
+        match schemas {
+            Some(k) => k.mask_config(&mut row.spec),
+            // No declared secrets, but a sealed value still shows as masked.
+            None => sealing::mask_envelopes(&mut row.spec, MASK),
+        };
         Ok(())
     }
 }

@@ -32,6 +32,17 @@ pub fn sibling_bin(name: &str) -> PathBuf {
     p
 }
 
+/// The keys every test's converge seals secrets with (the testkit's test key), to open
+/// what a test reads from the database.
+pub fn test_keys() -> converge_engine::sealing::Keyring {
+    let key = converge_engine::sealing::Key::from_file(
+        "SECRETS_KEY_FILE",
+        &converge_testkit::test_secrets_key_file(),
+    )
+    .expect("the test secrets key");
+    converge_engine::sealing::Keyring::new(Some(key), Vec::new())
+}
+
 /// A `converge serve` command on `db_url` with loopback ports and `env` (a clean
 /// environment, so nothing from the developer's shell leaks in).
 pub fn serve_command(

@@ -272,3 +272,50 @@ pub async fn override_offenders(
     .fetch_all(pool)
     .await
 }
+
+/// One config as `converge secrets rotate` reads it: name, kind, kind version, stored spec.
+pub type StoredSpec = (String, String, i32, serde_json::Value);
+
+/// Up to `limit` configs whose names sort after `after`, by name (keyset pages: a rotation
+/// reads every config once however many it rewrites meanwhile).
+pub async fn specs_after(
+    pool: &PgPool,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<StoredSpec>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT name, kind, kind_version, spec FROM providerconfigs
+         WHERE name > $1 ORDER BY name LIMIT $2",
+    )
+    .bind(after)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// One config's stored spec (`None`: it is gone).
+pub async fn spec_of(pool: &PgPool, name: &str) -> Result<Option<StoredSpec>, sqlx::Error> {
+    sqlx::query_as("SELECT name, kind, kind_version, spec FROM providerconfigs WHERE name = $1")
+        .bind(name)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Replaces the spec of config `name` with `new` if it is still `old` (a rotation never
+/// overwrites a write made since it read the config); whether it did. `updated_at` stays:
+/// the config says what it said.
+pub async fn replace_spec(
+    pool: &PgPool,
+    name: &str,
+    old: &serde_json::Value,
+    new: &serde_json::Value,
+) -> Result<bool, sqlx::Error> {
+    let n = sqlx::query("UPDATE providerconfigs SET spec = $3 WHERE name = $1 AND spec = $2")
+        .bind(name)
+        .bind(old)
+        .bind(new)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    Ok(n == 1)
+}

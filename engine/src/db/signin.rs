@@ -49,54 +49,71 @@ pub const REFRESH_EVERY: Duration = Duration::from_secs(5);
 /// The share of the lifetime a connection may be retired early by (its jitter).
 const JITTER: f64 = 0.25;
 
-/// Why the command gave no password.
+/// Why a setting's command gave no answer. Each message names the setting
+/// (`DATABASE_PASSWORD_COMMAND`, `SECRETS_KEY_COMMAND`) and never what the command printed
+/// on its standard output (a password, a key).
 #[derive(Debug, thiserror::Error)]
-pub enum PasswordCommandError {
+pub enum CommandError {
     /// `sh` could not be started, or its output not read.
-    #[error("DATABASE_PASSWORD_COMMAND could not be run: {0}")]
-    Run(#[from] std::io::Error),
+    #[error("{0} could not be run: {1}")]
+    Run(&'static str, std::io::Error),
     /// The command exited with a failure.
-    #[error("DATABASE_PASSWORD_COMMAND failed ({status}): {stderr}")]
+    #[error("{setting} failed ({status}): {stderr}")]
     Failed {
+        /// The setting that names the command.
+        setting: &'static str,
         /// Its exit status.
         status: std::process::ExitStatus,
         /// The start of what it printed on standard error.
         stderr: String,
     },
     /// It did not finish within [`RUN_TIMEOUT`].
-    #[error("DATABASE_PASSWORD_COMMAND did not finish within {0:?} (it was killed)")]
-    Timeout(Duration),
+    #[error("{0} did not finish within {1:?} (it was killed)")]
+    Timeout(&'static str, Duration),
     /// It printed nothing (or only a newline).
-    #[error("DATABASE_PASSWORD_COMMAND printed no password on its standard output")]
-    Empty,
+    #[error("{0} printed nothing on its standard output")]
+    Empty(&'static str),
     /// It printed more than [`MAX_OUTPUT`] bytes.
-    #[error("DATABASE_PASSWORD_COMMAND printed more than {MAX_OUTPUT} bytes")]
-    TooLarge,
+    #[error("{0} printed more than {MAX_OUTPUT} bytes")]
+    TooLarge(&'static str),
     /// What it printed is not text.
-    #[error("DATABASE_PASSWORD_COMMAND printed bytes that are not UTF-8")]
-    NotText,
+    #[error("{0} printed bytes that are not UTF-8")]
+    NotText(&'static str),
 }
 
-/// `DATABASE_PASSWORD_COMMAND`: a shell command line printing the database password.
+/// Why `DATABASE_PASSWORD_COMMAND` gave no password.
+pub type PasswordCommandError = CommandError;
+
+/// A setting whose value is a shell command line, run by `sh -c`, whose standard output is
+/// the answer: `DATABASE_PASSWORD_COMMAND` (a password) and `SECRETS_KEY_COMMAND` (a key).
+/// It runs for at most [`RUN_TIMEOUT`] and may print at most [`MAX_OUTPUT`] bytes.
 #[derive(Clone)]
-pub struct PasswordCommand {
+pub struct SettingCommand {
+    setting: &'static str,
     line: String,
 }
 
-impl std::fmt::Debug for PasswordCommand {
+impl std::fmt::Debug for SettingCommand {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("PasswordCommand").field(&self.line).finish()
+        f.debug_tuple(self.setting).field(&self.line).finish()
     }
 }
 
-impl PasswordCommand {
-    /// The command `line`, run by `sh -c`.
-    pub fn new(line: impl Into<String>) -> PasswordCommand {
-        PasswordCommand { line: line.into() }
+impl SettingCommand {
+    /// The command `line` of the setting named `setting`.
+    pub fn new(setting: &'static str, line: impl Into<String>) -> SettingCommand {
+        SettingCommand {
+            setting,
+            line: line.into(),
+        }
     }
 
-    /// Runs the command once and returns the password it printed.
-    pub async fn password(&self) -> Result<String, PasswordCommandError> {
+    /// Runs the command once and returns what it printed on its standard output, whole (a
+    /// raw key may hold any byte); an exit other than success, a timeout and an output over
+    /// [`MAX_OUTPUT`] are errors naming the setting.
+    pub async fn output(&self) -> Result<Vec<u8>, CommandError> {
+        let setting = self.setting;
+        let io = |e| CommandError::Run(setting, e);
         let mut child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(&self.line)
@@ -104,7 +121,8 @@ impl PasswordCommand {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
-            .spawn()?;
+            .spawn()
+            .map_err(io)?;
         let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
         let run = async {
             let mut stdout = Vec::new();
@@ -130,22 +148,48 @@ impl PasswordCommand {
         };
         let (status, stdout, stderr) = tokio::time::timeout(RUN_TIMEOUT, run)
             .await
-            .map_err(|_| PasswordCommandError::Timeout(RUN_TIMEOUT))??;
+            .map_err(|_| CommandError::Timeout(setting, RUN_TIMEOUT))?
+            .map_err(io)?;
         if !status.success() {
             let mut stderr = String::from_utf8_lossy(&stderr).trim().to_string();
             stderr.truncate(stderr.floor_char_boundary(512));
-            return Err(PasswordCommandError::Failed { status, stderr });
+            return Err(CommandError::Failed {
+                setting,
+                status,
+                stderr,
+            });
         }
         if stdout.len() > MAX_OUTPUT {
-            return Err(PasswordCommandError::TooLarge);
+            return Err(CommandError::TooLarge(setting));
         }
-        let text = String::from_utf8(stdout).map_err(|_| PasswordCommandError::NotText)?;
+        if stdout.is_empty() {
+            return Err(CommandError::Empty(setting));
+        }
+        Ok(stdout)
+    }
+}
+
+/// `DATABASE_PASSWORD_COMMAND`: a shell command line printing the database password.
+#[derive(Clone, Debug)]
+pub struct PasswordCommand(SettingCommand);
+
+impl PasswordCommand {
+    /// The command `line`, run by `sh -c`.
+    pub fn new(line: impl Into<String>) -> PasswordCommand {
+        PasswordCommand(SettingCommand::new(PASSWORD_COMMAND_VAR, line))
+    }
+
+    /// Runs the command once and returns the password it printed (less a trailing newline).
+    pub async fn password(&self) -> Result<String, PasswordCommandError> {
+        let stdout = self.0.output().await?;
+        let text =
+            String::from_utf8(stdout).map_err(|_| CommandError::NotText(PASSWORD_COMMAND_VAR))?;
         let password = text
             .strip_suffix('\n')
             .map(|t| t.strip_suffix('\r').unwrap_or(t))
             .unwrap_or(&text);
         if password.is_empty() {
-            return Err(PasswordCommandError::Empty);
+            return Err(CommandError::Empty(PASSWORD_COMMAND_VAR));
         }
         Ok(password.to_string())
     }
@@ -268,8 +312,8 @@ mod tests {
         for (line, want) in [
             ("exit 3", "failed"),
             ("echo nope >&2; exit 1", "nope"),
-            ("true", "no password"),
-            ("echo", "no password"),
+            ("true", "printed nothing"),
+            ("echo", "printed nothing"),
             ("head -c 70000 /dev/zero | tr '\\0' a", "more than"),
             ("printf '\\377\\376'", "UTF-8"),
         ] {

@@ -75,6 +75,15 @@ app.kubernetes.io/component: {{ .role }}
 {{- .Values.tls.existingSecret | default (printf "%s-tls" (include "converge.fullname" .)) }}
 {{- end }}
 
+{{/* The Secret holding the secrets key: the one named, else the chart's (created when secretsKey.key is set). Empty: no key. */}}
+{{- define "converge.secretsKeySecret" -}}
+{{- if .Values.secretsKey.existingSecret }}
+{{- .Values.secretsKey.existingSecret }}
+{{- else if .Values.secretsKey.key }}
+{{- printf "%s-secrets-key" (include "converge.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret holding the client CA: the one named, the chart's own when a PEM is given, else the TLS Secret. */}}
 {{- define "converge.clientCASecret" -}}
 {{- if .Values.tls.clientCA.existingSecret }}
@@ -155,6 +164,14 @@ never kills a broker that is still waiting for its workers' results.
 {{- if $values.tls.clientCA.enabled }}
 - name: TLS_CLIENT_CA_FILE
   value: /etc/converge/tls/client-ca.crt
+{{- end }}
+{{- end }}
+{{- if include "converge.secretsKeySecret" $root }}
+- name: SECRETS_KEY_FILE
+  value: {{ printf "/etc/converge/secrets-key/%s" $values.secretsKey.existingSecretKey | quote }}
+{{- with $values.secretsKey.oldKeys }}
+- name: SECRETS_OLD_KEY_FILES
+  value: {{ $files := list }}{{ range . }}{{ $files = append $files (printf "/etc/converge/secrets-key/%s" .) }}{{ end }}{{ join "," $files | quote }}
 {{- end }}
 {{- end }}
 - name: LOG_LEVEL
