@@ -234,7 +234,8 @@ async fn dump(c: &Converge) -> Vec<(String, String)> {
     out
 }
 
-/// Waits until `kind/name` is Ready with every child Ready, `n` of them.
+/// Waits until `kind/name` is Ready with every child Ready, `n` of them, and the engine has
+/// nothing left to do.
 async fn settled(c: &Converge, kind: &str, name: &str, n: usize) {
     c.wait_resource(kind, name, "the composite Ready", T, |v| {
         v["phase"] == "Ready"
@@ -250,6 +251,19 @@ async fn settled(c: &Converge, kind: &str, name: &str, n: usize) {
             .await;
         let items = v["resources"].as_array().cloned().unwrap_or_default();
         (s == 200 && items.len() == n && items.iter().all(|i| i["phase"] == "Ready")).then_some(())
+    })
+    .await;
+    // The last child's drain pends its owner again (a childrenSettled pass): nothing queued,
+    // in flight or waiting to drain, or a dump could catch that pass half done.
+    common::wait_for(T, "the queues empty", || async {
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM work_queue) + (SELECT count(*) FROM work_outbox)
+                    + (SELECT count(*) FROM rollup_recheck)",
+        )
+        .fetch_one(&c.db.pool)
+        .await
+        .unwrap();
+        (busy == 0).then_some(())
     })
     .await;
 }
@@ -563,5 +577,110 @@ async fn refusals_are_the_applys_problems_per_document_in_every_body_form() {
     assert_eq!(nd["results"][1]["diff"][0]["path"], "/spec/size", "{nd}");
 
     assert_eq!(before, dump(&c).await, "no plan wrote anything");
+    c.stop().await;
+}
+
+/// Runs `conctl --server <c> diff ARGS`: (exit code, stdout, stderr).
+async fn conctl_diff(c: &Converge, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_conctl"))
+        .env_clear()
+        .arg("--server")
+        .arg(&c.http)
+        .arg("diff")
+        .args(args)
+        .output()
+        .await
+        .expect("run conctl diff");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conctl_diff_prints_the_plan_and_exits_0_1_or_2() {
+    let (c, stop) = world().await;
+    let v1 = json!({"size": 1, "keep": true, "extra": false});
+    let (s, _, body) = c.apply(&root("starnet", "r", v1.clone())).await;
+    assert_eq!(s, 201, "{body}");
+    settled(&c, "starnet", "r", 3).await;
+    let dir = std::env::temp_dir().join(format!("api-plan-diff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tree")).unwrap();
+    let put = |name: &str, doc: &Value| {
+        let p = dir.join(name);
+        std::fs::write(&p, doc.to_string()).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let same = put("same.json", &root("starnet", "r", v1));
+    let changed = put(
+        "changed.json",
+        &root(
+            "starnet",
+            "r",
+            json!({"size": 2, "keep": false, "extra": true}),
+        ),
+    );
+    put(
+        "tree/a.json",
+        &root(
+            "starnet",
+            "r",
+            json!({"size": 2, "keep": true, "extra": false}),
+        ),
+    );
+    put(
+        "tree/b.json",
+        &root(
+            "starnet",
+            "bad",
+            json!({"size": 0, "keep": true, "extra": false}),
+        ),
+    );
+    let before = dump(&c).await;
+
+    let (code, stdout, stderr) = conctl_diff(&c, &["-f", &same]).await;
+    assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+
+    let (code, stdout, stderr) = conctl_diff(&c, &["-f", &changed]).await;
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    for want in [
+        "--- starnet/r (stored)\n+++ starnet/r (applied)\n",
+        "-/spec/size: 1\n+/spec/size: 2\n",
+        " children of starnet/r:\n",
+        "+  pnet/r-c: {\"size\":1}\n",
+        "+  psub/r-c-sub: ",
+        "-  pnet/r-b\n",
+        "   pnet/r-a:\n-    /spec/size: 1\n+    /spec/size: 2\n",
+        " edges of starnet/r:\n+  psub/r-c-sub -> pnet/r-c [/vpc_id <- /vpc_id]\n",
+    ] {
+        assert!(stdout.contains(want), "{want:?} missing from:\n{stdout}");
+    }
+
+    let (code, stdout, _) = conctl_diff(&c, &["-o", "json", "-f", &changed]).await;
+    assert_eq!(code, 1);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (plan["changed"].clone(), plan["update"].clone()),
+        (json!(1), json!(1)),
+        "{plan}"
+    );
+    assert_eq!(plan["results"][0]["origin"], changed.as_str());
+
+    // A directory with a document the apply refuses: exit 2, the problem on stderr, the
+    // other document's diff still shown.
+    let tree = dir.join("tree");
+    let (code, stdout, stderr) = conctl_diff(&c, &["-f", tree.to_str().unwrap()]).await;
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("error: starnet/bad:") && stderr.contains("/spec/size"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("+/spec/size: 2"), "{stdout}");
+
+    assert_eq!(before, dump(&c).await, "conctl diff wrote nothing");
+    let _ = std::fs::remove_dir_all(&dir);
+    stop.cancel();
     c.stop().await;
 }
