@@ -338,66 +338,6 @@ async fn a_cel_graph_flow_must_type_check_against_the_kinds_it_joins() {
     );
 }
 
-/// A zip of `files`, stored (not compressed): enough for a Starlark bundle, and no zip crate
-/// in this workspace.
-fn stored_zip(files: &[(&str, &str)]) -> Vec<u8> {
-    fn crc32(data: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for b in data {
-            crc ^= u32::from(*b);
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 {
-                    (crc >> 1) ^ 0xEDB8_8320
-                } else {
-                    crc >> 1
-                };
-            }
-        }
-        !crc
-    }
-    let (mut out, mut central) = (Vec::new(), Vec::new());
-    for (name, body) in files {
-        let (name, body) = (name.as_bytes(), body.as_bytes());
-        let offset = out.len() as u32;
-        let (crc, len) = (crc32(body), body.len() as u32);
-        // version 2.0, no flags, stored, 1980-01-01 00:00.
-        let common = |v: &mut Vec<u8>| {
-            for x in [20u16, 0, 0, 0, 0x21] {
-                v.extend(x.to_le_bytes());
-            }
-            for x in [crc, len, len] {
-                v.extend(x.to_le_bytes());
-            }
-            v.extend((name.len() as u16).to_le_bytes());
-            v.extend(0u16.to_le_bytes());
-        };
-        out.extend(0x0403_4b50u32.to_le_bytes());
-        common(&mut out);
-        out.extend(name);
-        out.extend(body);
-        central.extend(0x0201_4b50u32.to_le_bytes());
-        central.extend(20u16.to_le_bytes());
-        common(&mut central);
-        for x in [0u16, 0, 0] {
-            central.extend(x.to_le_bytes());
-        }
-        central.extend(0u32.to_le_bytes());
-        central.extend(offset.to_le_bytes());
-        central.extend(name);
-    }
-    let (at, size) = (out.len() as u32, central.len() as u32);
-    out.extend(central);
-    out.extend(0x0605_4b50u32.to_le_bytes());
-    let n = files.len() as u16;
-    for x in [0u16, 0, n, n] {
-        out.extend(x.to_le_bytes());
-    }
-    out.extend(size.to_le_bytes());
-    out.extend(at.to_le_bytes());
-    out.extend(0u16.to_le_bytes());
-    out
-}
-
 /// Composes a vpc and one dependent whose kind and flow the sample spec chooses, or fails
 /// when the sample says so; the config's `region` lands in the status.
 const FLOW_BUNDLE: &str = r#"
@@ -438,7 +378,7 @@ fn starlark_config(sample: Value) -> Value {
     json!({"name": "starnet", "kind": "starnet", "kind_version": 1, "is_default": true,
            "spec": {"region": "eu", "limits": {"max_ticks": 100000}, "sample_spec": sample},
            "data": base64::engine::general_purpose::STANDARD
-               .encode(stored_zip(&[("compose.star", FLOW_BUNDLE)]))})
+               .encode(common::stored_zip(&[("compose.star", FLOW_BUNDLE)]))})
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -148,7 +148,7 @@ async fn http_routes_answer_by_role_with_problem_json() {
     for (who, tok) in callers {
         n += 1;
         let resource = json!({"kind": "hello", "kind_version": 1, "name": format!("m-{n}"), "spec": {"greeting": "hi"}});
-        let cases: [Case<'_>; 4] = [
+        let cases: [Case<'_>; 5] = [
             (
                 "read",
                 Method::GET,
@@ -169,6 +169,14 @@ async fn http_routes_answer_by_role_with_problem_json() {
                 "/api/v1/resources",
                 Some(&resource),
                 [401, 401, 403, 201, 201, 403],
+            ),
+            // A plan shows what the caller could apply: the apply's role, nothing less.
+            (
+                "plan",
+                Method::POST,
+                "/api/v1/resources:plan",
+                Some(&resource),
+                [401, 401, 403, 200, 200, 403],
             ),
             (
                 "admin",
@@ -203,7 +211,7 @@ async fn http_routes_answer_by_role_with_problem_json() {
             if status == 403 {
                 let needed = match class {
                     "admin" => "needs role admin",
-                    "operate" => "needs role operator",
+                    "operate" | "plan" => "needs role operator",
                     _ => "needs role viewer",
                 };
                 assert!(text.contains(needed), "{class} as {who}: {text}");

@@ -360,6 +360,26 @@ impl Kind {
         keys.seal_config(&self.pair.kind, config, &pointers)
     }
 
+    /// Replaces every value of `spec` a writeOnly subschema of the kind's `spec_schema`
+    /// covers with [`MASK`]; how many. What a plan shows of a spec goes through here, so a
+    /// secret a spec carries is never echoed back, not even as a diff.
+    pub fn mask_spec(&self, spec: &mut Value) -> usize {
+        let pointers = match (&self.manifest.spec_schema, &self.spec) {
+            (Some(root), Some(schema)) if secrets::has_write_only(root) => {
+                secrets::write_only_pointers(root, schema.validator(), spec)
+            }
+            _ => return 0,
+        };
+        let mut n = 0;
+        for ptr in pointers {
+            if let Some(v) = spec.pointer_mut(&ptr) {
+                *v = Value::String(MASK.into());
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Puts the stored secret back wherever `config` (a config being written) carries
     /// [`MASK`] at a writeOnly location, so a read-modify-write round trip keeps the secret.
     /// `stored` is the spec already stored under that name for this kind (`None`: there is
@@ -569,6 +589,23 @@ mod tests {
         let plain = kind(json!({"properties": {"t": {}}}));
         let mut cfg = json!({"t": "x", "many": vec![1; MAX_SEARCHED_VALUES]});
         assert_eq!(plain.mask_config(&mut cfg), 0);
+    }
+
+    #[test]
+    fn a_spec_is_masked_by_its_spec_schema() {
+        let k = kind_with(
+            "spec_schema",
+            json!({"properties": {"db": {"properties": {"password": secret()}}}}),
+        );
+        let mut spec = json!({"db": {"password": "hunter2", "user": "a"}});
+        assert_eq!(k.mask_spec(&mut spec), 1);
+        assert_eq!(spec, json!({"db": {"password": MASK, "user": "a"}}));
+        // The config_schema's secrets are not the spec's.
+        let mut spec = json!({"t": "x"});
+        assert_eq!(
+            kind(json!({"properties": {"t": secret()}})).mask_spec(&mut spec),
+            0
+        );
     }
 
     #[test]

@@ -81,3 +81,40 @@ fn a_failing_compose_is_an_error_answer_and_bad_input_exits_2() {
     let (code, _) = run(&json!({"spec": {}}));
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_cel_graph_composes_with_the_same_answer() {
+    let graph = json!({"resources": [
+        {"id": "vpc", "template": {"kind": "vpc", "name": "${root.name}-vpc",
+                                   "spec": {"cidr": "${spec.cidr}"}}},
+        {"id": "sub", "template": {"kind": "subnet", "name": "${root.name}-sub",
+                                   "spec": {"vpc_id": "${vpc.status.id}"}}}
+    ]});
+    let (code, answer) = run(&json!({
+        "cel_graph": graph,
+        "spec": {"cidr": "10.0.0.0/16"},
+        "root": {"name": "demo"},
+    }));
+    assert_eq!(code, 0, "{answer}");
+    let out = &answer["output"];
+    assert_eq!(out["children"][0]["name"], "demo-vpc");
+    assert_eq!(out["children"][0]["spec"], json!({"cidr": "10.0.0.0/16"}));
+    assert_eq!(
+        out["edges"][0]["values"],
+        json!([{"dependent_field": "/vpc_id", "source_field": "/id"}])
+    );
+
+    // A graph that does not compile: an error answer naming the problem.
+    let (code, answer) = run(&json!({"cel_graph": {"resources": [{"id": "x"}]}, "spec": {}}));
+    assert_eq!(code, 0);
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not compile"),
+        "{answer}"
+    );
+    // A graph and a bundle: input the binary refuses.
+    let (code, _) = run(&json!({"cel_graph": graph, "bundle": b64(&[]), "spec": {}}));
+    assert_eq!(code, 2);
+}

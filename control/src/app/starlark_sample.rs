@@ -7,6 +7,10 @@
 //! `converge-starlark-compose` (compose-dsl/starlark), found at `CONVERGE_STARLARK_BIN` or
 //! beside the running executable. The child gets no environment, at most [`TIMEOUT`] of wall
 //! clock (then it is killed) and at most [`MAX_OUTPUT`] bytes of stdout.
+//!
+//! The same child renders a CEL resource graph for a plan (`POST /api/v1/resources:plan`,
+//! [`Runner::compose_cel`]): CEL has no cost model, so a graph that runs away must run where
+//! it can be killed, as it does in the stdworker's sandbox, never in the API's process.
 
 use std::{
     path::{Path, PathBuf},
@@ -139,6 +143,18 @@ impl Runner {
             BundleSource::Dir(dir) => ("bundle_dir", dir.display().to_string()),
         };
         input[key] = value.into();
+        self.run(input.to_string().into_bytes()).await
+    }
+
+    /// Renders the CEL resource graph `graph` (a cel provider config's whole spec) for the
+    /// root named `root_name` with `spec`, as the stdworker's cel provider does (under
+    /// `converge_cel`'s default limits), in the child.
+    pub async fn compose_cel(&self, graph: &Value, spec: &Value, root_name: &str) -> Sample {
+        let input = serde_json::json!({
+            "cel_graph": graph,
+            "spec": spec,
+            "root": {"name": root_name},
+        });
         self.run(input.to_string().into_bytes()).await
     }
 

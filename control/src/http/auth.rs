@@ -132,6 +132,7 @@ mod tests {
             (Method::GET, "/kinds/x/manifest", Role::Viewer),
             (Method::GET, "/providerconfigs/x", Role::Viewer),
             (Method::POST, "/resources", Role::Operator),
+            (Method::POST, "/resources:plan", Role::Operator),
             (Method::DELETE, "/resources/k/n", Role::Operator),
             (Method::POST, "/resources/k/n/ops", Role::Operator),
             (Method::POST, "/resources/k/n/rollback", Role::Operator),

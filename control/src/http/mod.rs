@@ -18,6 +18,7 @@ pub mod reactor_bindings;
 pub mod resource_actions;
 pub mod resource_batch;
 pub mod resource_graph;
+pub mod resource_plan;
 pub mod resource_views;
 pub mod resources;
 pub mod spec_history;
@@ -213,6 +214,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(reactor_bindings::get, reactor_bindings::delete))
         .routes(routes!(resources::list, resources::apply))
         .routes(routes!(resource_batch::apply_batch))
+        .routes(routes!(resource_plan::plan))
         .routes(routes!(resource_views::roots))
         .routes(routes!(resource_views::summary))
         .routes(routes!(resources::get, resource_actions::delete))

@@ -217,7 +217,7 @@ impl ApiError {
 
 /// An RFC 9457 problem, the body of every error this API answers (as
 /// `application/problem+json`), and of each failed item of a batch.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone, Debug)]
 pub struct Problem {
     /// Always `about:blank`: the status says what kind of problem it is.
     #[serde(rename = "type")]

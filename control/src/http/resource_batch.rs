@@ -63,12 +63,12 @@ const CHUNK_BYTES: usize = 64 * 1024;
 const CLOSING_BYTES: usize = 64;
 
 /// The body format, from `Content-Type`.
-enum Format {
+pub(crate) enum Format {
     Array,
     Lines,
 }
 
-fn format_of(headers: &HeaderMap) -> Result<Format, ApiError> {
+pub(crate) fn format_of(headers: &HeaderMap) -> Result<Format, ApiError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -125,7 +125,7 @@ impl<'de> Visitor<'de> for Elements<'_> {
 
 /// The items of the body, each its raw JSON (a slice of the body; a line of NDJSON that is
 /// not JSON fails alone, when it is checked).
-fn items_of(format: Format, body: &[u8]) -> Result<Vec<&[u8]>, ApiError> {
+pub(crate) fn items_of(format: Format, body: &[u8]) -> Result<Vec<&[u8]>, ApiError> {
     match format {
         Format::Array => {
             let too_many_items = Cell::new(false);
@@ -159,7 +159,7 @@ fn items_of(format: Format, body: &[u8]) -> Result<Vec<&[u8]>, ApiError> {
 
 /// The (kind, version) an item names, read leniently (whatever is malformed is left out: the
 /// item's check reports it).
-fn kind_of(raw: &[u8]) -> Option<(String, i32)> {
+pub(crate) fn kind_of(raw: &[u8]) -> Option<(String, i32)> {
     #[derive(Deserialize)]
     struct KindOf {
         kind: String,
@@ -253,17 +253,7 @@ pub async fn apply_batch(
         };
         match seen.entry((item.kind.clone(), item.name.clone())) {
             std::collections::hash_map::Entry::Occupied(first) => {
-                let e = ApiError::invalid(
-                    "/name",
-                    format!(
-                        "{} {} is also item {} of this batch; a batch applies each resource \
-                         once",
-                        clipped(253, &item.kind),
-                        item.name,
-                        first.get()
-                    ),
-                );
-                outcomes.push(room.failed(e));
+                outcomes.push(room.failed(duplicate(&item, *first.get())));
             }
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(index);
@@ -449,8 +439,20 @@ impl Iterator for Reply {
     }
 }
 
+/// The refusal of `item`, which item `first` of the same batch names already.
+pub(crate) fn duplicate(item: &ApplyItem, first: usize) -> ApiError {
+    ApiError::invalid(
+        "/name",
+        format!(
+            "{} {} is also item {first} of this batch; a batch applies each resource once",
+            clipped(253, &item.kind),
+            item.name,
+        ),
+    )
+}
+
 /// One item, as the single apply would check its body.
-async fn check_item(
+pub(crate) async fn check_item(
     s: &AppState,
     raw: &[u8],
     lookups: &mut ApplyLookups,

@@ -53,7 +53,7 @@ pub struct VersionInfo {
 }
 
 /// A resource's public address.
-#[derive(Serialize, ToSchema, Clone)]
+#[derive(Serialize, ToSchema, Clone, Debug, PartialEq, Eq)]
 pub struct ResourceRef {
     /// Kind.
     pub kind: String,
@@ -292,6 +292,197 @@ pub struct BatchResult {
     /// How many items' results were left off the end of `results` to keep the reply within
     /// 4 MiB (the counts above include them).
     pub results_omitted: u64,
+}
+
+/// What applying one document would do to its resource (`POST /resources:plan`).
+#[derive(Serialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanAction {
+    /// No resource of that kind and name exists: the apply creates it.
+    Create,
+    /// The resource exists and its spec, labels, kind version or provider config differ.
+    Update,
+    /// The resource exists exactly as the document says.
+    Unchanged,
+}
+
+/// How one value differs.
+#[derive(Serialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+pub enum DiffOp {
+    /// Only the new document has it.
+    Add,
+    /// Only the stored one has it.
+    Remove,
+    /// Both have it, with different values.
+    Replace,
+}
+
+/// One difference between the stored and the new document. A value a writeOnly subschema
+/// covers reads `"***"` on both sides.
+#[derive(Serialize, ToSchema, Clone, PartialEq, Debug)]
+pub struct DiffEntry {
+    /// add, remove or replace.
+    pub op: DiffOp,
+    /// JSON pointer from the document's top (`/spec/size`, `/labels/team`, `/kind_version`).
+    pub path: String,
+    /// The stored value (absent for `add`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<Value>,
+    /// The new value (absent for `remove`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<Value>,
+}
+
+/// A child a compose would add.
+#[derive(Serialize, ToSchema, Clone, Debug)]
+pub struct PlanChild {
+    /// Kind.
+    pub kind: String,
+    /// Kind version.
+    pub kind_version: i32,
+    /// Name.
+    pub name: String,
+    /// Its spec as it would be stored (value flows from upstreams that report a status
+    /// substituted; writeOnly values `"***"`).
+    #[schema(value_type = Object)]
+    pub spec: Value,
+    /// Its labels.
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub labels: Value,
+}
+
+/// A child a compose would change.
+#[derive(Serialize, ToSchema, Clone, Debug)]
+pub struct PlanChildChange {
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// What changes (paths from the child's top: `/spec/...`, `/labels/...`,
+    /// `/kind_version`; an orphaned child taken back shows `/orphaned`).
+    pub diff: Vec<DiffEntry>,
+    /// Differences past the first 64, not listed.
+    pub diff_omitted: u64,
+}
+
+/// The children a composite's compose would add, change and remove, against those it owns
+/// now.
+#[derive(Serialize, ToSchema, Clone, Debug, Default)]
+pub struct PlanChildren {
+    /// New children.
+    pub add: Vec<PlanChild>,
+    /// Children whose spec, labels or kind version change.
+    pub change: Vec<PlanChildChange>,
+    /// Children no longer composed: orphaned for their kind's grace window, or torn down.
+    pub remove: Vec<ResourceRef>,
+    /// How many composed children stay as they are.
+    pub unchanged: u64,
+}
+
+/// One dependency edge a compose would store: `from` depends on `to`.
+#[derive(Serialize, ToSchema, Clone, Debug, PartialEq)]
+pub struct PlanEdge {
+    /// The dependent.
+    pub from: ResourceRef,
+    /// The dependency (upstream).
+    pub to: ResourceRef,
+    /// The values `to`'s status flows into `from`'s spec.
+    pub value_mappings: Vec<ValueMapping>,
+}
+
+/// An edge whose value flows change.
+#[derive(Serialize, ToSchema, Clone, Debug)]
+pub struct PlanEdgeChange {
+    /// The dependent.
+    pub from: ResourceRef,
+    /// The dependency (upstream).
+    pub to: ResourceRef,
+    /// The value flows stored now.
+    pub old_value_mappings: Vec<ValueMapping>,
+    /// The value flows the compose gives.
+    pub value_mappings: Vec<ValueMapping>,
+}
+
+/// The edges a composite's compose would add, change and remove.
+#[derive(Serialize, ToSchema, Clone, Debug, Default)]
+pub struct PlanEdges {
+    /// New edges.
+    pub add: Vec<PlanEdge>,
+    /// Edges whose value flows change.
+    pub change: Vec<PlanEdgeChange>,
+    /// Edges no longer composed.
+    pub remove: Vec<PlanEdge>,
+    /// How many edges stay as they are.
+    pub unchanged: u64,
+}
+
+/// What applying one document would do, found without writing anything.
+#[derive(Serialize, ToSchema, Clone, Debug)]
+pub struct PlanItem {
+    /// The document's position in the request.
+    pub index: u64,
+    /// The kind the document names (empty when it names none).
+    pub kind: String,
+    /// The name the document names (empty when it names none).
+    pub name: String,
+    /// What the apply does to the resource; `null` when the apply would refuse the
+    /// document (see `error`).
+    #[schema(required = true)]
+    pub action: Option<PlanAction>,
+    /// The status the apply would answer: 200 or 201, or the error's.
+    pub status: u16,
+    /// The problem the apply would answer (the document is refused, nothing would change);
+    /// `null` when it would be applied.
+    #[schema(required = true)]
+    pub error: Option<Problem>,
+    /// The stored resource against the document (`/spec/...`, `/labels/...`,
+    /// `/kind_version`, `/provider_config_ref`); empty for a create or when unchanged.
+    pub diff: Vec<DiffEntry>,
+    /// Differences past the first 256, not listed.
+    pub diff_omitted: u64,
+    /// The composite's provider (`starlark`, `cel`, `sdk`, `wasm`, or the empty string for
+    /// an undeclared one); `null` for a kind without a composer.
+    #[schema(required = true)]
+    pub composer: Option<String>,
+    /// The children its compose of the new spec would add, change and remove; `null` when
+    /// not a composite, refused, unchanged (an apply that writes nothing composes nothing),
+    /// or not composed here (see `warnings`).
+    #[schema(required = true)]
+    pub children: Option<PlanChildren>,
+    /// The dependency edges likewise; `null` likewise, or when the composer's manifest does
+    /// not emit edges.
+    #[schema(required = true)]
+    pub edges: Option<PlanEdges>,
+    /// Why the compose of the new spec would fail (the composer's error, or a child it
+    /// emits that the engine would refuse): the apply is accepted but its reconcile fails
+    /// terminally. `null` when it would succeed or was not run.
+    #[schema(required = true)]
+    pub compose_error: Option<String>,
+    /// What the plan could not find out (a composer it cannot run), for a person.
+    pub warnings: Vec<String>,
+}
+
+/// The answer to `POST /resources:plan`: one plan per document, in document order, and
+/// their counts. Nothing was written.
+#[derive(Serialize, ToSchema, Clone, Debug)]
+pub struct PlanResult {
+    /// How many documents the request held.
+    pub items: u64,
+    /// Documents whose resource would be created.
+    pub create: u64,
+    /// Documents whose resource would be updated.
+    pub update: u64,
+    /// Documents whose resource would stay as it is (its composition may still change: see
+    /// `changed`).
+    pub unchanged: u64,
+    /// Documents the apply would refuse, or whose compose would fail.
+    pub failed: u64,
+    /// Documents whose apply would change anything: the resource, or the children and edges
+    /// its compose stores.
+    pub changed: u64,
+    /// One per document, in document order.
+    pub results: Vec<PlanItem>,
 }
 
 /// A stored condition.
@@ -722,7 +913,7 @@ pub struct OwnerSummary {
 }
 
 /// A value flowed along a dependency edge.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone, Debug, PartialEq, Eq)]
 pub struct ValueMapping {
     /// JSON pointer into the dependent's spec.
     pub dependent_field: String,

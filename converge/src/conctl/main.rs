@@ -1,12 +1,13 @@
 //! `conctl`: the command-line client of the converge HTTP API — apply and sync JSON/YAML
 //! files (resources, kind manifests, provider configs, reactor bindings), get (or watch),
 //! list, delete, wait for a phase, events and spec history, the operator actions
-//! (reconcile, quarantine, unquarantine, rollback), rendering a composition with no server
-//! (render), who is here (cluster), and API tokens (token new|list|revoke).
+//! (reconcile, quarantine, unquarantine, rollback), what an apply would change (diff),
+//! rendering a composition with no server (render), who is here (cluster), and API tokens (token new|list|revoke).
 
 mod apply;
 mod client;
 mod cluster;
+mod diff;
 mod docs;
 mod events;
 mod output;
@@ -94,6 +95,18 @@ enum Command {
         /// A file or directory to apply (`-` reads stdin); repeatable. A directory means
         /// every .json, .yaml and .yml file under it, in path order. YAML files may hold
         /// several `---`-separated documents, JSON files an array of documents.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<String>,
+        /// Treat every document as this type (default: its `type` field, else its shape).
+        #[arg(long = "type", value_enum)]
+        doc_type: Option<DocType>,
+    },
+    /// Show what `apply` of the same files would change, with nothing written: the spec diff
+    /// of each resource and, for a Starlark or CEL composite, the children and edges its
+    /// compose would add, change and remove. Exit 0: no change; 1: changes; 2: an error.
+    #[command(after_help = DIFF_HELP)]
+    Diff {
+        /// A file or directory (`-` reads stdin); repeatable, as for `apply`.
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
         /// Treat every document as this type (default: its `type` field, else its shape).
@@ -286,6 +299,19 @@ Examples:
   conctl apply -f examples/classic/
   conctl apply -f kind.yaml -f resources.yaml
   cat hello.json | conctl apply -f -";
+
+const DIFF_HELP: &str = "\
+The server plans each resource document (POST /api/v1/resources:plan) and writes nothing.
+Per resource that would change: `--- stored` / `+++ applied`, then `-POINTER: OLD` and
+`+POINTER: NEW` lines; a composite's children (+ added, - removed, changed ones with their
+own lines) and edges follow. Unchanged resources print nothing. Manifests, provider configs
+and reactor bindings are not diffed. -o json|yaml prints the plan.
+Exit status: 0 no changes, 1 changes, 2 an error (a document the apply would refuse, a
+compose that would fail, a failed call), as `kubectl diff`.
+
+Examples:
+  conctl diff -f examples/classic/
+  conctl diff -f bom.yaml && echo up to date";
 
 const SYNC_HELP: &str = "\
 Examples:
@@ -651,6 +677,16 @@ fn report(format: Format, line: String, body: &Value) -> anyhow::Result<()> {
     }
 }
 
+/// `conctl diff`.
+async fn diff_command(cli: Cli) -> anyhow::Result<diff::Found> {
+    let Command::Diff { files, doc_type } = cli.command else {
+        unreachable!("called for diff only")
+    };
+    let token = Token::new(cli.token.as_deref())?;
+    let c = Client::new(&cli.server, cli.timeout, token, cli.ca_file.as_deref())?;
+    diff::diff(&c, &files, doc_type, cli.output).await
+}
+
 async fn run(cli: Cli) -> anyhow::Result<bool> {
     if let Command::Render {
         root,
@@ -825,6 +861,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Cluster => cluster::show(&c, f).await?,
         Command::Token { command } => tokens::run(&c, command, f).await?,
         Command::Render { .. } => unreachable!("handled above, without a client"),
+        Command::Diff { .. } => unreachable!("handled in main, for its exit codes"),
     }
     Ok(true)
 }
@@ -832,6 +869,16 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Diff { .. }) {
+        // Its own exit codes, kubectl diff's: 0, 1 (changes), 2 (an error).
+        return match diff_command(cli).await {
+            Ok(found) => ExitCode::from(found.code()),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(diff::Found::Error.code())
+            }
+        };
+    }
     match run(cli).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -13,15 +13,17 @@
 //! it composes, for the upstreams that already report one. `--observed FILE` supplies those
 //! statuses (`KIND/NAME: status` pairs, or documents with `kind`, `name` and `status`, such
 //! as `conctl get -o json` prints); each child's spec is then shown flowed, by the Rust twin
-//! of the engine's `apply_value_flows` (`converge_engine::value_flows`). Without it, specs
+//! of the engine's `apply_value_flows` (`converge_engine::value_flows`), applied as the plan
+//! applies it (`converge_control::app::plan::substitute_flows`). Without it, specs
 //! are shown as composed, as on a first compose.
 
 use std::{collections::HashMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use base64::Engine;
+use converge_cel::ComposeOutput;
+use converge_control::app::plan::substitute_flows;
 use converge_control::app::starlark_sample::{BundleSource, Runner, Sample};
-use converge_engine::value_flows::{Flow, apply_value_flows};
 use serde_json::{Value, json};
 
 use crate::{
@@ -94,7 +96,7 @@ pub async fn compose(args: &Args) -> anyhow::Result<Value> {
     let spec = root.get("spec").cloned().unwrap_or_else(|| json!({}));
     let config_spec = config.get("spec").cloned().unwrap_or_else(|| json!({}));
     let is_graph = config_spec.get("resources").is_some_and(Value::is_array);
-    let output: Value = if is_graph {
+    let mut output: ComposeOutput = if is_graph {
         if args.bundle.is_some() {
             bail!("--bundle is for a Starlark composer; this config's spec is a CEL graph");
         }
@@ -109,10 +111,9 @@ pub async fn compose(args: &Args) -> anyhow::Result<Value> {
                         .join("; ")
                 )
             })?;
-        let out = graph
+        graph
             .compose(&name, &spec)
-            .map_err(|e| anyhow::anyhow!("the CEL graph's compose fails: {e}"))?;
-        serde_json::to_value(out)?
+            .map_err(|e| anyhow::anyhow!("the CEL graph's compose fails: {e}"))?
     } else {
         let data = match (&args.bundle, config.get("data").and_then(Value::as_str)) {
             (Some(_), Some(_)) => {
@@ -143,50 +144,19 @@ pub async fn compose(args: &Args) -> anyhow::Result<Value> {
             "labels": root.get("labels").cloned().unwrap_or_else(|| json!({})),
         });
         match runner.compose(source, &spec, &config_spec, &identity).await {
-            Sample::Composed(out) => serde_json::to_value(out)?,
+            Sample::Composed(out) => out,
             Sample::Failed(why) => bail!("the Starlark bundle's compose fails: {why}"),
             Sample::NotRun(why) => bail!("cannot run the Starlark bundle: {why}"),
         }
     };
-    match &args.observed {
-        Some(file) => flow(output, &observed_statuses(file)?),
-        None => Ok(output),
+    if let Some(file) = &args.observed {
+        let observed = observed_statuses(file)?;
+        substitute_flows(&mut output, |kind, name| {
+            observed.get(&format!("{kind}/{name}"))
+        })
+        .map_err(|why| anyhow::anyhow!(why))?;
     }
-}
-
-/// Applies every edge's value flows whose upstream has an observed status, as the engine's
-/// compose does (edges in the composer's order).
-fn flow(mut output: Value, observed: &HashMap<String, Value>) -> anyhow::Result<Value> {
-    let edges = output["edges"].as_array().cloned().unwrap_or_default();
-    let Some(children) = output["children"].as_array_mut() else {
-        return Ok(output);
-    };
-    for e in edges {
-        let key = |end: &str| format!("{}/{}", cell(&e[end]["kind"]), cell(&e[end]["name"]));
-        let Some(status) = observed.get(&key("to")).filter(|s| !s.is_null()) else {
-            continue;
-        };
-        let flows: Vec<Flow> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|v| Flow {
-                dep_field: cell(&v["dependent_field"]),
-                src_field: cell(&v["source_field"]),
-            })
-            .collect();
-        if flows.is_empty() {
-            continue;
-        }
-        let from = key("from");
-        for c in children.iter_mut() {
-            if format!("{}/{}", cell(&c["kind"]), cell(&c["name"])) == from {
-                c["spec"] = apply_value_flows(&c["spec"], &flows, status)
-                    .with_context(|| format!("value flows into {from}"))?;
-            }
-        }
-    }
-    Ok(output)
+    Ok(serde_json::to_value(output)?)
 }
 
 /// `conctl render`: prints the composition (`-o json|yaml` the whole answer; the table

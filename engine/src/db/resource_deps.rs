@@ -289,6 +289,55 @@ pub async fn resource_graph_edges(
         .collect())
 }
 
+/// One edge a composite's compose stored (a `resource_deps` row it owns): `from` depends on
+/// `to`, both named by kind and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedEdge {
+    /// The dependent's kind.
+    pub from_kind: String,
+    /// The dependent's name.
+    pub from_name: String,
+    /// The upstream's kind.
+    pub to_kind: String,
+    /// The upstream's name.
+    pub to_name: String,
+    /// The values `to` flows into `from`'s spec.
+    pub value_mappings: Vec<ValueMapping>,
+}
+
+/// The edges composite `owner_id` owns (those its last compose stored), ordered by (from,
+/// to), at most `limit`: what a plan compares a new compose's edges with. A read only.
+pub async fn owned_edges(
+    pool: &PgPool,
+    owner_id: Uuid,
+    limit: i64,
+) -> Result<Vec<OwnedEdge>, sqlx::Error> {
+    let rows = sqlx::query_as::<_, EdgeRow>(
+        "SELECT f.kind AS from_kind, f.name AS from_name, t.kind AS to_kind, t.name AS to_name,
+                d.value_flows
+         FROM resource_deps d
+         JOIN resources f ON f.id = d.dependent_id
+         JOIN resources t ON t.id = d.dependency_id
+         WHERE d.owner_id = $1
+         ORDER BY f.kind, f.name, t.kind, t.name
+         LIMIT $2",
+    )
+    .bind(owner_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| OwnedEdge {
+            value_mappings: value_mappings(&r.value_flows),
+            from_kind: r.from_kind,
+            from_name: r.from_name,
+            to_kind: r.to_kind,
+            to_name: r.to_name,
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -5,6 +5,8 @@
 import { getToken, unauthorized } from './auth';
 import { filterQuery, type ResourceFilter } from '../lib/filters';
 import type {
+  Applied,
+  ApplyBody,
   ApiToken,
   Cluster,
   Dependencies,
@@ -16,6 +18,7 @@ import type {
   KindSummary,
   ManifestApplied,
   MintedApiToken,
+  PlanResult,
   Operation,
   Page,
   Problem,
@@ -115,6 +118,9 @@ export const api = {
   unquarantine: (kind: string, name: string) => json<{ quarantined: boolean }>('POST', `${res(kind, name)}/unquarantine`),
   deleteResource: (kind: string, name: string) => json<{ phase: string; marked: number }>('DELETE', res(kind, name)),
   specHistory: (kind: string, name: string) => json<SpecHistory>('GET', `${res(kind, name)}/spec-history`),
+  /** What applying `doc` would do (its diff; a composite's children and edges), nothing written. */
+  plan: (doc: ApplyBody) => json<PlanResult>('POST', '/resources:plan', doc),
+  applyResource: (doc: ApplyBody) => json<Applied>('POST', '/resources', doc),
   rollback: (kind: string, name: string, generation: number) => json<RolledBack>('POST', `${res(kind, name)}/rollback`, { generation }),
   /** Every resource's newest events, newest first (older than `before`, an event id), and
    * the log's horizon to follow on from with `/events?watch=true&cursor=`. */

@@ -704,6 +704,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/resources:plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Plan an apply.
+         * @description `POST /api/v1/resources:plan`: what applying the body would do, with nothing written. The
+         *     body is what the apply or the batch apply takes (one document, a JSON array, or NDJSON);
+         *     each document is checked as the apply checks it, compared with the stored resource
+         *     (create, update with its diff, or unchanged), and for a composite whose spec changes, its
+         *     Starlark or CEL composer is run on the new spec to show the children and edges it would
+         *     add, change and remove.
+         */
+        post: operations["resource_plan_plan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/schemas/manifest": {
         parameters: {
             query?: never;
@@ -1541,6 +1566,25 @@ export interface components {
             /** @description What waits for it. */
             dependents: components["schemas"]["Downstream"][];
         };
+        /**
+         * @description One difference between the stored and the new document. A value a writeOnly subschema
+         *     covers reads `"***"` on both sides.
+         */
+        DiffEntry: {
+            /** @description add, remove or replace. */
+            op: components["schemas"]["DiffOp"];
+            /** @description JSON pointer from the document's top (`/spec/size`, `/labels/team`, `/kind_version`). */
+            path: string;
+            /** @description The stored value (absent for `add`). */
+            old?: unknown;
+            /** @description The new value (absent for `remove`). */
+            new?: unknown;
+        };
+        /**
+         * @description How one value differs.
+         * @enum {string}
+         */
+        DiffOp: "add" | "remove" | "replace";
         /** @description A resource that depends on this one. */
         Downstream: {
             /** @description Kind. */
@@ -2580,6 +2624,299 @@ export interface components {
              * @description In phase Deleting.
              */
             Deleting: number;
+        };
+        /**
+         * @description What applying one document would do to its resource (`POST /resources:plan`).
+         * @enum {string}
+         */
+        PlanAction: "create" | "update" | "unchanged";
+        /** @description A child a compose would add. */
+        PlanChild: {
+            /** @description Kind. */
+            kind: string;
+            /**
+             * Format: int32
+             * @description Kind version.
+             */
+            kind_version: number;
+            /** @description Name. */
+            name: string;
+            /**
+             * @description Its spec as it would be stored (value flows from upstreams that report a status
+             *     substituted; writeOnly values `"***"`).
+             */
+            spec: Record<string, never>;
+            /** @description Its labels. */
+            labels: {
+                [key: string]: string;
+            };
+        };
+        /** @description A child a compose would change. */
+        PlanChildChange: {
+            /** @description Kind. */
+            kind: string;
+            /** @description Name. */
+            name: string;
+            /**
+             * @description What changes (paths from the child's top: `/spec/...`, `/labels/...`,
+             *     `/kind_version`; an orphaned child taken back shows `/orphaned`).
+             */
+            diff: components["schemas"]["DiffEntry"][];
+            /**
+             * Format: int64
+             * @description Differences past the first 64, not listed.
+             */
+            diff_omitted: number;
+        };
+        /**
+         * @description The children a composite's compose would add, change and remove, against those it owns
+         *     now.
+         */
+        PlanChildren: {
+            /** @description New children. */
+            add: components["schemas"]["PlanChild"][];
+            /** @description Children whose spec, labels or kind version change. */
+            change: components["schemas"]["PlanChildChange"][];
+            /** @description Children no longer composed: orphaned for their kind's grace window, or torn down. */
+            remove: components["schemas"]["ResourceRef"][];
+            /**
+             * Format: int64
+             * @description How many composed children stay as they are.
+             */
+            unchanged: number;
+        };
+        /** @description One dependency edge a compose would store: `from` depends on `to`. */
+        PlanEdge: {
+            /** @description The dependent. */
+            from: components["schemas"]["ResourceRef"];
+            /** @description The dependency (upstream). */
+            to: components["schemas"]["ResourceRef"];
+            /** @description The values `to`'s status flows into `from`'s spec. */
+            value_mappings: components["schemas"]["ValueMapping"][];
+        };
+        /** @description An edge whose value flows change. */
+        PlanEdgeChange: {
+            /** @description The dependent. */
+            from: components["schemas"]["ResourceRef"];
+            /** @description The dependency (upstream). */
+            to: components["schemas"]["ResourceRef"];
+            /** @description The value flows stored now. */
+            old_value_mappings: components["schemas"]["ValueMapping"][];
+            /** @description The value flows the compose gives. */
+            value_mappings: components["schemas"]["ValueMapping"][];
+        };
+        /** @description The edges a composite's compose would add, change and remove. */
+        PlanEdges: {
+            /** @description New edges. */
+            add: components["schemas"]["PlanEdge"][];
+            /** @description Edges whose value flows change. */
+            change: components["schemas"]["PlanEdgeChange"][];
+            /** @description Edges no longer composed. */
+            remove: components["schemas"]["PlanEdge"][];
+            /**
+             * Format: int64
+             * @description How many edges stay as they are.
+             */
+            unchanged: number;
+        };
+        /** @description What applying one document would do, found without writing anything. */
+        PlanItem: {
+            /**
+             * Format: int64
+             * @description The document's position in the request.
+             */
+            index: number;
+            /** @description The kind the document names (empty when it names none). */
+            kind: string;
+            /** @description The name the document names (empty when it names none). */
+            name: string;
+            action: null | components["schemas"]["PlanAction"];
+            /**
+             * Format: int32
+             * @description The status the apply would answer: 200 or 201, or the error's.
+             */
+            status: number;
+            error: null | components["schemas"]["Problem"];
+            /**
+             * @description The stored resource against the document (`/spec/...`, `/labels/...`,
+             *     `/kind_version`, `/provider_config_ref`); empty for a create or when unchanged.
+             */
+            diff: components["schemas"]["DiffEntry"][];
+            /**
+             * Format: int64
+             * @description Differences past the first 256, not listed.
+             */
+            diff_omitted: number;
+            /**
+             * @description The composite's provider (`starlark`, `cel`, `sdk`, `wasm`, or the empty string for
+             *     an undeclared one); `null` for a kind without a composer.
+             */
+            composer: string | null;
+            children: null | components["schemas"]["PlanChildren"];
+            edges: null | components["schemas"]["PlanEdges"];
+            /**
+             * @description Why the compose of the new spec would fail (the composer's error, or a child it
+             *     emits that the engine would refuse): the apply is accepted but its reconcile fails
+             *     terminally. `null` when it would succeed or was not run.
+             */
+            compose_error: string | null;
+            /** @description What the plan could not find out (a composer it cannot run), for a person. */
+            warnings: string[];
+        };
+        /**
+         * @description The answer to `POST /resources:plan`: one plan per document, in document order, and
+         *     their counts. Nothing was written.
+         * @example {
+         *       "changed": 1,
+         *       "create": 0,
+         *       "failed": 0,
+         *       "items": 2,
+         *       "results": [
+         *         {
+         *           "action": "update",
+         *           "children": {
+         *             "add": [
+         *               {
+         *                 "kind": "vpc",
+         *                 "kind_version": 1,
+         *                 "labels": {
+         *                   "team": "c"
+         *                 },
+         *                 "name": "prod-c-vpc",
+         *                 "spec": {
+         *                   "size": 2
+         *                 }
+         *               }
+         *             ],
+         *             "change": [
+         *               {
+         *                 "diff": [
+         *                   {
+         *                     "new": 2,
+         *                     "old": 1,
+         *                     "op": "replace",
+         *                     "path": "/spec/size"
+         *                   }
+         *                 ],
+         *                 "diff_omitted": 0,
+         *                 "kind": "vpc",
+         *                 "name": "prod-a-vpc"
+         *               }
+         *             ],
+         *             "remove": [
+         *               {
+         *                 "kind": "vpc",
+         *                 "name": "prod-b-vpc"
+         *               },
+         *               {
+         *                 "kind": "subnet",
+         *                 "name": "prod-b-subnet"
+         *               }
+         *             ],
+         *             "unchanged": 1
+         *           },
+         *           "compose_error": null,
+         *           "composer": "starlark",
+         *           "diff": [
+         *             {
+         *               "new": 2,
+         *               "old": 1,
+         *               "op": "replace",
+         *               "path": "/spec/size"
+         *             },
+         *             {
+         *               "new": "c",
+         *               "old": "b",
+         *               "op": "replace",
+         *               "path": "/spec/teams/1"
+         *             }
+         *           ],
+         *           "diff_omitted": 0,
+         *           "edges": {
+         *             "add": [],
+         *             "change": [],
+         *             "remove": [
+         *               {
+         *                 "from": {
+         *                   "kind": "subnet",
+         *                   "name": "prod-b-subnet"
+         *                 },
+         *                 "to": {
+         *                   "kind": "vpc",
+         *                   "name": "prod-b-vpc"
+         *                 },
+         *                 "value_mappings": [
+         *                   {
+         *                     "dependent_field": "/vpc_id",
+         *                     "source_field": "/vpc_id"
+         *                   }
+         *                 ]
+         *               }
+         *             ],
+         *             "unchanged": 1
+         *           },
+         *           "error": null,
+         *           "index": 0,
+         *           "kind": "stack",
+         *           "name": "prod",
+         *           "status": 200,
+         *           "warnings": []
+         *         },
+         *         {
+         *           "action": "unchanged",
+         *           "children": null,
+         *           "compose_error": null,
+         *           "composer": null,
+         *           "diff": [],
+         *           "diff_omitted": 0,
+         *           "edges": null,
+         *           "error": null,
+         *           "index": 1,
+         *           "kind": "hello",
+         *           "name": "world",
+         *           "status": 200,
+         *           "warnings": []
+         *         }
+         *       ],
+         *       "unchanged": 1,
+         *       "update": 1
+         *     }
+         */
+        PlanResult: {
+            /**
+             * Format: int64
+             * @description How many documents the request held.
+             */
+            items: number;
+            /**
+             * Format: int64
+             * @description Documents whose resource would be created.
+             */
+            create: number;
+            /**
+             * Format: int64
+             * @description Documents whose resource would be updated.
+             */
+            update: number;
+            /**
+             * Format: int64
+             * @description Documents whose resource would stay as it is (its composition may still change: see
+             *     `changed`).
+             */
+            unchanged: number;
+            /**
+             * Format: int64
+             * @description Documents the apply would refuse, or whose compose would fail.
+             */
+            failed: number;
+            /**
+             * Format: int64
+             * @description Documents whose apply would change anything: the resource, or the children and edges
+             *     its compose stores.
+             */
+            changed: number;
+            /** @description One per document, in document order. */
+            results: components["schemas"]["PlanItem"][];
         };
         /**
          * @description An RFC 9457 problem, the body of every error this API answers (as
@@ -3718,6 +4055,8 @@ export type ClusterWorker = components['schemas']['ClusterWorker'];
 export type Condition = components['schemas']['Condition'];
 export type DeleteAccepted = components['schemas']['DeleteAccepted'];
 export type Dependencies = components['schemas']['Dependencies'];
+export type DiffEntry = components['schemas']['DiffEntry'];
+export type DiffOp = components['schemas']['DiffOp'];
 export type Downstream = components['schemas']['Downstream'];
 export type EventLogStream = components['schemas']['EventLogStream'];
 export type EventPage = components['schemas']['EventPage'];
@@ -3749,6 +4088,15 @@ export type OperationState = components['schemas']['OperationState'];
 export type OwnerSummary = components['schemas']['OwnerSummary'];
 export type Phase = components['schemas']['Phase'];
 export type PhaseCounts = components['schemas']['PhaseCounts'];
+export type PlanAction = components['schemas']['PlanAction'];
+export type PlanChild = components['schemas']['PlanChild'];
+export type PlanChildChange = components['schemas']['PlanChildChange'];
+export type PlanChildren = components['schemas']['PlanChildren'];
+export type PlanEdge = components['schemas']['PlanEdge'];
+export type PlanEdgeChange = components['schemas']['PlanEdgeChange'];
+export type PlanEdges = components['schemas']['PlanEdges'];
+export type PlanItem = components['schemas']['PlanItem'];
+export type PlanResult = components['schemas']['PlanResult'];
 export type Problem = components['schemas']['Problem'];
 export type ProviderConfig = components['schemas']['ProviderConfig'];
 export type ProviderConfigList = components['schemas']['ProviderConfigList'];
@@ -5174,6 +5522,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BatchResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    resource_plan_plan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description One apply body, or at most 10,000 of them: a JSON object, a JSON array, or one JSON object per line. */
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "kind": "stack",
+                 *         "kind_version": 1,
+                 *         "name": "prod",
+                 *         "spec": {
+                 *           "size": 2,
+                 *           "teams": [
+                 *             "a",
+                 *             "c"
+                 *           ]
+                 *         }
+                 *       },
+                 *       {
+                 *         "kind": "hello",
+                 *         "kind_version": 1,
+                 *         "name": "world",
+                 *         "spec": {
+                 *           "greeting": "hello"
+                 *         }
+                 *       }
+                 *     ]
+                 */
+                "application/json": components["schemas"]["ApplyBody"][];
+                /**
+                 * @example {"kind": "stack", "kind_version": 1, "name": "prod", "spec": {"teams": ["a", "c"], "size": 2}}
+                 *     {"kind": "hello", "kind_version": 1, "name": "world", "spec": {"greeting": "hello"}}
+                 */
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            /** @description One plan per document, in document order, and their counts; nothing was written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlanResult"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -62,6 +62,14 @@ export type KindConfigEdit = S.KindConfigEdit;
 export type KindSummary = S.KindSummary;
 export type KindManifest = S.KindManifestOut;
 export type ManifestApplied = S.ManifestApplied;
+/** The body of `POST /resources` (and of each document `POST /resources:plan` takes). */
+export type ApplyBody = S.ApplyBody;
+/** `POST /resources`'s answer. */
+export type Applied = S.Applied;
+/** `POST /resources:plan`'s answer: what an apply would do, nothing written. */
+export type PlanResult = S.PlanResult;
+export type PlanItem = S.PlanItem;
+export type DiffEntry = S.DiffEntry;
 export type ProviderConfig = S.ProviderConfig;
 export type ProviderConfigPut = S.PutBody;
 export type ReactorBinding = S.ReactorBinding;

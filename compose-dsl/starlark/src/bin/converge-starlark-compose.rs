@@ -12,6 +12,12 @@
 //! not load or its compose fails. Both exit 0; input that is not that object exits 2 with the
 //! reason on stderr. The bundle loads and composes under the crate's default [`Limits`]
 //! (ticks, heap, deadline, sizes); the caller bounds the process itself (wall clock, output).
+//!
+//! A CEL resource graph runs here too (the API's plan, `POST /api/v1/resources:plan`):
+//! `{"cel_graph": {"resources": [...]}, "spec": {...}, "root": {"name": ...}}` instead of a
+//! bundle compiles the graph under `converge_cel`'s default limits and renders it for the
+//! root, with the same answer. CEL has no cost model, so the caller runs it in a process it
+//! can kill, as the stdworker's sandbox does.
 
 use std::{
     io::{Read, Write},
@@ -33,6 +39,9 @@ struct Input {
     /// Or a directory holding the bundle's files.
     #[serde(default)]
     bundle_dir: Option<std::path::PathBuf>,
+    /// Or, instead of a bundle, a CEL resource graph (a cel provider config's spec).
+    #[serde(default)]
+    cel_graph: Option<Value>,
     /// Or, instead of `config`, a provider config's whole spec (limits and sample included).
     #[serde(default)]
     effective_config: Option<Value>,
@@ -63,6 +72,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(graph) = &input.cel_graph {
+        if input.bundle.is_some() || input.bundle_dir.is_some() {
+            eprintln!("converge-starlark-compose: give a bundle or a cel_graph, not both");
+            return ExitCode::from(2);
+        }
+        return answer(compose_cel(graph, &input));
+    }
     let bytes = match (&input.bundle, &input.bundle_dir) {
         (Some(b), None) => match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
             Ok(b) => b,
@@ -87,7 +103,12 @@ fn main() -> ExitCode {
         eprintln!("converge-starlark-compose: give config or effective_config, not both");
         return ExitCode::from(2);
     }
-    let answer = match compose(&bytes, &input) {
+    answer(compose(&bytes, &input))
+}
+
+/// Prints the answer to a compose on stdout.
+fn answer(result: Result<Value, String>) -> ExitCode {
+    let answer = match result {
         Ok(out) => json!({ "output": out }),
         Err(message) => json!({ "error": message }),
     };
@@ -114,5 +135,26 @@ fn compose(bytes: &[u8], input: &Input) -> Result<Value, String> {
     let out = bundle
         .compose_root(&input.root, &input.spec, &config, &limits)
         .map_err(|e| e.to_string())?;
+    serde_json::to_value(out).map_err(|e| format!("compose output is not JSON: {e}"))
+}
+
+/// Compiles the CEL graph and renders it for the root (`root.name`); the error lists every
+/// compile problem, or the compose's.
+fn compose_cel(graph: &Value, input: &Input) -> Result<Value, String> {
+    let graph =
+        converge_cel::Graph::compile(graph, converge_cel::Limits::default()).map_err(|errors| {
+            format!(
+                "the CEL graph does not compile: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+    let name = input.root.get("name").and_then(Value::as_str).unwrap_or("");
+    let out = graph
+        .compose(name, &input.spec)
+        .map_err(|e| format!("the CEL graph's compose fails: {e}"))?;
     serde_json::to_value(out).map_err(|e| format!("compose output is not JSON: {e}"))
 }

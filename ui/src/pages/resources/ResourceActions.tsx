@@ -2,15 +2,18 @@ import { useState } from 'react';
 import { api } from '../../api/client';
 import type { ResourceDetail } from '../../api/types';
 import { ConfirmDialog } from '../../components/ConfirmDialog';
+import { EditSpecDialog } from './EditSpecDialog';
 import { ProblemView } from '../../components/QueryState';
 import { usePermission } from '../../lib/permissions';
 import { useResourceMutation } from './useResourceMutation';
 
-/** Reconcile now, quarantine / unquarantine, delete (with confirmation); disabled, saying
- * why, for a role that may not (they need operator). */
+/** Edit the spec (reviewed through the server's plan before it is saved), reconcile now,
+ * quarantine / unquarantine, delete (with confirmation); disabled, saying why, for a role
+ * that may not (they need operator). */
 export function ResourceActions({ r }: { r: ResourceDetail }) {
   const { kind, name } = r;
   const [confirming, setConfirming] = useState(false);
+  const [editing, setEditing] = useState(false);
   const [notice, setNotice] = useState<string | null>(null);
   const may = usePermission('operator');
   const denied = !may.allowed;
@@ -25,6 +28,9 @@ export function ResourceActions({ r }: { r: ResourceDetail }) {
   const reset = () => [reconcile, quarantine, unquarantine, del].forEach((m) => m.reset());
   return (
     <div className="actions" aria-label="Actions">
+      <button type="button" disabled={denied || deleting} title={why} onClick={() => (reset(), setNotice(null), setEditing(true))}>
+        Edit spec…
+      </button>
       <button
         type="button"
         disabled={denied || quarantined || deleting || reconcile.isPending}
@@ -54,6 +60,16 @@ export function ResourceActions({ r }: { r: ResourceDetail }) {
         </span>
       )}
       <ProblemView error={error} />
+      {editing && (
+        <EditSpecDialog
+          r={r}
+          onClose={() => setEditing(false)}
+          onSaved={(message) => {
+            setEditing(false);
+            setNotice(message);
+          }}
+        />
+      )}
       {confirming && (
         <ConfirmDialog
           title={`Delete ${kind}/${name}?`}

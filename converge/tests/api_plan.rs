@@ -1,0 +1,686 @@
+//! `POST /api/v1/resources:plan` against the real `converge`: a spec change on a Starlark and
+//! on a CEL composite reports the children and edges its compose would add, change and
+//! remove (value flows from upstreams' statuses substituted, so a flowed child compares
+//! unchanged), and the database is identical afterwards (every table but the liveness and
+//! wake-up bookkeeping, hashed row by row); the apply's checks come back as problem details
+//! per document; the one-document, array and NDJSON bodies all answer.
+//!
+//! The composites are composed for real first: an in-process Rust SDK worker stands in for
+//! the stdworker and runs the same composers on its effective config (the Starlark bundle in
+//! `converge-starlark-compose`, the CEL graph by `converge_cel`), so the children the plan
+//! compares with are those a real compose stored.
+
+mod common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use common::{Converge, sibling_bin};
+use converge_control::app::starlark_sample::{BundleSource, Runner, Sample};
+use converge_sdk::{
+    ChildSpec, Condition, DepEdge, HandlerError, KindVersion, Outcome, Provider, ReactionRequest,
+    Registry, ResourceRef, Stage, ValueFlow, WorkerConfig,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const T: Duration = Duration::from_secs(60);
+
+/// Per root R: pnet R-a (size from the spec), psub R-a-sub (vpc_id flowed from R-a), pnet
+/// R-b when `keep`, and pnet R-c with psub R-c-sub when `extra`.
+const BUNDLE: &str = r#"
+def compose(spec, config, root):
+    r = root["name"]
+    children = [child("pnet", r + "-a", {"size": spec["size"]}),
+                child("psub", r + "-a-sub", {"vpc_id": None, "cidr": "10.0.0.0/24"})]
+    edges = [edge("psub", r + "-a-sub", "pnet", r + "-a", values = {"/vpc_id": "/vpc_id"})]
+    if spec["keep"]:
+        children.append(child("pnet", r + "-b", {"size": 1}))
+    if spec["extra"]:
+        children.append(child("pnet", r + "-c", {"size": 1}))
+        children.append(child("psub", r + "-c-sub", {"vpc_id": None, "cidr": "10.0.1.0/24"}))
+        edges.append(edge("psub", r + "-c-sub", "pnet", r + "-c", values = {"/vpc_id": "/vpc_id"}))
+    return {"children": children, "edges": edges}
+"#;
+
+/// The same composition as a CEL graph.
+fn graph() -> Value {
+    json!({"resources": [
+        {"id": "a", "template": {"kind": "pnet", "name": "${root.name}-a",
+                                 "spec": {"size": "${spec.size}"}}},
+        {"id": "asub", "template": {"kind": "psub", "name": "${root.name}-a-sub",
+                                    "spec": {"vpc_id": "${a.status.vpc_id}", "cidr": "10.0.0.0/24"}}},
+        {"id": "b", "when": "${spec.keep}",
+         "template": {"kind": "pnet", "name": "${root.name}-b", "spec": {"size": 1}}},
+        {"id": "c", "when": "${spec.extra}",
+         "template": {"kind": "pnet", "name": "${root.name}-c", "spec": {"size": 1}}},
+        {"id": "csub", "template": {"kind": "psub", "name": "${root.name}-c-sub",
+                                    "spec": {"vpc_id": "${c.status.vpc_id}", "cidr": "10.0.1.0/24"}}}
+    ]})
+}
+
+fn composite_manifest(kind: &str, provider: &str) -> Value {
+    json!({"kind": kind, "kind_version": 1, "provider": provider,
+           "spec_schema": {"type": "object", "required": ["size", "keep", "extra"],
+                           "properties": {"size": {"type": "integer", "minimum": 1},
+                                          "keep": {"type": "boolean"},
+                                          "extra": {"type": "boolean"}},
+                           "additionalProperties": false},
+           "reactions": [{"name": "compose", "trigger": "specChange",
+                          "emits": ["children", "edges", "status"]}]})
+}
+
+fn leaf_manifest(kind: &str) -> Value {
+    json!({"kind": kind, "kind_version": 1,
+           "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
+}
+
+/// The stdworker's part: composes with the composer its provider names, on the effective
+/// config the task carries.
+struct Composer {
+    kind: &'static str,
+    starlark: Runner,
+}
+
+impl Provider for Composer {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new(self.kind, 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        if req.stage != Stage::Compose {
+            return Ok(Outcome::default());
+        }
+        let spec: Value = req.spec()?;
+        let out = if self.kind == "celnet" {
+            converge_cel::Graph::compile(&req.effective_config(), converge_cel::Limits::default())
+                .map_err(|e| HandlerError::terminal(format!("{e:?}")))?
+                .compose(&req.resource.name, &spec)
+                .map_err(|e| HandlerError::terminal(e.to_string()))?
+        } else {
+            let root = json!({"name": req.resource.name, "kind": self.kind, "kind_version": 1,
+                              "labels": {}});
+            match self
+                .starlark
+                .compose(
+                    BundleSource::Zip(req.effective_bundle()),
+                    &spec,
+                    &req.effective_config(),
+                    &root,
+                )
+                .await
+            {
+                Sample::Composed(o) => o,
+                other => return Err(HandlerError::terminal(format!("{other:?}"))),
+            }
+        };
+        let mut outcome = Outcome::default();
+        for c in out.children {
+            outcome = outcome.with_child(ChildSpec::new(c.kind, c.kind_version, c.name, c.spec));
+        }
+        for e in out.edges {
+            let mut edge = DepEdge::new(
+                ResourceRef::new(&e.from.kind, &e.from.name),
+                ResourceRef::new(&e.to.kind, &e.to.name),
+            );
+            for v in e.values {
+                edge = edge.with_value(ValueFlow::new(v.dependent_field, v.source_field));
+            }
+            outcome = outcome.with_edge(edge);
+        }
+        Ok(outcome)
+    }
+}
+
+/// The leaves: each reports an id its dependents' flows read.
+struct Leaf(&'static str);
+
+impl Provider for Leaf {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new(self.0, 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        let id = format!("{}-{}", self.0, req.resource.name);
+        let status = if self.0 == "pnet" {
+            json!({"vpc_id": id})
+        } else {
+            json!({"subnet_id": id})
+        };
+        Ok(Outcome::status(status).with_condition(Condition::ready(true, "Provisioned", "ok")))
+    }
+}
+
+/// A converge with the kinds, both composers' default configs and a worker serving them.
+async fn world() -> (Converge, CancellationToken) {
+    let bin = sibling_bin("converge-starlark-compose");
+    let c = Converge::start(&[("CONVERGE_STARLARK_BIN", bin.to_str().unwrap())]).await;
+    c.apply_manifest(&leaf_manifest("pnet")).await;
+    c.apply_manifest(&leaf_manifest("psub")).await;
+    c.apply_manifest(&composite_manifest("starnet", "starlark"))
+        .await;
+    c.apply_manifest(&composite_manifest("celnet", "cel")).await;
+    let bundle = base64::engine::general_purpose::STANDARD
+        .encode(common::stored_zip(&[("compose.star", BUNDLE)]));
+    for config in [
+        json!({"name": "starnet", "kind": "starnet", "kind_version": 1, "is_default": true,
+               "spec": {}, "data": bundle}),
+        json!({"name": "celnet", "kind": "celnet", "kind_version": 1, "is_default": true,
+               "spec": graph()}),
+    ] {
+        let (s, body) = c.call(Method::POST, "providerconfigs", Some(config)).await;
+        assert!(s == 200 || s == 201, "{s} {body}");
+    }
+    let stop = CancellationToken::new();
+    let reg = Registry::new()
+        .with(Composer {
+            kind: "starnet",
+            starlark: Runner::new(&bin),
+        })
+        .with(Composer {
+            kind: "celnet",
+            starlark: Runner::new(&bin),
+        })
+        .with(Leaf("pnet"))
+        .with(Leaf("psub"));
+    let mut cfg = WorkerConfig::new(c.broker.clone());
+    cfg.worker_name = "plan-test".into();
+    tokio::spawn(converge_sdk::run_worker(
+        cfg,
+        reg,
+        stop.clone().cancelled_owned(),
+    ));
+    (c, stop)
+}
+
+fn root(kind: &str, name: &str, spec: Value) -> Value {
+    json!({"kind": kind, "kind_version": 1, "name": name, "spec": spec})
+}
+
+/// `POST /resources:plan` with `body` as JSON.
+async fn plan(c: &Converge, body: &Value) -> Value {
+    let (s, v) = c
+        .call(Method::POST, "resources:plan", Some(body.clone()))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
+/// Every table's rows, hashed in a stable order, but the tables background loops write on
+/// their own clock (membership and liveness heartbeats, the wake-up counters).
+async fn dump(c: &Converge) -> Vec<(String, String)> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT relname::text FROM pg_class
+         WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'
+           AND relname NOT IN ('cluster_members', 'broker_liveness', 'wake_state')
+         ORDER BY 1",
+    )
+    .fetch_all(&c.db.pool)
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    for t in tables {
+        let sql = format!(
+            "SELECT count(*)::text || ':' || coalesce(md5(string_agg(x::text, E'\\n' ORDER BY x::text)), '')
+             FROM \"{t}\" x"
+        );
+        let h: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&c.db.pool)
+            .await
+            .unwrap();
+        out.push((t, h));
+    }
+    out
+}
+
+/// Waits until `kind/name` is Ready with every child Ready, `n` of them, and the engine has
+/// nothing left to do.
+async fn settled(c: &Converge, kind: &str, name: &str, n: usize) {
+    c.wait_resource(kind, name, "the composite Ready", T, |v| {
+        v["phase"] == "Ready"
+    })
+    .await;
+    common::wait_for(T, "every child Ready", || async {
+        let (s, v) = c
+            .call(
+                Method::GET,
+                &format!("resources/{kind}/{name}/children?limit=100"),
+                None,
+            )
+            .await;
+        let items = v["resources"].as_array().cloned().unwrap_or_default();
+        (s == 200 && items.len() == n && items.iter().all(|i| i["phase"] == "Ready")).then_some(())
+    })
+    .await;
+    // The last child's drain pends its owner again (a childrenSettled pass): nothing queued,
+    // in flight or waiting to drain, or a dump could catch that pass half done.
+    common::wait_for(T, "the queues empty", || async {
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM work_queue) + (SELECT count(*) FROM work_outbox)
+                    + (SELECT count(*) FROM rollup_recheck)",
+        )
+        .fetch_one(&c.db.pool)
+        .await
+        .unwrap();
+        (busy == 0).then_some(())
+    })
+    .await;
+}
+
+fn refs(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/{}",
+                r["kind"].as_str().unwrap(),
+                r["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn edge_refs(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}/{} -> {}/{}",
+                e["from"]["kind"].as_str().unwrap(),
+                e["from"]["name"].as_str().unwrap(),
+                e["to"]["kind"].as_str().unwrap(),
+                e["to"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A spec change on composite `kind` (`r` composed and settled with size 1, keep) plans:
+/// R-a changed (size), R-b removed, R-c and R-c-sub added with their edge, R-a-sub (whose
+/// vpc_id the engine flowed in) unchanged; and nothing is written.
+async fn a_spec_change_plans_children_and_edges(c: &Converge, kind: &str) {
+    let r = format!("{kind}-r");
+    let v1 = json!({"size": 1, "keep": true, "extra": false});
+    let (s, _, body) = c.apply(&root(kind, &r, v1.clone())).await;
+    assert_eq!(s, 201, "{body}");
+    settled(c, kind, &r, 3).await;
+
+    // The same document: unchanged, nothing composed, nothing to apply.
+    let same = plan(c, &root(kind, &r, v1)).await;
+    assert_eq!(same["unchanged"], 1, "{same}");
+    assert_eq!(same["changed"], 0, "{same}");
+    assert_eq!(same["results"][0]["action"], "unchanged", "{same}");
+    assert!(same["results"][0]["children"].is_null(), "{same}");
+
+    let before = dump(c).await;
+    let v2 = json!({"size": 2, "keep": false, "extra": true});
+    let p = plan(c, &root(kind, &r, v2)).await;
+    let after = dump(c).await;
+    assert_eq!(before, after, "a plan writes nothing");
+
+    assert_eq!(
+        (
+            p["items"].clone(),
+            p["update"].clone(),
+            p["changed"].clone()
+        ),
+        (json!(1), json!(1), json!(1)),
+        "{p}"
+    );
+    let item = &p["results"][0];
+    assert_eq!(item["action"], "update", "{item}");
+    assert_eq!(
+        item["composer"],
+        if kind == "celnet" { "cel" } else { "starlark" }
+    );
+    assert!(
+        item["error"].is_null() && item["compose_error"].is_null(),
+        "{item}"
+    );
+    let diff: Vec<(String, String)> = item["diff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["op"].as_str().unwrap().into(),
+                d["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        diff,
+        [
+            ("replace".into(), "/spec/extra".into()),
+            ("replace".into(), "/spec/keep".into()),
+            ("replace".into(), "/spec/size".into()),
+        ],
+        "{item}"
+    );
+    assert_eq!(item["diff"][2]["old"], 1);
+    assert_eq!(item["diff"][2]["new"], 2);
+
+    let children = &item["children"];
+    assert_eq!(
+        refs(&children["add"]),
+        [format!("pnet/{r}-c"), format!("psub/{r}-c-sub")],
+        "{children}"
+    );
+    assert_eq!(
+        refs(&children["remove"]),
+        [format!("pnet/{r}-b")],
+        "{children}"
+    );
+    assert_eq!(
+        refs(&children["change"]),
+        [format!("pnet/{r}-a")],
+        "{children}"
+    );
+    assert_eq!(
+        children["change"][0]["diff"],
+        json!([{"op": "replace", "path": "/spec/size", "old": 1, "new": 2}]),
+        "{children}"
+    );
+    // R-a-sub's composed vpc_id is null; the engine substitutes R-a's status, so it stays.
+    assert_eq!(children["unchanged"], 1, "{children}");
+    let added_sub = children["add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "psub")
+        .unwrap();
+    assert_eq!(
+        added_sub["spec"],
+        json!({"vpc_id": null, "cidr": "10.0.1.0/24"}),
+        "a new upstream reports no status yet: nothing flows"
+    );
+
+    let edges = &item["edges"];
+    assert_eq!(
+        edge_refs(&edges["add"]),
+        [format!("psub/{r}-c-sub -> pnet/{r}-c")],
+        "{edges}"
+    );
+    assert_eq!(
+        edges["add"][0]["value_mappings"],
+        json!([{"dependent_field": "/vpc_id", "source_field": "/vpc_id"}])
+    );
+    assert_eq!(edges["unchanged"], 1, "{edges}");
+    assert!(edges["remove"].as_array().unwrap().is_empty(), "{edges}");
+    assert!(edges["change"].as_array().unwrap().is_empty(), "{edges}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spec_change_on_starlark_and_cel_composites_plans_their_children() {
+    let (c, stop) = world().await;
+    a_spec_change_plans_children_and_edges(&c, "starnet").await;
+    a_spec_change_plans_children_and_edges(&c, "celnet").await;
+
+    // A composite not created yet: every child and edge is an add.
+    let p = plan(
+        &c,
+        &root(
+            "celnet",
+            "fresh",
+            json!({"size": 1, "keep": false, "extra": false}),
+        ),
+    )
+    .await;
+    let item = &p["results"][0];
+    assert_eq!(
+        (item["action"].clone(), item["status"].clone()),
+        (json!("create"), json!(201)),
+        "{item}"
+    );
+    assert_eq!(
+        refs(&item["children"]["add"]),
+        ["pnet/fresh-a", "psub/fresh-a-sub"]
+    );
+    assert_eq!(
+        edge_refs(&item["edges"]["add"]),
+        ["psub/fresh-a-sub -> pnet/fresh-a"]
+    );
+    assert!(
+        c.get("celnet", "fresh").await.is_none(),
+        "a plan creates nothing"
+    );
+    stop.cancel();
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_are_the_applys_problems_per_document_in_every_body_form() {
+    let bin = sibling_bin("converge-starlark-compose");
+    let c = Converge::start(&[("CONVERGE_STARLARK_BIN", bin.to_str().unwrap())]).await;
+    c.apply_manifest(&leaf_manifest("pnet")).await;
+    c.apply_manifest(&composite_manifest("celnet", "cel")).await;
+    c.apply_manifest(&composite_manifest("sdknet", "sdk")).await;
+    let (s, _, body) = c.apply(&json!({"kind": "pnet", "kind_version": 1, "name": "p", "spec": {"size": 1}, "labels": {"team": "a"}})).await;
+    assert_eq!(s, 201, "{body}");
+    let before = dump(&c).await;
+
+    let docs = json!([
+        // A schema error: the apply's 422, every failing pointer located.
+        root("celnet", "bad", json!({"size": 0, "keep": true})),
+        // An unknown kind: the apply's 404.
+        root("nokind", "x", json!({})),
+        // A label change only.
+        {"kind": "pnet", "kind_version": 1, "name": "p", "spec": {"size": 1}, "labels": {"team": "b"}},
+        // The same resource twice: the batch's refusal.
+        {"kind": "pnet", "kind_version": 1, "name": "p", "spec": {"size": 1}},
+        // A CEL composite without a graph configured: its compose would fail.
+        root("celnet", "nograph", json!({"size": 1, "keep": true, "extra": false})),
+        // A composer on a worker: planned without children, and said so.
+        root("sdknet", "s", json!({"size": 1, "keep": true, "extra": false})),
+    ]);
+    let p = plan(&c, &docs).await;
+    assert_eq!(
+        (
+            p["items"].clone(),
+            p["create"].clone(),
+            p["update"].clone(),
+            p["failed"].clone()
+        ),
+        (json!(6), json!(2), json!(1), json!(4)),
+        "{p}"
+    );
+    let r = p["results"].as_array().unwrap();
+    assert_eq!(r[0]["status"], 422, "{p}");
+    assert!(r[0]["action"].is_null());
+    assert_eq!(r[0]["error"]["status"], 422);
+    let locations: Vec<&str> = r[0]["error"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["location"].as_str().unwrap())
+        .collect();
+    assert!(
+        locations.contains(&"/spec/size") && locations.contains(&"/spec"),
+        "{locations:?}"
+    );
+    assert_eq!(r[1]["status"], 404, "{p}");
+    assert_eq!(
+        (r[1]["kind"].clone(), r[1]["name"].clone()),
+        (json!("nokind"), json!("x"))
+    );
+    assert_eq!(r[2]["action"], "update", "{p}");
+    assert_eq!(
+        r[2]["diff"],
+        json!([{"op": "replace", "path": "/labels/team", "old": "a", "new": "b"}])
+    );
+    assert_eq!(r[3]["status"], 422, "{p}");
+    assert!(
+        r[3]["error"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("also item 2"),
+        "{p}"
+    );
+    assert_eq!(r[4]["action"], "create", "{p}");
+    assert!(
+        r[4]["compose_error"]
+            .as_str()
+            .unwrap()
+            .contains("no cel graph"),
+        "{p}"
+    );
+    assert_eq!(r[5]["composer"], "sdk", "{p}");
+    assert!(r[5]["children"].is_null(), "{p}");
+    assert!(
+        r[5]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("runs on a worker"),
+        "{p}"
+    );
+
+    // One document (the apply's body) and NDJSON (the batch's) answer the same shape.
+    let one = plan(&c, &json!({"kind": "pnet", "kind_version": 1, "name": "p", "spec": {"size": 1}, "labels": {"team": "a"}})).await;
+    assert_eq!(
+        (
+            one["items"].clone(),
+            one["unchanged"].clone(),
+            one["changed"].clone()
+        ),
+        (json!(1), json!(1), json!(0)),
+        "{one}"
+    );
+    let lines = "{\"kind\": \"pnet\", \"kind_version\": 1, \"name\": \"q\"}\n{\"kind\": \"pnet\", \"kind_version\": 1, \"name\": \"p\", \"spec\": {\"size\": 3}, \"labels\": {\"team\": \"a\"}}\n";
+    let resp = c
+        .client
+        .post(format!("{}/api/v1/resources:plan", c.http))
+        .header("content-type", "application/x-ndjson")
+        .body(lines)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let nd: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (
+            nd["create"].clone(),
+            nd["update"].clone(),
+            nd["changed"].clone()
+        ),
+        (json!(1), json!(1), json!(2)),
+        "{nd}"
+    );
+    assert_eq!(nd["results"][1]["diff"][0]["path"], "/spec/size", "{nd}");
+
+    assert_eq!(before, dump(&c).await, "no plan wrote anything");
+    c.stop().await;
+}
+
+/// Runs `conctl --server <c> diff ARGS`: (exit code, stdout, stderr).
+async fn conctl_diff(c: &Converge, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_conctl"))
+        .env_clear()
+        .arg("--server")
+        .arg(&c.http)
+        .arg("diff")
+        .args(args)
+        .output()
+        .await
+        .expect("run conctl diff");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conctl_diff_prints_the_plan_and_exits_0_1_or_2() {
+    let (c, stop) = world().await;
+    let v1 = json!({"size": 1, "keep": true, "extra": false});
+    let (s, _, body) = c.apply(&root("starnet", "r", v1.clone())).await;
+    assert_eq!(s, 201, "{body}");
+    settled(&c, "starnet", "r", 3).await;
+    let dir = std::env::temp_dir().join(format!("api-plan-diff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tree")).unwrap();
+    let put = |name: &str, doc: &Value| {
+        let p = dir.join(name);
+        std::fs::write(&p, doc.to_string()).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let same = put("same.json", &root("starnet", "r", v1));
+    let changed = put(
+        "changed.json",
+        &root(
+            "starnet",
+            "r",
+            json!({"size": 2, "keep": false, "extra": true}),
+        ),
+    );
+    put(
+        "tree/a.json",
+        &root(
+            "starnet",
+            "r",
+            json!({"size": 2, "keep": true, "extra": false}),
+        ),
+    );
+    put(
+        "tree/b.json",
+        &root(
+            "starnet",
+            "bad",
+            json!({"size": 0, "keep": true, "extra": false}),
+        ),
+    );
+    let before = dump(&c).await;
+
+    let (code, stdout, stderr) = conctl_diff(&c, &["-f", &same]).await;
+    assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+
+    let (code, stdout, stderr) = conctl_diff(&c, &["-f", &changed]).await;
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    for want in [
+        "--- starnet/r (stored)\n+++ starnet/r (applied)\n",
+        "-/spec/size: 1\n+/spec/size: 2\n",
+        " children of starnet/r:\n",
+        "+  pnet/r-c: {\"size\":1}\n",
+        "+  psub/r-c-sub: ",
+        "-  pnet/r-b\n",
+        "   pnet/r-a:\n-    /spec/size: 1\n+    /spec/size: 2\n",
+        " edges of starnet/r:\n+  psub/r-c-sub -> pnet/r-c [/vpc_id <- /vpc_id]\n",
+    ] {
+        assert!(stdout.contains(want), "{want:?} missing from:\n{stdout}");
+    }
+
+    let (code, stdout, _) = conctl_diff(&c, &["-o", "json", "-f", &changed]).await;
+    assert_eq!(code, 1);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (plan["changed"].clone(), plan["update"].clone()),
+        (json!(1), json!(1)),
+        "{plan}"
+    );
+    assert_eq!(plan["results"][0]["origin"], changed.as_str());
+
+    // A directory with a document the apply refuses: exit 2, the problem on stderr, the
+    // other document's diff still shown.
+    let tree = dir.join("tree");
+    let (code, stdout, stderr) = conctl_diff(&c, &["-f", tree.to_str().unwrap()]).await;
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("error: starnet/bad:") && stderr.contains("/spec/size"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("+/spec/size: 2"), "{stdout}");
+
+    assert_eq!(before, dump(&c).await, "conctl diff wrote nothing");
+    let _ = std::fs::remove_dir_all(&dir);
+    stop.cancel();
+    c.stop().await;
+}
