@@ -196,27 +196,13 @@ fn examine(
     let mut pointers: Vec<String> = found.into_iter().map(|(p, _)| p).collect();
     pointers.extend(declared);
     let mut resealed = opened;
-    keys.seal_config(kind, &mut resealed, &outermost(pointers))
-        .ok()?;
+    keys.seal_config(
+        kind,
+        &mut resealed,
+        &converge_kinds::secrets::outermost(pointers),
+    )
+    .ok()?;
     Some(resealed)
-}
-
-/// `pointers` sorted, each once, without any that lies under another.
-fn outermost(mut pointers: Vec<String>) -> Vec<String> {
-    pointers.sort();
-    pointers.dedup();
-    let mut out: Vec<String> = Vec::with_capacity(pointers.len());
-    for p in pointers {
-        let covered = out.iter().any(|o| {
-            o.is_empty()
-                || p.strip_prefix(o.as_str())
-                    .is_some_and(|r| r.starts_with('/'))
-        });
-        if !covered {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Prints `report` (`status`: what a rotation would do).
@@ -253,15 +239,6 @@ pub fn print(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn outermost_pointers_cover_their_descendants() {
-        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            outermost(p(&["/a/b", "/a", "/a-", "/c", "/c"])),
-            p(&["/a", "/a-", "/c"])
-        );
-    }
 
     #[test]
     fn the_dev_key_is_made_once_and_private() {

@@ -108,7 +108,7 @@ fn scalar_pointers(v: &Value, ptr: &mut String, out: &mut Vec<String>) {
 
 /// `pointers` sorted, each once, without any that lies under another (the outer one covers
 /// it whole).
-fn outermost(mut pointers: Vec<String>) -> Vec<String> {
+pub fn outermost(mut pointers: Vec<String>) -> Vec<String> {
     pointers.sort();
     pointers.dedup();
     let mut out: Vec<String> = Vec::with_capacity(pointers.len());
@@ -331,5 +331,19 @@ impl<'s> WriteOnlyWalk<'s, '_> {
 
     fn resolve(&self, reference: &str) -> Option<&'s Value> {
         local_ref(self.root, reference)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outermost;
+
+    #[test]
+    fn outermost_pointers_cover_their_descendants() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            outermost(p(&["/a/b", "/a", "/a-", "/c", "/c"])),
+            p(&["/a", "/a-", "/c"])
+        );
     }
 }
