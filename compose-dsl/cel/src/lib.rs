@@ -67,3 +67,26 @@ pub use flows::{Flow, StaticKind};
 pub use graph::Graph;
 pub use limits::Limits;
 pub use value::{cel_to_json, json_to_cel};
+
+/// Compiles `config` (a CEL graph) with the default limits and composes it once for the root
+/// named `root_name` with `spec`: what `conctl render` and the plan's compose child do with
+/// a graph and no cache. The error lists every compile problem, or names the compose's.
+pub fn render(
+    config: &serde_json::Value,
+    root_name: &str,
+    spec: &serde_json::Value,
+) -> Result<ComposeOutput, String> {
+    let graph = Graph::compile(config, Limits::default()).map_err(|errors| {
+        format!(
+            "the CEL graph does not compile: {}",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    graph
+        .compose(root_name, spec)
+        .map_err(|e| format!("the CEL graph's compose fails: {e}"))
+}

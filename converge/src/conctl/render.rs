@@ -100,20 +100,7 @@ pub async fn compose(args: &Args) -> anyhow::Result<Value> {
         if args.bundle.is_some() {
             bail!("--bundle is for a Starlark composer; this config's spec is a CEL graph");
         }
-        let graph = converge_cel::Graph::compile(&config_spec, converge_cel::Limits::default())
-            .map_err(|errors| {
-                anyhow::anyhow!(
-                    "the CEL graph does not compile: {}",
-                    errors
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            })?;
-        graph
-            .compose(&name, &spec)
-            .map_err(|e| anyhow::anyhow!("the CEL graph's compose fails: {e}"))?
+        converge_cel::render(&config_spec, &name, &spec).map_err(anyhow::Error::msg)?
     } else {
         let data = match (&args.bundle, config.get("data").and_then(Value::as_str)) {
             (Some(_), Some(_)) => {

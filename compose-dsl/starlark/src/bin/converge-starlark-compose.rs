@@ -141,20 +141,7 @@ fn compose(bytes: &[u8], input: &Input) -> Result<Value, String> {
 /// Compiles the CEL graph and renders it for the root (`root.name`); the error lists every
 /// compile problem, or the compose's.
 fn compose_cel(graph: &Value, input: &Input) -> Result<Value, String> {
-    let graph =
-        converge_cel::Graph::compile(graph, converge_cel::Limits::default()).map_err(|errors| {
-            format!(
-                "the CEL graph does not compile: {}",
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
     let name = input.root.get("name").and_then(Value::as_str).unwrap_or("");
-    let out = graph
-        .compose(name, &input.spec)
-        .map_err(|e| format!("the CEL graph's compose fails: {e}"))?;
+    let out = converge_cel::render(graph, name, &input.spec)?;
     serde_json::to_value(out).map_err(|e| format!("compose output is not JSON: {e}"))
 }
