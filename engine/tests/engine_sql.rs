@@ -435,6 +435,38 @@ async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
     );
 }
 
+#[tokio::test]
+async fn single_applies_probe_by_key_after_planning_on_an_empty_table() {
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    // One connection caches resource_apply_batch's plans while resources is small, the way a
+    // pooled connection of a fresh install does; a plan that scanned the table then cost
+    // every later single apply a scan of all resources (issue 44).
+    let mut conn = db.pool.acquire().await.unwrap();
+    let apply = "SELECT id FROM resource_apply('hello', 1, $1, '{}', '{}', NULL)";
+    for i in 0..200 {
+        let _: Uuid = sqlx::query_scalar(apply)
+            .bind(format!("r{i}"))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    }
+    let before = seq_scans(&mut conn).await;
+    // New names and unchanged ones: both read the unchanged rows' side of the upsert.
+    for i in 150..300 {
+        let _: Uuid = sqlx::query_scalar(apply)
+            .bind(format!("r{i}"))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    }
+    let after = seq_scans(&mut conn).await;
+    assert_eq!(
+        after.0, before.0,
+        "sequential scans of resources by 150 single applies"
+    );
+}
+
 /// One reconcile result through work_complete: $1 id, $2 token, $3 epoch, $4 ok, $5 status.
 const COMPLETE_ONE: &str = "SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true], ARRAY[true])";
 
