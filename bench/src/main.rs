@@ -545,7 +545,10 @@ async fn wait_all_ready(
         let behind: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_lag)")
             .fetch_one(pool)
             .await?;
-        if !behind || last_count.elapsed() >= Duration::from_secs(5) {
+        // Counted at most once a second even when nothing is behind: rows synced but not
+        // Ready (degraded, failed) would otherwise be counted on every poll.
+        let since = last_count.elapsed();
+        if (!behind && since >= Duration::from_secs(1)) || since >= Duration::from_secs(5) {
             last_count = Instant::now();
             let ready: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM resources WHERE kind = $2 AND name LIKE $1 AND phase = 'Ready'",
