@@ -5,7 +5,7 @@
 #   conformance/run.sh [--forms rust,python,go,ts,exec,wasm,wasm-js,starlark,cel] [--only leaf,compose] [--no-build]
 #
 # Forms, each included only when its source exists:
-#   rust    conformance/workers/rust            (cargo build --workspace --bins)
+#   rust    conformance/workers/rust            (cargo build --workspace --all-targets --all-features)
 #   python  conformance/workers/python/worker.py (run with $PYTHON, default the SDK's locked
 #                                                venv from sdk-python/scripts/venv.sh)
 #   go      sdk-go/cmd/conformance-worker       (go build)
@@ -62,11 +62,11 @@ if [[ ! -x "$CONVERGE_BIN" ]]; then
     cargo build --locked -p converge --bin converge
 fi
 if [[ $build == 1 ]]; then
-    # The whole workspace's bins, as scripts/test.sh's "rust build" step builds them: the same
-    # feature set, so after that step this is a no-op (`-p` alone resolved features apart and
-    # rebuilt the proto and SDK crates, 46 s of the CI run).
+    # The whole workspace, as scripts/test.sh's "rust build" step builds it: the same feature
+    # set, so after that step this is a no-op (`-p` alone, or `--bins` without the tests,
+    # resolves features apart and rebuilds workspace crates: 46 s of the CI run).
     log "building the Rust form and the probe"
-    cargo build --locked --workspace --bins
+    cargo build --locked --workspace --all-targets --all-features
 fi
 PROBE="$TARGET/debug/conformance-probe"
 [[ -x "$PROBE" ]] || { log "conformance-probe not found at $PROBE"; exit 1; }

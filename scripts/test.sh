@@ -26,6 +26,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
 # Incremental caches in a target dir shared by every checkout grew to 15 GB and filled the
 # disk; a test run recompiles the workspace crates once anyway, so they buy little here.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# Line tables only, not full debug info: a panic's backtrace still names file and line, and
+# rustc and the linker skip the type and variable info no test reads (the full kind made
+# every test binary about 0.5 GB and was most of each link; see the commit for the timings).
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 
 PASSED=()
 FAILED=()
@@ -115,12 +119,17 @@ stop_postgres() {
 rust_steps() {
     step "rust fmt" cargo fmt --all -- --check
     step "rust clippy" cargo clippy --locked --workspace --all-targets --all-features -- -D warnings
-    # Tests spawn the real binaries from the target dir, so build them first.
-    step "rust build" cargo build --locked --workspace --bins
+    # Tests spawn the real binaries from the target dir, so build them first, and with the
+    # features `cargo test` resolves: it unifies the dev-dependencies' features (test-util),
+    # so a plain `cargo build --bins` is another build of every workspace crate that the test
+    # step then redoes. `--all-targets` builds the tests too, and every bin as an executable.
+    step "rust build" cargo build --locked --workspace --all-targets --all-features
     # The Starlark sample compose the API runs at provider-config apply (its own workspace,
-    # see compose-dsl/Cargo.toml), built beside `converge` so the tests find it there.
-    step "starlark compose bin" cargo build --locked --manifest-path "$ROOT/compose-dsl/Cargo.toml" \
-        -p converge-starlark --bin converge-starlark-compose
+    # see compose-dsl/Cargo.toml), built beside `converge` so the tests find it there. Built
+    # as its own tests build it (converge-starlark's integration tests build the bin), so the
+    # "compose-dsl test" step below compiles nothing again.
+    step "starlark compose bin" cargo test --locked --manifest-path "$ROOT/compose-dsl/Cargo.toml" \
+        --workspace --no-run
     step "rust test" cargo test --locked --workspace --all-features --no-fail-fast
 }
 
