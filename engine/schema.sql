@@ -2637,6 +2637,7 @@ CREATE TABLE public.providerconfigs (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT providerconfigs_kind_version_check CHECK (((kind_version >= 1) AND (kind_version <= 32767)))
 );
+ALTER TABLE ONLY public.providerconfigs ALTER COLUMN data SET COMPRESSION lz4;
 
 --
 -- Name: reactor_bindings; Type: TABLE; Schema: public; Owner: -

@@ -1993,3 +1993,51 @@ async fn the_last_version_of_a_bound_kind_is_kept() {
         D::Deleted
     );
 }
+
+/// A bundle is stored lz4-compressed where the server has lz4 (migration 0006), and with
+/// pglz where it does not; either way it reads back byte for byte.
+#[tokio::test]
+async fn bundles_are_stored_with_lz4_where_the_server_has_it() {
+    use converge_engine::db::providerconfigs::{
+        ProviderConfigPut, providerconfig_get, providerconfig_put,
+    };
+    let db = TestDb::new().await;
+    hello_kind(&db.pool).await;
+    // Compressible, above the 2 kB TOAST threshold: a bundle PostgreSQL compresses.
+    let bundle: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let spec = json!({});
+    providerconfig_put(
+        &db.pool,
+        &ProviderConfigPut {
+            name: "big",
+            kind: "hello",
+            kind_version: 1,
+            is_default: true,
+            spec: &spec,
+            data: Some(&bundle),
+            kept_from: None,
+        },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let has_lz4: bool = sqlx::query_scalar(
+        "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let method: Option<String> = sqlx::query_scalar(
+        "SELECT pg_column_compression(data) FROM providerconfigs WHERE name = 'big'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let want = if has_lz4 { "lz4" } else { "pglz" };
+    assert_eq!(method.as_deref(), Some(want), "lz4 available: {has_lz4}");
+    let (_, data) = providerconfig_get(&db.pool, "big").await.unwrap().unwrap();
+    assert!(
+        data.as_deref() == Some(&bundle[..]),
+        "the bundle reads back unchanged"
+    );
+}
