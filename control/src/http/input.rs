@@ -98,7 +98,9 @@ pub(crate) fn body_rejection(r: BytesRejection) -> ApiError {
 /// body whose text has a `\u0000` escape is parsed for it (a raw NUL is not valid JSON).
 fn nul_pointer_in_json(bytes: &[u8]) -> Option<(String, bool)> {
     const ESCAPE: &[u8] = b"\\u0000";
-    if !bytes.windows(ESCAPE.len()).any(|w| w == ESCAPE) {
+    // memmem, not `windows().any()`: a 16 MB body (a WASM bundle in base64) took 0.3 s of
+    // CPU per request in a debug build with the byte-by-byte scan.
+    if memchr::memmem::find(bytes, ESCAPE).is_none() {
         return None;
     }
     // Invalid JSON: the typed parse that follows says why. `\\u0000` (an escaped backslash
