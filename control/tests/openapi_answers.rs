@@ -12,6 +12,7 @@ use axum::{
 };
 use converge_control::{
     app::{
+        apply_coalescer::ApplyCoalescer,
         runtime::Runtime,
         watch::{WatchConfig, WatchHub},
     },
@@ -767,6 +768,7 @@ async fn real_answers_validate_against_the_document() {
 /// A router over a fresh database, with the document to check its answers against.
 async fn contract(db: &TestDb) -> Contract {
     let state = AppState {
+        applies: ApplyCoalescer::start(db.pool.clone()),
         pool: db.pool.clone(),
         catalog: Default::default(),
         dispatch_hint: None,

@@ -15,6 +15,7 @@ use axum::{
 };
 use converge_control::{
     app::{
+        apply_coalescer::ApplyCoalescer,
         runtime::Runtime,
         watch::{WatchConfig, WatchHub},
     },
@@ -56,6 +57,7 @@ fn app_without_db(pool: sqlx::PgPool) -> axum::Router {
 fn router(pool: sqlx::PgPool, stop: CancellationToken) -> axum::Router {
     let state = AppState {
         watches: WatchHub::start(pool.clone(), WatchConfig::default(), stop),
+        applies: ApplyCoalescer::start(pool.clone()),
         pool,
         catalog: Default::default(),
         runtime: Runtime::default(),

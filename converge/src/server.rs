@@ -429,6 +429,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             http_stop.clone(),
         );
         let state = http::AppState {
+            applies: app::apply_coalescer::ApplyCoalescer::start(pool.clone()),
             pool: pool.clone(),
             catalog,
             dispatch_hint: broker.as_ref().map(Broker::dispatch_notify),

@@ -7,6 +7,7 @@
 //! a typed config, a `run(self, shutdown)` that owns its loop, and a cheap `Handle` as the
 //! only way in.
 
+pub mod apply_coalescer;
 pub mod flows;
 pub mod plan;
 pub mod reads;

@@ -46,6 +46,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use converge_kinds::{Kind, KindCatalog};
 
 use crate::app::{
+    apply_coalescer::ApplyCoalescer,
     reads::{self, ReadFrom},
     runtime::Runtime,
     watch::WatchHub,
@@ -72,6 +73,8 @@ pub struct AppState {
     pub secrets: converge_engine::sealing::Keyring,
     /// Where reads may go, the process's readiness, the members' liveness window.
     pub runtime: Runtime,
+    /// Where single applies go: written in batches with the applies queued beside them.
+    pub applies: ApplyCoalescer,
 }
 
 impl AppState {

@@ -333,18 +333,12 @@ pub async fn apply(
     ApiJson(body): ApiJson<ApplyBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let item = validate_apply(&s, body, &mut ApplyLookups::default()).await?;
-    let applied = db::resources::resource_apply(
-        &s.pool,
-        auth::actor(&caller).as_deref(),
-        &item.kind,
-        item.kind_version,
-        &item.name,
-        &item.spec,
-        &item.labels,
-        item.provider_config_ref.as_deref(),
-    )
-    .await
-    .map_err(apply_failed("apply a resource"))?;
+    // Through the coalescer: with other applies queued beside it, one statement writes all.
+    let applied = s
+        .applies
+        .apply(auth::actor(&caller).as_deref(), item.clone())
+        .await
+        .map_err(apply_failed("apply a resource"))?;
     if applied.result != ApplyResult::Unchanged {
         s.work_scheduled();
     }
