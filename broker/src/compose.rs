@@ -233,6 +233,50 @@ fn check_config(
     }
 }
 
+/// The payload's configs (`[{name, kind, spec, ...}]`, already checked and sealed) with the
+/// stored envelope kept wherever a writeOnly value is unchanged (`Keyring::keep_unchanged`),
+/// so a compose that emits the same secret writes no row and pushes no config; `None` when
+/// nothing was kept. A failed read keeps the fresh envelopes: one needless write, no harm.
+pub async fn keep_stored_envelopes(
+    pool: &sqlx::PgPool,
+    owner: uuid::Uuid,
+    configs: &RawValue,
+    keys: &Keyring,
+) -> Option<Box<RawValue>> {
+    let tag = format!("\"{}\"", sealing::ENVELOPE_TAG);
+    if !configs.get().contains(&tag) {
+        return None;
+    }
+    let mut list: Vec<serde_json::Value> = serde_json::from_str(configs.get()).ok()?;
+    let names: Vec<String> = list
+        .iter()
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .collect();
+    let stored = match converge_engine::db::providerconfigs::owned_specs(pool, owner, &names).await
+    {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::debug!(error = %e, "reading a composite's configs failed; sealing anew");
+            return None;
+        }
+    };
+    let mut kept = 0;
+    for c in &mut list {
+        let (Some(name), Some(kind)) = (c["name"].as_str(), c["kind"].as_str()) else {
+            continue;
+        };
+        let Some((_, _, old)) = stored.iter().find(|(n, k, _)| n == name && k == kind) else {
+            continue;
+        };
+        let kind = kind.to_owned();
+        kept += keys.keep_unchanged(&kind, &mut c["spec"], old);
+    }
+    if kept == 0 {
+        return None;
+    }
+    serde_json::value::to_raw_value(&list).ok()
+}
+
 /// What the composer's kind may write, checked once `r` is well formed (`children` and
 /// `configs` are its checked specs, in order; `versions` the kind version of each child by
 /// (kind, name)): each child against its kind; when the composer's emits has `edges`, each

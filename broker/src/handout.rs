@@ -203,12 +203,23 @@ impl Handout {
                 Step::Apply {
                     key,
                     generation,
-                    payload,
+                    mut payload,
                     status,
                     edges,
                     configs,
                     pipeline,
                 } => {
+                    if configs
+                        && let Some(kept) = crate::compose::keep_stored_envelopes(
+                            &self.pool,
+                            key.resource_id.0,
+                            &payload.configs,
+                            pipeline.keys(),
+                        )
+                        .await
+                    {
+                        payload.configs = kept;
+                    }
                     let r = db::compose::compose_apply(
                         &self.pool,
                         &key,

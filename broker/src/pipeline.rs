@@ -244,6 +244,11 @@ fn children_not_ready(s: &Summary) -> Option<Value> {
 }
 
 impl Pipeline {
+    /// The keys its compose result's provider configs were sealed with.
+    pub fn keys(&self) -> &Keyring {
+        &self.keys
+    }
+
     /// A pipeline for claim `task` that will run `stages` (from [`plan`]).
     pub fn new(
         task: ClaimedTask,

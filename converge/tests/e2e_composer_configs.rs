@@ -156,8 +156,9 @@ async fn leaf_task(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_composer_config_is_delivered_updated_read_masked_pruned_and_deleted() {
+/// converge with the `pleaf` and `pstack` kinds and one SDK worker serving both; the
+/// `pleaf` tasks it sees, and what stops the worker.
+async fn start() -> (Converge, Arc<Mutex<Vec<LeafTask>>>, CancellationToken) {
     let c = Converge::start(&[("REAPER_EVERY", "1s")]).await;
     // pleaf resyncs every second, so its resources get tasks without a spec change.
     c.apply_manifest(
@@ -181,6 +182,12 @@ async fn a_composer_config_is_delivered_updated_read_masked_pruned_and_deleted()
             .with(Leaf { seen: seen.clone() }),
         stop.clone().cancelled_owned(),
     ));
+    (c, seen, stop)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_composer_config_is_delivered_updated_read_masked_pruned_and_deleted() {
+    let (c, seen, stop) = start().await;
 
     // 1. Composed: both configs stored, owned by the root, never a default.
     apply_root(&c, "eu", 1, true).await;
@@ -327,6 +334,48 @@ async fn a_composer_config_is_delivered_updated_read_masked_pruned_and_deleted()
     .await;
     let (s, body) = c.call(Method::GET, "providerconfigs/s1-cfg", None).await;
     assert_eq!(s, 404, "{body}");
+    stop.cancel();
+    c.stop().await;
+}
+
+/// The stored row of config `name`: (xmin, spec as stored).
+async fn config_row(c: &Converge, name: &str) -> (String, Value) {
+    sqlx::query_as("SELECT xmin::text, spec FROM providerconfigs WHERE name = $1")
+        .bind(name)
+        .fetch_one(&c.db.pool)
+        .await
+        .unwrap()
+}
+
+/// A compose that emits the same secret again leaves its sealed config row as it is (no
+/// write, so no config push), although sealing draws a new nonce each time; a changed
+/// secret is sealed and written anew.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recompose_with_the_same_secret_rewrites_no_config() {
+    let (c, _seen, stop) = start().await;
+    apply_root(&c, "eu", 1, true).await;
+    wait_for(T, "both configs stored", || async {
+        (owned_configs(&c, "s1").await.len() == 2).then_some(())
+    })
+    .await;
+    let before = config_row(&c, "s1-cfg").await;
+
+    // A new generation of the root whose s1-cfg is the same: only s1-extra goes.
+    apply_root(&c, "eu", 1, false).await;
+    wait_for(T, "s1-extra pruned", || async {
+        (owned_configs(&c, "s1").await.len() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(config_row(&c, "s1-cfg").await, before, "s1-cfg rewritten");
+
+    // A changed secret is written, sealed.
+    apply_root(&c, "eu", 2, false).await;
+    wait_for(T, "the new secret stored", || async {
+        let cfgs = owned_configs(&c, "s1").await;
+        (cfgs[0].2 == json!({"region": "eu", "token": "secret-eu-2"})).then_some(())
+    })
+    .await;
+    assert_ne!(config_row(&c, "s1-cfg").await.0, before.0);
     stop.cancel();
     c.stop().await;
 }

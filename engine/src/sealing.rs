@@ -363,6 +363,42 @@ impl Keyring {
         Ok(n)
     }
 
+    /// Puts back, in `fresh` (a config of `kind` just sealed again), every envelope of
+    /// `stored` (the same config as stored) that seals the same value under the current key.
+    /// Sealing draws a new nonce each time, so without this a composer that emits the same
+    /// secret at every compose would rewrite its config row, and push it to every worker of
+    /// the kind, each time. Returns how many were kept.
+    pub fn keep_unchanged(&self, kind: &str, fresh: &mut Value, stored: &Value) -> usize {
+        let Some(current) = self.current_id() else {
+            return 0;
+        };
+        let mut kept = 0;
+        for (ptr, kid) in envelopes(fresh) {
+            let Some(old) = stored.pointer(&ptr) else {
+                continue;
+            };
+            let old_kid = old.get("kid").and_then(Value::as_str);
+            if kid != current || old_kid != Some(current) {
+                continue;
+            }
+            let Some(new) = fresh.pointer_mut(&ptr) else {
+                continue;
+            };
+            if old == new {
+                continue;
+            }
+            let same = match (self.open(kind, &ptr, old), self.open(kind, &ptr, new)) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if same {
+                *new = old.clone();
+                kept += 1;
+            }
+        }
+        kept
+    }
+
     /// Opens, in place, every envelope found anywhere in `config` (of `kind`). Returns the
     /// ones that did not open (left as they are), in document order.
     pub fn open_config(&self, kind: &str, config: &mut Value) -> Vec<OpenError> {
@@ -490,6 +526,38 @@ mod tests {
         let obj = json!({"user": "u", "pass": ["p", 1]});
         let env = r.seal("db", "/creds", &obj).unwrap();
         assert_eq!(r.open("db", "/creds", &env).unwrap(), obj);
+    }
+
+    #[test]
+    fn a_value_sealed_again_keeps_its_stored_envelope_only_if_unchanged() {
+        let r = ring(1);
+        let ptrs = ["/a".to_string(), "/b".to_string(), "/c".to_string()];
+        let plain = json!({"a": "same", "b": "old", "c": "x", "d": 1});
+        let mut stored = plain.clone();
+        r.seal_config("k", &mut stored, &ptrs).unwrap();
+        let mut fresh = json!({"a": "same", "b": "new", "c": "x", "d": 1});
+        r.seal_config("k", &mut fresh, &ptrs).unwrap();
+        assert_ne!(fresh["a"], stored["a"], "a fresh nonce");
+        assert_eq!(r.keep_unchanged("k", &mut fresh, &stored), 2);
+        assert_eq!(fresh["a"], stored["a"]);
+        assert_eq!(fresh["c"], stored["c"]);
+        assert_ne!(
+            fresh["b"], stored["b"],
+            "a changed value keeps its new envelope"
+        );
+        assert_eq!(r.open("k", "/b", &fresh["b"]).unwrap(), json!("new"));
+        // Stored under a key that is no longer current: sealed anew (a rotation moves it).
+        let (a, b) = (Key::from_bytes(&[1; 32]), Key::from_bytes(&[2; 32]));
+        let rotated = Keyring::new(Some(b), vec![a]);
+        let mut again = plain.clone();
+        rotated.seal_config("k", &mut again, &ptrs).unwrap();
+        assert_eq!(rotated.keep_unchanged("k", &mut again, &stored), 0);
+        // Another kind's envelope does not open here: not kept.
+        let mut other = plain.clone();
+        r.seal_config("j", &mut other, &ptrs).unwrap();
+        let mut fresh = plain.clone();
+        r.seal_config("k", &mut fresh, &ptrs).unwrap();
+        assert_eq!(r.keep_unchanged("k", &mut fresh, &other), 0);
     }
 
     #[test]

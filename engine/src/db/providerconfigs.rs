@@ -319,3 +319,19 @@ pub async fn replace_spec(
         .rows_affected();
     Ok(n == 1)
 }
+
+/// The stored specs of the configs `owner` (a composite) owns among `names`, as
+/// (name, kind, spec): what a compose's configs are compared with before they are written.
+pub async fn owned_specs(
+    pool: &PgPool,
+    owner: Uuid,
+    names: &[String],
+) -> Result<Vec<(String, String, serde_json::Value)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT name, kind, spec FROM providerconfigs WHERE owner_id = $1 AND name = ANY($2)",
+    )
+    .bind(owner)
+    .bind(names)
+    .fetch_all(pool)
+    .await
+}
