@@ -6,7 +6,8 @@
 //! unknown-kid, HS256-with-the-public-key and `alg: none` tokens are 401; a flood of unknown
 //! `kid`s does not make converge hammer the issuer; a key rotation at the issuer is followed
 //! without a restart; OIDC_ROLE_MAP maps group names; an OIDC person's watch stays open; and
-//! the tokens of the AUTH_FILE keep working beside OIDC.
+//! the tokens of the AUTH_FILE keep working beside OIDC; `GET /api/v1/auth/config` tells the
+//! UI, without a credential, how to sign in, and the CSP lets it reach the token endpoint.
 
 mod common;
 
@@ -94,7 +95,7 @@ fn hello(name: &str) -> Value {
 async fn people_act_with_their_roles_and_are_recorded_by_name() {
     let issuer = Issuer::start().await;
     let dir = AuthDir::new();
-    let c = start(&dir, &issuer, &[]).await;
+    let c = start(&dir, &issuer, &[("OIDC_CLIENT_ID", "converge-ui")]).await;
     let viewer = issuer.token("vera", AUD, json!(["viewer"]));
     let operator = issuer.token("otto", AUD, json!(["operator", "viewer"]));
     let admin = issuer.token("ada", AUD, json!("admin"));
@@ -108,6 +109,32 @@ async fn people_act_with_their_roles_and_are_recorded_by_name() {
         ),
         (Some("oidc:vera"), Some("viewer"), Some(true)),
         "{v}"
+    );
+    // How to sign in, without a credential: the issuer, the UI's client and its endpoints;
+    // and the CSP lets the UI reach the token endpoint.
+    let r = c
+        .client
+        .get(format!("{}/api/v1/auth/config", c.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        csp.contains(&format!("connect-src 'self' {};", issuer.url)),
+        "{csp}"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["oidc"],
+        json!({
+            "issuer": issuer.url, "client_id": "converge-ui", "scopes": "openid profile email",
+            "authorization_endpoint": format!("{}/authorize", issuer.url),
+            "token_endpoint": format!("{}/token", issuer.url),
+        })
     );
     // A viewer reads and cannot write.
     let (s, _) = c

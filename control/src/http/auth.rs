@@ -83,6 +83,10 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
         Some(p) if p.is_empty() || p.starts_with('/') => p.to_string(),
         _ => return next.run(req).await,
     };
+    // How to sign in: asked before the UI holds any credential (see `auth_config`).
+    if path == "/auth/config" && method == Method::GET {
+        return next.run(req).await;
+    }
     let caller = match &state.auth {
         None => None,
         Some(auth) => {
