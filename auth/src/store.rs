@@ -595,6 +595,52 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn an_oidc_principal_is_valid_until_its_token_expires_and_only_with_oidc_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.yaml");
+        std::fs::write(
+            &path,
+            format!("principals:\n{}", line("ops", "admin", "t0")),
+        )
+        .unwrap();
+        let auth = Authenticator::load(&path).unwrap();
+        let person = |expires: SystemTime| Principal {
+            name: "oidc:ann".into(),
+            role: Role::Viewer,
+            kinds: Vec::new(),
+            token_id: None,
+            expires: Some(expires),
+        };
+        let later = SystemTime::now() + Duration::from_secs(300);
+        let earlier = SystemTime::now() - Duration::from_secs(1);
+        assert!(
+            !auth.still_valid(&person(later)),
+            "no OIDC configured: nobody of the kind"
+        );
+        let settings = crate::oidc::Settings {
+            issuer: "https://idp.example".into(),
+            audiences: vec!["converge".into()],
+            roles_claim: crate::oidc::DEFAULT_ROLES_CLAIM.into(),
+            role_map: HashMap::new(),
+            client_id: None,
+            scopes: crate::oidc::DEFAULT_SCOPES.into(),
+            insecure_http: false,
+            ca_file: None,
+            refresh_every: crate::oidc::DEFAULT_REFRESH,
+            cooldown: crate::oidc::DEFAULT_COOLDOWN,
+        };
+        auth.set_oidc(crate::oidc::Verifier::new(settings).unwrap());
+        assert!(auth.still_valid(&person(later)));
+        assert!(!auth.still_valid(&person(earlier)), "expired");
+        // A bearer value that is not a JWT still goes to the token index.
+        assert_eq!(auth.by_bearer("t0").await.unwrap().name, "ops");
+        assert!(matches!(
+            auth.by_bearer("nope").await,
+            Err(crate::oidc::Rejection::Invalid(_))
+        ));
+    }
+
     #[test]
     fn a_broken_file_is_a_load_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@
 //! is 403; expired, not-yet-valid, wrong-audience, wrong-issuer, foreign-signature,
 //! unknown-kid, HS256-with-the-public-key and `alg: none` tokens are 401; a flood of unknown
 //! `kid`s does not make converge hammer the issuer; a key rotation at the issuer is followed
-//! without a restart; OIDC_ROLE_MAP maps group names; an OIDC person's watch stays open; and
+//! without a restart; an issuer down at boot stops nothing and is used once up (503 until
+//! then); OIDC_ROLE_MAP maps group names; an OIDC person's watch stays open; and
 //! the tokens of the AUTH_FILE keep working beside OIDC; `GET /api/v1/auth/config` tells the
 //! UI, without a credential, how to sign in, and the CSP lets it reach the token endpoint.
 
@@ -352,6 +353,39 @@ async fn a_key_rotation_at_the_issuer_is_followed_without_a_restart() {
         .await;
     assert!((200..300).contains(&s), "{s} {v}");
     read_until(&mut watch, "seen").await;
+}
+
+#[tokio::test]
+async fn an_issuer_down_at_boot_does_not_stop_the_boot_and_is_used_once_up() {
+    // A port nobody listens on (yet).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = AuthDir::new();
+    let file = dir.file();
+    let c = Converge::start(&[
+        ("AUTH_FILE", file.as_str()),
+        ("OIDC_ISSUER", url.as_str()),
+        ("OIDC_AUDIENCE", AUD),
+        ("OIDC_JWKS_COOLDOWN", "1s"),
+    ])
+    .await;
+    // Ready, the file's tokens work, and a person's token is "try again" (503), not "invalid".
+    assert_eq!(whoami(&c, ADMIN).await.0, 200);
+    let now = converge_auth::oidc::now_secs();
+    let early = SigningKey::generate("key-1").sign(&json!({
+        "iss": url, "aud": AUD, "sub": "ada", "exp": now + 600, "roles": ["admin"],
+    }));
+    let (s, v) = whoami(&c, &early).await;
+    assert_eq!(s, 503, "{v}");
+    // Once the issuer answers (converge retries in the background, and on a token), 200.
+    let issuer = Issuer::start_on(port).await;
+    assert_eq!(issuer.url, url);
+    let token = issuer.token("ada", AUD, json!(["admin"]));
+    until_status(&c, &token, 200, "the token accepted once the issuer is up").await;
 }
 
 #[tokio::test]

@@ -121,7 +121,13 @@ async fn jwks(State(s): State<Arc<Shared>>) -> Json<Value> {
 impl Issuer {
     /// Starts an issuer on a free loopback port with one key, `key-1`.
     pub async fn start() -> Issuer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Self::start_on(0).await
+    }
+
+    /// [`Issuer::start`] on loopback `port` (0: a free one), e.g. one a converge was told of
+    /// before the issuer was up.
+    pub async fn start_on(port: u16) -> Issuer {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind the issuer");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
