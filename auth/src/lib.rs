@@ -6,6 +6,8 @@
 //!   long-lived doors re-check their principal on;
 //! - [`watch`]: re-reading a file when its directory reports a change, with a failsafe;
 //! - [`token`]: minting bearer tokens and hashing them (only hashes are ever stored);
+//! - [`oidc`]: people signed in through an OIDC issuer: bearer JWTs verified against the
+//!   issuer's keys (fetched, cached and rotated by `kid`), roles from a claim;
 //! - [`tls`]: TLS listeners whose certificates reload when their files change, and the
 //!   SPIFFE identity of an mTLS peer;
 //! - [`ratelimit`]: request rate limits per principal and per client address, with bounded
@@ -14,6 +16,7 @@
 //!   accept backoff that keep a flood of idle peers from taking a process down.
 
 pub mod listen;
+pub mod oidc;
 pub mod principals;
 pub mod ratelimit;
 pub mod store;

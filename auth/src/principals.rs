@@ -80,6 +80,9 @@ pub struct Principal {
     /// principal). Part of the identity: a revoked name minted again is a new principal, so
     /// a stream opened with the old token does not survive the new one.
     pub token_id: Option<i64>,
+    /// When the credential stops authenticating, for a principal that is in no list: one
+    /// an OIDC token stands for (its `exp`, see [`crate::oidc`]). `None` for every other.
+    pub expires: Option<std::time::SystemTime>,
 }
 
 impl fmt::Debug for Principal {
@@ -205,6 +208,12 @@ pub fn parse(text: &str) -> Result<Vec<Credentialed>, ParseError> {
         if e.name.trim().is_empty() || e.name.len() > 128 {
             return Err(fail("name must be 1-128 characters".into()));
         }
+        if e.name.starts_with(crate::oidc::NAME_PREFIX) {
+            return Err(fail(format!(
+                "names starting with {:?} are reserved for people signed in through OIDC",
+                crate::oidc::NAME_PREFIX
+            )));
+        }
         if !names.insert(e.name.clone()) {
             return Err(fail("a principal of this name is listed earlier".into()));
         }
@@ -243,6 +252,7 @@ pub fn parse(text: &str) -> Result<Vec<Credentialed>, ParseError> {
                 role: e.role,
                 kinds,
                 token_id: None,
+                expires: None,
             },
             token_sha256,
             spiffe_id: e.spiffe_id,

@@ -115,6 +115,8 @@ pub struct Authenticator {
     /// The generation of the principals in force (file and minted tokens together), moved
     /// after each change.
     changed: watch::Sender<u64>,
+    /// People signed in through OIDC (set once at boot when OIDC_ISSUER is).
+    oidc: std::sync::OnceLock<Arc<crate::oidc::Verifier>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -170,6 +172,7 @@ impl Authenticator {
             index: RwLock::new(Arc::new(index)),
             minted: RwLock::new(Arc::new(Minted::default())),
             changed,
+            oidc: std::sync::OnceLock::new(),
         }))
     }
 
@@ -209,6 +212,30 @@ impl Authenticator {
         }
         entry.used.store(unix_secs(now), Ordering::Relaxed);
         Some(entry.principal.clone())
+    }
+
+    /// Lets people in through OIDC: a bearer JWT goes to `verifier` ([`Self::by_bearer`]).
+    /// Once, at boot; a second call is ignored.
+    pub fn set_oidc(&self, verifier: Arc<crate::oidc::Verifier>) {
+        let _ = self.oidc.set(verifier);
+    }
+
+    /// The OIDC verifier, when OIDC is configured.
+    pub fn oidc(&self) -> Option<&Arc<crate::oidc::Verifier>> {
+        self.oidc.get()
+    }
+
+    /// The principal a bearer credential stands for: with OIDC configured, a token shaped
+    /// like a JWT ([`crate::oidc::looks_like_jwt`]) is verified against the issuer's keys;
+    /// anything else is looked up as [`Self::by_token`] does.
+    pub async fn by_bearer(&self, token: &str) -> Result<Arc<Principal>, crate::oidc::Rejection> {
+        if let Some(v) = self.oidc()
+            && crate::oidc::looks_like_jwt(token)
+        {
+            return v.verify(token).await.map(Arc::new);
+        }
+        self.by_token(token)
+            .ok_or_else(|| crate::oidc::Rejection::Invalid("unknown or revoked token".into()))
     }
 
     /// Whether an `AUTH_FILE` principal is called `name` (a minted token may not take it).
@@ -254,6 +281,7 @@ impl Authenticator {
                                 role: t.role,
                                 kinds: t.kinds,
                                 token_id: Some(t.id),
+                                expires: None,
                             }),
                             expires_at: t.expires_at,
                             used: AtomicU64::new(0),
@@ -345,8 +373,15 @@ impl Authenticator {
     }
 
     /// Whether `principal` is still listed with the same role and kinds (a minted token's:
-    /// the same token, not revoked and not expired).
+    /// the same token, not revoked and not expired; an OIDC principal's: its token has not
+    /// expired).
     pub fn still_valid(&self, principal: &Principal) -> bool {
+        if let Some(expires) = principal.expires {
+            // An OIDC principal is in no list: valid until its token expires.
+            return principal.token_id.is_none()
+                && self.oidc().is_some()
+                && SystemTime::now() < expires;
+        }
         if principal.token_id.is_some() {
             let now = SystemTime::now();
             return self
@@ -558,6 +593,52 @@ mod tests {
             auth.take_uses().is_empty(),
             "file principals are not stamped"
         );
+    }
+
+    #[tokio::test]
+    async fn an_oidc_principal_is_valid_until_its_token_expires_and_only_with_oidc_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.yaml");
+        std::fs::write(
+            &path,
+            format!("principals:\n{}", line("ops", "admin", "t0")),
+        )
+        .unwrap();
+        let auth = Authenticator::load(&path).unwrap();
+        let person = |expires: SystemTime| Principal {
+            name: "oidc:ann".into(),
+            role: Role::Viewer,
+            kinds: Vec::new(),
+            token_id: None,
+            expires: Some(expires),
+        };
+        let later = SystemTime::now() + Duration::from_secs(300);
+        let earlier = SystemTime::now() - Duration::from_secs(1);
+        assert!(
+            !auth.still_valid(&person(later)),
+            "no OIDC configured: nobody of the kind"
+        );
+        let settings = crate::oidc::Settings {
+            issuer: "https://idp.example".into(),
+            audiences: vec!["converge".into()],
+            roles_claim: crate::oidc::DEFAULT_ROLES_CLAIM.into(),
+            role_map: HashMap::new(),
+            client_id: None,
+            scopes: crate::oidc::DEFAULT_SCOPES.into(),
+            insecure_http: false,
+            ca_file: None,
+            refresh_every: crate::oidc::DEFAULT_REFRESH,
+            cooldown: crate::oidc::DEFAULT_COOLDOWN,
+        };
+        auth.set_oidc(crate::oidc::Verifier::new(settings).unwrap());
+        assert!(auth.still_valid(&person(later)));
+        assert!(!auth.still_valid(&person(earlier)), "expired");
+        // A bearer value that is not a JWT still goes to the token index.
+        assert_eq!(auth.by_bearer("t0").await.unwrap().name, "ops");
+        assert!(matches!(
+            auth.by_bearer("nope").await,
+            Err(crate::oidc::Rejection::Invalid(_))
+        ));
     }
 
     #[test]

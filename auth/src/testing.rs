@@ -1,7 +1,9 @@
 //! Test support (feature `test-util`): a throwaway certificate authority whose server and
 //! client certificates the TLS tests of every crate use, a minimal HTTPS client that
 //! trusts it (reqwest's TLS features would reach every client built with the crate), and
-//! the `AUTH_FILE` line of a bearer-token principal.
+//! the `AUTH_FILE` line of a bearer-token principal; [`issuer`]: a real OIDC issuer.
+
+pub mod issuer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -116,6 +116,9 @@ pub struct Config {
     pub rate_limit_per_address: Option<RateSpec>,
     /// How callers are authenticated (AUTH_FILE / AUTH).
     pub auth: AuthMode,
+    /// OIDC_ISSUER and the other OIDC_* settings: people sign in through an OIDC issuer
+    /// (`converge_auth::oidc`); needs AUTH_FILE. `None`: unset.
+    pub oidc: Option<converge_auth::oidc::Settings>,
     /// TLS_CERT_FILE + TLS_KEY_FILE (+ TLS_CLIENT_CA_FILE): serve TLS on every listener.
     pub tls: Option<TlsFiles>,
     /// Print the where-is-everything banner once every listener is bound (`converge dev`
@@ -218,6 +221,104 @@ impl Config {
             ),
         })
     }
+}
+
+/// The OIDC_* settings (`None` without OIDC_ISSUER; any other OIDC_* without it is an error,
+/// since it would silently do nothing).
+fn oidc_settings(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<converge_auth::oidc::Settings>, ConfigError> {
+    use converge_auth::oidc;
+    const VARS: [&str; 9] = [
+        "OIDC_AUDIENCE",
+        "OIDC_ROLES_CLAIM",
+        "OIDC_ROLE_MAP",
+        "OIDC_CLIENT_ID",
+        "OIDC_SCOPES",
+        "OIDC_INSECURE_HTTP",
+        "OIDC_CA_FILE",
+        "OIDC_JWKS_REFRESH",
+        "OIDC_JWKS_COOLDOWN",
+    ];
+    let val = |var: &str| {
+        get(var)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(issuer) = val("OIDC_ISSUER") else {
+        if let Some(var) = VARS.into_iter().find(|v| val(v).is_some()) {
+            return Err(ConfigError {
+                var,
+                reason: "is set without OIDC_ISSUER, which it needs".into(),
+            });
+        }
+        return Ok(None);
+    };
+    let insecure_http = match val("OIDC_INSECURE_HTTP").as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(o) => {
+            return Err(ConfigError {
+                var: "OIDC_INSECURE_HTTP",
+                reason: format!("{o:?} is not true or false"),
+            });
+        }
+    };
+    oidc::check_url("OIDC_ISSUER", &issuer, insecure_http).map_err(|reason| ConfigError {
+        var: "OIDC_ISSUER",
+        reason,
+    })?;
+    let client_id = val("OIDC_CLIENT_ID");
+    let audiences: Vec<String> = val("OIDC_AUDIENCE")
+        .or_else(|| client_id.clone())
+        .map(|a| {
+            a.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    if audiences.is_empty() {
+        return Err(ConfigError {
+            var: "OIDC_AUDIENCE",
+            reason: "is required with OIDC_ISSUER (the `aud` converge's tokens carry; \
+                     defaults to OIDC_CLIENT_ID when that is set)"
+                .into(),
+        });
+    }
+    let role_map = match val("OIDC_ROLE_MAP") {
+        None => Default::default(),
+        Some(m) => oidc::parse_role_map(&m).map_err(|reason| ConfigError {
+            var: "OIDC_ROLE_MAP",
+            reason,
+        })?,
+    };
+    let window = |var: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+        let d = match val(var) {
+            None => default,
+            Some(v) => parse_duration(&v).map_err(|reason| ConfigError { var, reason })?,
+        };
+        if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600)).contains(&d) {
+            return Err(ConfigError {
+                var,
+                reason: "must be 1s..=24h".into(),
+            });
+        }
+        Ok(d)
+    };
+    Ok(Some(oidc::Settings {
+        issuer,
+        audiences,
+        roles_claim: val("OIDC_ROLES_CLAIM").unwrap_or_else(|| oidc::DEFAULT_ROLES_CLAIM.into()),
+        role_map,
+        client_id,
+        scopes: val("OIDC_SCOPES").unwrap_or_else(|| oidc::DEFAULT_SCOPES.into()),
+        insecure_http,
+        ca_file: val("OIDC_CA_FILE").map(PathBuf::from),
+        refresh_every: window("OIDC_JWKS_REFRESH", oidc::DEFAULT_REFRESH)?,
+        cooldown: window("OIDC_JWKS_COOLDOWN", oidc::DEFAULT_COOLDOWN)?,
+    }))
 }
 
 fn addr(v: &str) -> Result<SocketAddr, String> {
@@ -411,10 +512,20 @@ impl Config {
             rate_limit_per_address: read(&get, "RATE_LIMIT_PER_ADDRESS", None, |v| {
                 RateSpec::parse(v).map(Some)
             })?,
+            oidc: oidc_settings(&get)?,
             auth,
             tls,
             banner: false,
         };
+        if cfg.oidc.is_some() && !matches!(cfg.auth, AuthMode::File(_)) {
+            return Err(ConfigError {
+                var: "OIDC_ISSUER",
+                reason: "needs AUTH_FILE: OIDC lets people in beside the principals file (the \
+                         workers' and the break-glass admin's tokens); an empty list \
+                         (`principals: []`) will do"
+                    .into(),
+            });
+        }
         if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600))
             .contains(&cfg.database_max_conn_lifetime)
         {
@@ -534,6 +645,89 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn oidc_settings_are_checked_and_bad_ones_name_their_variable() {
+        let base = [
+            ("AUTH_FILE", "/p.yaml"),
+            ("OIDC_ISSUER", "https://idp.example/realms/c"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut v: Vec<(&str, &str)> = base.to_vec();
+            v.extend_from_slice(extra);
+            cfg(&v)
+        };
+        let ok = with(&[("OIDC_CLIENT_ID", "converge-ui")]).unwrap();
+        let o = ok.oidc.unwrap();
+        assert_eq!(
+            o.audiences,
+            vec!["converge-ui".to_string()],
+            "aud defaults to the client id"
+        );
+        assert_eq!(
+            (o.roles_claim.as_str(), o.scopes.as_str()),
+            ("roles", "openid profile email")
+        );
+        let o = with(&[("OIDC_AUDIENCE", "a, b"), ("OIDC_ROLE_MAP", "ops=admin")])
+            .unwrap()
+            .oidc
+            .unwrap();
+        assert_eq!(o.audiences, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(o.role_map.get("ops"), Some(&converge_auth::Role::Admin));
+        let var = |r: Result<Config, ConfigError>| r.unwrap_err().var;
+        assert_eq!(var(with(&[])), "OIDC_AUDIENCE");
+        assert_eq!(
+            var(with(&[
+                ("OIDC_AUDIENCE", "a"),
+                ("OIDC_ROLE_MAP", "ops=root")
+            ])),
+            "OIDC_ROLE_MAP"
+        );
+        assert_eq!(
+            var(with(&[
+                ("OIDC_AUDIENCE", "a"),
+                ("OIDC_JWKS_COOLDOWN", "0s")
+            ])),
+            "OIDC_JWKS_COOLDOWN"
+        );
+        assert_eq!(
+            var(with(&[
+                ("OIDC_AUDIENCE", "a"),
+                ("OIDC_INSECURE_HTTP", "yes")
+            ])),
+            "OIDC_INSECURE_HTTP"
+        );
+        assert_eq!(
+            var(cfg(&[
+                ("AUTH_FILE", "/p"),
+                ("OIDC_ISSUER", "not a url"),
+                ("OIDC_AUDIENCE", "a")
+            ])),
+            "OIDC_ISSUER"
+        );
+        assert_eq!(
+            var(cfg(&[
+                ("AUTH_FILE", "/p"),
+                ("OIDC_ISSUER", "http://idp.example"),
+                ("OIDC_AUDIENCE", "a")
+            ])),
+            "OIDC_ISSUER"
+        );
+        assert_eq!(
+            var(cfg(&[
+                ("OIDC_ISSUER", "https://idp.example"),
+                ("OIDC_AUDIENCE", "a")
+            ])),
+            "OIDC_ISSUER",
+            "needs AUTH_FILE"
+        );
+        assert_eq!(
+            var(cfg(&[("OIDC_AUDIENCE", "a")])),
+            "OIDC_AUDIENCE",
+            "set without OIDC_ISSUER"
+        );
+        assert!(cfg(&[]).unwrap().oidc.is_none());
     }
 
     #[test]

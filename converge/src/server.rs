@@ -71,7 +71,24 @@ impl Security {
     fn load(cfg: &Config) -> anyhow::Result<Security> {
         cfg.check_exposure()?;
         let auth = match &cfg.auth {
-            AuthMode::File(path) => Some(Authenticator::load(path)?),
+            AuthMode::File(path) => {
+                let auth = Authenticator::load(path)?;
+                if let Some(settings) = &cfg.oidc {
+                    // The keys are fetched by `keep_fresh`: an issuer down at boot does not
+                    // stop the boot (its tokens are refused with 503 until it answers).
+                    let verifier = converge_auth::oidc::Verifier::new(settings.clone())
+                        .map_err(|e| anyhow::anyhow!("invalid OIDC_CA_FILE: {e}"))?;
+                    tracing::info!(
+                        issuer = %settings.issuer,
+                        audiences = ?settings.audiences,
+                        roles_claim = %settings.roles_claim,
+                        ui_sign_in = settings.client_id.is_some(),
+                        "people sign in through OIDC"
+                    );
+                    auth.set_oidc(verifier);
+                }
+                Some(auth)
+            }
             AuthMode::NoneExplicit => {
                 tracing::warn!(
                     "AUTH=none: the API and the WorkerService accept anyone who can reach them"
@@ -105,6 +122,9 @@ impl Security {
     fn keep_fresh(&self, tasks: &mut JoinSet<()>, stop: &CancellationToken) {
         if let Some(a) = &self.auth {
             tasks.spawn(a.clone().keep_fresh(AUTH_FAILSAFE, stop.clone()));
+            if let Some(v) = a.oidc() {
+                tasks.spawn(v.clone().keep_fresh(stop.clone()));
+            }
         }
         for t in [&self.http_tls, &self.grpc_tls].into_iter().flatten() {
             tasks.spawn(t.clone().keep_fresh(RELOAD_EVERY, stop.clone()));

@@ -1,7 +1,9 @@
 //! Authentication and authorization of `/api/v1/*`.
 //!
 //! With `AUTH_FILE` set, every call carries `Authorization: Bearer <token>`; the token's
-//! principal must hold the role the call needs ([`required_role`]). Without one the answer
+//! principal must hold the role the call needs ([`required_role`]). With `OIDC_ISSUER` set
+//! too, a bearer JWT is a person's token, verified against the issuer's keys
+//! (`converge_auth::oidc`): invalid → 401, valid without a converge role → 403. Without one the answer
 //! is 401 with `WWW-Authenticate: Bearer`; with too weak a role, 403 naming the role needed.
 //! Probes, `/metrics` and the UI's static files live outside `/api/v1` and stay open.
 //! Every mutating call is logged with its actor, and the actor reaches the database so the
@@ -15,7 +17,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use converge_auth::{Principal, Role, token};
+use converge_auth::{Principal, Role, oidc::Rejection, token};
 
 use super::{AppState, problem::ApiError};
 
@@ -48,17 +50,21 @@ pub fn required_role(method: &Method, path: &str) -> Role {
 
 /// Whether the caller of a request outside `/api/v1` with `headers` may read what a viewer
 /// reads (the kinds' schemas in the OpenAPI document): anyone when authentication is off,
-/// else the holder of a token whose role allows viewing.
-pub fn may_read(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+/// else the holder of a token (or OIDC token) whose role allows viewing.
+pub async fn may_read(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
     let Some(auth) = &state.auth else {
         return true;
     };
-    headers
+    let Some(t) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(token::bearer)
-        .and_then(|t| auth.by_token(t))
-        .is_some_and(|p| p.role.allows(Role::Viewer))
+    else {
+        return false;
+    };
+    auth.by_bearer(t)
+        .await
+        .is_ok_and(|p| p.role.allows(Role::Viewer))
 }
 
 fn is_mutation(method: &Method) -> bool {
@@ -77,6 +83,10 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
         Some(p) if p.is_empty() || p.starts_with('/') => p.to_string(),
         _ => return next.run(req).await,
     };
+    // How to sign in: asked before the UI holds any credential (see `auth_config`).
+    if path == "/auth/config" && method == Method::GET {
+        return next.run(req).await;
+    }
     let caller = match &state.auth {
         None => None,
         Some(auth) => {
@@ -91,8 +101,18 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
                 )
                 .into_response();
             };
-            let Some(principal) = auth.by_token(token) else {
-                return ApiError::Unauthorized("unknown or revoked token".into()).into_response();
+            let principal = match auth.by_bearer(token).await {
+                Ok(p) => p,
+                Err(Rejection::Invalid(why)) => {
+                    return ApiError::Unauthorized(why).into_response();
+                }
+                // A person the issuer vouches for, whom no claim gives a converge role.
+                Err(Rejection::NoRole(why)) => {
+                    return ApiError::Forbidden(why).into_response();
+                }
+                Err(e @ Rejection::Unavailable(_)) => {
+                    return ApiError::Unavailable(e.to_string()).into_response();
+                }
             };
             // Every call of the principal counts, refused ones too.
             if let Err(e) = state.runtime.limits.check_principal(&principal.name) {

@@ -3,6 +3,7 @@
 
 pub mod activity;
 pub mod auth;
+pub mod auth_config;
 pub mod cluster;
 pub mod events;
 pub mod health;
@@ -138,10 +139,24 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
 /// (converge does not own its domain's other hosts, so no `includeSubDomains`).
 pub const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000";
 
+/// [`CONTENT_SECURITY_POLICY`] with `origin` (the OIDC issuer's token endpoint's, where the
+/// UI exchanges its sign-in code) added to `connect-src`.
+pub fn content_security_policy_with(origin: &str) -> String {
+    CONTENT_SECURITY_POLICY.replace(
+        "connect-src 'self'",
+        &format!("connect-src 'self' {origin}"),
+    )
+}
+
 /// The headers of every answer, the UI's, the API's and the probes': the version, no MIME
-/// sniffing, no framing, the [`CONTENT_SECURITY_POLICY`], no referrer sent on, and over TLS
+/// sniffing, no framing, the [`CONTENT_SECURITY_POLICY`] (with the OIDC token endpoint's
+/// origin when the UI signs in through an issuer), no referrer sent on, and over TLS
 /// (`https`) the [`STRICT_TRANSPORT_SECURITY`].
-async fn standard_headers(State(https): State<bool>, req: Request, next: Next) -> Response {
+async fn standard_headers(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let https = s.runtime.https;
+    let csp = auth_config::token_origin(&s)
+        .and_then(|o| HeaderValue::from_str(&content_security_policy_with(&o)).ok())
+        .unwrap_or(HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
     h.insert("x-api-version", HeaderValue::from_static("v1"));
@@ -150,10 +165,7 @@ async fn standard_headers(State(https): State<bool>, req: Request, next: Next) -
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
+    h.insert(header::CONTENT_SECURITY_POLICY, csp);
     h.insert(
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
@@ -184,7 +196,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             ratelimit::per_address,
         ))
         .layer(middleware::from_fn_with_state(
-            state.runtime.https,
+            state.clone(),
             standard_headers,
         ))
         .layer(middleware::from_fn_with_state(
@@ -204,6 +216,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
     let api = OpenApiRouter::new()
         .routes(routes!(health::version))
         .routes(routes!(whoami::whoami))
+        .routes(routes!(auth_config::get))
         .routes(routes!(cluster::get))
         .routes(routes!(kinds::list))
         .routes(routes!(kinds::put_manifest, kinds::get_manifest))

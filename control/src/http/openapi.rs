@@ -437,7 +437,7 @@ fn rebase_refs(schema: &mut Value, base: &str) {
 )]
 pub async fn serve_document(State(s): State<AppState>, headers: HeaderMap) -> Response {
     let snapshot = s.catalog.load();
-    let body = if snapshot.is_empty() || !super::auth::may_read(&s, &headers) {
+    let body = if snapshot.is_empty() || !super::auth::may_read(&s, &headers).await {
         Bytes::from_static(document_json().as_bytes())
     } else {
         // Built once per catalog snapshot; a clone shares the bytes.

@@ -70,6 +70,13 @@ fn check(body: &TokenBody) -> Result<(Role, Vec<String>), ApiError> {
             quote(&body.name)
         )));
     }
+    if body.name.starts_with(converge_auth::oidc::NAME_PREFIX) {
+        return Err(ApiError::BadRequest(format!(
+            "name {} starts with {:?}, reserved for people signed in through OIDC",
+            quote(&body.name),
+            converge_auth::oidc::NAME_PREFIX
+        )));
+    }
     let role = body
         .role
         .parse::<Role>()

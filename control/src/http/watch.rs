@@ -129,7 +129,8 @@ where
 }
 
 /// Resolves once `caller` is no longer listed in `AUTH_FILE` as it was when its request was
-/// let in (removed, or its role or kinds changed); never when authentication is off. Woken by
+/// let in (removed, or its role or kinds changed), or its token expires (an API token's, an
+/// OIDC token's); never when authentication is off. Woken by
 /// the authenticator's change signal ([`Authenticator::subscribe`]: the moment a reload
 /// changes the principals), and checked once at the start, since a reload may have come
 /// between the request's authentication and the subscription.
@@ -143,9 +144,22 @@ pub async fn revoked(auth: Option<Arc<Authenticator>>, caller: Option<Caller>) {
             tracing::info!(principal = %principal.name, "watch closed: the principal was removed or changed in AUTH_FILE, or its API token was revoked or expired");
             return;
         }
-        if changes.changed().await.is_err() {
-            // The authenticator is gone (shutdown): nothing can revoke the caller any more.
-            return std::future::pending().await;
+        // An OIDC principal is in no list: its token's expiry ends the watch.
+        let expiry = async {
+            match principal
+                .expires
+                .and_then(|e| e.duration_since(std::time::SystemTime::now()).ok())
+            {
+                Some(left) => tokio::time::sleep(left).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() {
+                // The authenticator is gone (shutdown): nothing can revoke the caller any more.
+                return std::future::pending().await;
+            },
+            () = expiry => {}
         }
     }
 }

@@ -68,6 +68,7 @@ mod tests {
             role: Role::Viewer,
             kinds: Vec::new(),
             token_id: None,
+            expires: None,
         }));
         assert_eq!(
             answer(Some(&viewer)),

@@ -4,6 +4,28 @@
  */
 
 export interface paths {
+    "/api/v1/auth/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Say how people sign in (no credential needed).
+         * @description `GET /api/v1/auth/config`: the OIDC issuer, public client id, scopes and endpoints the web
+         *     UI signs people in with (authorization code + PKCE), or `oidc: null` when only bearer
+         *     tokens are taken. The only `/api/v1` route that answers without a token.
+         */
+        get: operations["auth_config"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/cluster": {
         parameters: {
             query?: never;
@@ -1069,6 +1091,21 @@ export interface components {
          * @enum {string}
          */
         ApplyResult: "created" | "configured" | "unchanged";
+        /**
+         * @description How people sign in.
+         * @example {
+         *       "oidc": {
+         *         "authorization_endpoint": "https://idp.example.com/realms/platform/protocol/openid-connect/auth",
+         *         "client_id": "converge-ui",
+         *         "issuer": "https://idp.example.com/realms/platform",
+         *         "scopes": "openid profile email",
+         *         "token_endpoint": "https://idp.example.com/realms/platform/protocol/openid-connect/token"
+         *       }
+         *     }
+         */
+        AuthConfig: {
+            oidc?: null | components["schemas"]["OidcConfig"];
+        };
         /** @description One applied item of a batch. */
         BatchApplied: components["schemas"]["Applied"] & {
             /**
@@ -2410,6 +2447,22 @@ export interface components {
         MintedApiToken: components["schemas"]["ApiToken"] & {
             /** @description The bearer token. Shown once: only its SHA-256 is stored. */
             token: string;
+        };
+        /** @description The OIDC issuer the UI signs people in through. */
+        OidcConfig: {
+            /** @description OIDC_ISSUER. */
+            issuer: string;
+            /** @description OIDC_CLIENT_ID: the UI's public client. */
+            client_id: string;
+            /** @description OIDC_SCOPES, space-separated. */
+            scopes: string;
+            /**
+             * @description Where to send the person to sign in (`null` until the issuer's discovery document is
+             *     fetched).
+             */
+            authorization_endpoint?: string | null;
+            /** @description Where the UI exchanges the code for tokens (`null` until fetched). */
+            token_endpoint?: string | null;
         };
         /**
          * @description The request body.
@@ -4042,6 +4095,7 @@ export type ApiTokenList = components['schemas']['ApiTokenList'];
 export type Applied = components['schemas']['Applied'];
 export type ApplyBody = components['schemas']['ApplyBody'];
 export type ApplyResult = components['schemas']['ApplyResult'];
+export type AuthConfig = components['schemas']['AuthConfig'];
 export type BatchApplied = components['schemas']['BatchApplied'];
 export type BatchFailed = components['schemas']['BatchFailed'];
 export type BatchItem = components['schemas']['BatchItem'];
@@ -4081,6 +4135,7 @@ export type ManifestEdgeValue = components['schemas']['ManifestEdgeValue'];
 export type MemberRole = components['schemas']['MemberRole'];
 export type MemberStatus = components['schemas']['MemberStatus'];
 export type MintedApiToken = components['schemas']['MintedApiToken'];
+export type OidcConfig = components['schemas']['OidcConfig'];
 export type OperateBody = components['schemas']['OperateBody'];
 export type Operation = components['schemas']['Operation'];
 export type OperationList = components['schemas']['OperationList'];
@@ -4144,6 +4199,31 @@ export type ResponseUnprocessable = components['responses']['Unprocessable'];
 export type ResponseUnsupportedMediaType = components['responses']['UnsupportedMediaType'];
 export type $defs = Record<string, never>;
 export interface operations {
+    auth_config: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How people sign in. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthConfig"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
     cluster_get: {
         parameters: {
             query?: never;

@@ -156,6 +156,16 @@ never kills a broker that is still waiting for its workers' results.
 - name: AUTH_FILE
   value: /etc/converge/auth/auth.yaml
 {{- end }}
+{{- if and (eq .role "control") $values.auth.oidc.issuer }}
+- name: OIDC_ISSUER
+  value: {{ $values.auth.oidc.issuer | quote }}
+{{- range $name, $key := dict "OIDC_AUDIENCE" "audience" "OIDC_CLIENT_ID" "clientId" "OIDC_ROLES_CLAIM" "rolesClaim" "OIDC_ROLE_MAP" "roleMap" "OIDC_SCOPES" "scopes" }}
+{{- with index $values.auth.oidc $key }}
+- name: {{ $name }}
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if $values.tls.enabled }}
 - name: TLS_CERT_FILE
   value: /etc/converge/tls/tls.crt

@@ -1,0 +1,450 @@
+//! OIDC for people (issue 46), against the real `converge` binary, PostgreSQL and a real
+//! issuer started in the test (`converge_auth::testing::issuer`: discovery, JWKS and ES256
+//! keys of its own, tokens signed with the real private key): tokens of admin, operator and
+//! viewer people act with their roles and are recorded by name; a token with no converge role
+//! is 403; expired, not-yet-valid, wrong-audience, wrong-issuer, foreign-signature,
+//! unknown-kid, HS256-with-the-public-key and `alg: none` tokens are 401; a flood of unknown
+//! `kid`s does not make converge hammer the issuer; a key rotation at the issuer is followed
+//! without a restart; an issuer down at boot stops nothing and is used once up (503 until
+//! then); OIDC_ROLE_MAP maps group names; an OIDC person's watch stays open; and
+//! the tokens of the AUTH_FILE keep working beside OIDC; `GET /api/v1/auth/config` tells the
+//! UI, without a credential, how to sign in, and the CSP lets it reach the token endpoint.
+
+mod common;
+
+use std::{path::PathBuf, time::Duration};
+
+use common::{Converge, wait_for};
+use converge_auth::testing::{
+    issuer::{Issuer, SigningKey, forge_hs256, forge_none},
+    principal_line,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const ADMIN: &str = "tok-admin-0123456789";
+const AUD: &str = "converge";
+const T: Duration = Duration::from_secs(30);
+
+/// A scratch directory with an AUTH_FILE (admin `ops`), removed on drop.
+struct AuthDir(PathBuf);
+
+impl AuthDir {
+    fn new() -> AuthDir {
+        let dir = converge_auth::testing::scratch_dir("oidc");
+        let y = format!(
+            "principals:\n{}",
+            principal_line("ops", "admin", ADMIN, &[])
+        );
+        std::fs::write(dir.join("auth.yaml"), y).unwrap();
+        AuthDir(dir)
+    }
+
+    fn file(&self) -> String {
+        self.0.join("auth.yaml").to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for AuthDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// converge trusting `issuer` (plus `env`), with the hello kind applied by the file's admin.
+async fn start(dir: &AuthDir, issuer: &Issuer, env: &[(&str, &str)]) -> Converge {
+    let file = dir.file();
+    let mut all = vec![
+        ("AUTH_FILE", file.as_str()),
+        ("OIDC_ISSUER", issuer.url.as_str()),
+        ("OIDC_AUDIENCE", AUD),
+    ];
+    all.extend_from_slice(env);
+    let c = Converge::start(&all).await;
+    let (s, v) = c
+        .call_as(
+            Some(ADMIN),
+            Method::PUT,
+            "kinds/hello/manifest",
+            Some(&Converge::hello_manifest(30)),
+        )
+        .await;
+    assert!((200..300).contains(&s), "{s} {v}");
+    c
+}
+
+/// `GET whoami` as `token`: (status, body).
+async fn whoami(c: &Converge, token: &str) -> (u16, Value) {
+    c.call_as(Some(token), Method::GET, "whoami", None).await
+}
+
+/// Polls `whoami` as `token` until it answers `status` (the first calls may come before
+/// converge has the issuer's keys: 503 until then).
+async fn until_status(c: &Converge, token: &str, status: u16, what: &str) -> Value {
+    wait_for(T, what, || async {
+        let (s, v) = whoami(c, token).await;
+        (s == status).then_some(v)
+    })
+    .await
+}
+
+fn hello(name: &str) -> Value {
+    json!({"kind": "hello", "kind_version": 1, "name": name, "spec": {}})
+}
+
+#[tokio::test]
+async fn people_act_with_their_roles_and_are_recorded_by_name() {
+    let issuer = Issuer::start().await;
+    let dir = AuthDir::new();
+    let c = start(&dir, &issuer, &[("OIDC_CLIENT_ID", "converge-ui")]).await;
+    let viewer = issuer.token("vera", AUD, json!(["viewer"]));
+    let operator = issuer.token("otto", AUD, json!(["operator", "viewer"]));
+    let admin = issuer.token("ada", AUD, json!("admin"));
+
+    let v = until_status(&c, &viewer, 200, "the viewer's token accepted").await;
+    assert_eq!(
+        (
+            v["name"].as_str(),
+            v["role"].as_str(),
+            v["authenticated"].as_bool()
+        ),
+        (Some("oidc:vera"), Some("viewer"), Some(true)),
+        "{v}"
+    );
+    // How to sign in, without a credential: the issuer, the UI's client and its endpoints;
+    // and the CSP lets the UI reach the token endpoint.
+    let r = c
+        .client
+        .get(format!("{}/api/v1/auth/config", c.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        csp.contains(&format!("connect-src 'self' {};", issuer.url)),
+        "{csp}"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["oidc"],
+        json!({
+            "issuer": issuer.url, "client_id": "converge-ui", "scopes": "openid profile email",
+            "authorization_endpoint": format!("{}/authorize", issuer.url),
+            "token_endpoint": format!("{}/token", issuer.url),
+        })
+    );
+    // A viewer reads and cannot write.
+    let (s, _) = c
+        .call_as(Some(&viewer), Method::GET, "resources", None)
+        .await;
+    assert_eq!(s, 200);
+    let (s, v) = c
+        .call_as(Some(&viewer), Method::POST, "resources", Some(&hello("r1")))
+        .await;
+    assert_eq!(s, 403, "{v}");
+    // An operator applies, recorded as its name; it cannot touch tokens.
+    let (s, v) = c
+        .call_as(
+            Some(&operator),
+            Method::POST,
+            "resources",
+            Some(&hello("r1")),
+        )
+        .await;
+    assert!((200..300).contains(&s), "{s} {v}");
+    let (s, v) = c
+        .call_as(
+            Some(&viewer),
+            Method::GET,
+            "resources/hello/r1/events",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let created = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "created")
+        .unwrap_or_else(|| panic!("no created event: {v}"));
+    assert_eq!(created["actor"], "oidc:otto", "{created}");
+    let (s, _) = c
+        .call_as(Some(&operator), Method::GET, "tokens", None)
+        .await;
+    assert_eq!(s, 403);
+    // An admin lists and mints tokens, recorded as the minter.
+    let (s, _) = c.call_as(Some(&admin), Method::GET, "tokens", None).await;
+    assert_eq!(s, 200);
+    let (s, v) = c
+        .call_as(
+            Some(&admin),
+            Method::POST,
+            "tokens",
+            Some(&json!({"name": "ci", "role": "viewer"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (_, list) = c.call_as(Some(&admin), Method::GET, "tokens", None).await;
+    assert_eq!(list["items"][0]["created_by"], "oidc:ada", "{list}");
+    // The prefix is reserved: no token may pass for a person.
+    let (s, v) = c
+        .call_as(
+            Some(&admin),
+            Method::POST,
+            "tokens",
+            Some(&json!({"name": "oidc:ada", "role": "admin"})),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    // A person the issuer vouches for but who holds no converge role: 403, said so.
+    let nobody = issuer.token("nemo", AUD, json!(["staff"]));
+    let (s, v) = whoami(&c, &nobody).await;
+    assert_eq!(s, 403, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("no converge role"),
+        "{v}"
+    );
+    // A claim naming `worker` grants nothing: people never get the worker role.
+    let (s, _) = whoami(&c, &issuer.token("w", AUD, json!(["worker"]))).await;
+    assert_eq!(s, 403);
+    // The AUTH_FILE's tokens keep working beside OIDC.
+    let (s, v) = whoami(&c, ADMIN).await;
+    assert_eq!((s, v["name"].as_str()), (200, Some("ops")), "{v}");
+    // The OpenAPI document shows the kinds' schemas to a person who may read, not to anyone.
+    let doc = |token: Option<&str>| {
+        let mut r = c.client.get(format!("{}/openapi.json", c.http));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move { r.send().await.unwrap().text().await.unwrap() }
+    };
+    assert_ne!(
+        doc(Some(&viewer)).await,
+        doc(None).await,
+        "kinds shown to an OIDC viewer"
+    );
+}
+
+#[tokio::test]
+async fn forged_stale_and_misdirected_tokens_are_refused() {
+    let issuer = Issuer::start().await;
+    let dir = AuthDir::new();
+    // The default cooldown (30 s): the flood below must not reach the issuer.
+    let c = start(&dir, &issuer, &[]).await;
+    let good = issuer.token("ada", AUD, json!(["admin"]));
+    until_status(&c, &good, 200, "a good token accepted").await;
+    let key = issuer.key();
+    let now = converge_auth::oidc::now_secs();
+    let with = |patch: Value| {
+        let mut claims = issuer.claims("ada", AUD, json!(["admin"]));
+        for (k, v) in patch.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        claims
+    };
+    let foreign = SigningKey::generate(&key.kid);
+    let cases: Vec<(&str, String, &str)> = vec![
+        // Past exp by more than the 60 s leeway.
+        (
+            "expired",
+            key.sign(&with(json!({"exp": now - 300, "iat": now - 900}))),
+            "expired",
+        ),
+        (
+            "not yet valid",
+            key.sign(&with(json!({"nbf": now + 600}))),
+            "not valid yet",
+        ),
+        (
+            "wrong audience",
+            key.sign(&with(json!({"aud": "someone-else"}))),
+            "audience",
+        ),
+        (
+            "wrong issuer",
+            key.sign(&with(json!({"iss": "http://127.0.0.1:1"}))),
+            "issuer",
+        ),
+        (
+            "no sub",
+            {
+                let mut cl = with(json!({}));
+                cl.as_object_mut().unwrap().remove("sub");
+                key.sign(&cl)
+            },
+            "sub",
+        ),
+        // Signed by a key the issuer never published, naming the issuer's real kid.
+        (
+            "foreign signature",
+            foreign.sign(&with(json!({}))),
+            "signature",
+        ),
+        (
+            "unknown kid",
+            foreign.sign_as("made-up", &with(json!({}))),
+            "unknown signing key",
+        ),
+        // The issuer's public key used as an HMAC secret.
+        (
+            "HS256 with the public key",
+            forge_hs256(&key.kid, key.jwk().to_string().as_bytes(), &with(json!({}))),
+            "not accepted",
+        ),
+        (
+            "alg none, no signature",
+            forge_none(&key.kid, &with(json!({})), ""),
+            "unknown or revoked",
+        ),
+        (
+            "alg none, a signature",
+            forge_none(&key.kid, &with(json!({})), "c2ln"),
+            "JWT",
+        ),
+        ("garbage JWT", "eyJhbGc.eyJzdWIi.c2ln".into(), "JWT"),
+    ];
+    for (what, token, says) in &cases {
+        let (s, v) = whoami(&c, token).await;
+        assert_eq!(s, 401, "{what}: {v}");
+        let detail = v["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(says),
+            "{what}: {detail:?} should say {says:?}"
+        );
+    }
+    // A flood of made-up kids: at most one re-fetch per cooldown reaches the issuer.
+    let before = issuer.jwks_fetches();
+    for i in 0..20 {
+        let t = foreign.sign_as(&format!("flood-{i}"), &with(json!({})));
+        assert_eq!(whoami(&c, &t).await.0, 401);
+    }
+    let fetched = issuer.jwks_fetches() - before;
+    assert!(fetched <= 1, "{fetched} JWKS fetches for 20 unknown kids");
+    // The good token still works.
+    assert_eq!(whoami(&c, &good).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_key_rotation_at_the_issuer_is_followed_without_a_restart() {
+    let issuer = Issuer::start().await;
+    let dir = AuthDir::new();
+    let c = start(&dir, &issuer, &[("OIDC_JWKS_COOLDOWN", "1s")]).await;
+    let old = issuer.token("ada", AUD, json!(["admin"]));
+    until_status(&c, &old, 200, "a token of the first key accepted").await;
+    // The issuer swaps to a new key and withdraws the old one.
+    let key = issuer.rotate("key-2");
+    let new = key.sign(&issuer.claims("ada", AUD, json!(["admin"])));
+    // Accepted once converge re-fetches (at most a cooldown after its last fetch).
+    let v = until_status(&c, &new, 200, "a token of the rotated key accepted").await;
+    assert_eq!(v["name"], "oidc:ada");
+    // The old key is gone from the cache with the JWKS that dropped it.
+    let (s, v) = whoami(&c, &old).await;
+    assert_eq!(s, 401, "{v}");
+    // A person's watch stays open (an OIDC principal is in no list: its token's expiry, not
+    // a list, decides): an apply made after it opened reaches it.
+    let viewer = issuer.token("vera", AUD, json!(["viewer"]));
+    let mut watch = open_watch(&c.http, &viewer).await;
+    let (s, v) = c
+        .call_as(Some(&new), Method::POST, "resources", Some(&hello("seen")))
+        .await;
+    assert!((200..300).contains(&s), "{s} {v}");
+    read_until(&mut watch, "seen").await;
+}
+
+#[tokio::test]
+async fn an_issuer_down_at_boot_does_not_stop_the_boot_and_is_used_once_up() {
+    // A port nobody listens on (yet).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = AuthDir::new();
+    let file = dir.file();
+    let c = Converge::start(&[
+        ("AUTH_FILE", file.as_str()),
+        ("OIDC_ISSUER", url.as_str()),
+        ("OIDC_AUDIENCE", AUD),
+        ("OIDC_JWKS_COOLDOWN", "1s"),
+    ])
+    .await;
+    // Ready, the file's tokens work, and a person's token is "try again" (503), not "invalid".
+    assert_eq!(whoami(&c, ADMIN).await.0, 200);
+    let now = converge_auth::oidc::now_secs();
+    let early = SigningKey::generate("key-1").sign(&json!({
+        "iss": url, "aud": AUD, "sub": "ada", "exp": now + 600, "roles": ["admin"],
+    }));
+    let (s, v) = whoami(&c, &early).await;
+    assert_eq!(s, 503, "{v}");
+    // Once the issuer answers (converge retries in the background, and on a token), 200.
+    let issuer = Issuer::start_on(port).await;
+    assert_eq!(issuer.url, url);
+    let token = issuer.token("ada", AUD, json!(["admin"]));
+    until_status(&c, &token, 200, "the token accepted once the issuer is up").await;
+}
+
+#[tokio::test]
+async fn role_map_maps_group_names() {
+    let issuer = Issuer::start().await;
+    let dir = AuthDir::new();
+    let c = start(
+        &dir,
+        &issuer,
+        &[
+            ("OIDC_ROLES_CLAIM", "realm.groups"),
+            ("OIDC_ROLE_MAP", "platform-admins=admin,devs=operator"),
+        ],
+    )
+    .await;
+    let person = |sub: &str, groups: Value| {
+        let mut claims = issuer.claims(sub, AUD, Value::Null);
+        claims["realm"] = json!({ "groups": groups });
+        issuer.key().sign(&claims)
+    };
+    let admin = person("pat", json!(["staff", "platform-admins"]));
+    let v = until_status(&c, &admin, 200, "a mapped admin accepted").await;
+    assert_eq!(v["role"], "admin", "{v}");
+    let (s, v) = whoami(&c, &person("dev", json!(["devs"]))).await;
+    assert_eq!((s, v["role"].as_str()), (200, Some("operator")), "{v}");
+    // With a map, only mapped values count: a group literally called `admin` grants nothing.
+    let (s, v) = whoami(&c, &person("sly", json!(["admin"]))).await;
+    assert_eq!(s, 403, "{v}");
+}
+
+/// The raw chunks of an open event stream.
+type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>;
+
+async fn open_watch(http: &str, token: &str) -> Chunks {
+    use futures::StreamExt;
+    let r = reqwest::Client::new()
+        .get(format!("{http}/api/v1/events?watch=true"))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec())))
+}
+
+/// Reads the stream until its text holds `needle`; fails if it ends first or after [`T`].
+async fn read_until(s: &mut Chunks, needle: &str) {
+    use futures::StreamExt;
+    let mut seen = String::new();
+    tokio::time::timeout(T, async {
+        while let Some(Ok(chunk)) = s.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(needle) {
+                return;
+            }
+        }
+        panic!("the watch ended before {needle:?} came: {seen}");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {needle:?} on the watch within {T:?}"));
+}
