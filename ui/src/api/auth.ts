@@ -91,6 +91,9 @@ export function unauthorized(sent: string | null) {
   // A refusal of a token that has since been replaced, or of a call sent before the sign-in
   // (a slow call racing it), says nothing about the token held now.
   if (sent !== getToken()) return;
+  // A tokenless call refused while the prompt is up (a poll) learns nothing new, and must not
+  // wipe what the prompt says about the token refused before it.
+  if (sent === null && state.prompt) return;
   const issuer = storage()?.getItem(ISSUER_KEY) ?? null;
   if (sent !== null) forget();
   let message: string | null = null;

@@ -56,6 +56,9 @@ describe('the API token', () => {
     await expect(api.kinds()).rejects.toBeInstanceOf(ApiError);
     expect(authState()).toEqual({ prompt: true, rejected: true, signedIn: false, message: null });
     expect(sessionStorage.getItem(TOKEN_KEY)).toBeNull();
+    // A tokenless poll refused while the prompt is up keeps what the prompt says.
+    await expect(api.kinds()).rejects.toMatchObject({ status: 401 });
+    expect(authState()).toEqual({ prompt: true, rejected: true, signedIn: false, message: null });
   });
 
   it('a late 401 for a replaced token leaves the new one alone', async () => {
