@@ -8,15 +8,19 @@
 //! without a restart; an issuer down at boot stops nothing and is used once up (503 until
 //! then); OIDC_ROLE_MAP maps group names; an OIDC person's watch stays open; and
 //! the tokens of the AUTH_FILE keep working beside OIDC; `GET /api/v1/auth/config` tells the
-//! UI, without a credential, how to sign in, and the CSP lets it reach the token endpoint.
+//! UI, without a credential, how to sign in, and the CSP lets it reach the token endpoint;
+//! the UI's sign-in (authorization code + PKCE at the issuer's `/authorize` and `/token`)
+//! yields an ID token converge accepts, and the code exchange refuses a wrong verifier, a
+//! wrong redirect URI and a used code.
 
 mod common;
 
 use std::{path::PathBuf, time::Duration};
 
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use common::{Converge, wait_for};
 use converge_auth::testing::{
-    issuer::{Issuer, SigningKey, forge_hs256, forge_none},
+    issuer::{Issuer, SigningKey, forge_hs256, forge_none, pkce_challenge},
     principal_line,
 };
 use reqwest::Method;
@@ -414,6 +418,194 @@ async fn role_map_maps_group_names() {
     // With a map, only mapped values count: a group literally called `admin` grants nothing.
     let (s, v) = whoami(&c, &person("sly", json!(["admin"]))).await;
     assert_eq!(s, 403, "{v}");
+}
+
+/// `base` with `params` form-encoded as its query (also a form body: `.query()` of it).
+fn with_params(base: &str, params: &[(&str, &str)]) -> reqwest::Url {
+    reqwest::Url::parse_with_params(base, params).unwrap()
+}
+
+#[tokio::test]
+async fn the_ui_sign_in_code_flow_yields_an_id_token_converge_accepts() {
+    const CLIENT: &str = "converge-ui";
+    let issuer = Issuer::start().await;
+    let dir = AuthDir::new();
+    let c = start(
+        &dir,
+        &issuer,
+        &[("OIDC_CLIENT_ID", CLIENT), ("OIDC_AUDIENCE", CLIENT)],
+    )
+    .await;
+    // The UI's callback route is served the SPA (the fallback), query and all.
+    let r = c
+        .client
+        .get(format!("{}/oidc-callback?code=x&state=y", c.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html"),
+        "{:?}",
+        r.headers()
+    );
+
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let redirect_uri = format!("{}/oidc-callback", c.http);
+    let verifier = "a-pkce-verifier-of-more-than-43-characters-0123456789";
+    let challenge = pkce_challenge(verifier);
+    let authorize = |hint: Option<&str>| {
+        let mut p = vec![
+            ("response_type", "code"),
+            ("client_id", CLIENT),
+            ("redirect_uri", redirect_uri.as_str()),
+            ("scope", "openid profile"),
+            ("state", "st-1"),
+            ("nonce", "n-1"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ];
+        p.extend(hint.map(|h| ("login_hint", h)));
+        with_params(&format!("{}/authorize", issuer.url), &p)
+    };
+    // Without a login hint: the issuer's page naming who may sign in.
+    let page = browser.get(authorize(None)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(page.contains("Sign in as vera"), "{page}");
+    // A plain (non-S256) challenge is refused.
+    let plain = with_params(
+        authorize(Some("vera")).as_str(),
+        &[("code_challenge_method", "plain")],
+    );
+    assert_eq!(browser.get(plain).send().await.unwrap().status(), 400);
+
+    // As vera: a redirect to the callback with a code and the state.
+    let code = || async {
+        let r = browser.get(authorize(Some("vera"))).send().await.unwrap();
+        assert!(r.status().is_redirection(), "{}", r.status());
+        let back = reqwest::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+        assert_eq!(back.path(), "/oidc-callback");
+        let q: std::collections::HashMap<String, String> =
+            back.query_pairs().into_owned().collect();
+        assert_eq!(q.get("state").map(String::as_str), Some("st-1"));
+        q["code"].clone()
+    };
+    let exchange = |code: String, verifier: &'static str, redirect: String, origin: String| {
+        let browser = browser.clone();
+        let url = format!("{}/token", issuer.url);
+        async move {
+            let body = with_params(
+                "http://form/",
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("redirect_uri", &redirect),
+                    ("client_id", CLIENT),
+                    ("code_verifier", verifier),
+                ],
+            );
+            let r = browser
+                .post(url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("origin", origin)
+                .body(body.query().unwrap().to_string())
+                .send()
+                .await
+                .unwrap();
+            let allow = r
+                .headers()
+                .get("access-control-allow-origin")
+                .map(|v| v.to_str().unwrap().to_string());
+            (r.status().as_u16(), allow, r.json::<Value>().await.unwrap())
+        }
+    };
+    let other = "http://elsewhere.example".to_string();
+    // A wrong verifier is refused, and the code is spent by the attempt.
+    let spent = code().await;
+    let (s, _, v) = exchange(
+        spent.clone(),
+        "not-the-verifier-not-the-verifier-not-the-v",
+        redirect_uri.clone(),
+        c.http.clone(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{v}"
+    );
+    let (s, _, v) = exchange(spent, verifier, redirect_uri.clone(), c.http.clone()).await;
+    assert_eq!(s, 400, "a used code: {v}");
+    // Another redirect URI than the authorization request's is refused.
+    let (s, _, v) = exchange(
+        code().await,
+        verifier,
+        format!("{}/elsewhere", c.http),
+        c.http.clone(),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+
+    // The right verifier: tokens, readable cross-origin by the UI's origin only.
+    let (s, allow, v) =
+        exchange(code().await, verifier, redirect_uri.clone(), c.http.clone()).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(allow.as_deref(), Some(c.http.as_str()));
+    assert_eq!(
+        (v["token_type"].as_str(), v["expires_in"].as_u64()),
+        (Some("Bearer"), Some(600)),
+        "{v}"
+    );
+    let access_token = v["access_token"].as_str().unwrap().to_string();
+    let id_token = v["id_token"].as_str().unwrap().to_string();
+    let claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(id_token.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            claims["aud"].as_str(),
+            claims["nonce"].as_str(),
+            claims["iss"].as_str()
+        ),
+        (Some(CLIENT), Some("n-1"), Some(issuer.url.as_str())),
+        "{claims}"
+    );
+    let (_, allow, _) = exchange(code().await, verifier, redirect_uri.clone(), other.clone()).await;
+    assert_eq!(allow, None, "a foreign origin may not read the answer");
+    let pre = browser
+        .request(Method::OPTIONS, format!("{}/token", issuer.url))
+        .header("origin", c.http.as_str())
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        pre.headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap()),
+        Some(c.http.as_str())
+    );
+
+    // converge takes the ID token: vera, a viewer.
+    let v = until_status(&c, &id_token, 200, "the ID token accepted").await;
+    assert_eq!(
+        (v["name"].as_str(), v["role"].as_str()),
+        (Some("oidc:vera"), Some("viewer")),
+        "{v}"
+    );
+    // The opaque access token is no bearer converge knows: the UI sends the ID token.
+    let (s, _) = whoami(&c, &access_token).await;
+    assert_eq!(s, 401);
 }
 
 /// The raw chunks of an open event stream.

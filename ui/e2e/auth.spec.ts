@@ -26,11 +26,11 @@ test('with AUTH_FILE the UI asks for a token and a viewer sees the resources', a
   await shot(page, '11-sign-in');
 
   await field.fill('cvg_not-a-token');
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await expect(page.getByRole('alert')).toContainText('did not accept that token');
 
   await page.getByLabel('API token').fill(viewer);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   const row = page.locator(`table.resource-table tbody tr[data-ref="${KIND}/${NAME}"]`);
   await expect(row).toBeVisible();
   await expect(page.getByText('1 resource · page 1')).toBeVisible();
@@ -71,7 +71,7 @@ test('an operator may act: the actions and the rollback are enabled', async ({ p
   expect(operator).toBeTruthy();
   await page.goto(ui(`/resources/list/r/${KIND}/${NAME}`));
   await page.getByLabel('API token').fill(operator);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await expect(page.getByLabel('Signed in as')).toHaveText(/e2e-operator\s*operator/);
   const panel = page.getByRole('complementary', { name: 'Resource detail' });
   await expect(panel.getByRole('heading', { name: `${KIND}/${NAME}` })).toBeVisible();

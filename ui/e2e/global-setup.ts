@@ -4,9 +4,13 @@
 // UI_BASE_URL names where the UI already is (e.g. converge itself once it embeds the UI).
 // A second `converge dev` runs with an AUTH_FILE (an admin, an operator and a viewer token
 // made here) and one resource with two spec generations, for the sign-in and role tests; its
-// UI is served the same way.
+// UI is served the same way. It also signs people in through a real OIDC issuer started here
+// first (`oidc-test-issuer`: discovery, JWKS, /authorize, /token, ES256 keys of its own;
+// people vera viewer, otto operator, ada admin), for e2e/oidc.spec.ts. An issuer that does
+// not start fails the setup.
 //
 //   CONVERGE_BIN / CLASSIC_WORKER_BIN  binaries (default $CARGO_TARGET_DIR/debug/...)
+//   OIDC_ISSUER_BIN                    the test issuer (default $CARGO_TARGET_DIR/debug/oidc-test-issuer)
 //   CONVERGE_URL                       use this running converge (with a classic worker) instead
 //   UI_BASE_URL                        the UI's origin; default: a static server over ui/dist
 //   UI_FROM_CONVERGE=1                 the UI is served by the converge started here
@@ -27,6 +31,8 @@ const targetDir = process.env.CARGO_TARGET_DIR || path.join(os.homedir(), '.cach
 
 export const BOM = 'demo-bom';
 export const FAILING_CHILD = 'payments-alpha-route';
+/** The UI's public client at the test issuer (OIDC_CLIENT_ID; the ID tokens' `aud`). */
+export const OIDC_CLIENT_ID = 'converge-ui';
 /** The one resource of the converge that requires tokens. */
 export const AUTH_RESOURCE = { kind: 'account', name: 'signed-in-acct' };
 
@@ -148,8 +154,32 @@ export default async function globalSetup() {
         `  - {name: e2e-operator, role: operator, token_sha256: "${sha256(operatorToken)}"}\n` +
         `  - {name: e2e-viewer, role: viewer, token_sha256: "${sha256(viewerToken)}"}\n`,
     );
+    // The issuer the secured converge trusts: up (its URL printed) before converge boots.
+    const issuerBin = process.env.OIDC_ISSUER_BIN || path.join(targetDir, 'debug/oidc-test-issuer');
+    if (!existsSync(issuerBin)) {
+      throw new Error(
+        `oidc-test-issuer not found at ${issuerBin} (cargo build -p converge-auth --features test-util --bin oidc-test-issuer, or set OIDC_ISSUER_BIN)`,
+      );
+    }
+    const issuerLog = path.join(tmp, 'oidc-issuer.log');
+    logs.push(issuerLog);
+    const issuerProc = spawn(issuerBin, ['--client-id', OIDC_CLIENT_ID], { stdio: ['ignore', 'pipe', 'pipe'] });
+    procs.push(issuerProc);
+    issuerProc.stderr!.pipe(createWriteStream(issuerLog));
+    let issuerOut = '';
+    issuerProc.stdout!.on('data', (b: Buffer) => (issuerOut += b.toString()));
+    const issuer = await waitFor('the OIDC test issuer to print its URL', 30_000, async () => {
+      if (issuerProc.exitCode !== null) throw new Fatal(`oidc-test-issuer exited (${issuerProc.exitCode}); see ${issuerLog}`);
+      const line = issuerOut.split('\n')[0];
+      return issuerOut.includes('\n') ? (JSON.parse(line) as { url: string; expired_token: string }) : undefined;
+    });
+
     // Started first so that its PostgreSQL boots while the main one's setup runs.
-    const secured = await startConverge('converge-auth', { AUTH_FILE: authFile });
+    const secured = await startConverge('converge-auth', {
+      AUTH_FILE: authFile,
+      OIDC_ISSUER: issuer.url,
+      OIDC_CLIENT_ID: OIDC_CLIENT_ID,
+    });
 
     let convergeUrl = process.env.CONVERGE_URL?.replace(/\/$/, '');
     if (!convergeUrl) {
@@ -210,6 +240,8 @@ export default async function globalSetup() {
     process.env.E2E_AUTH_API = securedApi;
     process.env.E2E_AUTH_VIEWER_TOKEN = viewerToken;
     process.env.E2E_AUTH_OPERATOR_TOKEN = operatorToken;
+    process.env.E2E_OIDC_ISSUER = issuer.url;
+    process.env.E2E_OIDC_EXPIRED_TOKEN = issuer.expired_token;
 
     return teardown;
   } catch (e) {

@@ -4,7 +4,8 @@
 # example. Exits non-zero on the first failure.
 #
 #   CHROMIUM_PATH   browser to drive (default /usr/bin/chromium; apt-installed when missing and root)
-#   CONVERGE_BIN, CLASSIC_WORKER_BIN, CARGO_TARGET_DIR   where the binaries are (built when missing)
+#   CONVERGE_BIN, CLASSIC_WORKER_BIN, OIDC_ISSUER_BIN, CARGO_TARGET_DIR
+#                   where the binaries are (built when missing)
 #   UI_BASE_URL, UI_FROM_CONVERGE=1, CONVERGE_URL         see e2e/global-setup.ts
 set -euo pipefail
 ui="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,8 +39,15 @@ npx --no-install vitest run
 step "production build (vite build -> ui/dist)"
 npx --no-install vite build
 
+target="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
+if [ -z "${OIDC_ISSUER_BIN:-}" ]; then
+    # The OIDC issuer of e2e/oidc.spec.ts, needed even with CONVERGE_URL (test-util only;
+    # built on its own so the feature does not reach the converge binary).
+    step "the OIDC test issuer: cargo build converge-auth --features test-util"
+    (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build --locked -p converge-auth --features test-util --bin oidc-test-issuer)
+fi
+
 if [ -z "${CONVERGE_URL:-}" ]; then
-    target="${CARGO_TARGET_DIR:-$HOME/.cache/converge-target}"
     # Rebuild so converge embeds the dist just built (control/build.rs), then test the UI
     # as users get it: served by converge itself.
     step "embedding the UI: cargo build converge and classic-worker"

@@ -1,7 +1,10 @@
 import { ApiError, api } from './api/client';
 import { signOut, useAuth } from './api/auth';
-import { NavLink, Navigate, Route, Routes } from 'react-router-dom';
+import { NavLink, Navigate, Route, Routes, useLocation } from 'react-router-dom';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useCallback } from 'react';
+import { CALLBACK_PATH } from './api/oidc';
+import { OidcCallback } from './components/OidcCallback';
 import { SignIn } from './components/SignIn';
 import { useWhoAmI } from './lib/permissions';
 import { ProviderConfigsPage } from './pages/admin/ProviderConfigsPage';
@@ -38,6 +41,11 @@ function Principal() {
 export function App() {
   const auth = useAuth();
   const qc = useQueryClient();
+  // The issuer's way back is handled whatever the prompt says: this page's first calls go
+  // out without a token and their 401s open the prompt while the code is being exchanged.
+  const callback = useLocation().pathname === CALLBACK_PATH;
+  // Refetch what failed with 401, now with the token.
+  const signedIn = useCallback(() => qc.invalidateQueries(), [qc]);
   return (
     <div className="app">
       <header className="topbar">
@@ -55,7 +63,7 @@ export function App() {
           <NavLink to="/tokens">Tokens</NavLink>
         </nav>
         <ApiStatus />
-        {!auth.prompt && <Principal />}
+        {!auth.prompt && !callback && <Principal />}
         {auth.signedIn && (
           <button
             type="button"
@@ -71,9 +79,10 @@ export function App() {
         )}
       </header>
       <main>
-        {auth.prompt ? (
-          // Refetch what failed with 401, now with the token.
-          <SignIn onSignedIn={() => qc.invalidateQueries()} />
+        {callback ? (
+          <OidcCallback onSignedIn={signedIn} />
+        ) : auth.prompt ? (
+          <SignIn onSignedIn={signedIn} />
         ) : (
         <Routes>
           <Route path="/" element={<Navigate to="/resources/summary" replace />} />

@@ -64,18 +64,27 @@ fn answer(s: &AppState) -> AuthConfig {
     AuthConfig { oidc }
 }
 
-/// The origin (`scheme://host[:port]`) the UI's code exchange goes to, for the CSP's
-/// `connect-src`: the token endpoint's once the discovery document is in, else the issuer's.
-pub fn token_origin(s: &AppState) -> Option<String> {
-    let v = s.auth.as_ref()?.oidc()?;
-    v.settings().client_id.as_ref()?;
-    let url = v
-        .discovery()
-        .and_then(|d| d.token_endpoint)
-        .unwrap_or_else(|| v.settings().issuer.clone());
-    let u = url::Url::parse(&url).ok()?;
-    match u.origin() {
-        o @ url::Origin::Tuple(..) => Some(o.ascii_serialization()),
-        url::Origin::Opaque(_) => None,
+/// The origins (`scheme://host[:port]`) the UI's sign-in calls, for the CSP's `connect-src`:
+/// the issuer's (the UI reads its discovery document) and the token endpoint's (where it
+/// exchanges the code), once each; none unless OIDC is configured for the UI. Before the
+/// discovery document is in, the issuer's alone.
+pub fn connect_origins(s: &AppState) -> Vec<String> {
+    let Some(v) = s.auth.as_ref().and_then(|a| a.oidc()) else {
+        return Vec::new();
+    };
+    if v.settings().client_id.is_none() {
+        return Vec::new();
     }
+    let token = v.discovery().and_then(|d| d.token_endpoint);
+    let mut out: Vec<String> = Vec::new();
+    for url in std::iter::once(v.settings().issuer.clone()).chain(token) {
+        if let Some(o) = url::Url::parse(&url).ok().and_then(|u| match u.origin() {
+            o @ url::Origin::Tuple(..) => Some(o.ascii_serialization()),
+            url::Origin::Opaque(_) => None,
+        }) && !out.contains(&o)
+        {
+            out.push(o);
+        }
+    }
+    out
 }

@@ -139,22 +139,27 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
 /// (converge does not own its domain's other hosts, so no `includeSubDomains`).
 pub const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000";
 
-/// [`CONTENT_SECURITY_POLICY`] with `origin` (the OIDC issuer's token endpoint's, where the
-/// UI exchanges its sign-in code) added to `connect-src`.
-pub fn content_security_policy_with(origin: &str) -> String {
+/// [`CONTENT_SECURITY_POLICY`] with `origins` (the OIDC issuer's and its token endpoint's,
+/// which the UI's sign-in reads the discovery document from and exchanges its code at) added
+/// to `connect-src`. Only `connect-src` grows: the redirect to the issuer's sign-in page is a
+/// top-level navigation, which no directive of this policy limits (`form-action` governs form
+/// submissions, and the UI submits none to the issuer; `navigate-to` is not set).
+pub fn content_security_policy_with(origins: &[String]) -> String {
     CONTENT_SECURITY_POLICY.replace(
         "connect-src 'self'",
-        &format!("connect-src 'self' {origin}"),
+        &format!("connect-src 'self' {}", origins.join(" ")),
     )
 }
 
 /// The headers of every answer, the UI's, the API's and the probes': the version, no MIME
-/// sniffing, no framing, the [`CONTENT_SECURITY_POLICY`] (with the OIDC token endpoint's
-/// origin when the UI signs in through an issuer), no referrer sent on, and over TLS
+/// sniffing, no framing, the [`CONTENT_SECURITY_POLICY`] (with the OIDC issuer's and token
+/// endpoint's origins when the UI signs in through an issuer), no referrer sent on, and over TLS
 /// (`https`) the [`STRICT_TRANSPORT_SECURITY`].
 async fn standard_headers(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let https = s.runtime.https;
-    let csp = auth_config::token_origin(&s)
+    let origins = auth_config::connect_origins(&s);
+    let csp = Some(origins)
+        .filter(|o| !o.is_empty())
         .and_then(|o| HeaderValue::from_str(&content_security_policy_with(&o)).ok())
         .unwrap_or(HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     let mut resp = next.run(req).await;

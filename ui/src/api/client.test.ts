@@ -43,19 +43,22 @@ describe('the API token', () => {
     expect(authState().signedIn).toBe(true);
     signOut();
     expect(sessionStorage.getItem(TOKEN_KEY)).toBeNull();
-    expect(authState()).toEqual({ prompt: true, rejected: false, signedIn: false });
+    expect(authState()).toEqual({ prompt: true, rejected: false, signedIn: false, message: null });
   });
 
   it('a 401 without a token opens the prompt; with a token it also drops the refused token', async () => {
     answer(401, { status: 401, detail: 'this API requires a bearer token' });
     await expect(api.kinds()).rejects.toMatchObject({ status: 401 });
-    expect(authState()).toEqual({ prompt: true, rejected: false, signedIn: false });
+    expect(authState()).toEqual({ prompt: true, rejected: false, signedIn: false, message: null });
 
     signIn('revoked');
     expect(authState().prompt).toBe(false);
     await expect(api.kinds()).rejects.toBeInstanceOf(ApiError);
-    expect(authState()).toEqual({ prompt: true, rejected: true, signedIn: false });
+    expect(authState()).toEqual({ prompt: true, rejected: true, signedIn: false, message: null });
     expect(sessionStorage.getItem(TOKEN_KEY)).toBeNull();
+    // A tokenless poll refused while the prompt is up keeps what the prompt says.
+    await expect(api.kinds()).rejects.toMatchObject({ status: 401 });
+    expect(authState()).toEqual({ prompt: true, rejected: true, signedIn: false, message: null });
   });
 
   it('a late 401 for a replaced token leaves the new one alone', async () => {
@@ -78,7 +81,7 @@ describe('the API token', () => {
     release(new Response('{"status":401,"detail":"this API requires a bearer token"}', { status: 401 }));
     await expect(call).rejects.toMatchObject({ status: 401 });
     expect(sessionStorage.getItem(TOKEN_KEY)).toBe('new');
-    expect(authState()).toEqual({ prompt: false, rejected: false, signedIn: true });
+    expect(authState()).toEqual({ prompt: false, rejected: false, signedIn: true, message: null });
   });
 
   it("a 403 keeps the server's detail naming the role and does not ask for a token", async () => {
@@ -89,7 +92,7 @@ describe('the API token', () => {
     expect(e).toBeInstanceOf(ApiError);
     expect((e as ApiError).status).toBe(403);
     expect((e as ApiError).message).toBe(detail);
-    expect(authState()).toEqual({ prompt: false, rejected: false, signedIn: true });
+    expect(authState()).toEqual({ prompt: false, rejected: false, signedIn: true, message: null });
     expect(sessionStorage.getItem(TOKEN_KEY)).toBe('viewer-token');
   });
 });

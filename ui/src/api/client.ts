@@ -8,6 +8,7 @@ import type {
   Applied,
   ApplyBody,
   ApiToken,
+  AuthConfig,
   Cluster,
   Dependencies,
   Graph,
@@ -100,6 +101,8 @@ export const api = {
   version: () => json<{ version?: string }>('GET', '/version'),
   /** The calling principal and its role (`anonymous`/`admin` when authentication is off). */
   whoami: () => json<WhoAmI>('GET', '/whoami'),
+  /** How people sign in: the OIDC issuer for the UI, or `oidc: null` (answers without a token). */
+  authConfig: () => json<AuthConfig>('GET', '/auth/config'),
 
   // Resources
   listResources: (f: ResourceFilter, limit: number, cursor: string) =>

@@ -52,6 +52,10 @@ export type SpecHistory = S.SpecHistory;
 export type RolledBack = S.RolledBack;
 /** `GET /events/recent`: the newest events, newest first, and the log's horizon. */
 export type RecentEvents = S.RecentEvents;
+/** `GET /auth/config`: how people sign in (the OIDC issuer for the UI, or null). */
+export type AuthConfig = S.AuthConfig;
+/** The OIDC issuer, public client id, scopes and endpoints the UI signs in with. */
+export type OidcConfig = S.OidcConfig;
 /** `GET /whoami`: the calling principal, its role, whether tokens are checked at all. */
 export type WhoAmI = S.WhoAmI;
 export type Reaction = S.Reaction;
