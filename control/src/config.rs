@@ -676,6 +676,22 @@ mod tests {
     }
 
     #[test]
+    fn plan_dry_run_timeout_is_bounded() {
+        assert_eq!(
+            cfg(&[]).unwrap().plan_dry_run_timeout,
+            Duration::from_secs(10)
+        );
+        let c = cfg(&[("PLAN_DRY_RUN_TIMEOUT", "2s")]).unwrap();
+        assert_eq!(c.plan_dry_run_timeout, Duration::from_secs(2));
+        for v in ["50ms", "61s", "soon"] {
+            assert_eq!(
+                cfg(&[("PLAN_DRY_RUN_TIMEOUT", v)]).unwrap_err().var,
+                "PLAN_DRY_RUN_TIMEOUT"
+            );
+        }
+    }
+
+    #[test]
     fn member_gc_after_outlives_the_liveness_window() {
         assert_eq!(cfg(&[]).unwrap().member_gc_after, Duration::from_secs(300));
         let c = cfg(&[("MEMBER_GC_AFTER", "30s"), ("MEMBER_DEAD_AFTER", "3s")]).unwrap();
