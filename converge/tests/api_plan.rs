@@ -739,6 +739,87 @@ async fn dry_runs_go_only_to_workers_that_declare_them_and_are_answered_only_by_
     c.stop().await;
 }
 
+/// Composes one pnet child whose size says whether the composer saw the plain token.
+const SECRET_BUNDLE: &str = r#"
+def compose(spec, config, root):
+    size = 2 if config["token"] == "plain-token-5e1d" else 1
+    return {"children": [child("pnet", root["name"] + "-a", {"size": size})]}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_composes_with_sealed_secrets_opened_or_says_it_cannot() {
+    let bin = sibling_bin("converge-starlark-compose");
+    let c = Converge::start(&[("CONVERGE_STARLARK_BIN", bin.to_str().unwrap())]).await;
+    c.apply_manifest(&leaf_manifest("pnet")).await;
+    c.apply_manifest(
+        &json!({"kind": "secnet", "kind_version": 1, "provider": "starlark",
+        "config_schema": {"type": "object", "properties": {
+            "token": {"type": "string", "writeOnly": true}}},
+        "reactions": [{"name": "compose", "trigger": "specChange",
+                       "emits": ["children", "status"]}]}),
+    )
+    .await;
+    let bundle = base64::engine::general_purpose::STANDARD
+        .encode(common::stored_zip(&[("compose.star", SECRET_BUNDLE)]));
+    let (s, body) = c
+        .call(
+            Method::POST,
+            "providerconfigs",
+            Some(
+                json!({"name": "secnet", "kind": "secnet", "kind_version": 1,
+                        "is_default": true, "spec": {"token": "plain-token-5e1d"},
+                        "data": bundle}),
+            ),
+        )
+        .await;
+    assert!(s == 200 || s == 201, "{s} {body}");
+    let stored: Value =
+        sqlx::query_scalar("SELECT spec FROM providerconfigs WHERE name = 'secnet'")
+            .fetch_one(&c.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        converge_engine::sealing::is_envelope(&stored["token"]),
+        "stored sealed: {stored}"
+    );
+
+    // The API holds the key: the composer sees the plain token.
+    let doc = json!({"kind": "secnet", "kind_version": 1, "name": "s", "spec": {}});
+    let p = plan(&c, &doc).await;
+    let item = &p["results"][0];
+    assert!(item["warnings"].as_array().unwrap().is_empty(), "{item}");
+    assert_eq!(
+        item["children"]["add"][0]["spec"],
+        json!({"size": 2}),
+        "{item}"
+    );
+
+    // A value sealed under a key this process lacks: not composed, and the warning says so.
+    let other = converge_engine::sealing::Keyring::new(
+        Some(converge_engine::sealing::Key::from_bytes(&[7; 32])),
+        Vec::new(),
+    );
+    let lost = other
+        .seal("secnet", "/token", &json!("plain-token-5e1d"))
+        .unwrap();
+    sqlx::query(
+        "UPDATE providerconfigs SET spec = jsonb_set(spec, '{token}', $1) WHERE name = 'secnet'",
+    )
+    .bind(&lost)
+    .execute(&c.db.pool)
+    .await
+    .unwrap();
+    let p = plan(&c, &doc).await;
+    let item = &p["results"][0];
+    assert!(item["children"].is_null(), "{item}");
+    let warning = item["warnings"][0].as_str().unwrap_or("");
+    assert!(
+        warning.contains("/token does not open") && warning.contains("lacks the key"),
+        "{item}"
+    );
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn refusals_are_the_applys_problems_per_document_in_every_body_form() {
     let bin = sibling_bin("converge-starlark-compose");

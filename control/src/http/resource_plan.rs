@@ -10,7 +10,9 @@
 //! children and dependency edges with those the composite owns now (add, change, remove).
 //! A Starlark bundle and a CEL graph run where the API can kill them, in the
 //! `converge-starlark-compose` child (`app::starlark_sample`), under the effective provider
-//! config a worker would get (the resource's override merged over the kind's default), and
+//! config a worker would get (the resource's override merged over the kind's default, its
+//! sealed writeOnly values opened with the process's keys, or not composed with a warning
+//! when one does not open), and
 //! the value flows from upstreams that report a status are substituted as the engine's
 //! compose does. A composer served by a worker (an SDK, WASM, stdworker) runs there, as a
 //! dry run: the plan writes a request to `plan_requests` (`converge_engine::db::plans`), a
@@ -442,7 +444,17 @@ impl Planner<'_> {
                 None => (None, Vec::new()),
             },
         };
-        let config = effective_config(default_spec.as_ref(), over_spec.as_ref());
+        let mut config = effective_config(default_spec.as_ref(), over_spec.as_ref());
+        // A config's writeOnly values are stored sealed; the composer gets them open, as a
+        // worker does. One that does not open here (this process lacks the key that sealed
+        // it) would compose with an envelope in its place: not composed, and said why.
+        if let Some(e) = self.s.secrets.open_config(&item.kind, &mut config).first() {
+            return Ok(Err(NoCompose::NotRun(format!(
+                "{e} in this process: its provider config holds a sealed secret, and this \
+                 process lacks the key that sealed it (SECRETS_KEY_FILE, \
+                 SECRETS_OLD_KEY_FILES)"
+            ))));
+        }
         let runner = match Runner::find() {
             Ok(r) => r,
             Err(why) => return Ok(Err(NoCompose::NotRun(why))),
