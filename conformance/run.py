@@ -1020,6 +1020,101 @@ def malformed(ctx: Ctx) -> None:
     ctx.wait_ready("conf-leaf", "after-probe")
 
 
+def _stored(ctx: Ctx) -> str:
+    """Per table that an apply or a compose writes, its row count and the sum of its rows'
+    xmin (a row rewritten with the same content still moves it), and the plan requests left."""
+    tables = ["resources", "resource_deps", "resource_events", "work_queue", "work_outbox",
+              "plan_requests"]
+    sql = " || ' ' || ".join(
+        f"(SELECT count(*) || ':' || coalesce(sum(xmin::text::numeric), 0) FROM {t})"
+        for t in tables)
+    r = subprocess.run(["psql", ctx.db_url, "-Atc", f"SELECT {sql}"], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, f"psql: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def _children(ctx: Ctx, root: str) -> dict[str, dict]:
+    """The live children of conf-composite ``root`` (not orphaned, not being deleted): name ->
+    spec."""
+    r = http("GET", ctx.url(f"/resources/conf-composite/{root}/children?limit=100"))
+    check(r.status == 200, f"children of {root}: HTTP {r.status} {_short(r.body)}")
+    out = {}
+    for c in r.body["resources"]:
+        if c.get("phase") in ("Orphaned", "Deleting"):
+            continue
+        full = ctx.get(c["kind"], c["name"])
+        if full is not None:
+            out[c["name"]] = full["spec"]
+    return out
+
+
+def _quiet(ctx: Ctx) -> bool:
+    """Whether the engine has nothing queued, in flight or waiting to drain."""
+    r = subprocess.run(["psql", ctx.db_url, "-Atc",
+                        "SELECT (SELECT count(*) FROM work_queue) + (SELECT count(*) FROM "
+                        "work_outbox) + (SELECT count(*) FROM rollup_recheck)"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"psql: {r.stderr.strip()}")
+    return r.stdout.strip() == "0"
+
+
+def _plan(ctx: Ctx, root: str, spec: dict) -> dict:
+    """POST /resources:plan of conf-composite ``root`` with ``spec``: its one item, checked to
+    be a composed update (no warning, no compose error)."""
+    body = {"kind": "conf-composite", "kind_version": 1, "name": root, "spec": spec}
+    r = http("POST", ctx.url("/resources:plan"), body, timeout=30)
+    check(r.status == 200, f"plan: HTTP {r.status} {_short(r.body)}")
+    item = r.body["results"][0]
+    check(item.get("action") == "update" and item.get("error") is None,
+          f"plan of {spec}: not an update: {_short(item)}")
+    check(not item.get("warnings") and item.get("compose_error") is None
+          and item.get("children") is not None,
+          f"plan of {spec}: the composer was not planned: {_short(item)}")
+    return item["children"]
+
+
+@scenario
+def plan(ctx: Ctx) -> None:
+    """POST /resources:plan of a spec change on a composite asks the form's composer (a dry
+    run on its worker; Starlark and CEL too run there, as their manifests name no provider)
+    and reports the children it would add, change and remove: exactly what the apply then
+    stores; the plan itself stores nothing."""
+    ctx.apply("conf-composite", "pl", {"children": 2})
+    ctx.wait_ready("conf-leaf", "pl-1", timeout=40)
+    ctx.wait_resource("conf-composite", "pl", "Ready", lambda r: r["phase"] == "Ready", timeout=40)
+    wait_for("the engine idle", lambda: _quiet(ctx))
+    before_children = _children(ctx, "pl")
+    before = _stored(ctx)
+
+    grow = _plan(ctx, "pl", {"children": 3})
+    shrink = _plan(ctx, "pl", {"children": 1})
+    check(_stored(ctx) == before, f"a plan stored something: {before} -> {_stored(ctx)}")
+    check(_children(ctx, "pl") == before_children, "a plan changed the children")
+    r = ctx.get("conf-composite", "pl")
+    check(r is not None and r["spec"] == {"children": 2} and r["generation"] == 1,
+          f"a plan changed the composite: {_short(r)}")
+
+    added = {c["name"]: c["spec"] for c in grow["add"]}
+    check(set(added) == {"pl-2"} and not grow["change"] and not grow["remove"]
+          and grow["unchanged"] == 2, f"plan of 3 children: {_short(grow)}")
+    check({c["name"] for c in shrink["remove"]} == {"pl-1"} and not shrink["add"]
+          and not shrink["change"] and shrink["unchanged"] == 1,
+          f"plan of 1 child: {_short(shrink)}")
+
+    # What the apply stores is what the plan said.
+    ctx.apply("conf-composite", "pl", {"children": 3})
+    child = ctx.wait_ready("conf-leaf", "pl-2", timeout=40)
+    check(child["spec"] == added["pl-2"],
+          f"pl-2 stored {_short(child['spec'])}, planned {_short(added['pl-2'])}")
+    after = wait_for("the composite's three children", lambda: (
+        c := _children(ctx, "pl")) and len(c) == 3 and c)
+    check({n: after[n] for n in before_children} == before_children,
+          f"the unchanged children changed: {_short(after)}")
+    ctx.apply("conf-composite", "pl", {"children": 1})
+    wait_for("pl-1 and pl-2 removed", lambda: set(_children(ctx, "pl")) == {"pl-0"} or None)
+
+
 # --------------------------------------------------------------------------- composer forms
 
 # A composer form (trait `composer`: stdworker's starlark and cel providers) serves the

@@ -2622,6 +2622,31 @@ CREATE SEQUENCE public.lifecycle_outbox_id_seq
 ALTER SEQUENCE public.lifecycle_outbox_id_seq OWNED BY public.lifecycle_outbox.id;
 
 --
+-- Name: plan_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.plan_requests (
+    id uuid NOT NULL,
+    kind text NOT NULL,
+    kind_version integer NOT NULL,
+    name text NOT NULL,
+    resource_id uuid,
+    spec jsonb NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    provider_config_ref text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    deadline timestamp with time zone NOT NULL,
+    claimed_by text,
+    claimed_at timestamp with time zone,
+    answered_at timestamp with time zone,
+    result jsonb,
+    error text,
+    not_run boolean DEFAULT false NOT NULL,
+    CONSTRAINT plan_requests_check CHECK (((answered_at IS NULL) OR ((result IS NULL) <> (error IS NULL)))),
+    CONSTRAINT plan_requests_kind_version_check CHECK (((kind_version >= 1) AND (kind_version <= 32767)))
+);
+
+--
 -- Name: providerconfigs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -3953,6 +3978,13 @@ ALTER TABLE ONLY public.lifecycle_outbox
     ADD CONSTRAINT lifecycle_outbox_resource_id_transition_generation_binding__key UNIQUE (resource_id, transition, generation, binding_name);
 
 --
+-- Name: plan_requests plan_requests_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.plan_requests
+    ADD CONSTRAINT plan_requests_pkey PRIMARY KEY (id);
+
+--
 -- Name: providerconfigs providerconfigs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4429,6 +4461,12 @@ CREATE INDEX idx_work_queue_leased_kind ON ONLY public.work_queue USING btree (k
 --
 
 CREATE INDEX idx_work_queue_pending ON ONLY public.work_queue USING btree (kind, kind_version, not_before) WHERE (lease_token IS NULL);
+
+--
+-- Name: plan_requests_unclaimed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX plan_requests_unclaimed ON public.plan_requests USING btree (kind, kind_version, created_at) WHERE (claimed_by IS NULL);
 
 --
 -- Name: work_outbox_p0_id_idx; Type: INDEX; Schema: public; Owner: -

@@ -162,6 +162,7 @@ func requestFromTask(task *pb.StageTask, cfg ProviderConfig, deadline time.Time,
 		if req.Observed, err = resourcesFromPB(p.ComposeReq.GetObserved(), "observed"); err != nil {
 			return nil, err
 		}
+		req.dryRun = task.GetDryRun()
 	case *pb.StageTask_WorkReq:
 		if stage != StageWork {
 			return nil, mismatch

@@ -95,6 +95,28 @@ func TestRequestFromTaskDecodesOtherStages(t *testing.T) {
 	}
 }
 
+func TestRequestFromTaskReadsDryRunOnComposeOnly(t *testing.T) {
+	res := &pb.Resource{Kind: "k", Name: "n"}
+	compose := &pb.StageTask{Stage: StageCompose, Reaction: "compose", DryRun: true,
+		Request: &pb.StageTask_ComposeReq{ComposeReq: &pb.ComposeRequest{Root: res}}}
+	req, err := requestFromTask(compose, ProviderConfig{}, noDeadline, nil)
+	if err != nil || !req.DryRun() {
+		t.Fatalf("a dry-run compose: %+v %v", req, err)
+	}
+	compose.DryRun = false
+	if req, err = requestFromTask(compose, ProviderConfig{}, noDeadline, nil); err != nil || req.DryRun() {
+		t.Fatalf("a real compose: %+v %v", req, err)
+	}
+	work := workTask()
+	work.DryRun = true
+	if req, err = requestFromTask(work, ProviderConfig{}, noDeadline, nil); err != nil || req.DryRun() {
+		t.Fatalf("only a compose is a dry run: %+v %v", req, err)
+	}
+	if marked := (ReactionRequest{}).WithDryRun(true); !marked.DryRun() {
+		t.Fatal("WithDryRun")
+	}
+}
+
 func TestCompleteFromOutcomeWorkStage(t *testing.T) {
 	o := StatusOutcome(map[string]any{"ok": true}).WithCondition(ReadyCondition(true, "Fine", "all good")).WithOutput(json.RawMessage(`[1]`))
 	c, err := completeFromOutcome(echo, o)

@@ -258,7 +258,7 @@ func TestStreamResendsUnackedResultsAfterAReconnect(t *testing.T) {
 
 	s1 := fb.nextStream(t)
 	sub := s1.recv(t, false).GetSubscribe()
-	if sub == nil || sub.WorkerName != "w-test" || sub.Sdk != "go/"+Version || sub.Kinds[0] != "k" || len(sub.Resumed) != 0 {
+	if sub == nil || sub.WorkerName != "w-test" || sub.Sdk != "go/"+Version || sub.Kinds[0] != "k" || len(sub.Resumed) != 0 || !sub.DryRuns {
 		t.Fatalf("first frame: %v", sub)
 	}
 	s1.send(task("t1", 5, "k", 0))

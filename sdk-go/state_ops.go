@@ -30,6 +30,8 @@ func (st *state) openSession(ob *outbox, reg *registry, cfg *Config, ready []rea
 		MaxInflight: uint32(cfg.MaxParallel),
 		WorkerName:  cfg.WorkerName,
 		Sdk:         sdkName,
+		// Compose handlers get ReactionRequest.DryRun() and answer as usual.
+		DryRuns: true,
 	}
 	for _, e := range reg.entries {
 		sub.Kinds = append(sub.Kinds, e.kv.Kind)

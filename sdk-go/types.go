@@ -177,6 +177,20 @@ type ReactionRequest struct {
 	Transition Transition
 	// DedupToken is a stable key for idempotent side effects (REACT); empty otherwise.
 	DedupToken string
+	// dryRun marks a plan's dry run (see DryRun).
+	dryRun bool
+}
+
+// DryRun reports whether this COMPOSE is a plan's dry run (POST /api/v1/resources:plan):
+// compose as usual and return the outcome, which is compared with the stored children and
+// never stored. A composer is meant to be pure; one that is not (it calls out, it counts)
+// must skip its side effects when this is true.
+func (r *ReactionRequest) DryRun() bool { return r.dryRun }
+
+// WithDryRun returns r marked as a dry run or not, for tests of a composer's dry-run path.
+func (r ReactionRequest) WithDryRun(dryRun bool) ReactionRequest {
+	r.dryRun = dryRun
+	return r
 }
 
 // Spec decodes the resource's spec into v. Keys v has no field for are ignored (the rule

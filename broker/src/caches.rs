@@ -1,6 +1,6 @@
 //! Keeps the broker's provider-config cache fresh and its dispatcher awake: one LISTEN
-//! connection (`work_ready`, `lifecycle_ready`, `providerconfig_changed`, `lease_revoked`)
-//! plus a failsafe re-read of default provider configs every `cache_refresh`.
+//! connection (`work_ready`, `lifecycle_ready`, `providerconfig_changed`, `lease_revoked`,
+//! `plan_requested`) plus a failsafe re-read of default provider configs every `cache_refresh`.
 //!
 //! Kinds are not its concern: the process's kind catalog has its own follower (the one
 //! LISTEN on `kind_manifest_changed`, `converge_kinds::CatalogFollower`). This loop only
@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use converge_engine::wake;
 
-use crate::{configs::Configs, revoke::Revocations};
+use crate::{configs::Configs, dryrun::DryRuns, revoke::Revocations};
 
 /// The LISTEN + cache refresh loop.
 pub(crate) struct CacheRefresh {
@@ -36,6 +36,8 @@ pub(crate) struct CacheRefresh {
     configs: Arc<Configs>,
     /// Where `lease_revoked` payloads go.
     revocations: Arc<Revocations>,
+    /// Woken by `plan_requested`.
+    dry_runs: Arc<DryRuns>,
     /// The dispatcher's wake-up: work may be claimable.
     dispatch: Arc<Notify>,
     /// Failsafe re-read of the configs.
@@ -50,6 +52,7 @@ impl CacheRefresh {
         kinds: tokio::sync::watch::Receiver<u64>,
         configs: Arc<Configs>,
         revocations: Arc<Revocations>,
+        dry_runs: Arc<DryRuns>,
         dispatch: Arc<Notify>,
         every: Duration,
     ) -> Self {
@@ -58,6 +61,7 @@ impl CacheRefresh {
             kinds,
             configs,
             revocations,
+            dry_runs,
             dispatch,
             every,
         }
@@ -68,11 +72,12 @@ impl CacheRefresh {
         let refresh = Arc::new(Notify::new());
         let configs_dirty = Arc::new(AtomicBool::new(false));
         let listener = {
-            let (dispatch, refresh, cd, revocations, stop) = (
+            let (dispatch, refresh, cd, revocations, dry_runs, stop) = (
                 self.dispatch.clone(),
                 refresh.clone(),
                 configs_dirty.clone(),
                 self.revocations.clone(),
+                self.dry_runs.clone(),
                 stop.clone(),
             );
             let pool = self.pool.clone();
@@ -84,10 +89,12 @@ impl CacheRefresh {
                         "lifecycle_ready",
                         "providerconfig_changed",
                         "lease_revoked",
+                        converge_engine::db::plans::REQUESTED,
                     ],
                     move |channel, payload| match channel {
                         "work_ready" | "lifecycle_ready" => dispatch.notify_one(),
                         "lease_revoked" => revocations.on_notice(payload),
+                        converge_engine::db::plans::REQUESTED => dry_runs.wake(),
                         _ => {
                             cd.store(true, Ordering::Relaxed);
                             refresh.notify_one();

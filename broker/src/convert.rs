@@ -235,6 +235,7 @@ pub fn stage_task(
         request: Some(request),
         trigger: t.trigger.to_string(),
         attempt: t.attempt,
+        dry_run: false,
     }
 }
 

@@ -18,9 +18,11 @@
 //! - `pipeline`: a composite's stage decisions, returned as steps (uses `compose`);
 //! - `registry`: streams and in-flight leases (keeps a `pipeline` with its lease);
 //! - `configs`: default provider configs pushed to the registry's streams;
+//! - `dryrun`: plans' dry-run composes, sent to the registry's dry-run streams and answered
+//!   into `plan_requests` only (uses `compose`, `configs`, `manifests`);
 //! - `revoke`: leases the engine took away, cancelled on the registry's streams;
-//! - `caches`: the LISTEN + refresh loop over `configs` (and `revoke`'s notices), waking the
-//!   dispatcher when the kind catalog changes;
+//! - `caches`: the LISTEN + refresh loop over `configs` (and `revoke`'s notices, and
+//!   `dryrun`'s wake-ups), waking the dispatcher when the kind catalog changes;
 //! - `complete`: the completion writer (acks through `registry`);
 //! - `handout`: placement, deadlines, and the execution of pipeline steps;
 //! - `dispatch`: the claim loop (hands out through `handout`);
@@ -38,6 +40,7 @@ mod compose;
 mod configs;
 mod convert;
 mod dispatch;
+mod dryrun;
 mod handout;
 mod manifests;
 mod pipeline;
@@ -164,6 +167,7 @@ struct Loops {
     completer: complete::Completer,
     dispatcher: dispatch::Dispatcher,
     caches: caches::CacheRefresh,
+    dry_runs: Arc<dryrun::DryRuns>,
 }
 
 impl Broker {
@@ -212,6 +216,13 @@ impl Broker {
             wake.clone(),
             draining.clone(),
         );
+        let dry_runs = Arc::new(dryrun::DryRuns::new(
+            pool.clone(),
+            cfg.broker_id.clone(),
+            registry.clone(),
+            manifests.clone(),
+            configs.clone(),
+        ));
         let revocations = Arc::new(revoke::Revocations::new(
             pool.clone(),
             registry.clone(),
@@ -222,6 +233,7 @@ impl Broker {
             kinds_changed,
             configs.clone(),
             revocations,
+            dry_runs.clone(),
             wake,
             cfg.cache_refresh,
         );
@@ -242,6 +254,7 @@ impl Broker {
                 handout,
                 manifests,
                 dispatch: dispatch.clone(),
+                dry_runs: dry_runs.clone(),
             },
             draining.clone(),
         );
@@ -257,6 +270,7 @@ impl Broker {
                     completer,
                     dispatcher,
                     caches,
+                    dry_runs,
                 })),
                 draining,
             }),
@@ -309,6 +323,7 @@ impl Broker {
             completer,
             dispatcher,
             caches,
+            dry_runs,
         } = self
             .inner
             .loops
@@ -320,12 +335,14 @@ impl Broker {
         let completer = tokio::spawn(completer.run());
         let dispatcher = tokio::spawn(dispatcher.run(loops.clone()));
         let listener = tokio::spawn(caches.run(loops.clone()));
+        let dry_runs = tokio::spawn(dry_runs.run(loops.clone()));
 
         shutdown.cancelled().await;
         self.drain().await;
         loops.cancel();
         let _ = dispatcher.await;
         let _ = listener.await;
+        let _ = dry_runs.await;
         completer.abort();
         Ok(())
     }

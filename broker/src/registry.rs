@@ -225,19 +225,25 @@ pub(crate) struct StreamEntry {
     /// The last broker-side deadline one of its tasks hit, until the peer was heard from
     /// after it (see [`Registry::suspect`]).
     pub suspect_since: Option<tokio::time::Instant>,
+    /// Its worker answers dry-run compose tasks (`Subscribe.dry_runs`).
+    pub dry_runs: bool,
 }
 
 impl StreamEntry {
     fn free_for(&self, pair: &KindPair) -> usize {
-        if !self.claimable
-            || self.draining
-            || !self.pairs.contains(pair)
-            || self.unready.contains(pair)
-            || self.is_suspect()
-        {
+        if !self.usable_for(pair) {
             return 0;
         }
         self.max_inflight.saturating_sub(self.inflight)
+    }
+
+    /// Whether the stream may be handed a task of `pair` now, slots aside.
+    fn usable_for(&self, pair: &KindPair) -> bool {
+        self.claimable
+            && !self.draining
+            && self.pairs.contains(pair)
+            && !self.unready.contains(pair)
+            && !self.is_suspect()
     }
 
     /// A deadline passed on this stream and nothing came from its peer since: its
@@ -783,6 +789,31 @@ impl Registry {
         }
     }
 
+    /// The pairs some stream answers dry runs of right now (see [`Registry::dry_run_stream`]).
+    pub fn dry_run_pairs(&self) -> Vec<KindPair> {
+        let s = self.lock();
+        let set: HashSet<KindPair> = s
+            .streams
+            .values()
+            .filter(|e| e.dry_runs)
+            .flat_map(|e| e.pairs.iter().filter(|p| e.usable_for(p)).cloned())
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// The stream to send a dry run of `pair` to: one whose worker declared dry-run support
+    /// and that may take tasks of `pair` now (claimable, ready, not draining, not suspect),
+    /// the one with the most free slots first. A dry run does not take a slot: it is short,
+    /// rare, and the worker's own concurrency limit queues it behind running tasks.
+    pub fn dry_run_stream(&self, pair: &KindPair) -> Option<StreamId> {
+        let s = self.lock();
+        s.streams
+            .iter()
+            .filter(|(_, e)| e.dry_runs && e.usable_for(pair))
+            .max_by_key(|(_, e)| e.max_inflight.saturating_sub(e.inflight))
+            .map(|(id, _)| *id)
+    }
+
     /// Every pair any stream serves.
     pub fn served_pairs(&self) -> Vec<KindPair> {
         let s = self.lock();
@@ -864,6 +895,7 @@ impl Roster for Registry {
                     inflight: u32::try_from(e.inflight).unwrap_or(u32::MAX),
                     connected_at: e.who.connected_at,
                     draining: e.draining,
+                    dry_runs: e.dry_runs,
                 }
             })
             .collect();
@@ -898,6 +930,7 @@ mod tests {
             draining: false,
             activity: None,
             suspect_since: None,
+            dry_runs: false,
         }
     }
 

@@ -31,6 +31,7 @@ use crate::{
     configs::Configs,
     convert,
     dispatch::DispatchHandle,
+    dryrun::{DryRuns, Taken},
     handout::Handout,
     manifests::Manifests,
     registry::{
@@ -121,6 +122,8 @@ pub(crate) struct Parts {
     pub manifests: Arc<Manifests>,
     /// Woken when a slot frees or a stream becomes claimable.
     pub dispatch: DispatchHandle,
+    /// Plans' dry runs: their answers are taken before any lease lookup.
+    pub dry_runs: Arc<DryRuns>,
 }
 
 /// The WorkerService's state; cheap to clone (one per stream session).
@@ -233,6 +236,7 @@ impl Workers {
             draining: false,
             activity,
             suspect_since: None,
+            dry_runs: sub.dry_runs,
         });
         let actor = principal.as_ref().map(|p| p.name.as_str()).unwrap_or("-");
         tracing::info!(stream = sid, worker = %name, principal = %actor, sdk = %sub.sdk, kinds = ?pairs, max_inflight, "worker subscribed");
@@ -426,8 +430,11 @@ async fn session(
     // Rule 2 holds or the stream ends: without its configs a worker would run tasks blind,
     // so a failed prime closes the stream and the worker reconnects (with backoff).
     match parts.configs.prime_stream(sid, &pairs).await {
-        // Claimable now: its tasks may be waiting.
-        Ok(()) => parts.dispatch.wake(),
+        // Claimable now: its tasks (and plans' dry runs) may be waiting.
+        Ok(()) => {
+            parts.dispatch.wake();
+            parts.dry_runs.wake();
+        }
         Err(e) => {
             tracing::warn!(error = %e, stream = sid, "could not prime provider configs; closing the stream");
             closer.close(Status::unavailable(
@@ -492,6 +499,7 @@ async fn session(
         }
     };
     let held = parts.registry.remove_stream(sid);
+    parts.dry_runs.stream_ended(sid).await;
     let n = held.len();
     if n > 0
         && let Err(e) = db::queue::lease_release(pool, &held).await
@@ -631,6 +639,23 @@ async fn handle(
                 Status::invalid_argument("StageComplete.lease_token is not a lease token")
             })?;
             let epoch = ClaimEpoch(c.claim_epoch);
+            // A dry run's answer goes back to its plan and nowhere else; one sent to another
+            // stream is not this stream's to give.
+            match parts.dry_runs.take(token, epoch, sid) {
+                Taken::No => {}
+                Taken::Here(flight) => {
+                    parts.registry.ack(sid, token, epoch, true);
+                    let dry_runs = Arc::clone(&parts.dry_runs);
+                    tokio::spawn(async move { dry_runs.answer(flight, c).await });
+                    return Ok(());
+                }
+                Taken::Elsewhere => {
+                    tracing::warn!(stream = sid, lease = %token, sender = authz::name_of(principal.map(|p| &**p)), "refused a dry-run answer for a dry run another stream was sent");
+                    metrics().lease_refused(LeaseUse::Complete, Refused::OtherStream, 1);
+                    parts.registry.ack(sid, token, epoch, false);
+                    return Ok(());
+                }
+            }
             match parts.registry.take_result(token, epoch, sid) {
                 Held::Here(mut f) => {
                     if let Some(t) = f.timer.take() {
@@ -690,6 +715,7 @@ async fn handle(
                 tracing::info!(stream = sid, %pair, ready = i.has_worker, "worker readiness changed");
                 parts.registry.set_ready(sid, pair, i.has_worker);
                 parts.dispatch.wake();
+                parts.dry_runs.wake();
             }
         }
         Some(In::Heartbeat(h)) => {

@@ -70,6 +70,10 @@ pub struct Config {
     /// (NotReady in the cluster view) before it is removed (default 5 min; longer than
     /// MEMBER_DEAD_AFTER, at most 7 days). Routing ignores it after MEMBER_DEAD_AFTER.
     pub member_gc_after: Duration,
+    /// PLAN_DRY_RUN_TIMEOUT: how long `POST /api/v1/resources:plan` waits for the dry runs of
+    /// composers that run on a worker (default 10 s, 100ms..=60s); past it the plan answers
+    /// without their children, with a warning.
+    pub plan_dry_run_timeout: Duration,
     /// UNCLAIMED_DELETE_AFTER: queue rows nobody claimed for this long are dropped.
     pub unclaimed_delete_after: Duration,
     /// EVENTS_RETENTION: resource events older than this are deleted.
@@ -468,6 +472,7 @@ impl Config {
                 converge_engine::membership::DEAD_AFTER,
                 dur,
             )?,
+            plan_dry_run_timeout: read(&get, "PLAN_DRY_RUN_TIMEOUT", Duration::from_secs(10), dur)?,
             member_gc_after: read(
                 &get,
                 "MEMBER_GC_AFTER",
@@ -601,6 +606,15 @@ impl Config {
             return Err(ConfigError {
                 var: "MEMBER_DEAD_AFTER",
                 reason: "must be 3s..=10m".into(),
+            });
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(60))
+            .contains(&cfg.plan_dry_run_timeout)
+        {
+            // A request holds its connection while it waits.
+            return Err(ConfigError {
+                var: "PLAN_DRY_RUN_TIMEOUT",
+                reason: "must be 100ms..=60s".into(),
             });
         }
         if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&cfg.read_max_lag) {
@@ -851,6 +865,22 @@ mod tests {
             assert_eq!(
                 cfg(&[("MEMBER_DEAD_AFTER", v)]).unwrap_err().var,
                 "MEMBER_DEAD_AFTER"
+            );
+        }
+    }
+
+    #[test]
+    fn plan_dry_run_timeout_is_bounded() {
+        assert_eq!(
+            cfg(&[]).unwrap().plan_dry_run_timeout,
+            Duration::from_secs(10)
+        );
+        let c = cfg(&[("PLAN_DRY_RUN_TIMEOUT", "2s")]).unwrap();
+        assert_eq!(c.plan_dry_run_timeout, Duration::from_secs(2));
+        for v in ["50ms", "61s", "soon"] {
+            assert_eq!(
+                cfg(&[("PLAN_DRY_RUN_TIMEOUT", v)]).unwrap_err().var,
+                "PLAN_DRY_RUN_TIMEOUT"
             );
         }
     }

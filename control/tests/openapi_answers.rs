@@ -243,6 +243,7 @@ async fn broker_with_a_worker(db: &TestDb) {
         inflight: 0,
         connected_at: chrono::Utc::now(),
         draining: false,
+        dry_runs: false,
     };
     cluster::beat(&db.pool, &me, Some(&[worker])).await.unwrap();
 }

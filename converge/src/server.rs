@@ -463,6 +463,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
                 member_liveness: cfg.member_dead_after,
                 limits,
                 https: security.http_tls.is_some(),
+                plan_dry_run_timeout: cfg.plan_dry_run_timeout,
             },
         };
         http::router(state, cfg.max_body_bytes)

@@ -1,22 +1,34 @@
-//! `POST /api/v1/resources:plan` against the real `converge`: a spec change on a Starlark and
-//! on a CEL composite reports the children and edges its compose would add, change and
+//! `POST /api/v1/resources:plan` against the real `converge`: a spec change on a Starlark, a
+//! CEL and an SDK composite reports the children and edges its compose would add, change and
 //! remove (value flows from upstreams' statuses substituted, so a flowed child compares
 //! unchanged), and the database is identical afterwards (every table but the liveness and
-//! wake-up bookkeeping, hashed row by row); the apply's checks come back as problem details
-//! per document; the one-document, array and NDJSON bodies all answer.
+//! wake-up bookkeeping, hashed row by row, and no row of resources, resource_deps,
+//! resource_events, work_queue or work_outbox even rewritten: their xmins are the same); the
+//! apply's checks come back as problem details per document; the one-document, array and
+//! NDJSON bodies all answer.
 //!
 //! The composites are composed for real first: an in-process Rust SDK worker stands in for
 //! the stdworker and runs the same composers on its effective config (the Starlark bundle in
 //! `converge-starlark-compose`, the CEL graph by `converge_cel`), so the children the plan
-//! compares with are those a real compose stored.
+//! compares with are those a real compose stored. The SDK composite (`provider: sdk`) is
+//! planned through a dry run on that worker (over real gRPC, through `plan_requests`); raw
+//! workers show who gets dry runs (only a stream that declared `Subscribe.dry_runs`), that a
+//! stream cannot answer another's dry run, that a refused answer is a compose error, and the
+//! no-worker and timeout warnings.
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
 
 use base64::Engine;
-use common::{Converge, sibling_bin};
+use common::{Converge, raw_worker::RawWorker, sibling_bin};
 use converge_control::app::starlark_sample::{BundleSource, Runner, Sample};
+use converge_proto::pb::{
+    self, work_stream_client_msg::Body as Out, work_stream_server_msg::Body as In,
+};
 use converge_sdk::{
     ChildSpec, Condition, DepEdge, HandlerError, KindVersion, Outcome, Provider, ReactionRequest,
     Registry, ResourceRef, Stage, ValueFlow, WorkerConfig,
@@ -76,8 +88,12 @@ fn leaf_manifest(kind: &str) -> Value {
            "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status", "conditions"]}]})
 }
 
-/// The stdworker's part: composes with the composer its provider names, on the effective
-/// config the task carries.
+/// How many dry runs the SDK composer was asked for (`ReactionRequest::dry_run`).
+static DRY_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// The stdworker's part (and an SDK composer's, for `sdknet`): composes with the composer
+/// its provider names (`sdknet`: the Starlark bundle), on the effective config the task
+/// carries.
 struct Composer {
     kind: &'static str,
     starlark: Runner,
@@ -91,6 +107,9 @@ impl Provider for Composer {
     async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
         if req.stage != Stage::Compose {
             return Ok(Outcome::default());
+        }
+        if req.dry_run() {
+            DRY_RUNS.fetch_add(1, Ordering::SeqCst);
         }
         let spec: Value = req.spec()?;
         let out = if self.kind == "celnet" {
@@ -161,6 +180,7 @@ async fn world() -> (Converge, CancellationToken) {
     c.apply_manifest(&composite_manifest("starnet", "starlark"))
         .await;
     c.apply_manifest(&composite_manifest("celnet", "cel")).await;
+    c.apply_manifest(&composite_manifest("sdknet", "sdk")).await;
     let bundle = base64::engine::general_purpose::STANDARD
         .encode(common::stored_zip(&[("compose.star", BUNDLE)]));
     for config in [
@@ -168,6 +188,8 @@ async fn world() -> (Converge, CancellationToken) {
                "spec": {}, "data": bundle}),
         json!({"name": "celnet", "kind": "celnet", "kind_version": 1, "is_default": true,
                "spec": graph()}),
+        json!({"name": "sdknet", "kind": "sdknet", "kind_version": 1, "is_default": true,
+               "spec": {}, "data": bundle}),
     ] {
         let (s, body) = c.call(Method::POST, "providerconfigs", Some(config)).await;
         assert!(s == 200 || s == 201, "{s} {body}");
@@ -180,6 +202,10 @@ async fn world() -> (Converge, CancellationToken) {
         })
         .with(Composer {
             kind: "celnet",
+            starlark: Runner::new(&bin),
+        })
+        .with(Composer {
+            kind: "sdknet",
             starlark: Runner::new(&bin),
         })
         .with(Leaf("pnet"))
@@ -232,6 +258,49 @@ async fn dump(c: &Converge) -> Vec<(String, String)> {
         out.push((t, h));
     }
     out
+}
+
+/// Per table that a stored change would touch: its row count and the sum of its rows' xmin
+/// (a row rewritten with the same content still moves it).
+async fn xmins(c: &Converge) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for t in [
+        "resources",
+        "resource_deps",
+        "resource_events",
+        "work_queue",
+        "work_outbox",
+        "plan_requests",
+    ] {
+        let sql = format!(
+            "SELECT count(*)::text || ':' || coalesce(sum(xmin::text::numeric), 0)::text FROM {t}"
+        );
+        let h: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&c.db.pool)
+            .await
+            .unwrap();
+        out.push((t.to_string(), h));
+    }
+    out
+}
+
+/// Waits until a broker lists a ready worker that answers dry runs of `kind` (what the plan
+/// checks before it asks for one).
+async fn dry_runs_served(c: &Converge, kind: &str) {
+    common::wait_for(T, "a dry-run worker listed", || async {
+        let ok: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM cluster_members m, jsonb_array_elements(m.workers) w,
+                                  jsonb_array_elements(w->'kinds') k
+                            WHERE (w->>'dry_runs')::boolean AND (k->>'ready')::boolean
+                              AND k->>'kind' = $1)",
+        )
+        .bind(kind)
+        .fetch_one(&c.db.pool)
+        .await
+        .unwrap();
+        ok.then_some(())
+    })
+    .await;
 }
 
 /// Waits until `kind/name` is Ready with every child Ready, `n` of them, and the engine has
@@ -322,10 +391,12 @@ async fn a_spec_change_plans_children_and_edges(c: &Converge, kind: &str) {
     assert!(same["results"][0]["children"].is_null(), "{same}");
 
     let before = dump(c).await;
+    let untouched = xmins(c).await;
     let v2 = json!({"size": 2, "keep": false, "extra": true});
     let p = plan(c, &root(kind, &r, v2)).await;
     let after = dump(c).await;
     assert_eq!(before, after, "a plan writes nothing");
+    assert_eq!(untouched, xmins(c).await, "a plan rewrites no row");
 
     assert_eq!(
         (
@@ -340,8 +411,13 @@ async fn a_spec_change_plans_children_and_edges(c: &Converge, kind: &str) {
     assert_eq!(item["action"], "update", "{item}");
     assert_eq!(
         item["composer"],
-        if kind == "celnet" { "cel" } else { "starlark" }
+        match kind {
+            "celnet" => "cel",
+            "sdknet" => "sdk",
+            _ => "starlark",
+        }
     );
+    assert!(item["warnings"].as_array().unwrap().is_empty(), "{item}");
     assert!(
         item["error"].is_null() && item["compose_error"].is_null(),
         "{item}"
@@ -454,6 +530,293 @@ async fn a_spec_change_on_starlark_and_cel_composites_plans_their_children() {
         "a plan creates nothing"
     );
     stop.cancel();
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sdk_composite_is_planned_through_a_dry_run_on_its_worker() {
+    let (c, stop) = world().await;
+    dry_runs_served(&c, "sdknet").await;
+    let asked = DRY_RUNS.load(Ordering::SeqCst);
+    a_spec_change_plans_children_and_edges(&c, "sdknet").await;
+    assert!(
+        DRY_RUNS.load(Ordering::SeqCst) > asked,
+        "the composer saw ctx.dry_run()"
+    );
+    let p = plan(
+        &c,
+        &root(
+            "sdknet",
+            "fresh",
+            json!({"size": 1, "keep": false, "extra": false}),
+        ),
+    )
+    .await;
+    let item = &p["results"][0];
+    assert_eq!(item["action"], "create", "{item}");
+    assert_eq!(
+        refs(&item["children"]["add"]),
+        ["pnet/fresh-a", "psub/fresh-a-sub"],
+        "{item}"
+    );
+    assert!(
+        c.get("sdknet", "fresh").await.is_none(),
+        "a dry run creates nothing"
+    );
+    stop.cancel();
+    c.stop().await;
+}
+
+/// A raw worker of kind `rawnet` that says (`dry_runs`) or does not say it answers dry runs.
+async fn raw(c: &Converge, name: &str, dry_runs: bool) -> RawWorker {
+    RawWorker::connect(
+        c,
+        Out::Subscribe(pb::Subscribe {
+            kinds: vec!["rawnet".into()],
+            kind_versions: vec![1],
+            max_inflight: 4,
+            worker_name: name.into(),
+            sdk: "test/0".into(),
+            dry_runs,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap()
+}
+
+/// The StageComplete of a dry run `t` with `children` (kind, name, spec).
+fn composed(t: &pb::StageTask, children: &[(&str, &str, Value)]) -> Out {
+    Out::Complete(pb::StageComplete {
+        lease_token: t.lease_token.clone(),
+        claim_epoch: t.claim_epoch,
+        stage: pb::Stage::Compose as i32,
+        compose: Some(pb::ComposeResult {
+            desired: children
+                .iter()
+                .map(|(k, n, spec)| pb::ChildSpec {
+                    kind: (*k).into(),
+                    name: (*n).into(),
+                    spec: serde_json::to_vec(spec).unwrap(),
+                    kind_version: 1,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// `POST /resources:plan` of one `rawnet` document, answered on its own task (the raw
+/// workers answer the dry run meanwhile).
+fn plan_later(c: &Converge, name: &str) -> tokio::task::JoinHandle<Value> {
+    let (client, url) = (
+        c.client.clone(),
+        format!("{}/api/v1/resources:plan", c.http),
+    );
+    let body = root(
+        "rawnet",
+        name,
+        json!({"size": 3, "keep": true, "extra": false}),
+    );
+    tokio::spawn(async move {
+        let r = client.post(url).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().await.unwrap()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_runs_go_only_to_workers_that_declare_them_and_are_answered_only_by_theirs() {
+    let c = Converge::start(&[("PLAN_DRY_RUN_TIMEOUT", "2s")]).await;
+    c.apply_manifest(&leaf_manifest("pnet")).await;
+    c.apply_manifest(&composite_manifest("rawnet", "sdk")).await;
+    let untouched = xmins(&c).await;
+    let warning = |p: &Value| {
+        p["results"][0]["warnings"][0]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+
+    // No worker at all, then only one that never declared dry runs (an older SDK).
+    let none = plan(
+        &c,
+        &root(
+            "rawnet",
+            "x",
+            json!({"size": 3, "keep": true, "extra": false}),
+        ),
+    )
+    .await;
+    assert!(
+        warning(&none).contains("no worker that supports dry runs"),
+        "{none}"
+    );
+    let mut old = raw(&c, "old", false).await;
+    common::wait_for(T, "the old worker listed", || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM cluster_members m, jsonb_array_elements(m.workers) w
+             WHERE w->>'name' = 'old'",
+        )
+        .fetch_one(&c.db.pool)
+        .await
+        .unwrap();
+        (n == 1).then_some(())
+    })
+    .await;
+    let p = plan(
+        &c,
+        &root(
+            "rawnet",
+            "x",
+            json!({"size": 3, "keep": true, "extra": false}),
+        ),
+    )
+    .await;
+    assert!(
+        warning(&p).contains("no worker that supports dry runs"),
+        "{p}"
+    );
+
+    // A worker that declares them gets the task; the old one cannot answer it for it.
+    let mut new = raw(&c, "new", true).await;
+    dry_runs_served(&c, "rawnet").await;
+    let pending = plan_later(&c, "x");
+    let t = new.task().await;
+    assert!(t.dry_run, "{t:?}");
+    assert_eq!(t.stage, pb::Stage::Compose as i32);
+    assert!(t.resource_id.is_empty(), "a create has no stored resource");
+    let Some(pb::stage_task::Request::ComposeReq(req)) = &t.request else {
+        panic!("not a compose: {t:?}")
+    };
+    let root_res = req.root.as_ref().unwrap();
+    assert_eq!(root_res.name, "x");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&root_res.spec).unwrap(),
+        json!({"size": 3, "keep": true, "extra": false})
+    );
+    old.send(composed(&t, &[("pnet", "forged", json!({"size": 9}))]))
+        .await;
+    let refused = old.ack().await;
+    assert!(!refused.accepted, "another stream's dry run: {refused:?}");
+    new.send(composed(&t, &[("pnet", "x-a", json!({"size": 3}))]))
+        .await;
+    assert!(new.ack().await.accepted);
+    let p = pending.await.unwrap();
+    let item = &p["results"][0];
+    assert_eq!(refs(&item["children"]["add"]), ["pnet/x-a"], "{item}");
+    assert!(item["warnings"].as_array().unwrap().is_empty(), "{item}");
+
+    // An answer the engine would refuse is the item's compose error.
+    let pending = plan_later(&c, "x");
+    let t = new.task().await;
+    new.send(composed(&t, &[("nokind", "x-a", json!({}))]))
+        .await;
+    assert!(new.ack().await.accepted);
+    let p = pending.await.unwrap();
+    let err = p["results"][0]["compose_error"].as_str().unwrap_or("");
+    assert!(err.contains("compose result refused"), "{p}");
+
+    // No answer in time: a warning, and the worker is told to stop.
+    let pending = plan_later(&c, "x");
+    let t = new.task().await;
+    let p = pending.await.unwrap();
+    assert!(warning(&p).contains("timed out"), "{p}");
+    assert!(warning(&p).contains("the worker did not answer"), "{p}");
+    match new.next(Duration::from_secs(10)).await {
+        In::Cancel(x) => assert_eq!(x.lease_token, t.lease_token),
+        other => panic!("expected a cancel, got {other:?}"),
+    }
+    // Its late answer changes nothing.
+    new.send(composed(&t, &[("pnet", "late", json!({"size": 1}))]))
+        .await;
+    assert!(!new.ack().await.accepted);
+
+    assert_eq!(untouched, xmins(&c).await, "dry runs store nothing");
+    assert!(c.get("rawnet", "x").await.is_none());
+    c.stop().await;
+}
+
+/// Composes one pnet child whose size says whether the composer saw the plain token.
+const SECRET_BUNDLE: &str = r#"
+def compose(spec, config, root):
+    size = 2 if config["token"] == "plain-token-5e1d" else 1
+    return {"children": [child("pnet", root["name"] + "-a", {"size": size})]}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_composes_with_sealed_secrets_opened_or_says_it_cannot() {
+    let bin = sibling_bin("converge-starlark-compose");
+    let c = Converge::start(&[("CONVERGE_STARLARK_BIN", bin.to_str().unwrap())]).await;
+    c.apply_manifest(&leaf_manifest("pnet")).await;
+    c.apply_manifest(
+        &json!({"kind": "secnet", "kind_version": 1, "provider": "starlark",
+        "config_schema": {"type": "object", "properties": {
+            "token": {"type": "string", "writeOnly": true}}},
+        "reactions": [{"name": "compose", "trigger": "specChange",
+                       "emits": ["children", "status"]}]}),
+    )
+    .await;
+    let bundle = base64::engine::general_purpose::STANDARD
+        .encode(common::stored_zip(&[("compose.star", SECRET_BUNDLE)]));
+    let (s, body) = c
+        .call(
+            Method::POST,
+            "providerconfigs",
+            Some(
+                json!({"name": "secnet", "kind": "secnet", "kind_version": 1,
+                        "is_default": true, "spec": {"token": "plain-token-5e1d"},
+                        "data": bundle}),
+            ),
+        )
+        .await;
+    assert!(s == 200 || s == 201, "{s} {body}");
+    let stored: Value =
+        sqlx::query_scalar("SELECT spec FROM providerconfigs WHERE name = 'secnet'")
+            .fetch_one(&c.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        converge_engine::sealing::is_envelope(&stored["token"]),
+        "stored sealed: {stored}"
+    );
+
+    // The API holds the key: the composer sees the plain token.
+    let doc = json!({"kind": "secnet", "kind_version": 1, "name": "s", "spec": {}});
+    let p = plan(&c, &doc).await;
+    let item = &p["results"][0];
+    assert!(item["warnings"].as_array().unwrap().is_empty(), "{item}");
+    assert_eq!(
+        item["children"]["add"][0]["spec"],
+        json!({"size": 2}),
+        "{item}"
+    );
+
+    // A value sealed under a key this process lacks: not composed, and the warning says so.
+    let other = converge_engine::sealing::Keyring::new(
+        Some(converge_engine::sealing::Key::from_bytes(&[7; 32])),
+        Vec::new(),
+    );
+    let lost = other
+        .seal("secnet", "/token", &json!("plain-token-5e1d"))
+        .unwrap();
+    sqlx::query(
+        "UPDATE providerconfigs SET spec = jsonb_set(spec, '{token}', $1) WHERE name = 'secnet'",
+    )
+    .bind(&lost)
+    .execute(&c.db.pool)
+    .await
+    .unwrap();
+    let p = plan(&c, &doc).await;
+    let item = &p["results"][0];
+    assert!(item["children"].is_null(), "{item}");
+    let warning = item["warnings"][0].as_str().unwrap_or("");
+    assert!(
+        warning.contains("/token does not open") && warning.contains("lacks the key"),
+        "{item}"
+    );
     c.stop().await;
 }
 

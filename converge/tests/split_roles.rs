@@ -14,6 +14,10 @@
 //!   results and accepts them (nothing runs twice, nothing is released unfinished), exits
 //!   cleanly, and its workers reconnect to the surviving broker (the first one, restarted on
 //!   its address) and finish the rest.
+//!
+//! And a plan across processes: `POST /api/v1/resources:plan` on a `ROLE=control` process
+//! plans an SDK composite whose composer is a worker of a `ROLE=broker` process, through a
+//! dry run (`plan_requests`: the only way between the two).
 
 mod common;
 
@@ -307,6 +311,77 @@ impl Provider for Typo {
 
     async fn work(&self, _req: ReactionRequest) -> Result<Outcome, HandlerError> {
         Ok(Outcome::default())
+    }
+}
+
+/// A composer of kind `fan`: `n` children `<root>-<i>` of kind `hello`.
+struct Fan;
+
+impl Provider for Fan {
+    fn kind(&self) -> KindVersion {
+        KindVersion::new("fan", 1)
+    }
+
+    async fn work(&self, req: ReactionRequest) -> Result<Outcome, HandlerError> {
+        let n = req.resource.spec.value()["n"].as_u64().unwrap_or(0);
+        let mut out = Outcome::default();
+        for i in 0..n {
+            out = out.with_child(converge_sdk::ChildSpec::new(
+                "hello",
+                1,
+                format!("{}-{i}", req.resource.name),
+                json!({"greeting": "hi"}),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_on_a_control_process_dry_runs_on_a_broker_process_worker() {
+    let db = TestDb::empty().await;
+    let mut procs = boot_together(&db.url, &[("control", &[]), ("broker", &[])]).await;
+    let mut broker = procs.pop().unwrap();
+    let mut control = procs.pop().unwrap();
+    let api = Api::new(format!("http://127.0.0.1:{}", control.http));
+    api.apply_manifest(&Converge::hello_manifest(0)).await;
+    api.apply_manifest(&json!({"kind": "fan", "kind_version": 1, "provider": "sdk",
+        "reactions": [{"name": "compose", "trigger": "specChange", "emits": ["children", "status"]}]}))
+        .await;
+    let stop = CancellationToken::new();
+    let mut cfg = converge_sdk::WorkerConfig::new(broker.broker_addr());
+    cfg.worker_name = "fan".into();
+    tokio::spawn(converge_sdk::run_worker(
+        cfg,
+        Registry::new().with(Fan),
+        stop.clone().cancelled_owned(),
+    ));
+    let grpc = broker.grpc;
+    cluster_when(&api, "the fan worker on the broker", |v| {
+        workers_on(v, grpc) == ["fan"]
+    })
+    .await;
+    let doc = json!({"kind": "fan", "kind_version": 1, "name": "f", "spec": {"n": 2}});
+    let (s, p) = api.call(Method::POST, "resources:plan", Some(&doc)).await;
+    assert_eq!(s, 200, "{p}");
+    let item = &p["results"][0];
+    assert_eq!(item["action"], "create", "{item}");
+    assert!(item["warnings"].as_array().unwrap().is_empty(), "{item}");
+    let mut added: Vec<&str> = item["children"]["add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    added.sort();
+    assert_eq!(added, ["f-0", "f-1"], "{item}");
+    assert!(
+        api.get("fan", "f").await.is_none(),
+        "a plan creates nothing"
+    );
+    stop.cancel();
+    for p in [&mut control, &mut broker] {
+        converge_testkit::terminate(&mut p.child, Duration::from_secs(15)).await;
     }
 }
 

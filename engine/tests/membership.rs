@@ -49,6 +49,7 @@ impl Hand {
             inflight: 0,
             connected_at: chrono::Utc::now(),
             draining: false,
+            dry_runs: false,
         });
         drop(ws);
         self.generation.fetch_add(1, Ordering::Relaxed);

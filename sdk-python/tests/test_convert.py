@@ -77,6 +77,17 @@ def test_other_stages_decode() -> None:
     assert d.trigger == "deleteRequested"
 
 
+def test_dry_run_is_read_from_a_compose_only() -> None:
+    def compose(dry_run: bool) -> pb.StageTask:
+        return pb.StageTask(stage=pb.STAGE_COMPOSE, reaction="compose", dry_run=dry_run,
+                            compose_req=pb.ComposeRequest(root=res()))
+    assert request_from_task(compose(True), ProviderConfig()).dry_run
+    assert not request_from_task(compose(False), ProviderConfig()).dry_run
+    work = pb.StageTask(stage=pb.STAGE_WORK, reaction="work", dry_run=True,
+                        work_req=pb.WorkRequest(resource=res()))
+    assert not request_from_task(work, ProviderConfig()).dry_run, "only a compose is a dry run"
+
+
 @pytest.mark.parametrize(
     ("task", "msg"),
     [

@@ -102,6 +102,7 @@ async def test_subscribe_is_first_then_interest_for_unready_kinds(broker: FakeBr
     sub = first.subscribe
     assert list(sub.kinds) == ["k"] and list(sub.kind_versions) == [1]
     assert sub.max_inflight == 7 and sub.sdk == SDK and sub.worker_name == "fake-test"
+    assert sub.dry_runs, "the SDK answers dry runs"
     assert SDK.startswith("python/")
     i = await s.next("interest")
     assert (i.kind, i.kind_version, i.has_worker) == ("k", 1, False)

@@ -158,6 +158,8 @@ pub(crate) fn request_from_task(
         operation: None,
         transition: None,
         dedup_token: String::new(),
+        // Only a compose can be a dry run.
+        dry_run: task.dry_run && stage == Stage::Compose,
     };
     let mismatch = || format!("task payload does not match stage {}", stage.as_str_name());
     match (stage, task.request) {
@@ -369,5 +371,39 @@ mod tests {
         };
         let e = resource_from_pb(bad_status, "observed").unwrap_err();
         assert!(e.starts_with("malformed observed status JSON: "), "{e}");
+    }
+
+    #[test]
+    fn dry_run_is_read_from_a_compose_only() {
+        let task = |stage: pb::Stage, request| pb::StageTask {
+            stage: stage as i32,
+            reaction: "r".into(),
+            dry_run: true,
+            request: Some(request),
+            ..Default::default()
+        };
+        let root = || pb::Resource {
+            name: "n".into(),
+            ..Default::default()
+        };
+        let decode = |t| {
+            request_from_task(t, ProviderConfig::default(), Default::default(), None, None).unwrap()
+        };
+        let compose = decode(task(
+            Stage::Compose,
+            pb::stage_task::Request::ComposeReq(pb::ComposeRequest {
+                root: Some(root()),
+                ..Default::default()
+            }),
+        ));
+        assert!(compose.dry_run());
+        let work = decode(task(
+            Stage::Work,
+            pb::stage_task::Request::WorkReq(pb::WorkRequest {
+                resource: Some(root()),
+                ..Default::default()
+            }),
+        ));
+        assert!(!work.dry_run(), "only a compose is a dry run");
     }
 }

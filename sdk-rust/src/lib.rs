@@ -38,6 +38,19 @@
 //! reconnect an unusable file is logged and retried like a broker outage. The token works
 //! over h2c too (a loopback broker accepts it); beyond loopback that is warned at start.
 //!
+//! # Plans: dry runs
+//!
+//! A COMPOSE task may be a **dry run**: `POST /api/v1/resources:plan` (and `conctl diff`) asks
+//! the composer what it would compose for a spec that is not applied yet, and shows the
+//! children and edges it would add, change and remove. The handler runs as for a real compose
+//! and returns its outcome normally; converge checks it like any compose result and stores none
+//! of it. [`ReactionRequest::dry_run`] says which it is. A composer is meant to be pure (its
+//! children follow from the spec, config and observed children alone); one with side effects
+//! (it calls out, allocates, counts) must skip them when [`ReactionRequest::dry_run`] is set.
+//! The SDK tells the broker it supports dry runs (the `Subscribe.dry_runs` flag); a worker
+//! built with an older SDK is never sent one, and the plan then warns that no worker that
+//! supports dry runs is connected.
+//!
 //! # Brokers, failover and reconnects
 //!
 //! The worker dials the first broker of `BROKER_ADDR` and moves on to the next (wrapping

@@ -56,6 +56,7 @@ pub fn request(kind: impl Into<String>, spec: Value) -> ReactionRequest {
         operation: None,
         transition: None,
         dedup_token: String::new(),
+        dry_run: false,
     }
 }
 

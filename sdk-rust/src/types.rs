@@ -248,9 +248,22 @@ pub struct ReactionRequest {
     pub transition: Option<Transition>,
     /// Stable key for idempotent side effects (REACT); empty otherwise.
     pub dedup_token: String,
+    /// A plan's dry run (COMPOSE only): compose as usual and return the outcome, which is
+    /// compared with the stored children and never stored. A composer is meant to be pure;
+    /// one that is not (it calls out, it counts) must skip its side effects when this is set.
+    /// See [`ReactionRequest::dry_run`].
+    pub dry_run: bool,
 }
 
 impl ReactionRequest {
+    /// Whether this compose is a plan's dry run (`POST /api/v1/resources:plan`): the spec is
+    /// the one an apply would store, and whatever the handler returns is only shown, never
+    /// stored. Handlers run exactly as for a real compose; this says only that side effects
+    /// must not happen.
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
     /// Decodes the resource's spec into `T`; a spec that does not fit is a terminal error
     /// (retrying cannot fix it, a spec change can). Keys `T` has no field for are ignored
     /// (serde's default, and the rule every converge SDK follows), so a kind can add an

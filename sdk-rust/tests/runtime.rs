@@ -49,6 +49,7 @@ async fn subscribe_is_first_and_describes_the_worker() {
     assert_eq!(sub.sdk, format!("rust/{}", env!("CARGO_PKG_VERSION")));
     assert_eq!(sub.worker_name, "test-worker");
     assert!(sub.resumed.is_empty());
+    assert!(sub.dry_runs, "the SDK answers plans' dry runs");
     // Configs were primed before the stream opened, and on_config fired for each pair.
     assert!(broker.config_pulls.load(Ordering::SeqCst) >= 1);
     assert_eq!(probe.configs.lock().unwrap().len(), 2);

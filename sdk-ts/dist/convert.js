@@ -162,6 +162,7 @@ export function requestFromTask(task, ctx) {
         case "composeReq":
             req.resource = required(p.value.root, "root");
             req.observed = p.value.observed.map((r) => resourceFromPb(r, "observed"));
+            req.dryRun = task.dryRun;
             break;
         case "workReq":
             req.resource = required(p.value.resource, "resource");

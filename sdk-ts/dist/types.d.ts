@@ -270,6 +270,12 @@ export declare class ReactionRequest {
     transition: Transition | undefined;
     /** A stable key `<id>:<transition>:<generation>:<binding>` for idempotent side effects (REACT). */
     dedupToken: string;
+    /**
+     * A plan's dry run (COMPOSE only; `POST /api/v1/resources:plan`): compose as usual and
+     * return the outcome, which is compared with the stored children and never stored. A
+     * composer is meant to be pure; one that is not must skip its side effects then.
+     */
+    dryRun: boolean;
     constructor(init: ReactionRequestInit);
     /**
      * The resource's spec: as is, or `parse(spec)` when a parser is given (e.g. a schema

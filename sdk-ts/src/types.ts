@@ -358,6 +358,12 @@ export class ReactionRequest {
   transition: Transition | undefined = undefined;
   /** A stable key `<id>:<transition>:<generation>:<binding>` for idempotent side effects (REACT). */
   dedupToken = "";
+  /**
+   * A plan's dry run (COMPOSE only; `POST /api/v1/resources:plan`): compose as usual and
+   * return the outcome, which is compared with the stored children and never stored. A
+   * composer is meant to be pure; one that is not must skip its side effects then.
+   */
+  dryRun = false;
 
   constructor(init: ReactionRequestInit) {
     Object.assign(this, init);

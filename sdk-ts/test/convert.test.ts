@@ -114,6 +114,22 @@ test("OPERATE, REACT and ROLLUP payloads decode", () => {
   assert.deepEqual(r3.summary?.failed, [new ResourceRef("leaf", "x")]);
 });
 
+test("dryRun is read from a COMPOSE task only", () => {
+  const compose = (dryRun: boolean): pb.StageTask =>
+    create(pb.StageTaskSchema, {
+      stage: pb.Stage.COMPOSE,
+      kind: "k",
+      reaction: "compose",
+      dryRun,
+      request: { case: "composeReq", value: { root: { kind: "k", name: "r" } } },
+    });
+  assert.equal(requestFromTask(compose(true), { config: new ProviderConfig() }).dryRun, true);
+  assert.equal(requestFromTask(compose(false), { config: new ProviderConfig() }).dryRun, false);
+  const work = task(workTask("L", 2n, { spec: "{}" }));
+  work.dryRun = true;
+  assert.equal(requestFromTask(work, { config: new ProviderConfig() }).dryRun, false);
+});
+
 test("malformed tasks are refused with a reason", () => {
   const noPayload = create(pb.StageTaskSchema, { stage: pb.Stage.WORK, kind: "k", reaction: "work" });
   assert.throws(() => requestFromTask(noPayload, { config: new ProviderConfig() }), /no payload for stage STAGE_WORK/);

@@ -184,6 +184,10 @@ fn stage_specific_fields_appear_only_for_their_stage() {
         json!([{"kind": "c", "name": "a", "spec": {"i": 1}, "status": {"s": 2}, "phase": "Ready", "is_ready": true}])
     );
     assert!(doc.get("descendants").is_none() && doc.get("operation").is_none());
+    assert!(doc.get("dry_run").is_none(), "a real compose says nothing");
+    req.dry_run = true;
+    let doc = build_request(&req, None, b"", &[]);
+    assert_eq!(doc["dry_run"], true, "a plan's dry run says so");
 
     req.stage = Stage::Rollup;
     req.observed.clear();
@@ -222,6 +226,7 @@ fn stage_specific_fields_appear_only_for_their_stage() {
         "transition",
         "dedup_token",
         "bundle",
+        "dry_run",
     ] {
         assert!(doc.get(absent).is_none(), "{absent} in {doc}");
     }

@@ -25,6 +25,8 @@ pub struct Runtime {
     pub limits: RateLimits,
     /// Whether the HTTP listener serves TLS (answers then carry HSTS).
     pub https: bool,
+    /// How long a plan waits for worker composers' dry runs (`PLAN_DRY_RUN_TIMEOUT`).
+    pub plan_dry_run_timeout: Duration,
 }
 
 impl Default for Runtime {
@@ -37,6 +39,7 @@ impl Default for Runtime {
             member_liveness: DEAD_AFTER,
             limits: RateLimits::default(),
             https: false,
+            plan_dry_run_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -10,16 +10,28 @@
 //! children and dependency edges with those the composite owns now (add, change, remove).
 //! A Starlark bundle and a CEL graph run where the API can kill them, in the
 //! `converge-starlark-compose` child (`app::starlark_sample`), under the effective provider
-//! config a worker would get (the resource's override merged over the kind's default), and
+//! config a worker would get (the resource's override merged over the kind's default, its
+//! sealed writeOnly values opened with the process's keys, or not composed with a warning
+//! when one does not open), and
 //! the value flows from upstreams that report a status are substituted as the engine's
-//! compose does. A composer served by a worker (an SDK, WASM) is not run here: its item
-//! says so in `warnings`. At most [`MAX_PLAN_COMPOSES`] composites are composed per request.
+//! compose does. A composer served by a worker (an SDK, WASM, stdworker) runs there, as a
+//! dry run: the plan writes a request to `plan_requests` (`converge_engine::db::plans`), a
+//! broker with a connected worker that declared dry-run support sends it a compose task with
+//! `dry_run` set and writes the checked answer back, and the plan compares that answer
+//! exactly as it compares a sandboxed one. It waits for every dry run of one request at most
+//! `PLAN_DRY_RUN_TIMEOUT` (LISTEN `plan_answered`, with a re-read of its row as failsafe);
+//! no such worker, or no answer in time, is a warning on the item. At most
+//! [`MAX_PLAN_COMPOSES`] composites are composed per request.
 //!
-//! Nothing is written: every database call here is a read (the resource, its children and
-//! edges, provider configs, kinds), and the composers write nothing. The caller needs the
-//! apply's role (operator): a plan shows what the caller could apply.
+//! Nothing is stored: every database call here is a read (the resource, its children and
+//! edges, provider configs, kinds), and the composers write nothing; a dry run's only rows
+//! are its own `plan_requests` row, deleted once read (or when the plan gives up on it). The
+//! caller needs the apply's role (operator): a plan shows what the caller could apply.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
 use axum::{
     Json,
@@ -28,7 +40,14 @@ use axum::{
     http::{HeaderMap, StatusCode},
 };
 use converge_cel::ComposeOutput;
-use converge_engine::{db::compose::MAX_RELATED, ids::KindPair, words::Phase};
+use converge_engine::{
+    db::{
+        compose::MAX_RELATED,
+        plans::{self, PlanAnswer, PlanRequest},
+    },
+    ids::KindPair,
+    words::Phase,
+};
 use converge_kinds::Kind;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -63,8 +82,10 @@ const MAX_COMPOSE_ERRORS: usize = 5;
 /// body is what the apply or the batch apply takes (one document, a JSON array, or NDJSON);
 /// each document is checked as the apply checks it, compared with the stored resource
 /// (create, update with its diff, or unchanged), and for a composite whose spec changes, its
-/// Starlark or CEL composer is run on the new spec to show the children and edges it would
-/// add, change and remove.
+/// composer is run on the new spec to show the children and edges it would add, change and
+/// remove: Starlark and CEL in the API's sandbox, any other as a dry run on a connected
+/// worker that supports them (nothing is stored; no such worker, or no answer within
+/// PLAN_DRY_RUN_TIMEOUT, is a warning on the item).
 #[utoipa::path(
     post, operation_id = "resource_plan_plan", path = "/resources:plan", tag = "resources",
     request_body(
@@ -96,6 +117,7 @@ pub async fn plan(
         lookups,
         composes_left: MAX_PLAN_COMPOSES,
         seen: HashMap::new(),
+        dry_runs: None,
     };
     let mut results = Vec::with_capacity(items.len());
     for (index, raw) in items.into_iter().enumerate() {
@@ -163,6 +185,15 @@ enum NoCompose {
     Fails(String),
     /// It could not be run here (a warning).
     NotRun(String),
+    /// A worker composer's dry run gave nothing (the whole warning).
+    NoDryRun(String),
+}
+
+/// One request's dry runs: when they stop being waited for, and the LISTEN connection their
+/// answers are heard on (opened by the first).
+struct DryRunWait {
+    deadline: tokio::time::Instant,
+    listener: Option<sqlx::postgres::PgListener>,
 }
 
 /// One request's plan: the lookups it shares between documents.
@@ -172,6 +203,8 @@ struct Planner<'a> {
     composes_left: usize,
     /// (kind, name) → the first document naming it.
     seen: HashMap<(String, String), usize>,
+    /// The dry runs of worker composers, once one was asked for.
+    dry_runs: Option<DryRunWait>,
 }
 
 impl Planner<'_> {
@@ -313,20 +346,6 @@ impl Planner<'_> {
         out: &mut PlanItem,
     ) -> Result<(), ApiError> {
         let provider = schema.manifest.provider.as_deref().unwrap_or_default();
-        if !matches!(provider, "starlark" | "cel") {
-            out.warnings.push(format!(
-                "the composer of kind {} version {} runs on a worker (provider {}); the API \
-                 does not run it, so its children and edges are not planned",
-                item.kind,
-                item.kind_version,
-                if provider.is_empty() {
-                    "undeclared"
-                } else {
-                    provider
-                }
-            ));
-            return Ok(());
-        }
         if self.composes_left == 0 {
             out.warnings.push(format!(
                 "not composed: a plan composes at most {MAX_PLAN_COMPOSES} composites per \
@@ -335,7 +354,12 @@ impl Planner<'_> {
             return Ok(());
         }
         self.composes_left -= 1;
-        let mut output = match self.compose(provider, item).await? {
+        let composed = if matches!(provider, "starlark" | "cel") {
+            self.compose(provider, item).await?
+        } else {
+            self.dry_run(item, owner).await?
+        };
+        let mut output = match composed {
             Ok(o) => o,
             Err(NoCompose::Fails(why)) => {
                 out.compose_error = Some(why);
@@ -344,6 +368,10 @@ impl Planner<'_> {
             Err(NoCompose::NotRun(why)) => {
                 out.warnings
                     .push(format!("not composed: the composer cannot run here: {why}"));
+                return Ok(());
+            }
+            Err(NoCompose::NoDryRun(warning)) => {
+                out.warnings.push(warning);
                 return Ok(());
             }
         };
@@ -416,7 +444,17 @@ impl Planner<'_> {
                 None => (None, Vec::new()),
             },
         };
-        let config = effective_config(default_spec.as_ref(), over_spec.as_ref());
+        let mut config = effective_config(default_spec.as_ref(), over_spec.as_ref());
+        // A config's writeOnly values are stored sealed; the composer gets them open, as a
+        // worker does. One that does not open here (this process lacks the key that sealed
+        // it) would compose with an envelope in its place: not composed, and said why.
+        if let Some(e) = self.s.secrets.open_config(&item.kind, &mut config).first() {
+            return Ok(Err(NoCompose::NotRun(format!(
+                "{e} in this process: its provider config holds a sealed secret, and this \
+                 process lacks the key that sealed it (SECRETS_KEY_FILE, \
+                 SECRETS_OLD_KEY_FILES)"
+            ))));
+        }
         let runner = match Runner::find() {
             Ok(r) => r,
             Err(why) => return Ok(Err(NoCompose::NotRun(why))),
@@ -457,6 +495,132 @@ impl Planner<'_> {
             Sample::Composed(o) => Ok(o),
             Sample::Failed(why) => Err(NoCompose::Fails(why)),
             Sample::NotRun(why) => Err(NoCompose::NotRun(why)),
+        })
+    }
+
+    /// Asks a worker serving `item`'s composer for a dry run of the new spec (through
+    /// `plan_requests`, so the broker may be another process) and waits for its answer, at
+    /// most until the request's dry-run deadline. `owner` is the stored composite, whose
+    /// children the composer sees as observed.
+    async fn dry_run(
+        &mut self,
+        item: &ApplyItem,
+        owner: Option<uuid::Uuid>,
+    ) -> Result<Result<ComposeOutput, NoCompose>, ApiError> {
+        let pool = &self.s.pool;
+        let pair = format!("kind {} version {}", item.kind, item.kind_version);
+        let served = db::cluster::dry_run_served(
+            pool,
+            &item.kind,
+            item.kind_version,
+            self.s.runtime.member_liveness,
+        )
+        .await
+        .map_err(ApiError::db("read the connected workers"))?;
+        if !served {
+            return Ok(Err(NoCompose::NoDryRun(format!(
+                "not composed: the composer of {pair} runs on a worker, and no worker that \
+                 supports dry runs is connected for it (a worker built with an SDK older \
+                 than dry runs is never sent one)"
+            ))));
+        }
+        let timeout = self.s.runtime.plan_dry_run_timeout;
+        if self.dry_runs.is_none() {
+            // Once per request: the rows of plans that died waiting.
+            plans::sweep(pool)
+                .await
+                .map_err(ApiError::db("sweep abandoned plan requests"))?;
+        }
+        let wait = self.dry_runs.get_or_insert_with(|| DryRunWait {
+            deadline: tokio::time::Instant::now() + timeout,
+            listener: None,
+        });
+        let left = wait
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Ok(Err(NoCompose::NoDryRun(format!(
+                "not composed: this plan's dry runs took their whole {timeout:?} \
+                 (PLAN_DRY_RUN_TIMEOUT); plan fewer composites at once"
+            ))));
+        }
+        // LISTEN before the request is written, so its answer's NOTIFY cannot come first.
+        // Without a listener the row is re-read on the failsafe tick alone.
+        if wait.listener.is_none() {
+            match sqlx::postgres::PgListener::connect_with(pool).await {
+                Ok(mut l) => match l.listen(plans::ANSWERED).await {
+                    Ok(()) => wait.listener = Some(l),
+                    Err(e) => tracing::warn!(error = %e, "could not LISTEN for plan answers"),
+                },
+                Err(e) => tracing::warn!(error = %e, "could not LISTEN for plan answers"),
+            }
+        }
+        let id = uuid::Uuid::new_v4();
+        plans::request(
+            pool,
+            &PlanRequest {
+                id,
+                kind: &item.kind,
+                kind_version: item.kind_version,
+                name: &item.name,
+                resource_id: owner,
+                spec: &item.spec,
+                labels: &item.labels,
+                provider_config_ref: item.provider_config_ref.as_deref(),
+                wait: left,
+            },
+        )
+        .await
+        .map_err(ApiError::db("request a dry run"))?;
+        let answer = loop {
+            if let Some(a) = plans::take(pool, id)
+                .await
+                .map_err(ApiError::db("read a dry run's answer"))?
+            {
+                break a;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= wait.deadline {
+                let claimed = plans::claimed(pool, id)
+                    .await
+                    .map_err(ApiError::db("read a dry run's request"))?;
+                plans::forget(pool, id)
+                    .await
+                    .map_err(ApiError::db("withdraw a dry run's request"))?;
+                let who = if claimed {
+                    "the worker did not answer"
+                } else {
+                    "no broker took it to a worker"
+                };
+                return Ok(Err(NoCompose::NoDryRun(format!(
+                    "not composed: the dry run of the composer of {pair} timed out after \
+                     {timeout:?} (PLAN_DRY_RUN_TIMEOUT): {who}"
+                ))));
+            }
+            // Any answer wakes the wait; the row says whose. The failsafe re-read covers a
+            // lost connection.
+            let tick = (wait.deadline - now).min(Duration::from_millis(500));
+            match wait.listener.as_mut() {
+                Some(l) => {
+                    if let Ok(Err(e)) = tokio::time::timeout(tick, l.recv()).await {
+                        tracing::warn!(error = %e, "LISTEN for plan answers failed");
+                        wait.listener = None;
+                    }
+                }
+                None => tokio::time::sleep(tick).await,
+            }
+        };
+        Ok(match answer {
+            PlanAnswer::Composed(v) => match serde_json::from_value::<ComposeOutput>(v) {
+                Ok(o) => Ok(o),
+                Err(e) => Err(NoCompose::Fails(format!(
+                    "the dry run's answer is not a compose output: {e}"
+                ))),
+            },
+            PlanAnswer::Failed(why) => Err(NoCompose::Fails(why)),
+            PlanAnswer::NotRun(why) => Err(NoCompose::NoDryRun(format!(
+                "not composed: the dry run of the composer of {pair} did not run: {why}"
+            ))),
         })
     }
 

@@ -69,6 +69,10 @@ pub struct WorkerInfo {
     pub connected_at: DateTime<Utc>,
     /// Whether the broker told it to drain (no more tasks).
     pub draining: bool,
+    /// Whether it answers dry-run compose tasks (`Subscribe.dry_runs`); absent in the rows
+    /// of older brokers.
+    #[serde(default)]
+    pub dry_runs: bool,
 }
 
 /// One member's row.
@@ -253,6 +257,33 @@ pub async fn served(pool: &PgPool, kind: &str, version: i32, dead_after: Duratio
                   jsonb_array_elements(w->'kinds') k
              WHERE m.heartbeat_at >= now() - $3
                AND k->>'kind' = $1 AND (k->>'kind_version')::int = $2)",
+    )
+    .bind(kind)
+    .bind(version)
+    .bind(interval(dead_after))
+    .fetch_one(pool)
+    .await
+}
+
+/// Whether a worker of a broker stamped within `dead_after` that answers dry runs
+/// (`Subscribe.dry_runs`) serves (kind, version) and is ready for it: whether a plan's dry
+/// run of that kind can be answered.
+pub async fn dry_run_served(
+    pool: &PgPool,
+    kind: &str,
+    version: i32,
+    dead_after: Duration,
+) -> Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (
+             SELECT 1 FROM cluster_members m,
+                  jsonb_array_elements(m.workers) w,
+                  jsonb_array_elements(w->'kinds') k
+             WHERE m.heartbeat_at >= now() - $3 AND m.released_at IS NULL
+               AND coalesce((w->>'dry_runs')::boolean, false)
+               AND NOT coalesce((w->>'draining')::boolean, false)
+               AND k->>'kind' = $1 AND (k->>'kind_version')::int = $2
+               AND (k->>'ready')::boolean)",
     )
     .bind(kind)
     .bind(version)

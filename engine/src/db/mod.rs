@@ -14,6 +14,7 @@ pub mod engine_sql;
 pub mod events;
 pub mod kinds;
 pub mod operations;
+pub mod plans;
 pub mod providerconfigs;
 pub mod queue;
 pub mod reactor_bindings;

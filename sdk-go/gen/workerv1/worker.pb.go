@@ -439,7 +439,11 @@ type Subscribe struct {
 	// Advisory display name of the worker (logs and the cluster view only; never trusted).
 	WorkerName string `protobuf:"bytes,5,opt,name=worker_name,json=workerName,proto3" json:"worker_name,omitempty"`
 	// The SDK and version that built this worker, e.g. "rust/0.1.0".
-	Sdk           string `protobuf:"bytes,6,opt,name=sdk,proto3" json:"sdk,omitempty"`
+	Sdk string `protobuf:"bytes,6,opt,name=sdk,proto3" json:"sdk,omitempty"`
+	// The worker honours `StageTask.dry_run`: it runs a dry-run compose task like any other
+	// (the composer is pure) and answers it with a normal StageComplete. A broker sends dry
+	// runs only to streams that set this; an older worker leaves it false and never gets one.
+	DryRuns       bool `protobuf:"varint,7,opt,name=dry_runs,json=dryRuns,proto3" json:"dry_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +518,13 @@ func (x *Subscribe) GetSdk() string {
 		return x.Sdk
 	}
 	return ""
+}
+
+func (x *Subscribe) GetDryRuns() bool {
+	if x != nil {
+		return x.DryRuns
+	}
+	return false
 }
 
 // ResumedTask names a lease the worker still holds after a reconnect.
@@ -814,7 +825,15 @@ type StageTask struct {
 	// or resync (tells a drift re-observe from a spec change).
 	Trigger string `protobuf:"bytes,19,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	// 1 for the first attempt at this generation, counting up with each retry.
-	Attempt       int32 `protobuf:"varint,20,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt int32 `protobuf:"varint,20,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// A plan, not a reconcile (only with STAGE_COMPOSE, only to a stream whose Subscribe set
+	// `dry_runs`): the root's spec is the one an apply would store, nothing is stored, and the
+	// broker keeps the answer out of every resource, edge, event and queue row (it goes back to
+	// the API's `POST /api/v1/resources:plan`). The composer runs as usual and must have no
+	// side effects; a worker that cannot promise that answers with an error. `resource_id` and
+	// `generation` are those of the stored resource (empty and 0 for a create); the lease and
+	// claim epoch are the dry run's own, echoed on StageComplete like any task's.
+	DryRun        bool `protobuf:"varint,21,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1006,6 +1025,13 @@ func (x *StageTask) GetAttempt() int32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *StageTask) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 type isStageTask_Request interface {
@@ -2945,7 +2971,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x03ack\x18\x03 \x01(\v2\x1f.converge.worker.v1.CompleteAckH\x00R\x03ack\x128\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x1e.converge.worker.v1.CancelTaskH\x00R\x06cancel\x121\n" +
 	"\x05drain\x18\x05 \x01(\v2\x19.converge.worker.v1.DrainH\x00R\x05drainB\x06\n" +
-	"\x04body\"\xd7\x01\n" +
+	"\x04body\"\xf2\x01\n" +
 	"\tSubscribe\x12\x14\n" +
 	"\x05kinds\x18\x01 \x03(\tR\x05kinds\x12!\n" +
 	"\fmax_inflight\x18\x02 \x01(\rR\vmaxInflight\x12#\n" +
@@ -2953,7 +2979,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\aresumed\x18\x04 \x03(\v2\x1f.converge.worker.v1.ResumedTaskR\aresumed\x12\x1f\n" +
 	"\vworker_name\x18\x05 \x01(\tR\n" +
 	"workerName\x12\x10\n" +
-	"\x03sdk\x18\x06 \x01(\tR\x03sdk\"O\n" +
+	"\x03sdk\x18\x06 \x01(\tR\x03sdk\x12\x19\n" +
+	"\bdry_runs\x18\a \x01(\bR\adryRuns\"O\n" +
 	"\vResumedTask\x12\x1f\n" +
 	"\vlease_token\x18\x01 \x01(\tR\n" +
 	"leaseToken\x12\x1f\n" +
@@ -2974,7 +3001,7 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12!\n" +
 	"\fkind_version\x18\x02 \x01(\x05R\vkindVersion\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x12\x16\n" +
-	"\x06bundle\x18\x04 \x01(\fR\x06bundle\"\x8d\a\n" +
+	"\x06bundle\x18\x04 \x01(\fR\x06bundle\"\xa6\a\n" +
 	"\tStageTask\x12/\n" +
 	"\x05stage\x18\x01 \x01(\x0e2\x19.converge.worker.v1.StageR\x05stage\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12!\n" +
@@ -3005,7 +3032,8 @@ const file_converge_worker_v1_worker_proto_rawDesc = "" +
 	"operateReq\x12?\n" +
 	"\treact_req\x18\x12 \x01(\v2 .converge.worker.v1.ReactRequestH\x00R\breactReq\x12\x18\n" +
 	"\atrigger\x18\x13 \x01(\tR\atrigger\x12\x18\n" +
-	"\aattempt\x18\x14 \x01(\x05R\aattemptB\t\n" +
+	"\aattempt\x18\x14 \x01(\x05R\aattempt\x12\x17\n" +
+	"\adry_run\x18\x15 \x01(\bR\x06dryRunB\t\n" +
 	"\arequest\"\xd5\x04\n" +
 	"\bResource\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +

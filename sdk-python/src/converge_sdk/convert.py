@@ -164,6 +164,7 @@ def request_from_task(
     if stage is Stage.COMPOSE:
         req.resource = _required(p, "root", "root")
         req.observed = [resource_from_pb(r, "observed") for r in p.observed]
+        req.dry_run = bool(task.dry_run)
     elif stage is Stage.WORK:
         req.resource = _required(p, "resource", "resource")
         req.status = _json(p.status, "status")

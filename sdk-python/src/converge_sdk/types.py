@@ -165,6 +165,10 @@ class ReactionRequest:
     descendant in `descendants` (then `descendants_included` is true). Otherwise a handler
     that needs the rows reads them with `descendant_pages` or `read_descendants`, which page
     through the broker's ListDescendants (`subtree` says where from).
+
+    `dry_run` (COMPOSE only) marks a plan's dry run (`POST /api/v1/resources:plan`): compose
+    as usual and return the outcome, which is compared with the stored children and never
+    stored. A composer is meant to be pure; one that is not must skip its side effects then.
     """
 
     reaction: str
@@ -190,6 +194,7 @@ class ReactionRequest:
     operation: Operation | None = None
     transition: Transition | None = None
     dedup_token: str = ""
+    dry_run: bool = False
 
     def spec(self, cls: type[T] | None = None) -> Any:
         """The resource's spec: the JSON object itself, or `cls(**spec)` when `cls` is given.

@@ -247,6 +247,8 @@ impl Shared {
             resumed,
             worker_name: self.cfg.worker_name.clone(),
             sdk: SDK.to_string(),
+            // Compose handlers get `ReactionRequest::dry_run` and answer as usual.
+            dry_runs: true,
         };
         info!(
             session = id,

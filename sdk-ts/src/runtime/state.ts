@@ -248,6 +248,8 @@ export class Shared {
       resumed: keys.map((k) => create(pb.ResumedTaskSchema, { leaseToken: k.token, claimEpoch: k.epoch })),
       workerName: this.cfg.workerName,
       sdk: SDK,
+      // Compose handlers get `ReactionRequest.dryRun` and answer as usual.
+      dryRuns: true,
     });
     log.info(
       `subscribing (session ${sid}, ${kinds.length} kinds, ${keys.length} resumed, ${this.unacked.size} unacked)`,

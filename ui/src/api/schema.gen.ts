@@ -741,8 +741,10 @@ export interface paths {
          *     body is what the apply or the batch apply takes (one document, a JSON array, or NDJSON);
          *     each document is checked as the apply checks it, compared with the stored resource
          *     (create, update with its diff, or unchanged), and for a composite whose spec changes, its
-         *     Starlark or CEL composer is run on the new spec to show the children and edges it would
-         *     add, change and remove.
+         *     composer is run on the new spec to show the children and edges it would add, change and
+         *     remove: Starlark and CEL in the API's sandbox, any other as a dry run on a connected
+         *     worker that supports them (nothing is stored; no such worker, or no answer within
+         *     PLAN_DRY_RUN_TIMEOUT, is a warning on the item).
          */
         post: operations["resource_plan_plan"];
         delete?: never;

@@ -66,20 +66,22 @@ class WorkStreamServerMsg(_message.Message):
     def __init__(self, task: _Optional[_Union[StageTask, _Mapping]] = ..., config: _Optional[_Union[ProviderConfigUpdate, _Mapping]] = ..., ack: _Optional[_Union[CompleteAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ...) -> None: ...
 
 class Subscribe(_message.Message):
-    __slots__ = ("kinds", "max_inflight", "kind_versions", "resumed", "worker_name", "sdk")
+    __slots__ = ("kinds", "max_inflight", "kind_versions", "resumed", "worker_name", "sdk", "dry_runs")
     KINDS_FIELD_NUMBER: _ClassVar[int]
     MAX_INFLIGHT_FIELD_NUMBER: _ClassVar[int]
     KIND_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
     WORKER_NAME_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUNS_FIELD_NUMBER: _ClassVar[int]
     kinds: _containers.RepeatedScalarFieldContainer[str]
     max_inflight: int
     kind_versions: _containers.RepeatedScalarFieldContainer[int]
     resumed: _containers.RepeatedCompositeFieldContainer[ResumedTask]
     worker_name: str
     sdk: str
-    def __init__(self, kinds: _Optional[_Iterable[str]] = ..., max_inflight: _Optional[int] = ..., kind_versions: _Optional[_Iterable[int]] = ..., resumed: _Optional[_Iterable[_Union[ResumedTask, _Mapping]]] = ..., worker_name: _Optional[str] = ..., sdk: _Optional[str] = ...) -> None: ...
+    dry_runs: bool
+    def __init__(self, kinds: _Optional[_Iterable[str]] = ..., max_inflight: _Optional[int] = ..., kind_versions: _Optional[_Iterable[int]] = ..., resumed: _Optional[_Iterable[_Union[ResumedTask, _Mapping]]] = ..., worker_name: _Optional[str] = ..., sdk: _Optional[str] = ..., dry_runs: _Optional[bool] = ...) -> None: ...
 
 class ResumedTask(_message.Message):
     __slots__ = ("lease_token", "claim_epoch")
@@ -122,7 +124,7 @@ class ProviderConfigUpdate(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., kind_version: _Optional[int] = ..., config: _Optional[bytes] = ..., bundle: _Optional[bytes] = ...) -> None: ...
 
 class StageTask(_message.Message):
-    __slots__ = ("stage", "kind", "kind_version", "resource_id", "generation", "reaction", "lease_token", "claim_epoch", "manifest_version", "provider_config", "provider_bundle", "task_deadline_ms", "compose_req", "work_req", "rollup_req", "delete_req", "operate_req", "react_req", "trigger", "attempt")
+    __slots__ = ("stage", "kind", "kind_version", "resource_id", "generation", "reaction", "lease_token", "claim_epoch", "manifest_version", "provider_config", "provider_bundle", "task_deadline_ms", "compose_req", "work_req", "rollup_req", "delete_req", "operate_req", "react_req", "trigger", "attempt", "dry_run")
     STAGE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     KIND_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +145,7 @@ class StageTask(_message.Message):
     REACT_REQ_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     stage: Stage
     kind: str
     kind_version: int
@@ -163,7 +166,8 @@ class StageTask(_message.Message):
     react_req: ReactRequest
     trigger: str
     attempt: int
-    def __init__(self, stage: _Optional[_Union[Stage, str]] = ..., kind: _Optional[str] = ..., kind_version: _Optional[int] = ..., resource_id: _Optional[bytes] = ..., generation: _Optional[int] = ..., reaction: _Optional[str] = ..., lease_token: _Optional[str] = ..., claim_epoch: _Optional[int] = ..., manifest_version: _Optional[int] = ..., provider_config: _Optional[bytes] = ..., provider_bundle: _Optional[bytes] = ..., task_deadline_ms: _Optional[int] = ..., compose_req: _Optional[_Union[ComposeRequest, _Mapping]] = ..., work_req: _Optional[_Union[WorkRequest, _Mapping]] = ..., rollup_req: _Optional[_Union[RollupRequest, _Mapping]] = ..., delete_req: _Optional[_Union[DeleteRequest, _Mapping]] = ..., operate_req: _Optional[_Union[OperateRequest, _Mapping]] = ..., react_req: _Optional[_Union[ReactRequest, _Mapping]] = ..., trigger: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, stage: _Optional[_Union[Stage, str]] = ..., kind: _Optional[str] = ..., kind_version: _Optional[int] = ..., resource_id: _Optional[bytes] = ..., generation: _Optional[int] = ..., reaction: _Optional[str] = ..., lease_token: _Optional[str] = ..., claim_epoch: _Optional[int] = ..., manifest_version: _Optional[int] = ..., provider_config: _Optional[bytes] = ..., provider_bundle: _Optional[bytes] = ..., task_deadline_ms: _Optional[int] = ..., compose_req: _Optional[_Union[ComposeRequest, _Mapping]] = ..., work_req: _Optional[_Union[WorkRequest, _Mapping]] = ..., rollup_req: _Optional[_Union[RollupRequest, _Mapping]] = ..., delete_req: _Optional[_Union[DeleteRequest, _Mapping]] = ..., operate_req: _Optional[_Union[OperateRequest, _Mapping]] = ..., react_req: _Optional[_Union[ReactRequest, _Mapping]] = ..., trigger: _Optional[str] = ..., attempt: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class Resource(_message.Message):
     __slots__ = ("id", "kind", "name", "owner_id", "root_id", "spec", "status", "generation", "synced_gen", "is_ready", "finalizers", "deletion_requested_at_ms", "frozen_until_ms", "quarantined", "labels", "kind_version", "phase")

@@ -213,6 +213,8 @@ class Shared:
             resumed=[pb.ResumedTask(lease_token=k.token, claim_epoch=k.epoch) for k in keys],
             worker_name=self.cfg.worker_name,
             sdk=SDK,
+            # Compose handlers get `ReactionRequest.dry_run` and answer as usual.
+            dry_runs=True,
         )
         log.info(
             "subscribing (session %d, %d kinds, %d resumed, %d unacked)",

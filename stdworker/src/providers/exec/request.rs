@@ -4,7 +4,8 @@
 //! spec, status, settings` (`status`/`settings` may be `null`). Present only when they apply:
 //! `bundle` (base64, non-empty bundles only), `observed` (COMPOSE), `descendants` (ROLLUP),
 //! `operation` (OPERATE), `transition` and `dedup_token` (REACT), `deadline_ms` (the task
-//! has a deadline).
+//! has a deadline), `dry_run: true` (a COMPOSE that is a plan's dry run: answer as usual, act
+//! on nothing; its output is shown by `POST /api/v1/resources:plan` and never stored).
 
 use base64::Engine;
 use converge_sdk::{ReactionRequest, Resource, Stage};
@@ -61,6 +62,9 @@ pub fn build_request(
         Stage::Compose => {
             let observed: Vec<Value> = req.observed.iter().map(resource_view).collect();
             m.insert("observed".into(), Value::Array(observed));
+            if req.dry_run() {
+                m.insert("dry_run".into(), json!(true));
+            }
         }
         Stage::Rollup => {
             let desc: Vec<Value> = descendants.iter().map(resource_view).collect();

@@ -160,6 +160,14 @@ export type Subscribe = Message<"converge.worker.v1.Subscribe"> & {
      * @generated from field: string sdk = 6;
      */
     sdk: string;
+    /**
+     * The worker honours `StageTask.dry_run`: it runs a dry-run compose task like any other
+     * (the composer is pure) and answers it with a normal StageComplete. A broker sends dry
+     * runs only to streams that set this; an older worker leaves it false and never gets one.
+     *
+     * @generated from field: bool dry_runs = 7;
+     */
+    dryRuns: boolean;
 };
 /**
  * Describes the message converge.worker.v1.Subscribe.
@@ -434,6 +442,18 @@ export type StageTask = Message<"converge.worker.v1.StageTask"> & {
      * @generated from field: int32 attempt = 20;
      */
     attempt: number;
+    /**
+     * A plan, not a reconcile (only with STAGE_COMPOSE, only to a stream whose Subscribe set
+     * `dry_runs`): the root's spec is the one an apply would store, nothing is stored, and the
+     * broker keeps the answer out of every resource, edge, event and queue row (it goes back to
+     * the API's `POST /api/v1/resources:plan`). The composer runs as usual and must have no
+     * side effects; a worker that cannot promise that answers with an error. `resource_id` and
+     * `generation` are those of the stored resource (empty and 0 for a create); the lease and
+     * claim epoch are the dry run's own, echoed on StageComplete like any task's.
+     *
+     * @generated from field: bool dry_run = 21;
+     */
+    dryRun: boolean;
 };
 /**
  * Describes the message converge.worker.v1.StageTask.
