@@ -2,7 +2,7 @@
 // server's plan (`POST /resources:plan`) before anything is saved (the diff, or the apply's
 // problem for a spec the kind refuses), saving is only possible for a reviewed spec, and a
 // saved spec is the next generation. The classic BOM's composer is an SDK worker's: its plan
-// says its children are not planned.
+// composes through a dry run on that worker and lists what would change in its children.
 
 import { expect, test, type Page } from '@playwright/test';
 import path from 'node:path';
@@ -69,7 +69,8 @@ test('the edit dialog shows the plan before a spec is saved', async ({ page }, i
   expect(await generation(name)).toBe(2);
 });
 
-test('the plan of the classic BOM says its worker-run composer is not planned', async ({ page }) => {
+test('the plan of the classic BOM lists its children, composed by a dry run on its worker', async ({ page }) => {
+  const before = await fetch(api('/resources/classicbom/demo-bom')).then((r) => r.json() as Promise<{ generation: number }>);
   await page.goto(ui('/resources/list/r/classicbom/demo-bom'));
   const panel = page.getByRole('complementary', { name: 'Resource detail' });
   await expect(panel.getByRole('heading', { name: 'classicbom/demo-bom' })).toBeVisible();
@@ -81,7 +82,11 @@ test('the plan of the classic BOM says its worker-run composer is not planned', 
   await dialog.getByRole('button', { name: 'Review changes' }).click();
   const plan = dialog.getByRole('region', { name: 'Plan' });
   await expect(plan.getByLabel('Plan diff').locator('.add')).toHaveText(['+ /spec/region: "plan-region-1"']);
-  await expect(plan.getByRole('note')).toContainText('runs on a worker');
+  // Every child carries the region: 18 change, the 6 without one do not; nothing is saved.
+  await expect(plan.getByRole('heading', { name: /^Children: 0 added, 18 changed, 0 removed, 6 unchanged$/ })).toBeVisible();
+  await expect(plan.getByRole('listitem').filter({ hasText: 'vpc/payments-alpha-vpc' })).toContainText('+ /spec/region: "plan-region-1"');
   await dialog.getByRole('button', { name: 'Cancel' }).click();
   await expect(dialog).toHaveCount(0);
+  const after = await fetch(api('/resources/classicbom/demo-bom')).then((r) => r.json() as Promise<{ generation: number }>);
+  expect(after.generation).toBe(before.generation);
 });
