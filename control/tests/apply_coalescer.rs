@@ -11,16 +11,6 @@ use converge_control::{
 use converge_engine::words::ApplyResult;
 use futures::future::join_all;
 use serde_json::{Value, json};
-use sqlx::PgPool;
-
-async fn hello_kind(pool: &PgPool) {
-    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('hello', 1, $1)")
-        .bind(json!({"kind": "hello", "kind_version": 1,
-                     "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
-        .execute(pool)
-        .await
-        .unwrap();
-}
 
 fn item(kind: &str, name: &str, spec: Value) -> ApplyItem {
     ApplyItem {
@@ -44,7 +34,7 @@ async fn apply_all(
 #[tokio::test]
 async fn concurrent_applies_share_transactions_and_each_gets_its_answer() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let c = ApplyCoalescer::start(db.pool.clone());
 
     let n = 200;
@@ -81,7 +71,7 @@ async fn concurrent_applies_share_transactions_and_each_gets_its_answer() {
 #[tokio::test]
 async fn writes_of_one_resource_keep_their_order_and_their_actor() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let c = ApplyCoalescer::start(db.pool.clone());
 
     // Ten writes of `one`, by two actors in turn, beside writes of other resources.
@@ -142,7 +132,7 @@ async fn writes_of_one_resource_keep_their_order_and_their_actor() {
 #[tokio::test]
 async fn an_apply_the_database_refuses_fails_alone() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let c = ApplyCoalescer::start(db.pool.clone());
 
     // `nokind` is not registered: its write fails the batch statement it is in, and is

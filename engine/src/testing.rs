@@ -111,6 +111,21 @@ impl TestDb {
         &self.name
     }
 
+    /// Registers `kind` version 1 as the smallest leaf kind: one reaction, `work` on a spec
+    /// change, emitting a status. What engine and API tests apply resources of.
+    ///
+    /// # Panics
+    /// If the insert fails.
+    pub async fn leaf_kind(&self, kind: &str) {
+        sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ($1, 1, $2)")
+            .bind(kind)
+            .bind(serde_json::json!({"kind": kind, "kind_version": 1,
+            "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
+            .execute(&self.pool)
+            .await
+            .expect("register a leaf kind");
+    }
+
     /// Rows on which `resource_lag` and `resources` disagree (migration 0021: it must hold
     /// exactly the rows behind their spec, with their root, owner and gate flags): 0 when
     /// they agree.

@@ -17,15 +17,6 @@ use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-async fn hello_kind(pool: &PgPool) {
-    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('hello', 1, $1)")
-        .bind(json!({"kind": "hello", "kind_version": 1,
-                     "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
 /// Kind `comp`: a composite (a composer and a rollup).
 async fn comp_kind(pool: &PgPool) {
     sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('comp', 1, $1)")
@@ -51,7 +42,7 @@ async fn apply(pool: &PgPool, name: &str, spec: serde_json::Value) -> Uuid {
 #[tokio::test]
 async fn phase_derivation_covers_all_seven_states() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     // (name, columns to set, expected phase); precedence is checked by overlapping cases.
     let cases = [
         ("reconciling", "synced_gen = 0", "Reconciling"),
@@ -124,7 +115,7 @@ async fn phase_derivation_covers_all_seven_states() {
 #[tokio::test]
 async fn spec_change_bumps_generation_and_labels_do_not() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let id = apply(&db.pool, "a", json!({"x": 1})).await;
     let row: (String, i64) = sqlx::query_as(
         "SELECT result, generation FROM resource_apply('hello', 1, 'a', '{\"x\": 1}', '{}', NULL)",
@@ -166,7 +157,7 @@ async fn spec_change_bumps_generation_and_labels_do_not() {
 async fn a_batch_apply_matches_the_single_apply_item_by_item() {
     use converge_engine::db::resources::{ApplyItem, resource_apply_batch};
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     apply(&db.pool, "same", json!({"x": 1})).await;
     apply(&db.pool, "edit", json!({"x": 1})).await;
     // Drain the queue so only what the batch schedules is left.
@@ -249,7 +240,7 @@ async fn claim(pool: &PgPool, n: i32) -> Vec<(Uuid, Uuid, i64)> {
 #[tokio::test]
 async fn concurrent_claims_never_return_the_same_row() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     for i in 0..400 {
         apply(&db.pool, &format!("r{i}"), json!({})).await;
     }
@@ -298,7 +289,7 @@ async fn concurrent_claims_never_return_the_same_row() {
 #[tokio::test]
 async fn claim_plan_touches_one_partition() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     // The real claim's pick (the locking select that walks the queue; the update that follows
     // probes the picked keys), prepared with the function's settings and its parameters as
     // parameters, then run for a range inside partition 0.
@@ -384,7 +375,7 @@ async fn seq_scans(conn: &mut sqlx::PgConnection) -> (i64, i64) {
 #[tokio::test]
 async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     // One connection makes its cached plans while resources and the queue are empty, the
     // way every pooled connection of a fresh install does.
     let mut conn = db.pool.acquire().await.unwrap();
@@ -438,7 +429,7 @@ async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
 #[tokio::test]
 async fn single_applies_probe_by_key_after_planning_on_an_empty_table() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     // One connection caches resource_apply_batch's plans while resources is small, the way a
     // pooled connection of a fresh install does; a plan that scanned the table then cost
     // every later single apply a scan of all resources (issue 44).
@@ -520,7 +511,7 @@ async fn behind_for(pool: &PgPool, id: Uuid, secs: f64) {
 #[tokio::test]
 async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_behind() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let pool = &db.pool;
 
     // Applied by the drain: reported by drain_outbox_batch.
@@ -556,7 +547,7 @@ async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_beh
 #[tokio::test]
 async fn stale_epoch_result_changes_nothing() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let id = apply(&db.pool, "a", json!({})).await;
     let (_, token, epoch) = claim(&db.pool, 1).await.pop().unwrap();
     // The lease is released (stream ended) and claimed again: the first claim's result is stale.
@@ -611,7 +602,7 @@ async fn stale_epoch_result_changes_nothing() {
 #[tokio::test]
 async fn conditions_are_written_on_transition_only() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let id = apply(&db.pool, "a", json!({})).await;
     let (_, token, epoch) = claim(&db.pool, 1).await.pop().unwrap();
     complete(&db.pool, id, token, epoch, true, json!({"ok": 1})).await;
@@ -653,7 +644,7 @@ async fn row(
 #[tokio::test]
 async fn flowed_specs_applies_every_edge_in_dependency_order() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let mut ups = [Uuid::new_v4(), Uuid::new_v4()];
     ups.sort();
     let (low, high) = (ups[0], ups[1]);
@@ -754,7 +745,7 @@ fn shard_of(id: Uuid) -> i16 {
 #[tokio::test]
 async fn a_result_batch_locks_queue_rows_in_id_order() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     apply(&db.pool, "a", json!({})).await;
     apply(&db.pool, "b", json!({})).await;
     let mut claimed = claim(&db.pool, 2).await;
@@ -808,7 +799,7 @@ async fn a_result_batch_locks_queue_rows_in_id_order() {
 #[tokio::test]
 async fn related_resources_come_in_kind_and_name_byte_order() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let root = apply(&db.pool, "root", json!({})).await;
     for name in ["b-2", "a", "frozen", "b-10", "B"] {
         let id = apply(&db.pool, name, json!({})).await;
@@ -844,7 +835,7 @@ async fn related_resources_come_in_kind_and_name_byte_order() {
 #[tokio::test]
 async fn related_rows_decode_every_column_into_its_field() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let root = apply(&db.pool, "root", json!({})).await;
     let id = apply(&db.pool, "kid", json!({"s": 1})).await;
     sqlx::query(
@@ -963,7 +954,7 @@ async fn flowing_pair(conn: &mut sqlx::PgConnection, root: Uuid, i: usize) {
 #[tokio::test]
 async fn drain_probes_by_key_after_planning_on_an_empty_table() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let mut conn = db.pool.acquire().await.unwrap();
     let root = apply(&db.pool, "root", json!({})).await;
     // Six small rounds (PL/pgSQL keeps a generic plan from the sixth call on) while the
@@ -1007,7 +998,7 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
 #[tokio::test]
 async fn a_child_set_aside_under_a_rollup_in_flight_re_pends_the_root_after_it() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     comp_kind(&db.pool).await;
     let (root, _, _): (Uuid, String, i64) =
         sqlx::query_as("SELECT * FROM resource_apply('comp', 1, 'root', '{}', '{}', NULL)")
@@ -1157,7 +1148,7 @@ async fn queue_index_reads(conn: &mut sqlx::PgConnection) -> i64 {
 #[tokio::test]
 async fn the_recheck_clean_up_probes_the_queue_by_key() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let mut conn = db.pool.acquire().await.unwrap();
     sqlx::query(
         "SELECT resource_apply('hello', 1, 'r' || g, '{}', '{}', NULL)
@@ -1210,7 +1201,7 @@ async fn the_recheck_clean_up_probes_the_queue_by_key() {
 #[tokio::test]
 async fn the_claim_serves_the_oldest_due_task_first() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let mut applied = Vec::new();
     for i in 0..40 {
         applied.push(apply(&db.pool, &format!("r{i}"), json!({})).await);
@@ -1256,7 +1247,7 @@ async fn claim_with_config(pool: &PgPool) -> ClaimedConfig {
 #[tokio::test]
 async fn a_claimed_task_carries_its_resources_provider_config_as_it_is_now() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let pool = &db.pool;
     sqlx::query(
         "INSERT INTO providerconfigs (name, kind, kind_version, spec, data)
@@ -1315,7 +1306,7 @@ async fn a_claimed_task_carries_its_resources_provider_config_as_it_is_now() {
 #[tokio::test]
 async fn composites_results_take_the_express_lane_and_only_it() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     comp_kind(&db.pool).await;
     for name in ["a", "b"] {
         apply(&db.pool, name, json!({})).await;
@@ -1390,7 +1381,7 @@ async fn composites_results_take_the_express_lane_and_only_it() {
 #[tokio::test]
 async fn the_lag_table_holds_exactly_the_rows_behind() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let lagging = || async {
         let n: i64 = sqlx::query_scalar("SELECT count(*) FROM resource_lag")
             .fetch_one(&db.pool)
@@ -1588,7 +1579,7 @@ async fn compose_chains_again(
 #[tokio::test]
 async fn a_compose_result_stores_the_composers_status() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     comp_kind(&db.pool).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let (root, token, epoch) = compose_chains(&mut conn, "st", 1).await;
@@ -1647,7 +1638,7 @@ async fn compose_reads(conn: &mut sqlx::PgConnection) -> (i64, i64) {
 #[tokio::test]
 async fn a_compose_reads_each_edge_by_key_after_analyze() {
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     comp_kind(&db.pool).await;
     let mut conn = db.pool.acquire().await.unwrap();
     // Enough rows that the owner index looks as cheap as the key (5,000: at 600 the planner
@@ -1705,7 +1696,7 @@ async fn notice(l: &mut sqlx::postgres::PgListener) -> String {
 async fn the_engine_announces_each_running_task_it_takes_away_with_its_reason() {
     let db = TestDb::new().await;
     let p = &db.pool;
-    hello_kind(p).await;
+    db.leaf_kind("hello").await;
     let mut l = sqlx::postgres::PgListener::connect_with(p).await.unwrap();
     l.listen("lease_revoked").await.unwrap();
     let ids = [
@@ -1846,7 +1837,7 @@ async fn wait_until_blocked(pool: &PgPool, text: &str) {
 async fn a_kind_version_is_deleted_only_when_nothing_uses_it() {
     use converge_engine::db::kinds::{KindVersionDelete as D, kind_version_delete};
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     assert_eq!(
         kind_version_delete(&db.pool, "hello", 2).await.unwrap(),
         D::NotFound
@@ -1896,7 +1887,7 @@ async fn a_kind_version_is_deleted_only_when_nothing_uses_it() {
 async fn a_kind_version_delete_and_an_apply_of_it_serialise() {
     use converge_engine::db::kinds::{KindVersionDelete as D, kind_version_delete};
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     let apply_sql = "SELECT * FROM resource_apply('hello', 1, $1, '{}', '{}', NULL)";
 
     // An apply in flight (not committed yet): the delete waits for it, then counts it.
@@ -1957,7 +1948,7 @@ async fn a_kind_version_delete_and_an_apply_of_it_serialise() {
 async fn the_last_version_of_a_bound_kind_is_kept() {
     use converge_engine::db::kinds::{KindVersionDelete as D, kind_version_delete};
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('sink', 1, $1)")
         .bind(json!({"kind": "sink", "kind_version": 1,
                      "reactions": [{"name": "r", "trigger": "reactor", "emits": ["sideEffect"]}]}))
@@ -2002,7 +1993,7 @@ async fn bundles_are_stored_with_lz4_where_the_server_has_it() {
         ProviderConfigPut, providerconfig_get, providerconfig_put,
     };
     let db = TestDb::new().await;
-    hello_kind(&db.pool).await;
+    db.leaf_kind("hello").await;
     // Compressible, above the 2 kB TOAST threshold: a bundle PostgreSQL compresses.
     let bundle: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
     let spec = json!({});

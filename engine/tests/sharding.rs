@@ -217,12 +217,7 @@ async fn a_drainer_works_its_members_control_range() {
     };
     let db = TestDb::new().await;
     let pool = &db.pool;
-    sqlx::query("INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('hello', 1, $1)")
-        .bind(json!({"kind": "hello", "kind_version": 1,
-                     "reactions": [{"name": "work", "trigger": "specChange", "emits": ["status"]}]}))
-        .execute(pool)
-        .await
-        .unwrap();
+    db.leaf_kind("hello").await;
     let (id, _, _): (uuid::Uuid, String, i64) =
         sqlx::query_as("SELECT * FROM resource_apply('hello', 1, 'r', '{}', '{}', NULL)")
             .fetch_one(pool)
