@@ -82,7 +82,9 @@ impl ApplyCoalescer {
         match self.tx.send(req).await {
             Ok(()) => answer.await.unwrap_or(Err(sqlx::Error::PoolClosed)),
             // The writer is gone (the runtime is shutting down): write it here.
-            Err(mpsc::error::SendError(req)) => apply_one(&self.pool, &req).await,
+            Err(mpsc::error::SendError(req)) => {
+                apply_one(&self.pool, req.actor.as_deref(), &req.item).await
+            }
         }
     }
 }
@@ -146,37 +148,41 @@ fn take_batch(queued: &mut VecDeque<Request>) -> Vec<Request> {
 }
 
 /// Writes `batch` in one statement and answers each request; on a failure of the whole
-/// statement, writes each on its own.
+/// statement, writes each on its own. The items move out of their requests (no copy of a
+/// spec per apply).
 async fn write(pool: &PgPool, batch: Vec<Request>) {
-    if batch.len() == 1 {
-        let r = batch.into_iter().next().expect("one request");
-        let out = apply_one(pool, &r).await;
-        let _ = r.reply.send(out);
+    let actor = batch.first().and_then(|r| r.actor.clone());
+    let (items, replies): (Vec<ApplyItem>, Vec<_>) =
+        batch.into_iter().map(|r| (r.item, r.reply)).unzip();
+    if items.len() == 1 {
+        let out = apply_one(pool, actor.as_deref(), &items[0]).await;
+        let _ = replies.into_iter().next().map(|r| r.send(out));
         return;
     }
-    let items: Vec<ApplyItem> = batch.iter().map(|r| r.item.clone()).collect();
-    match resources::resource_apply_batch(pool, batch[0].actor.as_deref(), &items).await {
+    match resources::resource_apply_batch(pool, actor.as_deref(), &items).await {
         Ok(applied) => {
-            for (r, a) in batch.into_iter().zip(applied) {
-                let _ = r.reply.send(Ok(a));
+            for (reply, a) in replies.into_iter().zip(applied) {
+                let _ = reply.send(Ok(a));
             }
         }
         Err(e) => {
-            tracing::debug!(error = %e, n = batch.len(), "a coalesced apply batch failed; writing its applies one by one");
-            for r in batch {
-                let out = apply_one(pool, &r).await;
-                let _ = r.reply.send(out);
+            tracing::debug!(error = %e, n = items.len(), "a coalesced apply batch failed; writing its applies one by one");
+            for (item, reply) in items.iter().zip(replies) {
+                let _ = reply.send(apply_one(pool, actor.as_deref(), item).await);
             }
         }
     }
 }
 
-/// One request, on its own.
-async fn apply_one(pool: &PgPool, r: &Request) -> Result<Applied, sqlx::Error> {
-    let i = &r.item;
+/// One apply, on its own.
+async fn apply_one(
+    pool: &PgPool,
+    actor: Option<&str>,
+    i: &ApplyItem,
+) -> Result<Applied, sqlx::Error> {
     resources::resource_apply(
         pool,
-        r.actor.as_deref(),
+        actor,
         &i.kind,
         i.kind_version,
         &i.name,
