@@ -11,7 +11,11 @@ mod common;
 
 use std::{path::PathBuf, time::Duration};
 
-use common::{Converge, Peer, wait_for};
+use common::{
+    Converge, Peer,
+    sse::{Chunks, open_watch},
+    wait_for,
+};
 use converge_auth::{testing::principal_line, token};
 use converge_proto::pb::{
     self, work_stream_client_msg::Body as Out, worker_service_client::WorkerServiceClient,
@@ -136,22 +140,6 @@ async fn stream_end(s: &mut Stream) -> tonic::Status {
     })
     .await
     .expect("the stream of a revoked or expired token must end")
-}
-
-/// The raw chunks of an open event stream.
-type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>;
-
-async fn open_watch(http: &str, token: &str) -> Chunks {
-    use futures::StreamExt;
-    let r = reqwest::Client::new()
-        .get(format!("{http}/api/v1/events?watch=true"))
-        .bearer_auth(token)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec())))
 }
 
 async fn watch_end(s: &mut Chunks) {
@@ -329,7 +317,12 @@ async fn a_revoke_reaches_a_second_pod_within_a_second_and_closes_its_streams() 
         || async { open_stream(&peer.broker, wt, &["hello"]).await.ok() },
     )
     .await;
-    let mut watch = open_watch(&peer.http, vt).await;
+    let mut watch = open_watch(
+        &reqwest::Client::new(),
+        &format!("{}/api/v1/events?watch=true", peer.http),
+        vt,
+    )
+    .await;
 
     let revoked = std::time::Instant::now();
     for name in ["reader", "hello-bot"] {

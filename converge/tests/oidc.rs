@@ -18,7 +18,11 @@ mod common;
 use std::{path::PathBuf, time::Duration};
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::{Converge, wait_for};
+use common::{
+    Converge,
+    sse::{Chunks, open_watch},
+    wait_for,
+};
 use converge_auth::testing::{
     issuer::{Issuer, SigningKey, forge_hs256, forge_none, pkce_challenge},
     principal_line,
@@ -351,7 +355,12 @@ async fn a_key_rotation_at_the_issuer_is_followed_without_a_restart() {
     // A person's watch stays open (an OIDC principal is in no list: its token's expiry, not
     // a list, decides): an apply made after it opened reaches it.
     let viewer = issuer.token("vera", AUD, json!(["viewer"]));
-    let mut watch = open_watch(&c.http, &viewer).await;
+    let mut watch = open_watch(
+        &reqwest::Client::new(),
+        &format!("{}/api/v1/events?watch=true", c.http),
+        &viewer,
+    )
+    .await;
     let (s, v) = c
         .call_as(Some(&new), Method::POST, "resources", Some(&hello("seen")))
         .await;
@@ -606,22 +615,6 @@ async fn the_ui_sign_in_code_flow_yields_an_id_token_converge_accepts() {
     // The opaque access token is no bearer converge knows: the UI sends the ID token.
     let (s, _) = whoami(&c, &access_token).await;
     assert_eq!(s, 401);
-}
-
-/// The raw chunks of an open event stream.
-type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>;
-
-async fn open_watch(http: &str, token: &str) -> Chunks {
-    use futures::StreamExt;
-    let r = reqwest::Client::new()
-        .get(format!("{http}/api/v1/events?watch=true"))
-        .bearer_auth(token)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec())))
 }
 
 /// Reads the stream until its text holds `needle`; fails if it ends first or after [`T`].

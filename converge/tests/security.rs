@@ -14,7 +14,11 @@ use std::{
     time::Duration,
 };
 
-use common::{Converge, free_port, wait_for};
+use common::{
+    Converge, free_port,
+    sse::{self, Chunks},
+    wait_for,
+};
 use converge_auth::testing::{Pem, TestCa, https, principal_line};
 use converge_control::testing::spawn_ready_tls;
 use converge_proto::pb::{
@@ -296,22 +300,9 @@ async fn the_token_file_is_reread_without_a_restart() {
     c.stop().await;
 }
 
-/// The raw chunks of an open event stream.
-type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>;
-
 /// An open `?watch=true` stream of `path` (under the API) as `token`.
 async fn open_watch(c: &Converge, token: &str, path: &str) -> Chunks {
-    use futures::StreamExt;
-    let r = c
-        .client
-        .get(format!("{}{path}", c.http))
-        .bearer_auth(token)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{path}");
-    Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec())))
+    sse::open_watch(&c.client, &format!("{}{path}", c.http), token).await
 }
 
 /// Reads `s` until it ends (or fails); how long after `since` that was.

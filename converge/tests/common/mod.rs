@@ -8,6 +8,7 @@
 )]
 
 pub mod raw_worker;
+pub mod sse;
 
 use std::{
     path::PathBuf,
