@@ -10,7 +10,8 @@
 #   API_FUZZ_SEED                hypothesis seed (default 1: a run is reproducible)
 #
 # Bounded: examples per operation (no --max-time, which would repeat fuzzing until it is
-# spent), a 10 s request timeout, and the whole run under `timeout` (API_FUZZ_TIMEOUT, 900 s).
+# spent), a 10 s request timeout (2 s for the two reads that can stream, see
+# scripts/api_fuzz.toml), and the whole run under `timeout` (API_FUZZ_TIMEOUT, 900 s).
 # A `watch=true` stream never ends by itself: scripts/api_fuzz_hooks.py drops that value.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -70,12 +71,12 @@ curl -fsS -H 'content-type: application/json' \
 status=0
 # From the work dir: hypothesis keeps its example database there, not in the repository.
 (cd "$work" && PYTHONPATH="$ROOT/scripts" SCHEMATHESIS_HOOKS=api_fuzz_hooks \
-    timeout "${API_FUZZ_TIMEOUT:-900}" "$venv/bin/schemathesis" run "$base/openapi.json" \
+    timeout "${API_FUZZ_TIMEOUT:-900}" "$venv/bin/schemathesis" \
+    --config-file "$ROOT/scripts/api_fuzz.toml" run "$base/openapi.json" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --max-examples "$max_examples" \
     --seed "$seed" \
     --workers 1 \
-    --request-timeout 10 \
     --generation-database none \
     --suppress-health-check all \
     --no-color) || status=$?
