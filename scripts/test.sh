@@ -130,7 +130,9 @@ rust_steps() {
     # "compose-dsl test" step below compiles nothing again.
     step "starlark compose bin" cargo test --locked --manifest-path "$ROOT/compose-dsl/Cargo.toml" \
         --workspace --no-run
-    step "rust test" cargo test --locked --workspace --all-features --no-fail-fast
+    # Several test binaries at a time (scripts/rust-test.py: they mostly wait, and cargo test
+    # runs them one after another), every one even when one fails.
+    step "rust test" "$ROOT/scripts/rust-test.py" --locked --workspace --all-features
 }
 
 # --- WorkerService contract (proto/) -------------------------------------------------------
@@ -151,7 +153,7 @@ side_workspace_steps() {
         [[ -f "$ROOT/$ws/Cargo.toml" ]] || continue
         step "$ws fmt" cargo fmt --manifest-path "$ROOT/$ws/Cargo.toml" --all -- --check
         step "$ws clippy" cargo clippy --locked --manifest-path "$ROOT/$ws/Cargo.toml" --workspace --all-targets -- -D warnings
-        step "$ws test" cargo test --locked --manifest-path "$ROOT/$ws/Cargo.toml" --workspace
+        step "$ws test" "$ROOT/scripts/rust-test.py" --locked --manifest-path "$ROOT/$ws/Cargo.toml" --workspace
     done
 }
 
