@@ -91,6 +91,14 @@ fn converge(serve: bool, url: &str, env: &[(&str, String)]) -> tokio::process::C
     cmd
 }
 
+/// A boot that must stop: its name, DATABASE_URL, environment and the words of its error.
+type Case = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, String)>,
+    &'static [&'static str],
+);
+
 #[tokio::test]
 async fn the_boot_stops_naming_what_is_missing() {
     let dir = converge_auth::testing::scratch_dir("dbiam-boot");
@@ -102,7 +110,7 @@ async fn the_boot_stops_naming_what_is_missing() {
     no_credentials.push(("AWS_REGION", REGION.into()));
     let mut with_command = env_credentials(&dir);
     with_command.push(("DATABASE_PASSWORD_COMMAND", "echo pw".into()));
-    let cases: [(&str, &str, Vec<(&str, String)>, &[&str]); 5] = [
+    let cases: [Case; 5] = [
         (
             "with DATABASE_PASSWORD_COMMAND",
             tls_url,
