@@ -4,7 +4,10 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use converge_auth::{ratelimit::RateSpec, tls::TlsFiles};
-use converge_engine::{db::signin, sealing};
+use converge_engine::{
+    db::{iam, signin},
+    sealing,
+};
 use converge_proto::{duration::parse_duration, wire};
 
 /// Which duties this process runs: `ROLE` spells it as `cluster_members.role` records it
@@ -43,6 +46,12 @@ pub struct Config {
     /// DATABASE_PASSWORD_COMMAND: a shell command printing the database password, run at
     /// boot and kept fresh for every new connection (`converge_engine::db::signin`).
     pub database_password_command: Option<String>,
+    /// DB_IAM_AUTH=true: the password of every new connection is an RDS/Aurora IAM token
+    /// minted in process from the AWS credential chain (`converge_engine::db::iam`);
+    /// DB_IAM_REGION overrides the chain's region.
+    pub database_iam_auth: bool,
+    /// DB_IAM_REGION: the region IAM tokens are signed for (default: the AWS chain's).
+    pub database_iam_region: Option<String>,
     /// SECRETS_KEY_FILE, SECRETS_KEY_COMMAND and SECRETS_OLD_KEY_FILES: where the keys that
     /// seal provider configs' writeOnly values come from (`converge_engine::sealing`).
     pub secrets: sealing::KeySettings,
@@ -142,14 +151,20 @@ pub enum AuthMode {
 }
 
 impl Config {
-    /// How the process signs in to PostgreSQL (DATABASE_PASSWORD_COMMAND,
+    /// How the process signs in to PostgreSQL (DATABASE_PASSWORD_COMMAND or DB_IAM_AUTH,
     /// DATABASE_MAX_CONN_LIFETIME).
     pub fn signin(&self) -> signin::SignIn {
-        signin::SignIn {
-            password_command: self
-                .database_password_command
+        let password = if self.database_iam_auth {
+            Some(signin::PasswordSource::Iam {
+                region: self.database_iam_region.clone(),
+            })
+        } else {
+            self.database_password_command
                 .clone()
-                .map(signin::PasswordCommand::new),
+                .map(|c| signin::PasswordSource::Command(signin::PasswordCommand::new(c)))
+        };
+        signin::SignIn {
+            password,
             max_conn_lifetime: self.database_max_conn_lifetime,
         }
     }
@@ -439,6 +454,14 @@ impl Config {
             health_addr: read(&get, "HEALTH_ADDR", addr(":8081").expect("valid"), addr)?,
             database_password_command: get(signin::PASSWORD_COMMAND_VAR)
                 .filter(|v| !v.trim().is_empty()),
+            database_iam_auth: read(&get, iam::IAM_AUTH_VAR, false, |v| match v.trim() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                v => Err(format!("{v:?} is not true or false")),
+            })?,
+            database_iam_region: get(iam::IAM_REGION_VAR)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty()),
             secrets: sealing::KeySettings {
                 key_file: get(sealing::KEY_FILE_VAR)
                     .filter(|v| !v.trim().is_empty())
@@ -529,6 +552,22 @@ impl Config {
                          workers' and the break-glass admin's tokens); an empty list \
                          (`principals: []`) will do"
                     .into(),
+            });
+        }
+        if cfg.database_iam_auth && cfg.database_password_command.is_some() {
+            return Err(ConfigError {
+                var: iam::IAM_AUTH_VAR,
+                reason: format!(
+                    "is set together with {}: one source gives the database password, \
+                     choose one",
+                    signin::PASSWORD_COMMAND_VAR
+                ),
+            });
+        }
+        if cfg.database_iam_region.is_some() && !cfg.database_iam_auth {
+            return Err(ConfigError {
+                var: iam::IAM_REGION_VAR,
+                reason: "is only read with DB_IAM_AUTH=true".into(),
             });
         }
         if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600))
@@ -982,20 +1021,63 @@ mod tests {
     #[test]
     fn the_password_command_and_the_connections_lifetime() {
         let c = cfg(&[]).unwrap();
-        assert!(c.signin().password_command.is_none());
+        assert!(c.signin().password.is_none());
         assert_eq!(c.signin().max_conn_lifetime, Duration::from_secs(1800));
         let c = cfg(&[
             ("DATABASE_PASSWORD_COMMAND", "cat /run/secrets/pw"),
             ("DATABASE_MAX_CONN_LIFETIME", "10m"),
         ])
         .unwrap();
-        assert!(c.signin().password_command.is_some());
+        assert!(matches!(
+            c.signin().password,
+            Some(signin::PasswordSource::Command(_))
+        ));
         assert_eq!(c.database_max_conn_lifetime, Duration::from_secs(600));
         for v in ["0s", "25h", "often"] {
             assert_eq!(
                 cfg(&[("DATABASE_MAX_CONN_LIFETIME", v)]).unwrap_err().var,
                 "DATABASE_MAX_CONN_LIFETIME"
             );
+        }
+    }
+
+    #[test]
+    fn iam_auth_is_one_password_source() {
+        let c = cfg(&[("DB_IAM_AUTH", "true"), ("DB_IAM_REGION", "eu-west-1")]).unwrap();
+        assert!(matches!(
+            c.signin().password,
+            Some(signin::PasswordSource::Iam { region: Some(r) }) if r == "eu-west-1"
+        ));
+        assert!(
+            cfg(&[("DB_IAM_AUTH", "false")])
+                .unwrap()
+                .signin()
+                .password
+                .is_none()
+        );
+        for (pairs, var, says) in [
+            (
+                &[
+                    ("DB_IAM_AUTH", "true"),
+                    ("DATABASE_PASSWORD_COMMAND", "cat /pw"),
+                ][..],
+                "DB_IAM_AUTH",
+                "DATABASE_PASSWORD_COMMAND",
+            ),
+            (
+                &[("DB_IAM_AUTH", "yes")][..],
+                "DB_IAM_AUTH",
+                "true or false",
+            ),
+            (
+                &[("DB_IAM_REGION", "eu-west-1")][..],
+                "DB_IAM_REGION",
+                "DB_IAM_AUTH",
+            ),
+        ] {
+            let e = cfg(pairs).unwrap_err();
+            assert_eq!(e.var, var);
+            assert!(e.to_string().contains(says), "{e}");
         }
     }
 

@@ -167,10 +167,12 @@ async fn main() -> anyhow::Result<()> {
                 .database_url
                 .clone()
                 .context("DATABASE_URL is required")?;
-            // The same sign-in as `serve`: DATABASE_PASSWORD_COMMAND runs for it too.
+            // The same sign-in as `serve`: DATABASE_PASSWORD_COMMAND runs for it too, and
+            // DB_IAM_AUTH mints its token.
             let (pool, _) =
                 db::connect_signed_in(&url, 2, &db::EngineSettings::default(), &cfg.signin())
-                    .await?;
+                    .await
+                    .map_err(server::signin_error)?;
             match action {
                 MigrateAction::Up => {
                     db::migrate(&pool).await?;
@@ -204,7 +206,8 @@ async fn main() -> anyhow::Result<()> {
                 .context("loading the secrets keys")?;
             let (pool, _) =
                 db::connect_signed_in(&url, 2, &db::EngineSettings::default(), &cfg.signin())
-                    .await?;
+                    .await
+                    .map_err(server::signin_error)?;
             let rotate = matches!(action, SecretsAction::Rotate);
             let mut out = std::io::stdout().lock();
             let report = secrets::scan(&pool, &keys, rotate, &mut out).await?;

@@ -174,6 +174,19 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
 }
 
 /// Runs until `shutdown` fires, then stops in order: HTTP, broker drain, gRPC, sweepers.
+/// A failed sign-in to PostgreSQL as the boot reports it: a password source's own error
+/// alone (it names its setting: DATABASE_PASSWORD_COMMAND, DB_IAM_AUTH, DATABASE_URL's
+/// sslmode), the database's under "cannot connect". Shared by `serve`, `migrate` and
+/// `secrets`.
+pub fn signin_error(e: db::ConnectError) -> anyhow::Error {
+    match e {
+        db::ConnectError::Password(p) => anyhow::Error::new(p),
+        db @ db::ConnectError::Db(_) => {
+            anyhow::Error::new(db).context("cannot connect to PostgreSQL (DATABASE_URL)")
+        }
+    }
+}
+
 pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let started_at = chrono::Utc::now();
     let url = cfg.database_url.clone().context(
@@ -226,7 +239,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let (pool, password_refresher) =
         db::connect_signed_in(&url, cfg.db_max_connections, &settings, &cfg.signin())
             .await
-            .context("cannot connect to PostgreSQL (DATABASE_URL)")?;
+            .map_err(signin_error)?;
     db::migrate(&pool)
         .await
         .context("applying migrations failed")?;
@@ -236,7 +249,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let mut tasks = JoinSet::new();
     security.keep_fresh(&mut tasks, &loops);
     if let Some(r) = password_refresher {
-        tracing::info!("the database password comes from DATABASE_PASSWORD_COMMAND");
+        tracing::info!("the database password comes from {}", r.setting());
         tasks.spawn(r.run(loops.clone()));
     }
     // The tokens minted through the API join the principals (authentication on only): read

@@ -12,6 +12,8 @@ pub mod compose;
 pub mod descendants;
 pub mod engine_sql;
 pub mod events;
+#[cfg(feature = "rds-iam")]
+pub mod iam;
 pub mod kinds;
 pub mod operations;
 pub mod plans;
@@ -176,15 +178,15 @@ pub async fn connect(
 /// Why a pool could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// `DATABASE_PASSWORD_COMMAND` gave no password.
+    /// `DATABASE_PASSWORD_COMMAND` or `DB_IAM_AUTH` gave no password.
     #[error(transparent)]
-    Password(#[from] signin::PasswordCommandError),
+    Password(#[from] signin::PasswordError),
     /// The URL, or PostgreSQL.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }
 
-/// [`connect`], signing in as `signin` says: the password from its command (run now; the
+/// [`connect`], signing in as `signin` says: the password from its source (asked now; the
 /// returned [`signin::PasswordRefresher`] keeps it fresh and must be run by the caller), and
 /// each connection retired at its share of the lifetime (`signin`'s module documentation).
 pub async fn connect_signed_in(
@@ -205,8 +207,12 @@ pub async fn connect_signed_in(
                 settings.retry_max.as_millis().to_string(),
             ),
         ]);
-    let password = match &signin.password_command {
-        Some(cmd) => Some(cmd.password().await?),
+    let minter = match &signin.password {
+        Some(source) => Some(source.minter(&base).await?),
+        None => None,
+    };
+    let password = match &minter {
+        Some(m) => Some(m.password().await?),
         None => None,
     };
     let opts = match &password {
@@ -235,11 +241,11 @@ pub async fn connect_signed_in(
         });
     }
     let pool = pool_opts.connect_with(opts).await?;
-    let refresher = match (&signin.password_command, password) {
-        (Some(cmd), Some(current)) => Some(signin::PasswordRefresher::new(
+    let refresher = match (minter, password) {
+        (Some(minter), Some(current)) => Some(signin::PasswordRefresher::new(
             pool.clone(),
             base,
-            cmd.clone(),
+            minter,
             current,
             connected,
         )),

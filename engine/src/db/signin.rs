@@ -1,5 +1,9 @@
 //! How converge signs in to PostgreSQL when the password is not a static string:
-//! `DATABASE_PASSWORD_COMMAND` and `DATABASE_MAX_CONN_LIFETIME`.
+//! `DATABASE_PASSWORD_COMMAND`, `DB_IAM_AUTH` and `DATABASE_MAX_CONN_LIFETIME`.
+//!
+//! A password comes from one [`PasswordSource`]: the operator's command (below), or an
+//! RDS/Aurora IAM token minted in process (`DB_IAM_AUTH`, [`super::iam`], with the
+//! `rds-iam` feature). Both are kept fresh by the one [`PasswordRefresher`].
 //!
 //! The command is the operator's own setting, run as `sh -c "$DATABASE_PASSWORD_COMMAND"`
 //! (so `vault read -field=password db/creds/converge` or `cat /var/run/secrets/db-password`
@@ -11,7 +15,7 @@
 //!
 //! sqlx opens connections with the pool's current options and has no hook that runs before
 //! a connect, so the password lives in those options and is kept fresh
-//! ([`PasswordRefresher`]): minted at boot (a failure stops the boot), again as soon as a
+//! ([`PasswordRefresher`], whatever the source): minted at boot (a failure stops the boot), again as soon as a
 //! new physical connection has opened (so the next one gets a fresh password, as an IAM
 //! token minter wants), and at least every [`REFRESH_EVERY`] (so a rotated password is in
 //! use within seconds, even while no connection opens). A new password is swapped in with
@@ -195,11 +199,87 @@ impl PasswordCommand {
     }
 }
 
+/// Where the password of each new connection comes from (when not from the URL).
+#[derive(Debug, Clone)]
+pub enum PasswordSource {
+    /// `DATABASE_PASSWORD_COMMAND`: what the operator's command prints.
+    Command(PasswordCommand),
+    /// `DB_IAM_AUTH=true`: an RDS/Aurora IAM token for `DATABASE_URL`'s host, port and
+    /// user, signed with the AWS chain's credentials (`super::iam`); `region` is
+    /// `DB_IAM_REGION`, over the chain's.
+    #[cfg(feature = "rds-iam")]
+    Iam {
+        /// `DB_IAM_REGION` (`None`: the AWS chain's region).
+        region: Option<String>,
+    },
+}
+
+/// Why a password source gave no password. Each message names the setting and never holds
+/// a password, a token or a key.
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    /// `DATABASE_PASSWORD_COMMAND` failed.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// `DB_IAM_AUTH`: no region, no credentials, a URL that cannot carry a token.
+    #[cfg(feature = "rds-iam")]
+    #[error(transparent)]
+    Iam(#[from] super::iam::IamError),
+}
+
+/// A [`PasswordSource`] made ready for one pool's URL: what [`PasswordRefresher`] asks.
+#[derive(Clone)]
+pub(crate) enum Minter {
+    Command(PasswordCommand),
+    #[cfg(feature = "rds-iam")]
+    Iam(Arc<super::iam::IamAuth>),
+}
+
+impl PasswordSource {
+    /// Readies the source for the pool of `url` (`DB_IAM_AUTH`: TLS checked, region and
+    /// credentials resolved, each failure an error naming the setting).
+    #[cfg_attr(
+        not(feature = "rds-iam"),
+        expect(unused_variables, reason = "only the IAM source reads the URL")
+    )]
+    pub(crate) async fn minter(&self, url: &PgConnectOptions) -> Result<Minter, PasswordError> {
+        match self {
+            PasswordSource::Command(c) => Ok(Minter::Command(c.clone())),
+            #[cfg(feature = "rds-iam")]
+            PasswordSource::Iam { region } => {
+                let endpoint = super::iam::check_url(url)?;
+                let auth = super::iam::IamAuth::from_chain(endpoint, region.clone()).await?;
+                Ok(Minter::Iam(auth))
+            }
+        }
+    }
+}
+
+impl Minter {
+    /// A password now.
+    pub(crate) async fn password(&self) -> Result<String, PasswordError> {
+        match self {
+            Minter::Command(c) => Ok(c.password().await?),
+            #[cfg(feature = "rds-iam")]
+            Minter::Iam(a) => Ok(a.token().await?),
+        }
+    }
+
+    /// The setting the password comes from.
+    pub(crate) fn setting(&self) -> &'static str {
+        match self {
+            Minter::Command(_) => PASSWORD_COMMAND_VAR,
+            #[cfg(feature = "rds-iam")]
+            Minter::Iam(_) => super::iam::IAM_AUTH_VAR,
+        }
+    }
+}
+
 /// How a pool signs in and how long its connections live.
 #[derive(Debug, Clone)]
 pub struct SignIn {
-    /// `DATABASE_PASSWORD_COMMAND` (`None`: the URL's own password, if any).
-    pub password_command: Option<PasswordCommand>,
+    /// `DATABASE_PASSWORD_COMMAND` or `DB_IAM_AUTH` (`None`: the URL's own password, if any).
+    pub password: Option<PasswordSource>,
     /// `DATABASE_MAX_CONN_LIFETIME` (each connection lives 75-100 % of it).
     pub max_conn_lifetime: Duration,
 }
@@ -207,7 +287,7 @@ pub struct SignIn {
 impl Default for SignIn {
     fn default() -> Self {
         SignIn {
-            password_command: None,
+            password: None,
             max_conn_lifetime: DEFAULT_MAX_CONN_LIFETIME,
         }
     }
@@ -242,11 +322,11 @@ pub(crate) fn origin() -> Instant {
     *ORIGIN.get_or_init(Instant::now)
 }
 
-/// Keeps a pool's password fresh from the command (see the module documentation).
+/// Keeps a pool's password fresh from its source (see the module documentation).
 pub struct PasswordRefresher {
     pool: PgPool,
     base: PgConnectOptions,
-    command: PasswordCommand,
+    minter: Minter,
     current: String,
     connected: Arc<Notify>,
 }
@@ -255,20 +335,25 @@ impl PasswordRefresher {
     pub(crate) fn new(
         pool: PgPool,
         base: PgConnectOptions,
-        command: PasswordCommand,
+        minter: Minter,
         current: String,
         connected: Arc<Notify>,
     ) -> PasswordRefresher {
         PasswordRefresher {
             pool,
             base,
-            command,
+            minter,
             current,
             connected,
         }
     }
 
-    /// Runs the command after each new connection and every [`REFRESH_EVERY`], swapping a
+    /// The setting the password comes from (`DATABASE_PASSWORD_COMMAND`, `DB_IAM_AUTH`).
+    pub fn setting(&self) -> &'static str {
+        self.minter.setting()
+    }
+
+    /// Asks the source after each new connection and every [`REFRESH_EVERY`], swapping a
     /// changed password into the pool's options, until `stop`.
     pub async fn run(mut self, stop: CancellationToken) {
         let mut tick = tokio::time::interval(REFRESH_EVERY);
@@ -280,19 +365,28 @@ impl PasswordRefresher {
                 _ = tick.tick() => {}
                 _ = self.connected.notified() => {}
             }
-            match self.command.password().await {
+            let setting = self.minter.setting();
+            match self.minter.password().await {
                 Ok(p) if p == self.current => {}
                 Ok(p) => {
                     self.pool
                         .set_connect_options(self.base.clone().password(&p));
                     self.current = p;
-                    tracing::info!(
-                        "a new database password from DATABASE_PASSWORD_COMMAND is used for new connections"
-                    );
+                    match &self.minter {
+                        // A token is new at every mint (it carries its signing time): news
+                        // for a debug log only.
+                        #[cfg(feature = "rds-iam")]
+                        Minter::Iam(_) => tracing::debug!(
+                            "a new database IAM token (DB_IAM_AUTH) is used for new connections"
+                        ),
+                        Minter::Command(_) => tracing::info!(
+                            "a new database password from {setting} is used for new connections"
+                        ),
+                    }
                 }
                 Err(e) => tracing::warn!(
                     error = %e,
-                    "keeping the last database password; will run the command again"
+                    "keeping the last database password; will ask {setting} again"
                 ),
             }
         }
