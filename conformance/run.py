@@ -967,8 +967,11 @@ def _drain(ctx: Ctx, kind: str, spec: dict, event: str, column: str, taken: str,
 @scenario
 # The workers' reconnect backoff (up to 5 s) plus a debug converge's boot can outlast the
 # default 6 s after which a silent broker's leases are released for others to re-run; the
-# scenario is about the resume, so the crashed broker's leases are kept for a minute.
-@converge_env(MEMBER_DEAD_AFTER="60s")
+# scenario is about the resume, so the crashed broker's leases are kept for 20 s, four times
+# the backoff's cap. Not longer: the crashed member's shards count as its own for as long,
+# and the scenario's last resource may wait that long for the new process to take them over
+# (a minute made this cell 62 s in every form).
+@converge_env(MEMBER_DEAD_AFTER="20s")
 def reconnect(ctx: Ctx) -> None:
     """converge is SIGKILLed while the worker runs a task: the worker finishes it with no
     broker there and holds the result; restarted on the same ports and database, the broker
@@ -1262,7 +1265,7 @@ def composer_cancel(ctx: Ctx) -> None:
 
 
 @composer_variant("reconnect")
-@converge_env(MEMBER_DEAD_AFTER="60s")
+@converge_env(MEMBER_DEAD_AFTER="20s")  # as reconnect's
 def composer_reconnect(ctx: Ctx) -> None:
     """converge is SIGKILLed while a compose runs: the worker finishes it with no broker there
     and resubscribes listing it in `resumed`. A composite's stage result cannot end its task
