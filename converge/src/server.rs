@@ -173,7 +173,6 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("cannot listen for {what} on {addr}"))
 }
 
-/// Runs until `shutdown` fires, then stops in order: HTTP, broker drain, gRPC, sweepers.
 /// A failed sign-in to PostgreSQL as the boot reports it: a password source's own error
 /// alone (it names its setting: DATABASE_PASSWORD_COMMAND, DB_IAM_AUTH, DATABASE_URL's
 /// sslmode), the database's under "cannot connect". Shared by `serve`, `migrate` and
@@ -187,6 +186,7 @@ pub fn signin_error(e: db::ConnectError) -> anyhow::Error {
     }
 }
 
+/// Runs until `shutdown` fires, then stops in order: HTTP, broker drain, gRPC, sweepers.
 pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let started_at = chrono::Utc::now();
     let url = cfg.database_url.clone().context(
