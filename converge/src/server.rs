@@ -270,8 +270,20 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     // fatal, the checks find it later) and a loop measuring its lag (`app::reads`).
     let reads = match (&cfg.database_read_url, cfg.role.control()) {
         (Some(read_url), true) => {
-            let replica = Reads::connect_replica(read_url, cfg.db_max_connections)
-                .context("DATABASE_READ_URL is not a valid PostgreSQL URL")?;
+            // Signed in as the primary's pool is: a password source that cannot answer for
+            // the replica stops the boot, naming its setting.
+            let (replica, refresher) =
+                Reads::connect_replica(read_url, cfg.db_max_connections, &cfg.signin())
+                    .await
+                    .map_err(|e| match e {
+                        db::ConnectError::Password(p) => anyhow::Error::new(p),
+                        db @ db::ConnectError::Db(_) => anyhow::Error::new(db)
+                            .context("DATABASE_READ_URL is not a valid PostgreSQL URL"),
+                    })?;
+            if let Some(r) = refresher {
+                tracing::info!("the read replica's password comes from {}", r.setting());
+                tasks.spawn(r.run(loops.clone()));
+            }
             let reads = Reads::with_replica(replica, cfg.read_max_lag);
             tasks.spawn(reads.clone().keep_checking(pool.clone(), loops.clone()));
             tracing::info!(max_lag = ?cfg.read_max_lag, "lists and feeds may read from DATABASE_READ_URL");

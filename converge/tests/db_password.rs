@@ -4,7 +4,8 @@
 //! `DATABASE_PASSWORD_COMMAND`'s password (the URL holds none), converge reconnects after
 //! the database restarts, and after the role's password is changed (ALTER ROLE, and the
 //! command's output with it) the connections it opens use the new one
-//! (`DATABASE_MAX_CONN_LIFETIME` recycles the old ones).
+//! (`DATABASE_MAX_CONN_LIFETIME` recycles the old ones). The read replica's pool
+//! (`DATABASE_READ_URL`) signs in the same way and follows the rotation too.
 
 mod common;
 
@@ -48,6 +49,17 @@ async fn writes(http: &str, name: &str) -> bool {
         .send()
         .await;
     r.is_ok_and(|r| r.status().is_success())
+}
+
+/// Whether the resource list answers 200 from the read replica's pool.
+async fn reads_from_replica(http: &str) -> bool {
+    let r = reqwest::get(format!("{http}/api/v1/resources")).await;
+    r.is_ok_and(|r| {
+        r.status() == 200
+            && r.headers()
+                .get("x-converge-read-source")
+                .is_some_and(|v| v == "replica")
+    })
 }
 
 #[tokio::test]
@@ -108,9 +120,12 @@ async fn converge_signs_in_with_the_commands_password_and_follows_its_rotation()
 
     let (hp, gp) = (free_port(), free_port());
     let http = format!("http://127.0.0.1:{hp}");
+    // The read replica's URL (the same server: a primary passes the lag check) holds no
+    // password either: its pool signs in with the command's.
     let env = [
         ("DATABASE_PASSWORD_COMMAND", command.as_str()),
         ("DATABASE_MAX_CONN_LIFETIME", "2s"),
+        ("DATABASE_READ_URL", url.as_str()),
     ];
     let mut child = common::serve_command(&url, hp, gp, &env)
         .spawn()
@@ -136,6 +151,12 @@ async fn converge_signs_in_with_the_commands_password_and_follows_its_rotation()
         .unwrap();
     assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     assert!(writes(&http, "before-restart").await);
+    wait_for(
+        Duration::from_secs(30),
+        "a list read from the replica, signed in with the command's password",
+        || async { reads_from_replica(&http).await.then_some(()) },
+    )
+    .await;
 
     // The database restarts: every connection drops, and converge signs in again.
     drop(a);
@@ -173,15 +194,22 @@ async fn converge_signs_in_with_the_commands_password_and_follows_its_rotation()
             let (admin_url, http) = (admin_url.clone(), http.clone());
             async move {
                 let mut c = PgConnection::connect(&admin_url).await.ok()?;
-                let fresh: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_stat_activity
+                // The primary's pool and the replica's, each with a connection opened since.
+                let (fresh, fresh_reads): (i64, i64) = sqlx::query_as(
+                    "SELECT count(*) FILTER (WHERE application_name = 'converge'),
+                            count(*) FILTER (WHERE application_name = 'converge-read')
+                     FROM pg_stat_activity
                      WHERE usename = 'app' AND backend_start > $1",
                 )
                 .bind(rotated_at)
                 .fetch_one(&mut c)
                 .await
                 .ok()?;
-                (fresh >= 2 && writes(&http, &name).await).then_some(())
+                (fresh >= 2
+                    && fresh_reads >= 1
+                    && writes(&http, &name).await
+                    && reads_from_replica(&http).await)
+                    .then_some(())
             }
         },
     )

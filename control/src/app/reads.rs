@@ -35,6 +35,10 @@ use axum::{
     middleware::Next,
     response::Response,
 };
+use converge_engine::db::{
+    self, ConnectError,
+    signin::{PasswordRefresher, SignIn},
+};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -157,17 +161,23 @@ impl Reads {
     /// A pool on the replica at `url` that connects lazily (a replica down at boot is
     /// retried by the checks, not fatal), gives up on a connection after 2 s (a dead replica
     /// must not hold a request; the next check bypasses it) and bounds a statement to 30 s.
-    pub fn connect_replica(url: &str, max_connections: u32) -> sqlx::Result<PgPool> {
+    /// It signs in as the primary's pool does (`signin`: `DATABASE_PASSWORD_COMMAND`'s
+    /// password, or with `DB_IAM_AUTH` a token for the replica's own host), and its
+    /// connections live `DATABASE_MAX_CONN_LIFETIME`; the returned refresher keeps the
+    /// password fresh and must be run by the caller.
+    pub async fn connect_replica(
+        url: &str,
+        max_connections: u32,
+        signin: &SignIn,
+    ) -> Result<(PgPool, Option<PasswordRefresher>), ConnectError> {
         use std::str::FromStr;
-        let opts = sqlx::postgres::PgConnectOptions::from_str(url)?
+        let base = sqlx::postgres::PgConnectOptions::from_str(url)?
             .application_name("converge-read")
             .options([("statement_timeout", "30s")]);
-        Ok(sqlx::postgres::PgPoolOptions::new()
+        let pool_opts = sqlx::postgres::PgPoolOptions::new()
             .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(2))
-            .max_lifetime(Duration::from_secs(30 * 60))
-            .idle_timeout(Duration::from_secs(5 * 60))
-            .connect_lazy_with(opts))
+            .acquire_timeout(Duration::from_secs(2));
+        db::signed_pool(base, pool_opts, signin, true).await
     }
 
     /// Measures the replica's lag once and decides whether reads may use it. Returns the lag

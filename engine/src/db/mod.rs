@@ -207,6 +207,25 @@ pub async fn connect_signed_in(
                 settings.retry_max.as_millis().to_string(),
             ),
         ]);
+    let pool_opts = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10));
+    signed_pool(base, pool_opts, signin, false).await
+}
+
+/// A pool of `pool_opts` on `base`, signing in as `signin` says: the password from its
+/// source (asked now, so a source that cannot answer fails here, naming its setting; the
+/// returned [`signin::PasswordRefresher`] keeps it fresh and must be run by the caller), and
+/// each connection retired at its share of the lifetime. `lazy`: no connection is opened
+/// until one is needed (a read replica down at boot is no error). Shared by the primary's
+/// pool ([`connect_signed_in`]) and the API's read replica's (`DATABASE_READ_URL`): one
+/// place signs in, whatever the pool.
+pub async fn signed_pool(
+    base: PgConnectOptions,
+    pool_opts: PgPoolOptions,
+    signin: &signin::SignIn,
+    lazy: bool,
+) -> Result<(PgPool, Option<signin::PasswordRefresher>), ConnectError> {
     let minter = match &signin.password {
         Some(source) => Some(source.minter(&base).await?),
         None => None,
@@ -223,9 +242,7 @@ pub async fn connect_signed_in(
     let lifetime = signin.max_conn_lifetime;
     // Ages are measured from before the first connection opens.
     let _ = signin::origin();
-    let mut pool_opts = PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(10))
+    let mut pool_opts = pool_opts
         .max_lifetime(lifetime)
         .idle_timeout(Duration::from_secs(5 * 60).min(lifetime))
         // Retired at its jittered share of the lifetime when it comes back to the pool.
@@ -240,7 +257,11 @@ pub async fn connect_signed_in(
             Box::pin(async { Ok(()) })
         });
     }
-    let pool = pool_opts.connect_with(opts).await?;
+    let pool = if lazy {
+        pool_opts.connect_lazy_with(opts)
+    } else {
+        pool_opts.connect_with(opts).await?
+    };
     let refresher = match (minter, password) {
         (Some(minter), Some(current)) => Some(signin::PasswordRefresher::new(
             pool.clone(),
