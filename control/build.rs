@@ -43,6 +43,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let dist = manifest.join("../ui/dist");
+    // Watched so a UI build made later is embedded by the next cargo build. A watched path
+    // that does not exist makes cargo rerun this script on every build, and with it rebuild
+    // converge-control and everything above it (on a fresh clone: every `cargo build` and
+    // `cargo test` after the first, about 2 minutes each in CI). So an absent dist becomes
+    // an empty one (git-ignored, ui/.gitignore); `vite build` fills it, and that reruns this.
+    // Dated 1970: made now, it would be newer than this run and rerun it once more.
+    if !dist.exists() && fs::create_dir_all(&dist).is_ok() {
+        let _ = fs::File::open(&dist).and_then(|d| d.set_modified(std::time::UNIX_EPOCH));
+    }
     println!("cargo:rerun-if-changed={}", dist.display());
     let mut files = Vec::new();
     walk(&dist, &mut files);
