@@ -39,6 +39,7 @@ use aws_sigv4::{
     http_request::{SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign},
     sign::v4,
 };
+use aws_smithy_types::error::display::DisplayErrorContext;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
@@ -307,7 +308,9 @@ impl IamAuth {
         let asked = tokio::time::timeout(RESOLVE_TIMEOUT, self.provider.provide_credentials())
             .await
             .map_err(|_| IamError::Timeout(RESOLVE_TIMEOUT))
-            .and_then(|r| r.map_err(|e| IamError::Credentials(aws_smithy_types_display(&e))));
+            .and_then(|r| {
+                r.map_err(|e| IamError::Credentials(DisplayErrorContext(&e).to_string()))
+            });
         match asked {
             Ok(c) => {
                 *cached = Some((c.clone(), Instant::now()));
@@ -322,19 +325,6 @@ impl IamAuth {
             },
         }
     }
-}
-
-/// An AWS error with its causes on one line (their `Display` alone says "dispatch failure"
-/// and the like).
-fn aws_smithy_types_display(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]
