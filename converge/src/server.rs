@@ -178,10 +178,15 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
 /// sslmode), the database's under "cannot connect". Shared by `serve`, `migrate` and
 /// `secrets`.
 pub fn signin_error(e: db::ConnectError) -> anyhow::Error {
+    signin_error_of("DATABASE_URL", e)
+}
+
+/// [`signin_error`] for the pool of the URL setting `url_var` (DATABASE_READ_URL's too).
+fn signin_error_of(url_var: &str, e: db::ConnectError) -> anyhow::Error {
     match e {
         db::ConnectError::Password(p) => anyhow::Error::new(p),
         db @ db::ConnectError::Db(_) => {
-            anyhow::Error::new(db).context("cannot connect to PostgreSQL (DATABASE_URL)")
+            anyhow::Error::new(db).context(format!("cannot connect to PostgreSQL ({url_var})"))
         }
     }
 }
@@ -275,11 +280,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
             let (replica, refresher) =
                 Reads::connect_replica(read_url, cfg.db_max_connections, &cfg.signin())
                     .await
-                    .map_err(|e| match e {
-                        db::ConnectError::Password(p) => anyhow::Error::new(p),
-                        db @ db::ConnectError::Db(_) => anyhow::Error::new(db)
-                            .context("DATABASE_READ_URL is not a valid PostgreSQL URL"),
-                    })?;
+                    .map_err(|e| signin_error_of("DATABASE_READ_URL", e))?;
             if let Some(r) = refresher {
                 tracing::info!("the read replica's password comes from {}", r.setting());
                 tasks.spawn(r.run(loops.clone()));
