@@ -1599,6 +1599,40 @@ END
 $$;
 
 --
+-- Name: resource_problem_rank(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_problem_rank(p_phase text) RETURNS smallint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE p_phase
+        WHEN 'Failed'      THEN 0
+        WHEN 'Quarantined' THEN 1
+        WHEN 'Degraded'    THEN 2
+        WHEN 'Orphaned'    THEN 3
+    END::smallint
+$$;
+
+--
+-- Name: resource_problems_track(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_problems_track() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP <> 'DELETE' AND resource_problem_rank(NEW.phase) IS NOT NULL THEN
+        INSERT INTO resource_problems (id, rank, created_at)
+        VALUES (NEW.id, resource_problem_rank(NEW.phase), NEW.created_at)
+        ON CONFLICT (id) DO UPDATE SET rank = EXCLUDED.rank;
+    ELSE
+        DELETE FROM resource_problems WHERE id = OLD.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: resource_quarantine(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2775,6 +2809,16 @@ CREATE TABLE public.resource_operations (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     CONSTRAINT resource_operations_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text, 'succeeded'::text, 'failed'::text])))
+);
+
+--
+-- Name: resource_problems; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.resource_problems (
+    id uuid NOT NULL,
+    rank smallint NOT NULL,
+    created_at timestamp with time zone NOT NULL
 );
 
 --
@@ -4034,6 +4078,13 @@ ALTER TABLE ONLY public.resource_operations
     ADD CONSTRAINT resource_operations_pkey PRIMARY KEY (uid);
 
 --
+-- Name: resource_problems resource_problems_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resource_problems
+    ADD CONSTRAINT resource_problems_pkey PRIMARY KEY (id);
+
+--
 -- Name: resources resources_kind_name; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4467,6 +4518,12 @@ CREATE INDEX idx_work_queue_pending ON ONLY public.work_queue USING btree (kind,
 --
 
 CREATE INDEX plan_requests_unclaimed ON public.plan_requests USING btree (kind, kind_version, created_at) WHERE (claimed_by IS NULL);
+
+--
+-- Name: resource_problems_order; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX resource_problems_order ON public.resource_problems USING btree (rank, created_at, id);
 
 --
 -- Name: work_outbox_p0_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -5481,6 +5538,24 @@ CREATE TRIGGER resource_operation_event AFTER INSERT OR UPDATE OF state ON publi
 --
 
 CREATE TRIGGER resource_phase_event AFTER UPDATE ON public.resources FOR EACH ROW WHEN (((old.phase IS DISTINCT FROM new.phase) AND (COALESCE(current_setting('converge.batch_events'::text, true), ''::text) <> 'on'::text))) EXECUTE FUNCTION public.resource_phase_event();
+
+--
+-- Name: resources resource_problems_on_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER resource_problems_on_delete AFTER DELETE ON public.resources FOR EACH ROW WHEN ((public.resource_problem_rank(old.phase) IS NOT NULL)) EXECUTE FUNCTION public.resource_problems_track();
+
+--
+-- Name: resources resource_problems_on_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER resource_problems_on_insert AFTER INSERT ON public.resources FOR EACH ROW WHEN ((public.resource_problem_rank(new.phase) IS NOT NULL)) EXECUTE FUNCTION public.resource_problems_track();
+
+--
+-- Name: resources resource_problems_on_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER resource_problems_on_update AFTER UPDATE ON public.resources FOR EACH ROW WHEN ((public.resource_problem_rank(old.phase) IS DISTINCT FROM public.resource_problem_rank(new.phase))) EXECUTE FUNCTION public.resource_problems_track();
 
 --
 -- Name: resources resources_bump_generation; Type: TRIGGER; Schema: public; Owner: -

@@ -1,6 +1,7 @@
 //! The list views against the real `converge`: filters on `GET /api/v1/resources` (owner and
-//! phase unions, label AND, name substring, kind), keyset paging, the roots list with
-//! descendant counts, children, and the phase/kind summaries.
+//! phase unions, label AND, name substring, kind), keyset paging in both orders (`created`
+//! and `problems`), the roots list with descendant counts, children, and the phase/kind
+//! summaries.
 //!
 //! Roots are applied over the API; composed children are inserted directly in SQL (the
 //! composition engine that creates them lands separately), so every phase can be staged.
@@ -240,6 +241,141 @@ async fn keyset_pages_cover_every_row_once_in_order() {
         (200, 2),
         "a malformed cursor restarts from the first page"
     );
+    c.stop().await;
+}
+
+/// Every row of `path` (a list URL without `limit` and `cursor`) walked `limit` rows a page:
+/// (name, phase) in the order the pages gave them.
+async fn walk(c: &Converge, path: &str, field: &str, limit: usize) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let (s, next, body) = get(c, &format!("{path}{sep}limit={limit}&cursor={cursor}")).await;
+        assert_eq!(s, 200, "{path}: {body}");
+        let rows = body[field].as_array().unwrap();
+        assert!(rows.len() <= limit, "{body}");
+        seen.extend(rows.iter().map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["phase"].as_str().unwrap().to_string(),
+            )
+        }));
+        if next.is_empty() {
+            return seen;
+        }
+        assert!(seen.len() < 1000, "the walk of {path} does not end");
+        cursor = next;
+    }
+}
+
+/// The problems-first order stated independently of the server: the rank of each problem
+/// phase (Failed, Quarantined, Degraded, Orphaned), every other phase after them, and
+/// creation order within a rank. `rows` are (name, phase) in creation order.
+fn problems_first(rows: &[(String, String)]) -> Vec<(String, String)> {
+    let rank = |p: &str| match p {
+        "Failed" => 0,
+        "Quarantined" => 1,
+        "Degraded" => 2,
+        "Orphaned" => 3,
+        _ => 4,
+    };
+    let mut v = rows.to_vec();
+    v.sort_by_key(|(_, p)| rank(p)); // stable: creation order within a rank
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn problems_sort_walks_problems_first_and_follows_phase_changes() {
+    let c = fixture().await;
+    let a: Uuid = get(&c, "/resources/hello/app-a").await.2["uid"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // One more of each problem after the fixture's, so ranks hold several rows.
+    child(&c, "subnet", "a-net-3", a, a, "Orphaned", json!({})).await;
+    child(&c, "subnet", "a-net-4", a, a, "Failed", json!({})).await;
+    child(&c, "vm", "a-vm-2", a, a, "Degraded", json!({})).await;
+
+    let check = |label: &'static str| {
+        let c = &c;
+        async move {
+            let created = walk(c, "/resources", "resources", 500).await;
+            let want = problems_first(&created);
+            assert_ne!(
+                want, created,
+                "{label}: the fixture must put problems out of order"
+            );
+            for limit in [1, 2, 3, 500] {
+                assert_eq!(
+                    walk(c, "/resources?sort=problems", "resources", limit).await,
+                    want,
+                    "{label}: pages of {limit}"
+                );
+            }
+            // With filters: the same order restricted to them.
+            let subnets: Vec<_> = created
+                .iter()
+                .filter(|(n, _)| n.contains("net"))
+                .cloned()
+                .collect();
+            assert_eq!(
+                walk(c, "/resources?sort=problems&kind=subnet", "resources", 2).await,
+                problems_first(&subnets),
+                "{label}: kind filter"
+            );
+            let roots = walk(c, "/resources/roots", "roots", 500).await;
+            assert_eq!(
+                walk(c, "/resources/roots?sort=problems", "roots", 1).await,
+                problems_first(&roots),
+                "{label}: roots"
+            );
+            // The side table holds exactly the problem rows.
+            let (table, phases): (i64, i64) = sqlx::query_as(
+                "SELECT (SELECT count(*) FROM resource_problems),
+                        (SELECT count(*) FROM resources
+                         WHERE phase IN ('Failed', 'Quarantined', 'Degraded', 'Orphaned'))",
+            )
+            .fetch_one(&c.db.pool)
+            .await
+            .unwrap();
+            assert_eq!(table, phases, "{label}: resource_problems");
+        }
+    };
+    check("inserted").await;
+
+    // Updates move rows in and out: a Ready child fails, a failed one recovers, a quarantined
+    // one is released into Reconciling, a degraded one is deleted.
+    for sql in [
+        "UPDATE resources SET failure_gen = generation WHERE name = 'a-net-1'",
+        "UPDATE resources SET failure_gen = 0, synced_gen = generation WHERE name = 'a-net-2'",
+        "UPDATE resources SET frozen_until = NULL WHERE name = 'b-vm-1'",
+        "DELETE FROM resources WHERE name = 'a-vm-2'",
+        // A problem that changes rank: Degraded -> Failed.
+        "UPDATE resources SET failure_gen = generation WHERE name = 'b-net-1'",
+        // A root among the problems.
+        "UPDATE resources SET failure_gen = generation WHERE name = 'other'",
+    ] {
+        sqlx::query(sql).execute(&c.db.pool).await.unwrap();
+    }
+    check("updated").await;
+
+    // Roots take the order too, and a cursor of one order restarts the other.
+    let (s, next, body) = get(&c, "/resources/roots?sort=problems&limit=1").await;
+    assert_eq!(s, 200, "{body}");
+    assert!(!next.is_empty());
+    assert_eq!(body["roots"][0]["name"], "other", "the failed root first");
+    let (_, _, first) = get(&c, "/resources/roots?limit=1").await;
+    assert_eq!(first["roots"][0]["name"], "app-a");
+    let (_, _, again) = get(&c, &format!("/resources/roots?limit=1&cursor={next}")).await;
+    assert_eq!(
+        again["roots"], first["roots"],
+        "a problems cursor restarts a created walk"
+    );
+    let (s, _, body) = get(&c, "/resources?sort=phase").await;
+    assert_eq!(s, 422, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("sort"), "{body}");
     c.stop().await;
 }
 

@@ -190,6 +190,31 @@ async fn apply_list_get_reconcile_delete_round_trip() {
     let out = ok(s, &["unquarantine", "hello/world"]).await;
     assert!(out.contains("unquarantined"), "{out}");
 
+    // Problems first: a quarantined resource created after world heads `--sort problems`.
+    let (st, _, body) = c
+        .apply(&json!({"kind": "hello", "kind_version": 1, "name": "second", "spec": {}}))
+        .await;
+    assert_eq!(st, 201, "{body}");
+    ok(s, &["quarantine", "hello/second"]).await;
+    let names = |out: String| -> Vec<String> {
+        let rows: Value = serde_json::from_str(&out).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let by_age = ok(s, &["list", "--all", "-o", "json"]).await;
+    assert_eq!(names(by_age), ["world", "second"]);
+    let problems = ok(s, &["list", "--all", "--sort", "problems", "-o", "json"]).await;
+    assert_eq!(names(problems), ["second", "world"]);
+    ok(s, &["unquarantine", "hello/second"]).await;
+    ok(s, &["delete", "resource", "hello/second"]).await;
+    wait_for(T, "hello/second removed", || async {
+        c.get("hello", "second").await.is_none().then_some(())
+    })
+    .await;
+
     // A kind version with a resource is kept, and the problem says why.
     let r = conctl(s, &["delete", "kind", "hello", "--version", "1"], None).await;
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);

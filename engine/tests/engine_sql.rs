@@ -3,7 +3,7 @@
 //! flows over a batch, key probes from plans cached while the tables were empty (and the
 //! settings that keep generic plans on keys), the lock order of a result batch, the lag table
 //! kept by triggers, a compose's key lookups whatever the statistics say, the provider config
-//! a claimed task carries.
+//! a claimed task carries, and the problem ranks that must not slow a reconcile.
 
 use std::collections::HashSet;
 
@@ -2031,4 +2031,55 @@ async fn bundles_are_stored_with_lz4_where_the_server_has_it() {
         data.as_deref() == Some(&bundle[..]),
         "the bundle reads back unchanged"
     );
+}
+
+/// The problems-first order's side table (migration 0008, engine/sql/problems.sql) costs the
+/// hot path nothing: a reconcile's phase change (Reconciling -> Ready) is still a HOT update
+/// of `resources` (no index names `phase`) and writes no `resource_problems` row, while a
+/// failure does. And re-applying problems.sql fills the table from the rows already there,
+/// as it does for a database that had resources before 0008.
+#[tokio::test]
+async fn problem_ranks_cost_a_reconcile_nothing_and_refill_from_the_rows() {
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    let ok = apply(&db.pool, "ok", json!({})).await;
+    let bad = apply(&db.pool, "bad", json!({})).await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let hot = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+    let hot_sql = "SELECT pg_stat_get_xact_tuples_hot_updated('resources'::regclass)";
+    let before = hot(hot_sql).fetch_one(&mut *tx).await.unwrap();
+    sqlx::query("UPDATE resources SET synced_gen = generation WHERE id = $1")
+        .bind(ok)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let after = hot(hot_sql).fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(after - before, 1, "Reconciling -> Ready is a HOT update");
+    sqlx::query("UPDATE resources SET failure_gen = generation WHERE id = $1")
+        .bind(bad)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let problems: Vec<(Uuid, i16)> = sqlx::query_as("SELECT id, rank FROM resource_problems")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(problems, [(bad, 0)], "only the failure is a problem");
+
+    // A table that lost its rows (as before 0008) is refilled when the file applies again.
+    sqlx::query("DELETE FROM resource_problems")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let file = converge_engine::db::engine_sql::ENGINE_FILES
+        .iter()
+        .find(|f| f.name == "problems.sql")
+        .unwrap();
+    sqlx::raw_sql(file.sql).execute(&db.pool).await.unwrap();
+    let refilled: Vec<(Uuid, i16)> = sqlx::query_as("SELECT id, rank FROM resource_problems")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(refilled, [(bad, 0)]);
 }

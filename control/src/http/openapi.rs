@@ -128,7 +128,7 @@ fn problem_response(description: &str) -> openapi::Response {
             and manages API tokens).",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(Problem)),
+    components(schemas(Problem, super::wire::ListOrder)),
     tags(
         (name = "resources", description = "Resources: apply, read, list, act on."),
         (name = "views", description = "Read views over the resource tree and its graph."),

@@ -51,9 +51,7 @@ pub async fn roots(
             .await
             .map_err(ApiError::db("list roots"))?
     };
-    let h = page(&mut rows, lq.filter.limit, |r| {
-        (r.item.created_at, r.item.uid)
-    });
+    let h = page(&mut rows, &lq.filter, |r| &r.item);
     let roots = rows.into_iter().map(RootItem::from).collect();
     Ok((h, Json(RootList { roots })))
 }
@@ -100,7 +98,7 @@ pub async fn children(
             .await
             .map_err(ApiError::db("list children"))?
     };
-    let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
+    let h = page(&mut rows, &lq.filter, |r| r);
     Ok((
         h,
         Json(ChildList {

@@ -30,6 +30,7 @@ use super::{
     query_pairs,
 };
 use crate::db;
+use crate::db::resources::{Keyset, ListFilter, ListItem, ListSort};
 
 use crate::app::reads::ReadFrom;
 
@@ -487,23 +488,40 @@ async fn watch_one(
     ))
 }
 
-pub(crate) fn encode_cursor(t: DateTime<Utc>, id: Uuid) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
-        "{}|{id}",
-        t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
-    ))
+/// A page cursor: the last row's keyset, `created_at|id` in creation order and
+/// `rank|created_at|id` problems first (`-` for a rank past every problem), base64url.
+pub(crate) fn encode_cursor(sort: ListSort, k: &Keyset) -> String {
+    let t = k
+        .created_at
+        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    let raw = match (sort, k.rank) {
+        (ListSort::Created, _) => format!("{t}|{}", k.id),
+        (ListSort::Problems, Some(r)) => format!("{r}|{t}|{}", k.id),
+        (ListSort::Problems, None) => format!("-|{t}|{}", k.id),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-pub(crate) fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, Uuid)> {
+/// The keyset of a cursor made by [`encode_cursor`] for the same `sort`; `None` for anything
+/// else (the caller restarts from the first page).
+pub(crate) fn decode_cursor(sort: ListSort, c: &str) -> Option<Keyset> {
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(c)
         .ok()?;
     let s = String::from_utf8(raw).ok()?;
-    let (t, id) = s.rsplit_once('|')?;
-    Some((
-        DateTime::parse_from_rfc3339(t).ok()?.with_timezone(&Utc),
-        Uuid::parse_str(id).ok()?,
-    ))
+    let (rest, id) = s.rsplit_once('|')?;
+    let (rank, t) = match sort {
+        ListSort::Created => (None, rest),
+        ListSort::Problems => match rest.split_once('|')? {
+            ("-", t) => (None, t),
+            (r, t) => (Some(r.parse::<i16>().ok()?), t),
+        },
+    };
+    Some(Keyset {
+        rank,
+        created_at: DateTime::parse_from_rfc3339(t).ok()?.with_timezone(&Utc),
+        id: Uuid::parse_str(id).ok()?,
+    })
 }
 
 /// Parses a `kind/name` address (names never contain '/').
@@ -540,8 +558,9 @@ pub(crate) struct ListQuery {
 
 /// Parses the shared list filters: `kind`, `phase` (repeatable unions), `owner=kind/name`
 /// (repeatable union, only where `owners_allowed`), `name` (case-insensitive substring),
-/// `label=key:value` (repeatable, AND), `limit` (1..=500), `cursor` (a malformed one restarts
-/// from the first page). Unknown parameters are ignored.
+/// `label=key:value` (repeatable, AND), `limit` (1..=500), `sort` (`created`, the default, or
+/// `problems`), `cursor` (a malformed one, or one of another sort, restarts from the first
+/// page). Unknown parameters are ignored.
 pub(crate) fn parse_list_query(
     q: Option<&str>,
     default_limit: i64,
@@ -556,6 +575,7 @@ pub(crate) fn parse_list_query(
         contradictory: false,
     };
     let mut labels = serde_json::Map::new();
+    let mut cursor = None;
     for (k, v) in query_pairs(q) {
         match k.as_str() {
             "kind" => lq.filter.kinds.push(v),
@@ -583,10 +603,23 @@ pub(crate) fn parse_list_query(
                     .filter(|n| (1..=500).contains(n))
                     .ok_or_else(|| ApiError::invalid("limit", "limit must be 1..=500"))?;
             }
-            "cursor" => lq.filter.after = decode_cursor(&v),
+            "cursor" => cursor = Some(v),
+            "sort" => {
+                lq.filter.sort = match v.as_str() {
+                    "created" => ListSort::Created,
+                    "problems" => ListSort::Problems,
+                    _ => {
+                        return Err(ApiError::invalid(
+                            "sort",
+                            format!("{} is not one of created, problems", quote(&v)),
+                        ));
+                    }
+                }
+            }
             _ => {}
         }
     }
+    lq.filter.after = cursor.and_then(|c| decode_cursor(lq.filter.sort, &c));
     if !labels.is_empty() {
         lq.filter.labels = Some(Value::Object(labels));
     }
@@ -614,19 +647,16 @@ pub(crate) async fn resolve_owners(
 }
 
 /// Cuts a `limit + 1` page to `limit` rows and builds the `X-Next-Cursor` header (empty on
-/// the last page).
+/// the last page). `item` finds a row's list item.
 pub(crate) fn page<T>(
     rows: &mut Vec<T>,
-    limit: i64,
-    key: impl Fn(&T) -> (DateTime<Utc>, Uuid),
+    f: &ListFilter,
+    item: impl Fn(&T) -> &ListItem,
 ) -> HeaderMap {
-    let more = rows.len() as i64 > limit;
-    rows.truncate(usize::try_from(limit).unwrap_or(0));
+    let more = rows.len() as i64 > f.limit;
+    rows.truncate(usize::try_from(f.limit).unwrap_or(0));
     let next = match rows.last() {
-        Some(last) if more => {
-            let (t, id) = key(last);
-            encode_cursor(t, id)
-        }
+        Some(last) if more => encode_cursor(f.sort, &item(last).keyset()),
         _ => String::new(),
     };
     let mut h = HeaderMap::new();
@@ -665,7 +695,7 @@ pub async fn list(
             .await
             .map_err(ApiError::db("list resources"))?
     };
-    let h = page(&mut rows, lq.filter.limit, |r| (r.created_at, r.uid));
+    let h = page(&mut rows, &lq.filter, |r| r);
     Ok((
         h,
         Json(ResourceList {
@@ -681,11 +711,23 @@ mod tests {
 
     #[test]
     fn cursor_round_trip() {
-        let t = Utc::now();
-        let id = Uuid::new_v4();
-        let c = encode_cursor(t, id);
-        assert_eq!(decode_cursor(&c), Some((t, id)));
-        assert_eq!(decode_cursor("not a cursor"), None);
+        let at = |rank| Keyset {
+            rank,
+            created_at: Utc::now(),
+            id: Uuid::new_v4(),
+        };
+        let created = at(None);
+        let c = encode_cursor(ListSort::Created, &created);
+        assert_eq!(decode_cursor(ListSort::Created, &c), Some(created));
+        for k in [at(Some(0)), at(Some(3)), at(None)] {
+            let c = encode_cursor(ListSort::Problems, &k);
+            assert_eq!(decode_cursor(ListSort::Problems, &c), Some(k));
+            // A cursor of the other order restarts the walk rather than jumping into it.
+            assert_eq!(decode_cursor(ListSort::Created, &c), None);
+        }
+        assert_eq!(decode_cursor(ListSort::Problems, &c), None);
+        assert_eq!(decode_cursor(ListSort::Created, "not a cursor"), None);
+        assert_eq!(decode_cursor(ListSort::Problems, "not a cursor"), None);
     }
 
     #[test]

@@ -1686,6 +1686,17 @@ pub struct SpecPath {
     pub generation: i64,
 }
 
+/// The order of a list page (`sort`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ListOrder {
+    /// Oldest first (the default).
+    Created,
+    /// Failed, Quarantined, Degraded and Orphaned resources first, in that order, each
+    /// oldest first; then every other resource, oldest first.
+    Problems,
+}
+
 /// The filters and page of `GET /resources`. Unknown parameters are ignored.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -1708,7 +1719,10 @@ pub struct ResourceListQuery {
     /// Page size (default 100).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
-    /// `X-Next-Cursor` of the previous page (a malformed one restarts from the first page).
+    /// The order (default `created`). Every page of one walk must ask for the same order.
+    pub sort: Option<ListOrder>,
+    /// `X-Next-Cursor` of the previous page (a malformed one, or one of another order,
+    /// restarts from the first page).
     pub cursor: Option<String>,
 }
 
@@ -1731,7 +1745,10 @@ pub struct TreeListQuery {
     /// Page size (default 50 for roots, 100 for children).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
-    /// `X-Next-Cursor` of the previous page (a malformed one restarts from the first page).
+    /// The order (default `created`). Every page of one walk must ask for the same order.
+    pub sort: Option<ListOrder>,
+    /// `X-Next-Cursor` of the previous page (a malformed one, or one of another order,
+    /// restarts from the first page).
     pub cursor: Option<String>,
 }
 

@@ -189,6 +189,10 @@ enum Command {
         /// Only names containing this text (case-insensitive).
         #[arg(long)]
         name: Option<String>,
+        /// The order: created (oldest first) or problems (Failed, Quarantined, Degraded,
+        /// Orphaned first, then the rest oldest first).
+        #[arg(long, value_enum, default_value = "created")]
+        sort: ListOrder,
         /// At most this many rows (pages are followed up to it).
         #[arg(long, default_value_t = 100)]
         limit: usize,
@@ -342,6 +346,7 @@ Tables show READY and a MESSAGE: the failure (`terminal: ...` or `retrying (atte
 Examples:
   conctl list                                   # roots
   conctl list --all -l team=web --phase Failed
+  conctl list --all --sort problems            # what needs a person, first
   conctl list --owner classicbom/demo-bom       # its direct children
   conctl list manifests";
 
@@ -561,7 +566,15 @@ struct ListArgs {
     label: Vec<(String, String)>,
     phase: Vec<String>,
     name: Option<String>,
+    sort: ListOrder,
     limit: usize,
+}
+
+/// The order of `conctl list` (the API's `sort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ListOrder {
+    Created,
+    Problems,
 }
 
 async fn list_resources(c: &Client, a: &ListArgs, format: Format) -> anyhow::Result<()> {
@@ -575,6 +588,9 @@ async fn list_resources(c: &Client, a: &ListArgs, format: Format) -> anyhow::Res
     q.extend(a.phase.iter().map(|p| ("phase", p.clone())));
     q.extend(apply::label_query(&a.label));
     q.extend(a.name.iter().map(|n| ("name", n.clone())));
+    if a.sort == ListOrder::Problems {
+        q.push(("sort", "problems".into()));
+    }
     let rows = c.pages(&path, field, &q, a.limit).await?;
     if format != Format::Table {
         return output::document(&Value::Array(rows), format);
@@ -758,6 +774,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             label,
             phase,
             name,
+            sort,
             limit,
         } => {
             let args = ListArgs {
@@ -767,6 +784,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                 label,
                 phase,
                 name,
+                sort,
                 limit,
             };
             list_resources(&c, &args, f).await?

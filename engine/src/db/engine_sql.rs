@@ -52,6 +52,7 @@ pub static ENGINE_FILES: &[EngineFile<'static>] = engine_files![
     "reaper.sql",
     "api.sql",
     "cluster.sql",
+    "problems.sql",
 ];
 
 /// Why a migrate failed.

@@ -289,6 +289,23 @@ pub struct ListItem {
     pub created_at: DateTime<Utc>,
     /// Updated at.
     pub updated_at: DateTime<Utc>,
+    /// Its problem rank in a [`ListSort::Problems`] page (`resource_problem_rank`), null
+    /// for a resource that is not a problem and in a [`ListSort::Created`] page: the
+    /// keyset's first column there.
+    #[sqlx(default)]
+    #[serde(skip)]
+    pub sort_rank: Option<i16>,
+}
+
+impl ListItem {
+    /// Where this row sits in a page's order, for the next page's cursor.
+    pub fn keyset(&self) -> Keyset {
+        Keyset {
+            rank: self.sort_rank,
+            created_at: self.created_at,
+            id: self.uid,
+        }
+    }
 }
 
 /// One row of the roots list: a list row plus the size of its composed subtree.
@@ -302,6 +319,31 @@ pub struct RootItem {
     pub resource_count: i64,
 }
 
+/// The order of a list page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListSort {
+    /// Oldest first: (created_at, id).
+    #[default]
+    Created,
+    /// The problems first, by rank (Failed, Quarantined, Degraded, Orphaned:
+    /// `resource_problem_rank`), each rank oldest first; then every other resource, oldest
+    /// first. The problems come from the `resource_problems` side table (migration 0008),
+    /// so neither part of the walk scans more than a page.
+    Problems,
+}
+
+/// A position in a list's order: a page holds the rows strictly after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyset {
+    /// The problem rank under [`ListSort::Problems`]; `None` is past every problem (and is
+    /// ignored under [`ListSort::Created`]).
+    pub rank: Option<i16>,
+    /// The resource's creation time.
+    pub created_at: DateTime<Utc>,
+    /// The resource's id (the tie-break).
+    pub id: Uuid,
+}
+
 /// List filters; empty vectors and `None` mean "any". Every filter narrows the result (AND);
 /// the values inside one vector are alternatives (OR).
 #[derive(Debug, Clone, Default)]
@@ -312,8 +354,10 @@ pub struct ListFilter {
     pub phases: Vec<Phase>,
     /// Page size.
     pub limit: i64,
-    /// Keyset position: rows strictly after (created_at, id).
-    pub after: Option<(DateTime<Utc>, Uuid)>,
+    /// The order of the page.
+    pub sort: ListSort,
+    /// Keyset position: rows strictly after this one in `sort`'s order.
+    pub after: Option<Keyset>,
     /// Direct children of any of these owners (union).
     pub owners: Vec<Uuid>,
     /// Case-insensitive substring of the name.
@@ -329,7 +373,7 @@ const LIST_COLUMNS: &str = "SELECT r.id AS uid, r.kind, r.kind_version, r.name, 
      o.kind AS owner_kind, o.name AS owner_name, \
      r.created_at, r.updated_at";
 
-/// Appends the WHERE clause, keyset order and limit of a list page. Only the predicates a
+/// Appends the WHERE clause of a list page's filters. Only the predicates a
 /// filter uses are emitted, so each combination gets a plan that can use its index (the GIN
 /// index for labels, the (owner_id, created_at, id) index for children) instead of one
 /// generic plan full of `$n IS NULL OR ...`.
@@ -374,40 +418,102 @@ fn push_filters(q: &mut QueryBuilder<Postgres>, f: &ListFilter, roots_only: bool
             q.push(" AND r.labels <> '{}'::jsonb");
         }
     }
-    if let Some((t, id)) = f.after {
-        q.push(" AND (r.created_at, r.id) > (")
-            .push_bind(t)
-            .push(", ")
-            .push_bind(id)
-            .push(")");
-    }
-    q.push(" ORDER BY r.created_at, r.id LIMIT ")
-        .push_bind(f.limit + 1);
 }
 
-/// One keyset page ordered by (created_at, id). No COUNT: the page is exact, totals are not
+/// The FROM clause of a list branch (`r` the listed rows, `o` their owners).
+const LIST_FROM: &str = " FROM resources r LEFT JOIN resources o ON o.id = r.owner_id";
+
+/// Pushes one list page: `LIST_COLUMNS`, then `extra_columns` (computed per row, from `r`),
+/// then the filters, order and `limit + 1`.
+///
+/// Under [`ListSort::Problems`] the page is two keyset walks glued together: the problem
+/// rows through the `resource_problems` side table (by rank, created_at, id), then every row
+/// that is not a problem through idx_resources_created, each cut at `limit + 1` rows, sorted
+/// once more as a whole (at most twice the page). A cursor already past the problems skips
+/// the first walk.
+fn push_list(
+    q: &mut QueryBuilder<Postgres>,
+    f: &ListFilter,
+    roots_only: bool,
+    extra_columns: &str,
+) {
+    let rest_after = |q: &mut QueryBuilder<Postgres>, after: Option<&Keyset>| {
+        if let Some(k) = after {
+            q.push(" AND (r.created_at, r.id) > (")
+                .push_bind(k.created_at)
+                .push(", ")
+                .push_bind(k.id)
+                .push(")");
+        }
+        q.push(" ORDER BY r.created_at, r.id LIMIT ")
+            .push_bind(f.limit + 1);
+    };
+    match f.sort {
+        ListSort::Created => {
+            q.push(LIST_COLUMNS).push(extra_columns).push(LIST_FROM);
+            push_filters(q, f, roots_only);
+            rest_after(q, f.after.as_ref());
+        }
+        ListSort::Problems => {
+            let past_problems = f.after.as_ref().filter(|k| k.rank.is_none());
+            q.push("SELECT * FROM (");
+            if past_problems.is_none() {
+                q.push("(").push(LIST_COLUMNS).push(extra_columns).push(
+                    ", p.rank AS sort_rank FROM resource_problems p \
+                         JOIN resources r ON r.id = p.id \
+                         LEFT JOIN resources o ON o.id = r.owner_id",
+                );
+                push_filters(q, f, roots_only);
+                if let Some(k) = &f.after {
+                    q.push(" AND (p.rank, p.created_at, p.id) > (")
+                        .push_bind(k.rank)
+                        .push(", ")
+                        .push_bind(k.created_at)
+                        .push(", ")
+                        .push_bind(k.id)
+                        .push(")");
+                }
+                q.push(" ORDER BY p.rank, p.created_at, p.id LIMIT ")
+                    .push_bind(f.limit + 1)
+                    .push(") UNION ALL ");
+            }
+            q.push("(")
+                .push(LIST_COLUMNS)
+                .push(extra_columns)
+                .push(", NULL::smallint AS sort_rank")
+                .push(LIST_FROM);
+            push_filters(q, f, roots_only);
+            q.push(" AND resource_problem_rank(r.phase) IS NULL");
+            rest_after(q, past_problems);
+            q.push(")) page ORDER BY sort_rank NULLS LAST, created_at, uid LIMIT ")
+                .push_bind(f.limit + 1);
+        }
+    }
+}
+
+/// One keyset page in `f.sort`'s order. No COUNT: the page is exact, totals are not
 /// computed. Returns `limit + 1` rows at most so the caller can tell whether more exist.
 pub async fn resource_list(pool: &PgPool, f: &ListFilter) -> Result<Vec<ListItem>, sqlx::Error> {
-    let mut q = QueryBuilder::<Postgres>::new(LIST_COLUMNS);
-    q.push(" FROM resources r LEFT JOIN resources o ON o.id = r.owner_id");
-    push_filters(&mut q, f, false);
+    let mut q = QueryBuilder::<Postgres>::new("");
+    push_list(&mut q, f, false, "");
     q.build_query_as::<ListItem>().fetch_all(pool).await
 }
 
 /// One keyset page of roots (resources without an owner), each with its descendant count;
 /// `f.owners` is ignored. Returns `limit + 1` rows at most, like [`resource_list`].
 pub async fn resource_roots(pool: &PgPool, f: &ListFilter) -> Result<Vec<RootItem>, sqlx::Error> {
-    let mut q = QueryBuilder::<Postgres>::new(LIST_COLUMNS);
-    q.push(
-        ", (SELECT count(*) FROM resources d WHERE d.root_id = r.id AND d.id <> r.id) \
-         AS resource_count \
-         FROM resources r LEFT JOIN resources o ON o.id = r.owner_id",
-    );
+    let mut q = QueryBuilder::<Postgres>::new("");
     let f = ListFilter {
         owners: Vec::new(),
         ..f.clone()
     };
-    push_filters(&mut q, &f, true);
+    push_list(
+        &mut q,
+        &f,
+        true,
+        ", (SELECT count(*) FROM resources d WHERE d.root_id = r.id AND d.id <> r.id) \
+         AS resource_count",
+    );
     q.build_query_as::<RootItem>().fetch_all(pool).await
 }
 

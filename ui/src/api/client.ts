@@ -17,6 +17,7 @@ import type {
   KindConfigEdit,
   KindManifest,
   KindSummary,
+  ListSort,
   ManifestApplied,
   MintedApiToken,
   PlanResult,
@@ -105,8 +106,10 @@ export const api = {
   authConfig: () => json<AuthConfig>('GET', '/auth/config'),
 
   // Resources
-  listResources: (f: ResourceFilter, limit: number, cursor: string) =>
-    page<ResourceList>(`/resources?${filterQuery(f, { limit: String(limit), cursor })}`),
+  /** One page of resources; `sort` is the server's order (`problems`: Failed, Quarantined,
+   * Degraded, Orphaned first). Every page of one walk must use the same order. */
+  listResources: (f: ResourceFilter, limit: number, cursor: string, sort: ListSort = 'created') =>
+    page<ResourceList>(`/resources?${filterQuery(f, { limit: String(limit), cursor, sort: sort === 'created' ? undefined : sort })}`),
   listRoots: (f: Partial<ResourceFilter> = {}, limit = 50, cursor = '') =>
     page<{ roots: RootItem[] }>(
       `/resources/roots?${filterQuery({ phases: [], kinds: [], owners: [], labels: [], name: '', ...f }, { limit: String(limit), cursor })}`,

@@ -2324,6 +2324,11 @@ export interface components {
              */
             kind_version: number;
         };
+        /**
+         * @description The order of a list page (`sort`).
+         * @enum {string}
+         */
+        ListOrder: "created" | "problems";
         /** @description The live claim on a resource. */
         LiveWork: {
             /** @description reconcile | delete | operate. */
@@ -4129,6 +4134,7 @@ export type KindManifestIn = components['schemas']['KindManifestIn'];
 export type KindManifestOut = components['schemas']['KindManifestOut'];
 export type KindSummary = components['schemas']['KindSummary'];
 export type KindVersionRef = components['schemas']['KindVersionRef'];
+export type ListOrder = components['schemas']['ListOrder'];
 export type LiveWork = components['schemas']['LiveWork'];
 export type ManifestApplied = components['schemas']['ManifestApplied'];
 export type ManifestEdge = components['schemas']['ManifestEdge'];
@@ -4890,7 +4896,12 @@ export interface operations {
                 label?: string[];
                 /** @description Page size (default 100). */
                 limit?: number;
-                /** @description `X-Next-Cursor` of the previous page (a malformed one restarts from the first page). */
+                /** @description The order (default `created`). Every page of one walk must ask for the same order. */
+                sort?: components["schemas"]["ListOrder"];
+                /**
+                 * @description `X-Next-Cursor` of the previous page (a malformed one, or one of another order,
+                 *     restarts from the first page).
+                 */
                 cursor?: string;
             };
             header?: never;
@@ -4979,7 +4990,12 @@ export interface operations {
                 label?: string[];
                 /** @description Page size (default 50 for roots, 100 for children). */
                 limit?: number;
-                /** @description `X-Next-Cursor` of the previous page (a malformed one restarts from the first page). */
+                /** @description The order (default `created`). Every page of one walk must ask for the same order. */
+                sort?: components["schemas"]["ListOrder"];
+                /**
+                 * @description `X-Next-Cursor` of the previous page (a malformed one, or one of another order,
+                 *     restarts from the first page).
+                 */
                 cursor?: string;
             };
             header?: never;
@@ -5126,7 +5142,12 @@ export interface operations {
                 label?: string[];
                 /** @description Page size (default 50 for roots, 100 for children). */
                 limit?: number;
-                /** @description `X-Next-Cursor` of the previous page (a malformed one restarts from the first page). */
+                /** @description The order (default `created`). Every page of one walk must ask for the same order. */
+                sort?: components["schemas"]["ListOrder"];
+                /**
+                 * @description `X-Next-Cursor` of the previous page (a malformed one, or one of another order,
+                 *     restarts from the first page).
+                 */
                 cursor?: string;
             };
             header?: never;

@@ -27,6 +27,8 @@ export type OwnerKey = S.ResourceKey;
 export type ResourceItem = S.ResourceItem;
 export type RootItem = S.RootItem;
 export type ResourceList = S.ResourceList;
+/** The order of a list walk (`sort`): `created` (oldest first) or `problems` first. */
+export type ListSort = S.ListOrder;
 
 export interface Page<T> {
   body: T;

@@ -7,7 +7,6 @@ import { api } from '../../api/client';
 import type { ResourceItem } from '../../api/types';
 import { EMPTY_FILTER, type ResourceFilter } from '../../lib/filters';
 import { ListView } from './ListView';
-import { PROBLEM_PHASES } from './ProblemsFirst';
 
 const item = (name: string): ResourceItem => ({
   uid: `uid-${name}`,
@@ -49,16 +48,12 @@ function renderList(filter: ResourceFilter = EMPTY_FILTER) {
 
 afterEach(() => vi.restoreAllMocks());
 
-/** The problems-first query (Failed and Degraded, first 10): none unless `problems` given. */
-const isProblems = (f: ResourceFilter) => f.phases.join() === PROBLEM_PHASES.join();
-
-/** `listResources` over `pages`, answering the problems query with `problems`. */
-const paged = (problems: string[] = []) =>
-  vi.spyOn(api, 'listResources').mockImplementation(async (f, _l, cursor) =>
-    isProblems(f)
-      ? { body: { owners: [], resources: problems.map((n) => ({ ...item(n), phase: 'Failed' as const, failure_message: `${n} broke` })) }, nextCursor: '' }
-      : { body: { owners: [], resources: pages[cursor].names.map(item) }, nextCursor: pages[cursor].next },
-  );
+/** `listResources` over `pages`. */
+const paged = () =>
+  vi.spyOn(api, 'listResources').mockImplementation(async (_f, _l, cursor) => ({
+    body: { owners: [], resources: pages[cursor].names.map(item) },
+    nextCursor: pages[cursor].next,
+  }));
 
 describe('ListView pagination', () => {
   it('walks Next and Prev through the cursor stack, showing "N resources · page K"', async () => {
@@ -80,7 +75,7 @@ describe('ListView pagination', () => {
     await userEvent.click(screen.getByRole('button', { name: '← Prev' }));
     expect(await screen.findByText('2 resources · page 2')).toBeInTheDocument();
     expect(screen.getByRole('button', { name: 'd' })).toBeInTheDocument();
-    const listCalls = spy.mock.calls.filter((c) => !isProblems(c[0]));
+    const listCalls = spy.mock.calls;
     expect(listCalls.map((c) => c[2])).toEqual(expect.arrayContaining(['', 'c2', 'c3']));
     expect(listCalls.every((c) => c[1] === 25)).toBe(true);
   });
@@ -93,7 +88,7 @@ describe('ListView pagination', () => {
     await screen.findByText('2 resources · page 2');
     rerenderWith({ ...EMPTY_FILTER, phases: ['Failed'] });
     expect(await screen.findByText('2 resources · page 1')).toBeInTheDocument();
-    const listCalls = spy.mock.calls.filter((c) => !isProblems(c[0]));
+    const listCalls = spy.mock.calls;
     const last = listCalls[listCalls.length - 1];
     expect(last[0].phases).toEqual(['Failed']);
     expect(last[2]).toBe('');
@@ -106,24 +101,23 @@ describe('ListView pagination', () => {
     expect(await screen.findByRole('alert')).toHaveTextContent('422');
   });
 
-  it('lists the Failed and Degraded resources first while no phase chip is chosen', async () => {
-    const spy = paged(['broken-route']);
-    const { rerenderWith } = renderList();
-    const problems = await screen.findByRole('region', { name: 'Problems' });
-    expect(problems).toHaveTextContent('route/broken-route');
-    expect(problems).toHaveTextContent('broken-route broke');
-    expect(problems).toHaveTextContent('Retrying'); // Failed, not terminal
-    const asked = spy.mock.calls.find((c) => isProblems(c[0]))!;
-    expect(asked[1]).toBe(10);
+  it('asks for the problems-first order by default and restarts at page 1 on another order', async () => {
+    const spy = paged();
+    renderList();
+    await screen.findByText('2 resources · page 1');
+    expect(spy.mock.calls.every((c) => c[3] === 'problems')).toBe(true);
+    await userEvent.click(screen.getByRole('button', { name: 'Next →' }));
+    await screen.findByText('2 resources · page 2');
+    await userEvent.selectOptions(screen.getByRole('combobox', { name: /order/ }), 'oldest first');
     expect(await screen.findByText('2 resources · page 1')).toBeInTheDocument();
-    // A chosen phase is the user's own order: no strip.
-    rerenderWith({ ...EMPTY_FILTER, phases: ['Ready'] });
-    await waitFor(() => expect(screen.queryByRole('region', { name: 'Problems' })).toBeNull());
+    const last = spy.mock.calls[spy.mock.calls.length - 1];
+    expect(last[3]).toBe('created');
+    expect(last[2]).toBe('');
   });
 
   it("opens a row's owner from its Owner cell", async () => {
-    vi.spyOn(api, 'listResources').mockImplementation(async (f) => ({
-      body: { owners: [], resources: isProblems(f) ? [] : [{ ...item('child'), owner: { kind: 'classicbom', name: 'bom' } }] },
+    vi.spyOn(api, 'listResources').mockImplementation(async () => ({
+      body: { owners: [], resources: [{ ...item('child'), owner: { kind: 'classicbom', name: 'bom' } }] },
       nextCursor: '',
     }));
     const onOpen = vi.fn();

@@ -1,7 +1,7 @@
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useSearchParams } from 'react-router-dom';
 import { api, POLL_MS } from '../../api/client';
-import type { ResourceItem } from '../../api/types';
+import type { ListSort, ResourceItem } from '../../api/types';
 import { Pager } from '../../components/Pager';
 import { PhaseBadge, failureOf } from '../../components/PhaseBadge';
 import { QueryState } from '../../components/QueryState';
@@ -10,20 +10,29 @@ import { useListsLive } from '../../lib/liveResources';
 import { pollWhileOffline } from '../../lib/useEventStream';
 import { age } from '../../lib/time';
 import { useCursorStack } from '../../lib/useCursorStack';
-import { ProblemsFirst } from './ProblemsFirst';
 
 const PAGE_SIZES = [25, 50, 100, 200];
 
-/** One keyset page of resources matching the filter, kept fresh; Next/Prev walk a cursor stack. */
+/** The orders the list offers; the first is the default (`?sort=` absent from the URL). */
+const ORDERS: { sort: ListSort; label: string }[] = [
+  { sort: 'problems', label: 'problems first' },
+  { sort: 'created', label: 'oldest first' },
+];
+
+/** One keyset page of resources matching the filter, kept fresh; Next/Prev walk a cursor
+ * stack. The server orders the walk: problems first (Failed, Quarantined, Degraded,
+ * Orphaned, then the rest) by default, so a failure is seen before the healthy rows whatever
+ * page it would fall on in creation order. */
 export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter; onOpen: (k: string, n: string) => void; selected?: string }) {
   const [params, setParams] = useSearchParams();
   const limit = Math.min(500, Math.max(1, Number(params.get('limit')) || 50));
+  const sort: ListSort = ORDERS.find((o) => o.sort === params.get('sort'))?.sort ?? ORDERS[0].sort;
   const key = filterKey(filter);
-  const pager = useCursorStack(`${key}|${limit}`);
+  const pager = useCursorStack(`${key}|${limit}|${sort}`);
   const live = useListsLive();
   const q = useQuery({
-    queryKey: ['resources', key, limit, pager.cursor],
-    queryFn: () => api.listResources(filter, limit, pager.cursor),
+    queryKey: ['resources', key, limit, sort, pager.cursor],
+    queryFn: () => api.listResources(filter, limit, pager.cursor, sort),
     refetchInterval: pollWhileOffline(live, POLL_MS),
     placeholderData: keepPreviousData,
   });
@@ -40,6 +49,26 @@ export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter;
           onNext={() => q.data && pager.next(q.data.nextCursor)}
           busy={q.isFetching}
         />
+        <label className="page-size">
+          order{' '}
+          <select
+            value={sort}
+            onChange={(e) =>
+              setParams((p) => {
+                const o = new URLSearchParams(p);
+                if (e.target.value === ORDERS[0].sort) o.delete('sort');
+                else o.set('sort', e.target.value);
+                return o;
+              })
+            }
+          >
+            {ORDERS.map((o) => (
+              <option key={o.sort} value={o.sort}>
+                {o.label}
+              </option>
+            ))}
+          </select>
+        </label>
         <label className="page-size">
           per page{' '}
           <select
@@ -58,7 +87,6 @@ export function ListView({ filter, onOpen, selected }: { filter: ResourceFilter;
           </select>
         </label>
       </div>
-      <ProblemsFirst filter={filter} onOpen={onOpen} />
       <QueryState what="resources" data={q.data} error={q.error} isLoading={q.isLoading}>
         {() =>
           rows.length === 0 ? (
