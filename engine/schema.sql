@@ -1942,6 +1942,19 @@ CREATE FUNCTION public.shard_of(p_id uuid) RETURNS smallint
     AS $$ SELECT get_byte(uuid_send(p_id), 15)::smallint $$;
 
 --
+-- Name: spec_versions_forget_deleted(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.spec_versions_forget_deleted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM spec_versions s USING spec_old o WHERE s.resource_id = o.id;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: spec_versions_record(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1954,10 +1967,25 @@ BEGIN
     INSERT INTO spec_versions (resource_id, generation, spec)
     VALUES (NEW.id, NEW.generation, NEW.spec)
     ON CONFLICT (resource_id, generation) DO UPDATE SET spec = EXCLUDED.spec, created_at = now();
-    IF TG_OP = 'UPDATE' AND NEW.generation > v_keep THEN
+    IF NEW.generation > v_keep THEN
         DELETE FROM spec_versions
         WHERE resource_id = NEW.id AND generation <= NEW.generation - v_keep;
     END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: spec_versions_record_created(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.spec_versions_record_created() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO spec_versions (resource_id, generation, spec)
+    SELECT n.id, n.generation, n.spec FROM spec_new n WHERE n.owner_id IS NULL
+    ON CONFLICT (resource_id, generation) DO UPDATE SET spec = EXCLUDED.spec, created_at = now();
     RETURN NULL;
 END
 $$;
@@ -5582,10 +5610,16 @@ CREATE TRIGGER resources_created AFTER INSERT ON public.resources REFERENCING NE
 CREATE TRIGGER resources_deleted AFTER DELETE ON public.resources REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.resources_deleted();
 
 --
+-- Name: resources spec_versions_on_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER spec_versions_on_delete AFTER DELETE ON public.resources REFERENCING OLD TABLE AS spec_old FOR EACH STATEMENT EXECUTE FUNCTION public.spec_versions_forget_deleted();
+
+--
 -- Name: resources spec_versions_on_insert; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER spec_versions_on_insert AFTER INSERT ON public.resources FOR EACH ROW WHEN ((new.owner_id IS NULL)) EXECUTE FUNCTION public.spec_versions_record();
+CREATE TRIGGER spec_versions_on_insert AFTER INSERT ON public.resources REFERENCING NEW TABLE AS spec_new FOR EACH STATEMENT EXECUTE FUNCTION public.spec_versions_record_created();
 
 --
 -- Name: resources spec_versions_on_update; Type: TRIGGER; Schema: public; Owner: -
@@ -5640,13 +5674,6 @@ ALTER TABLE ONLY public.resource_operations
 
 ALTER TABLE ONLY public.resources
     ADD CONSTRAINT resources_owner_id_fkey FOREIGN KEY (owner_id) REFERENCES public.resources(id) ON DELETE CASCADE;
-
---
--- Name: spec_versions spec_versions_resource_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.spec_versions
-    ADD CONSTRAINT spec_versions_resource_id_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id) ON DELETE CASCADE;
 
 --
 -- PostgreSQL database dump complete

@@ -3,7 +3,8 @@
 //! flows over a batch, key probes from plans cached while the tables were empty (and the
 //! settings that keep generic plans on keys), the lock order of a result batch, the lag table
 //! kept by triggers, a compose's key lookups whatever the statistics say, the provider config
-//! a claimed task carries, and the problem ranks that must not slow a reconcile.
+//! a claimed task carries, the problem ranks that must not slow a reconcile, and the spec
+//! history kept by statement triggers.
 
 use std::collections::HashSet;
 
@@ -2082,4 +2083,83 @@ async fn problem_ranks_cost_a_reconcile_nothing_and_refill_from_the_rows() {
         .await
         .unwrap();
     assert_eq!(refilled, [(bad, 0)]);
+}
+
+/// Spec history without row work on the hot paths: a batch apply records every created
+/// root's first spec in one statement (not a composed child's), a spec change records the new
+/// generation and trims to `converge.spec_history_keep`, and deleting resources (a root, a
+/// child through its owner's cascade) forgets their history, which the foreign key's cascade
+/// did before 0009.
+#[tokio::test]
+async fn spec_history_is_recorded_trimmed_and_forgotten_by_statement() {
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM resource_apply_batch(ARRAY['hello', 'hello', 'hello'], ARRAY[1, 1, 1],
+             ARRAY['a', 'b', 'c'], ARRAY['{\"v\": 1}', '{}', '{}']::jsonb[],
+             ARRAY['{}', '{}', '{}']::jsonb[], ARRAY[NULL, NULL, NULL]::text[]) ORDER BY ord",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let (a, b) = (ids[0], ids[1]);
+    let child: Uuid = sqlx::query_scalar(
+        "INSERT INTO resources (id, kind, name, owner_id, root_id, shard_id)
+         SELECT g, 'hello', 'a-child', $1, $1, shard_of(g) FROM gen_random_uuid() g RETURNING id",
+    )
+    .bind(a)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let history = |id: Uuid| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_as::<_, (i64, Value)>(
+                "SELECT generation, spec FROM spec_versions WHERE resource_id = $1
+                 ORDER BY generation",
+            )
+            .bind(id)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(history(a).await, [(1, json!({"v": 1}))]);
+    assert_eq!(history(b).await, [(1, json!({}))]);
+    assert_eq!(history(child).await, [], "a composed child has no history");
+
+    let mut conn = db.pool.acquire().await.unwrap();
+    sqlx::query("SET converge.spec_history_keep = 2")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    for v in 2..=4 {
+        sqlx::query("UPDATE resources SET spec = jsonb_build_object('v', $2::int) WHERE id = $1")
+            .bind(a)
+            .bind(v)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    drop(conn);
+    assert_eq!(
+        history(a).await,
+        [(3, json!({"v": 3})), (4, json!({"v": 4}))],
+        "the last two generations kept"
+    );
+
+    sqlx::query("DELETE FROM resources WHERE id = $1")
+        .bind(a)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT DISTINCT resource_id FROM spec_versions")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let mut want = vec![b, ids[2]];
+    want.sort();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, want, "a's history is gone, b's and c's are kept");
 }
