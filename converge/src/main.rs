@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use converge_control::{config::Config, devdb, logging};
 use converge_engine::db;
 
+mod allocator;
 mod banner;
 mod secrets;
 mod server;
@@ -141,8 +142,15 @@ fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    allocator::tune();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(Command::Token {
         action: TokenAction::New { name, role, kinds },
