@@ -34,7 +34,7 @@ use crate::app::reads::ReadFrom;
     get, operation_id = "resource_views_roots", path = "/resources/roots", tag = "views",
     params(TreeListQuery),
     responses(
-        (status = 200, description = "One page of roots, oldest first.", body = RootList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
+        (status = 200, description = "One page of roots, oldest first (problems first with `sort=problems`).", body = RootList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
         (status = 422, response = Unprocessable),
     ),
 )]
@@ -77,7 +77,7 @@ async fn one_owner(
     get, operation_id = "resource_views_children", path = "/resources/{kind}/{name}/children", tag = "views",
     params(ResourcePath, TreeListQuery),
     responses(
-        (status = 200, description = "One page of direct children, oldest first.", body = ChildList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
+        (status = 200, description = "One page of direct children, oldest first (problems first with `sort=problems`).", body = ChildList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
         (status = 404, response = NotFound),
         (status = 422, response = Unprocessable),
     ),

@@ -675,7 +675,7 @@ pub(crate) fn page<T>(
     get, operation_id = "resources_list", path = "/resources", tag = "resources",
     params(ResourceListQuery),
     responses(
-        (status = 200, description = "One page, oldest first.", body = ResourceList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
+        (status = 200, description = "One page, oldest first (problems first with `sort=problems`).", body = ResourceList, headers(("x-next-cursor" = String, description = "The next page's cursor; empty on the last page."))),
         (status = 404, response = NotFound),
         (status = 422, response = Unprocessable),
     ),

@@ -4910,7 +4910,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page, oldest first. */
+            /** @description One page, oldest first (problems first with `sort=problems`). */
             200: {
                 headers: {
                     /** @description The next page's cursor; empty on the last page. */
@@ -5004,7 +5004,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of roots, oldest first. */
+            /** @description One page of roots, oldest first (problems first with `sort=problems`). */
             200: {
                 headers: {
                     /** @description The next page's cursor; empty on the last page. */
@@ -5161,7 +5161,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of direct children, oldest first. */
+            /** @description One page of direct children, oldest first (problems first with `sort=problems`). */
             200: {
                 headers: {
                     /** @description The next page's cursor; empty on the last page. */
