@@ -6,8 +6,9 @@
 //! 50,000 children is a payload of megabytes, copied into the bound arguments and the wire
 //! message), so after the first ones the threshold sat at megabytes, those blocks came from
 //! the heap arenas instead, and what was freed there stayed resident: at the 1M-children BOM
-//! converge's peak RSS was 310 MB. With the threshold fixed at 128 KiB it was 217 MB, at the
-//! same throughput (issue 44, BENCHMARKS.md).
+//! converge's peak RSS was 310 MB. With the threshold fixed at 128 KiB it was 207-227 MB over
+//! four runs, and at the 300k BOM 113 MB against 141 at the same throughput (issue 44,
+//! BENCHMARKS.md).
 
 /// Fixes the `mmap` threshold at its initial 128 KiB (which also stops glibc from moving it).
 /// Call first in `main`, before any thread starts.

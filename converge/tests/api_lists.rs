@@ -196,32 +196,39 @@ async fn list_filters_union_owners_and_phases_and_and_labels() {
     c.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn keyset_pages_cover_every_row_once_in_order() {
-    let c = fixture().await;
+/// Every row of `path` (a list URL without `limit` and `cursor`) walked `limit` rows a page
+/// through `X-Next-Cursor`, in the order the pages gave them, and how many pages it took.
+async fn walk(c: &Converge, path: &str, field: &str, limit: usize) -> (Vec<Value>, usize) {
     let mut seen = Vec::new();
     let mut cursor = String::new();
     let mut pages = 0;
     loop {
-        let (s, next, body) = get(&c, &format!("/resources?limit=2&cursor={cursor}")).await;
-        assert_eq!(s, 200, "{body}");
-        let rows = body["resources"].as_array().unwrap();
-        assert!(rows.len() <= 2);
-        seen.extend(rows.iter().map(|r| {
-            (
-                r["created_at"].as_str().unwrap().to_string(),
-                r["uid"].as_str().unwrap().to_string(),
-            )
-        }));
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let (s, next, body) = get(c, &format!("{path}{sep}limit={limit}&cursor={cursor}")).await;
+        assert_eq!(s, 200, "{path}: {body}");
+        let rows = body[field].as_array().unwrap();
+        assert!(rows.len() <= limit, "{body}");
+        seen.extend(rows.iter().cloned());
         pages += 1;
         if next.is_empty() {
-            break;
+            return (seen, pages);
         }
+        assert!(pages < 1000, "the walk of {path} does not end");
         cursor = next;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keyset_pages_cover_every_row_once_in_order() {
+    let c = fixture().await;
+    let (rows, pages) = walk(&c, "/resources", "resources", 2).await;
+    let seen: Vec<String> = rows
+        .iter()
+        .map(|r| r["uid"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(seen.len(), 9, "{seen:?}");
     assert_eq!(pages, 5);
-    let unique: BTreeSet<_> = seen.iter().map(|(_, id)| id.clone()).collect();
+    let unique: BTreeSet<_> = seen.iter().cloned().collect();
     assert_eq!(unique.len(), 9, "no row twice");
     let (_, _, all) = get(&c, "/resources?limit=500").await;
     let in_order: Vec<String> = all["resources"]
@@ -230,11 +237,7 @@ async fn keyset_pages_cover_every_row_once_in_order() {
         .iter()
         .map(|r| r["uid"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(
-        seen.iter().map(|(_, id)| id.clone()).collect::<Vec<_>>(),
-        in_order,
-        "pages follow the single-page order"
-    );
+    assert_eq!(seen, in_order, "pages follow the single-page order");
     let (s, _, body) = get(&c, "/resources?limit=2&cursor=garbage").await;
     assert_eq!(
         (s, body["resources"].as_array().unwrap().len()),
@@ -244,29 +247,17 @@ async fn keyset_pages_cover_every_row_once_in_order() {
     c.stop().await;
 }
 
-/// Every row of `path` (a list URL without `limit` and `cursor`) walked `limit` rows a page:
-/// (name, phase) in the order the pages gave them.
-async fn walk(c: &Converge, path: &str, field: &str, limit: usize) -> Vec<(String, String)> {
-    let mut seen = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let sep = if path.contains('?') { '&' } else { '?' };
-        let (s, next, body) = get(c, &format!("{path}{sep}limit={limit}&cursor={cursor}")).await;
-        assert_eq!(s, 200, "{path}: {body}");
-        let rows = body[field].as_array().unwrap();
-        assert!(rows.len() <= limit, "{body}");
-        seen.extend(rows.iter().map(|r| {
+/// (name, phase) of every row of a walk, in its order.
+async fn walked(c: &Converge, path: &str, field: &str, limit: usize) -> Vec<(String, String)> {
+    let (rows, _) = walk(c, path, field, limit).await;
+    rows.iter()
+        .map(|r| {
             (
                 r["name"].as_str().unwrap().to_string(),
                 r["phase"].as_str().unwrap().to_string(),
             )
-        }));
-        if next.is_empty() {
-            return seen;
-        }
-        assert!(seen.len() < 1000, "the walk of {path} does not end");
-        cursor = next;
-    }
+        })
+        .collect()
 }
 
 /// The problems-first order stated independently of the server: the rank of each problem
@@ -301,7 +292,7 @@ async fn problems_sort_walks_problems_first_and_follows_phase_changes() {
     let check = |label: &'static str| {
         let c = &c;
         async move {
-            let created = walk(c, "/resources", "resources", 500).await;
+            let created = walked(c, "/resources", "resources", 500).await;
             let want = problems_first(&created);
             assert_ne!(
                 want, created,
@@ -309,7 +300,7 @@ async fn problems_sort_walks_problems_first_and_follows_phase_changes() {
             );
             for limit in [1, 2, 3, 500] {
                 assert_eq!(
-                    walk(c, "/resources?sort=problems", "resources", limit).await,
+                    walked(c, "/resources?sort=problems", "resources", limit).await,
                     want,
                     "{label}: pages of {limit}"
                 );
@@ -321,13 +312,13 @@ async fn problems_sort_walks_problems_first_and_follows_phase_changes() {
                 .cloned()
                 .collect();
             assert_eq!(
-                walk(c, "/resources?sort=problems&kind=subnet", "resources", 2).await,
+                walked(c, "/resources?sort=problems&kind=subnet", "resources", 2).await,
                 problems_first(&subnets),
                 "{label}: kind filter"
             );
-            let roots = walk(c, "/resources/roots", "roots", 500).await;
+            let roots = walked(c, "/resources/roots", "roots", 500).await;
             assert_eq!(
-                walk(c, "/resources/roots?sort=problems", "roots", 1).await,
+                walked(c, "/resources/roots?sort=problems", "roots", 1).await,
                 problems_first(&roots),
                 "{label}: roots"
             );
