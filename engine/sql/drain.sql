@@ -20,11 +20,19 @@ DECLARE
     v_ids bigint[];
     v_shards smallint[];
 BEGIN
-    -- Two statements, so each keeps its own plan (the express one walks the partial index).
+    -- Two statements, so each keeps its own plan.
     IF p_express THEN
+        -- The express one must walk the partial index idx_work_outbox_express whatever the
+        -- statistics say. Written as `shard_id BETWEEN`, the range is an index condition the
+        -- primary key (id, shard_id) can take too, and a generic plan made before the outbox
+        -- was first analyzed (every backend of a new database) takes it: each express pass
+        -- then read the whole bulk backlog to find no express row (measured: 1,183 buffers
+        -- and 15 ms a pass behind a 4-broker run's backlog, half a core). `+ 0` leaves the
+        -- range a filter only, so the partial index is always the cheaper ordered path; the
+        -- lane holds composites' results only, so the filter costs nothing.
         SELECT array_agg(q.id), array_agg(q.shard_id) INTO v_ids, v_shards
         FROM (SELECT o.id, o.shard_id FROM work_outbox o
-              WHERE o.shard_id BETWEEN p_lo AND p_hi AND o.express
+              WHERE (o.shard_id + 0) BETWEEN p_lo AND p_hi AND o.express
               ORDER BY o.id
               LIMIT p_max
               FOR UPDATE SKIP LOCKED) q;

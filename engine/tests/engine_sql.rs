@@ -427,6 +427,53 @@ async fn gate_and_claim_probe_by_key_after_planning_on_an_empty_table() {
     );
 }
 
+/// The express drain's pick walks the lane's partial index, never the bulk lane's rows, even
+/// on a connection that planned it while the outbox had no statistics (every connection of a
+/// new database): such a plan once read the whole bulk backlog on each express pass.
+#[tokio::test]
+async fn the_express_drain_never_reads_the_bulk_lane_after_planning_on_an_empty_outbox() {
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    async fn popped(conn: &mut sqlx::PgConnection) -> i32 {
+        sqlx::query_scalar(
+            "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint, true)",
+        )
+        .fetch_one(conn)
+        .await
+        .unwrap()
+    }
+    assert_eq!(popped(&mut conn).await, 0);
+    // Then 2,000 bulk results wait (for resources long gone: nothing to apply).
+    sqlx::query(
+        "INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok)
+         SELECT (g % 256)::smallint, gen_random_uuid(), 'reconcile', 1, true
+         FROM generate_series(1, 2000) g",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let pkey_reads = "SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes
+                      WHERE indexrelname LIKE 'work\\_outbox\\_p%\\_pkey'";
+    let (before,): (i64,) = stats(&mut conn, pkey_reads).await;
+    for _ in 0..3 {
+        assert_eq!(popped(&mut conn).await, 0);
+    }
+    let (after,): (i64,) = stats(&mut conn, pkey_reads).await;
+    assert_eq!(
+        after, before,
+        "index entries of the bulk lane read by express passes"
+    );
+    // The lane still takes its own rows.
+    sqlx::query(
+        "INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, express)
+         VALUES (7, gen_random_uuid(), 'reconcile', 1, true, true)",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(popped(&mut conn).await, 1);
+}
+
 #[tokio::test]
 async fn single_applies_probe_by_key_after_planning_on_an_empty_table() {
     let db = TestDb::new().await;
