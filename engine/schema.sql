@@ -2341,10 +2341,10 @@ END
 $_$;
 
 --
--- Name: work_claim(smallint, smallint, text, integer, integer, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: work_claim(smallint, smallint, text, integer, integer, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version integer, p_limit integer, p_broker text) RETURNS TABLE(resource_id uuid, shard_id smallint, task_type text, generation bigint, trigger text, attempt integer, lease_token uuid, claim_epoch bigint, provider_config jsonb, provider_bundle bytea, task_deadline_secs integer, name text, owner_id uuid, root_id uuid, spec jsonb, status jsonb, r_generation bigint, synced_gen bigint, is_ready boolean, finalizers text[], deletion_requested_at_ms bigint, frozen_until_ms bigint, labels jsonb, phase text, composed_gen bigint, default_config_rev bigint)
+CREATE FUNCTION public.work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version integer, p_limit integer, p_broker text, p_ahead integer DEFAULT 0) RETURNS TABLE(resource_id uuid, shard_id smallint, task_type text, generation bigint, trigger text, attempt integer, lease_token uuid, claim_epoch bigint, provider_config jsonb, provider_bundle bytea, task_deadline_secs integer, name text, owner_id uuid, root_id uuid, spec jsonb, status jsonb, r_generation bigint, synced_gen bigint, is_ready boolean, finalizers text[], deletion_requested_at_ms bigint, frozen_until_ms bigint, labels jsonb, phase text, composed_gen bigint, default_config_rev bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -2364,11 +2364,15 @@ BEGIN
     SELECT kc.max_inflight INTO v_cap FROM kind_config kc
     WHERE kc.kind = p_kind AND kc.kind_version = p_kind_version;
     IF coalesce(v_cap, 0) > 0 THEN
+        v_limit := p_limit - greatest(coalesce(p_ahead, 0), 0);
+        IF v_limit <= 0 THEN
+            RETURN;
+        END IF;
         -- Serialises capped claims of this kind across brokers until this claim commits.
         PERFORM pg_advisory_xact_lock(hashtext('converge.kind_cap'), hashtext(p_kind || '/' || p_kind_version));
         SELECT count(*) INTO v_used FROM work_queue q
         WHERE q.kind = p_kind AND q.kind_version = p_kind_version AND q.lease_token IS NOT NULL;
-        v_limit := least(p_limit, v_cap - v_used);
+        v_limit := least(v_limit, v_cap - v_used);
         IF v_limit <= 0 THEN
             RETURN;
         END IF;

@@ -28,6 +28,7 @@ use converge_kinds::Kind;
 use converge_proto::pb;
 
 use crate::{
+    ahead::{self, Pace},
     complete::{CompletionHandle, Job},
     configs::Configs,
     convert,
@@ -63,21 +64,28 @@ impl DispatchOptions {
     }
 }
 
-/// Claims up to `n` rows in this broker's own range of a pair, then, when that came back
-/// short and the range is not every shard, the rest from any shard. The own range keeps a busy
-/// cluster's claims on one or two partitions each and apart from the other brokers'; the
-/// second claim keeps the cluster work-conserving: a broker whose workers have free slots
-/// takes what waits in another broker's range (its workers busy, or it has not re-tiled yet)
-/// instead of idling beside it. Both claims lock with `SKIP LOCKED`, so the second never
-/// takes a row another broker holds.
-async fn own_range_first<T, F, Fut>(own: ShardRange, n: usize, claim: F) -> sqlx::Result<Vec<T>>
+/// Claims up to `n` rows in this broker's own range of a pair (`n - free` of them ahead of
+/// free slots, see [`crate::ahead`]), then, when that came back short of the `free` slots and
+/// the range is not every shard, the rest of the free slots' worth from any shard. The own
+/// range keeps a busy cluster's claims on one or two partitions each and apart from the other
+/// brokers'; the second claim keeps the cluster work-conserving: a broker whose workers have
+/// free slots takes what waits in another broker's range (its workers busy, or it has not
+/// re-tiled yet) instead of idling beside it, but never more than it can start at once. Both
+/// claims lock with `SKIP LOCKED`, so the second never takes a row another broker holds.
+/// `claim(shards, rows, ahead)` runs one claim statement.
+async fn own_range_first<T, F, Fut>(
+    own: ShardRange,
+    n: usize,
+    free: usize,
+    claim: F,
+) -> sqlx::Result<Vec<T>>
 where
-    F: Fn(ShardRange, usize) -> Fut,
+    F: Fn(ShardRange, usize, usize) -> Fut,
     Fut: std::future::Future<Output = sqlx::Result<Vec<T>>>,
 {
-    let mut rows = claim(own, n).await?;
-    if own != ShardRange::ALL && rows.len() < n {
-        rows.extend(claim(ShardRange::ALL, n - rows.len()).await?);
+    let mut rows = claim(own, n, n.saturating_sub(free)).await?;
+    if own != ShardRange::ALL && rows.len() < free {
+        rows.extend(claim(ShardRange::ALL, free - rows.len(), 0).await?);
     }
     Ok(rows)
 }
@@ -123,6 +131,8 @@ pub(crate) struct Dispatcher {
     notify: Arc<Notify>,
     /// Cancelled once the broker drains: no more claims.
     draining: CancellationToken,
+    /// Tasks handed out per pair lately: how much a claim takes ahead.
+    pace: Pace,
 }
 
 impl Dispatcher {
@@ -145,6 +155,7 @@ impl Dispatcher {
             parts,
             notify,
             draining,
+            pace: Pace::default(),
         };
         (d, handle)
     }
@@ -185,6 +196,13 @@ impl Dispatcher {
             configs,
         } = &self.parts;
         let mut more = false;
+        // Tasks that waited ahead of a slot too long (or lost their streams) go back.
+        let stale = registry.expire_ahead(ahead::MAX_WAIT);
+        if !stale.is_empty() {
+            db::queue::lease_release(&self.pool, &stale)
+                .await
+                .map_err(Error::db("release tasks claimed ahead"))?;
+        }
         for (pair, _) in registry.capacity() {
             if self.draining.is_cancelled() {
                 break;
@@ -194,20 +212,46 @@ impl Dispatcher {
             if free == 0 {
                 continue;
             }
+            // Tasks claimed ahead take the free slots first.
+            let waiting = registry.take_ahead(&pair, free);
+            if !waiting.is_empty() {
+                self.pace.record(&pair, waiting.len());
+                handout
+                    .place(waiting)
+                    .await
+                    .map_err(Error::db("release unplaced leases"))?;
+            }
+            let free = registry.free_for(&pair);
             let Some(info) = manifests.get(&pair) else {
                 continue;
             };
-            let n = free.min(self.opts.claim_batch);
             if let Some(reaction) = info.reactor_reaction.as_deref() {
-                more |= self.dispatch_deliveries(&pair, &info, reaction, n).await?;
+                if free > 0 {
+                    let n = free.min(self.opts.claim_batch);
+                    more |= self.dispatch_deliveries(&pair, &info, reaction, n).await?;
+                }
                 continue;
             }
-            let rows = own_range_first(self.opts.shards_for(&pair), n, |shards, n| {
+            let n = if info.is_plain_leaf() {
+                ahead::claim_size(
+                    free,
+                    registry.ahead_len(&pair),
+                    self.pace.recent(&pair),
+                    self.opts.claim_batch,
+                )
+            } else {
+                free.min(self.opts.claim_batch)
+            };
+            if n == 0 {
+                continue;
+            }
+            let rows = own_range_first(self.opts.shards_for(&pair), n, free, |shards, n, ahead| {
                 db::queue::lease_claim(
                     &self.pool,
                     shards,
                     &pair,
                     i32::try_from(n).unwrap_or(i32::MAX),
+                    i32::try_from(ahead).unwrap_or(i32::MAX),
                     &self.opts.broker_id,
                 )
             })
@@ -316,8 +360,9 @@ impl Dispatcher {
                     }
                 }
             }
+            self.pace.record(&pair, out.len().min(free));
             handout
-                .place(out)
+                .place_or_hold(out)
                 .await
                 .map_err(Error::db("release unplaced leases"))?;
         }
@@ -333,7 +378,8 @@ impl Dispatcher {
         reaction: &str,
         n: usize,
     ) -> Result<bool> {
-        let rows = own_range_first(self.opts.shards_for(pair), n, |shards, n| {
+        // Deliveries are never claimed ahead: `n` is the free slots' worth.
+        let rows = own_range_first(self.opts.shards_for(pair), n, n, |shards, n, _| {
             db::queue::lifecycle_claim(
                 &self.pool,
                 shards,
@@ -458,7 +504,10 @@ async fn operate(
     };
     let request = convert::operate_request(&t, &pair, &op);
     let out = single_stage(&t, &pair, &info, pb::Stage::Operate, reaction, request);
-    if let Err(e) = handout.place(vec![out]).await {
+    // Claimed with the same claim's plain tasks, which may have taken the free slots: it waits
+    // for one with those claimed ahead, instead of going back to a queue it would be claimed
+    // from again at once.
+    if let Err(e) = handout.place_or_hold(vec![out]).await {
         tracing::warn!(error = %e, "could not release an operate lease; the reaper will");
     }
 }
@@ -469,12 +518,17 @@ mod tests {
 
     use super::*;
 
-    /// A claim that hands out `have` rows from each range it is asked for, recording the
-    /// calls.
-    async fn run(own: ShardRange, n: usize, have: usize) -> (usize, Vec<(ShardRange, usize)>) {
+    /// A claim of `n` rows for `free` slots that hands out `have` rows from each range it is
+    /// asked for, recording the calls as (range, rows, ahead).
+    async fn run(
+        own: ShardRange,
+        n: usize,
+        free: usize,
+        have: usize,
+    ) -> (usize, Vec<(ShardRange, usize, usize)>) {
         let calls = Mutex::new(Vec::new());
-        let rows = own_range_first(own, n, |shards, n| {
-            calls.lock().unwrap().push((shards, n));
+        let rows = own_range_first(own, n, free, |shards, n, ahead| {
+            calls.lock().unwrap().push((shards, n, ahead));
             let got = n.min(have);
             async move { Ok(vec![(); got]) }
         })
@@ -487,16 +541,30 @@ mod tests {
     async fn a_short_own_range_claim_takes_the_rest_from_any_shard() {
         let own = ShardRange { lo: 0, hi: 84 };
         // The own range fills the slots: one claim, on it alone.
-        assert_eq!(run(own, 8, 8).await, (8, vec![(own, 8)]));
+        assert_eq!(run(own, 8, 8, 8).await, (8, vec![(own, 8, 0)]));
         // It comes back short: the rest from every shard.
         assert_eq!(
-            run(own, 8, 3).await,
-            (6, vec![(own, 8), (ShardRange::ALL, 5)])
+            run(own, 8, 8, 3).await,
+            (6, vec![(own, 8, 0), (ShardRange::ALL, 5, 0)])
         );
         // Owning every shard already: nothing to add.
         assert_eq!(
-            run(ShardRange::ALL, 8, 3).await,
-            (3, vec![(ShardRange::ALL, 8)])
+            run(ShardRange::ALL, 8, 8, 3).await,
+            (3, vec![(ShardRange::ALL, 8, 0)])
+        );
+    }
+
+    #[tokio::test]
+    async fn claims_ahead_come_from_the_own_range_only() {
+        let own = ShardRange { lo: 0, hi: 84 };
+        // 8 slots and 24 ahead: all of it asked of the own range, 24 marked ahead.
+        assert_eq!(run(own, 32, 8, 32).await, (32, vec![(own, 32, 24)]));
+        // The own range covers the slots but not all ahead: no claim elsewhere.
+        assert_eq!(run(own, 32, 8, 10).await, (10, vec![(own, 32, 24)]));
+        // Short of the slots: every shard gives the slots' worth only, nothing ahead.
+        assert_eq!(
+            run(own, 32, 8, 5).await,
+            (8, vec![(own, 32, 24), (ShardRange::ALL, 3, 0)])
         );
     }
 }

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use tokio::sync::Notify;
 
 use converge_engine::{
-    db::{self, compose::ComposeApplied},
+    db::{self, compose::ComposeApplied, queue::LeaseKey},
     ids::LeaseToken,
     metrics::{KindLabel, TaskResult, metrics},
 };
@@ -66,7 +66,21 @@ impl Handout {
     /// those placed, and releases the leases of those that found no stream (a stream went
     /// away or turned unready since capacity was read), so they go back to the queue.
     pub async fn place(&self, tasks: Vec<Outgoing>) -> Result<(), sqlx::Error> {
-        let (unplaced, deadlines) = self.registry.assign(tasks);
+        let assigned = self.registry.assign(tasks);
+        self.arm_or_release(assigned).await
+    }
+
+    /// As [`Handout::place`], but tasks that find every slot of their kind taken wait in the
+    /// registry for one (a claim taken ahead of free slots, see [`crate::ahead`]).
+    pub async fn place_or_hold(&self, tasks: Vec<Outgoing>) -> Result<(), sqlx::Error> {
+        let assigned = self.registry.assign_or_hold(tasks);
+        self.arm_or_release(assigned).await
+    }
+
+    async fn arm_or_release(
+        &self,
+        (unplaced, deadlines): (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>),
+    ) -> Result<(), sqlx::Error> {
         for (token, after) in deadlines {
             self.arm_deadline(token, after);
         }

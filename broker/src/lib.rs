@@ -34,6 +34,7 @@
 pub mod authz;
 pub mod error;
 
+mod ahead;
 mod caches;
 mod complete;
 mod compose;
@@ -347,6 +348,17 @@ impl Broker {
         Ok(())
     }
 
+    /// Releases every task claimed ahead of a free slot (see [`ahead`]).
+    async fn release_ahead(&self) {
+        let ahead = self.inner.registry.take_all_ahead();
+        if ahead.is_empty() {
+            return;
+        }
+        if let Err(e) = db::queue::lease_release(&self.inner.pool, &ahead).await {
+            tracing::warn!(error = %e, count = ahead.len(), "could not release tasks claimed ahead; their leases will lapse");
+        }
+    }
+
     async fn drain(&self) {
         let inner = &self.inner;
         inner.draining.cancel();
@@ -359,10 +371,15 @@ impl Broker {
                 reason: "broker shutting down".into(),
                 deadline_ms,
             }));
+        // Tasks claimed ahead never reached a worker: back to the queue at once, for the
+        // brokers that stay.
+        self.release_ahead().await;
         tracing::info!(inflight = self.inflight(), "draining in-flight tasks");
         while self.inflight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // A claim pass under way when the drain began may have held a few more.
+        self.release_ahead().await;
         let left = inner.registry.take_all_inflight();
         if !left.is_empty() {
             tracing::warn!(

@@ -20,6 +20,10 @@
 //! task until its peer was heard from after that deadline (see [`Registry::suspect`]), so a
 //! hung-but-connected worker never gets the retry of the task it hung on.
 //!
+//! Tasks a claim took ahead of free slots wait here, per (kind, version), until a slot of
+//! theirs frees ([`Registry::assign_or_hold`], [`Registry::take_ahead`]); see
+//! [`crate::ahead`] for why and how many.
+//!
 //! A low part: it knows streams, leases and frames, and keeps a composite's [`Pipeline`]
 //! with its lease between stages, but never runs one, claims, or writes to the database. It
 //! is also the broker's [`Roster`]: the membership loop publishes its streams as the
@@ -322,11 +326,20 @@ pub(crate) struct Outgoing {
     pub pipeline: Option<Box<Pipeline>>,
 }
 
+/// A task claimed ahead of a free slot, waiting in the broker for one.
+struct Ahead {
+    task: Outgoing,
+    /// When it started waiting (its lease's heartbeat is the claim's).
+    since: Instant,
+}
+
 #[derive(Default)]
 struct State {
     next_id: StreamId,
     streams: HashMap<StreamId, StreamEntry>,
     inflight: HashMap<Uuid, Inflight>,
+    /// Tasks claimed ahead of free slots, oldest first, per pair.
+    ahead: HashMap<KindPair, VecDeque<Ahead>>,
     /// Revoked tokens that were not in flight when their notice came (see
     /// [`Registry::revoke`]), with their arrival order for eviction; at most
     /// [`REVOKED_KEPT`] each.
@@ -335,6 +348,11 @@ struct State {
 }
 
 impl State {
+    /// Whether a stream could take a task of `pair` once it has a free slot.
+    fn serves(&self, pair: &KindPair) -> bool {
+        self.streams.values().any(|e| e.usable_for(pair))
+    }
+
     /// Takes `token` out of the in-flight set, freeing its stream's slot and its kind's
     /// gauge: the one way a lease leaves it with its task ended (result, deadline, revoke).
     fn take_inflight(&mut self, token: LeaseToken) -> Option<Inflight> {
@@ -457,6 +475,24 @@ impl Registry {
     /// before it could be placed (see [`Registry::revoke`]) is dropped: its row is gone or
     /// re-pointed, so there is nothing to run or release.
     pub fn assign(&self, tasks: Vec<Outgoing>) -> (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>) {
+        self.assign_with(tasks, false)
+    }
+
+    /// As [`Registry::assign`], but a task that finds every slot of its pair taken, while a
+    /// stream still serves the pair, waits here for one ([`Registry::take_ahead`]) instead
+    /// of going back to the queue: a claim taken ahead of free slots.
+    pub fn assign_or_hold(
+        &self,
+        tasks: Vec<Outgoing>,
+    ) -> (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>) {
+        self.assign_with(tasks, true)
+    }
+
+    fn assign_with(
+        &self,
+        tasks: Vec<Outgoing>,
+        hold: bool,
+    ) -> (Vec<LeaseKey>, Vec<(LeaseToken, Duration)>) {
         let mut s = self.lock();
         let mut unplaced = Vec::new();
         let mut placed = Vec::new();
@@ -473,7 +509,14 @@ impl Registry {
                 .max_by_key(|(_, f)| *f)
                 .map(|(id, _)| id);
             let Some(sid) = best else {
-                unplaced.push(t.key);
+                if hold && s.serves(&t.pair) {
+                    s.ahead.entry(t.pair.clone()).or_default().push_back(Ahead {
+                        task: t,
+                        since: Instant::now(),
+                    });
+                } else {
+                    unplaced.push(t.key);
+                }
                 continue;
             };
             let entry = s.streams.get_mut(&sid).expect("stream chosen above exists");
@@ -507,6 +550,71 @@ impl Registry {
             }
         }
         (unplaced, placed)
+    }
+
+    /// Takes up to `n` of `pair`'s tasks claimed ahead, oldest first, for placement. Each
+    /// one's broker-side deadline is shortened by its wait, so it ends when the deadline the
+    /// claim stamped on the task (`deadline_ms`) does.
+    pub fn take_ahead(&self, pair: &KindPair, n: usize) -> Vec<Outgoing> {
+        let mut s = self.lock();
+        let Some(q) = s.ahead.get_mut(pair) else {
+            return Vec::new();
+        };
+        let out = q
+            .drain(..n.min(q.len()))
+            .map(|a| {
+                let mut t = a.task;
+                let waited = a.since.elapsed();
+                t.deadline = t.deadline.map(|d| d.saturating_sub(waited));
+                t
+            })
+            .collect();
+        if q.is_empty() {
+            s.ahead.remove(pair);
+        }
+        out
+    }
+
+    /// How many of `pair`'s tasks wait for a slot.
+    pub fn ahead_len(&self, pair: &KindPair) -> usize {
+        self.lock().ahead.get(pair).map_or(0, VecDeque::len)
+    }
+
+    /// Takes out, for release, the tasks claimed ahead that waited too long: past `max_age`
+    /// or a quarter of their deadline, or whose pair no stream serves any more.
+    pub fn expire_ahead(&self, max_age: Duration) -> Vec<LeaseKey> {
+        let mut s = self.lock();
+        if s.ahead.is_empty() {
+            return Vec::new();
+        }
+        let pairs: Vec<KindPair> = s.ahead.keys().cloned().collect();
+        let mut out = Vec::new();
+        for pair in pairs {
+            let served = s.serves(&pair);
+            let q = s.ahead.get_mut(&pair).expect("listed above");
+            q.retain_mut(|a| {
+                let age = a.since.elapsed();
+                let stale =
+                    !served || age > max_age || a.task.deadline.is_some_and(|d| age * 4 > d);
+                if stale {
+                    out.push(a.task.key.clone());
+                }
+                !stale
+            });
+            if q.is_empty() {
+                s.ahead.remove(&pair);
+            }
+        }
+        out
+    }
+
+    /// Takes out every task claimed ahead, for release (the broker drains).
+    pub fn take_all_ahead(&self) -> Vec<LeaseKey> {
+        self.lock()
+            .ahead
+            .drain()
+            .flat_map(|(_, q)| q.into_iter().map(|a| a.task.key))
+            .collect()
     }
 
     /// One of stream `id`'s tasks hit its broker-side deadline at `at`: the stream gets no
@@ -608,7 +716,8 @@ impl Registry {
     /// one this broker holds leaves the in-flight set (its slot frees, its deadline timer
     /// stops, a pipeline travelling with it is dropped) and its stream is sent `CancelTask`
     /// with the reason. Nothing is recorded: the queue row is gone or carries a newer epoch,
-    /// so the worker's late result is refused like any stale one. Tokens this broker does not
+    /// so the worker's late result is refused like any stale one. One claimed ahead and still
+    /// waiting for a slot is dropped unsent. Tokens this broker does not
     /// hold are remembered (the last [`REVOKED_KEPT`]), so that one of this broker's leases
     /// revoked between its claim (or a composite's previous stage) and its placement is
     /// dropped by [`Registry::assign`] instead of sent. Returns the taken leases.
@@ -620,6 +729,19 @@ impl Registry {
         let mut out = Vec::new();
         for t in tokens {
             let Some(mut f) = s.take_inflight(*t) else {
+                // Claimed ahead and still waiting: dropped, never sent.
+                let mut dropped = false;
+                for q in s.ahead.values_mut() {
+                    if let Some(i) = q.iter().position(|a| a.task.key.lease_token == *t) {
+                        q.remove(i);
+                        dropped = true;
+                        break;
+                    }
+                }
+                if dropped {
+                    s.ahead.retain(|_, q| !q.is_empty());
+                    continue;
+                }
                 if s.revoked_order.len() == REVOKED_KEPT
                     && let Some(old) = s.revoked_order.pop_front()
                 {
@@ -1060,6 +1182,102 @@ mod tests {
         assert!(matches!(r.take_result(t, epoch, a), Held::Elsewhere(h) if h == held_by(b)));
         assert!(matches!(r.take_result(t, epoch, b), Held::Here(f) if f.stream == b));
         assert_eq!((r.inflight_count(), counts(&r)), (0, vec![0, 0]));
+    }
+
+    #[tokio::test]
+    async fn tasks_claimed_ahead_wait_for_a_slot_and_leave_when_stale_revoked_or_drained() {
+        let r = Registry::default();
+        let sid = r.add_stream(StreamEntry {
+            max_inflight: 2,
+            ..entry("a", &[("vpc", 1)])
+        });
+        let pair = KindPair::new("vpc", 1);
+        let tokens: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+        let with_deadline = |t: Uuid| Outgoing {
+            deadline: Some(Duration::from_secs(30)),
+            ..outgoing(t)
+        };
+
+        // Holding: 2 placed in the slots, 3 wait, none released.
+        let (unplaced, timers) =
+            r.assign_or_hold(tokens.iter().map(|t| with_deadline(*t)).collect());
+        assert!(unplaced.is_empty());
+        assert_eq!(
+            (timers.len(), r.inflight_count(), r.ahead_len(&pair)),
+            (2, 2, 3)
+        );
+        assert_eq!(r.free_for(&pair), 0);
+
+        // A waiting task revoked before it went out is dropped unsent.
+        assert!(r.revoke(&[LeaseToken(tokens[3])], "deleted").is_empty());
+        assert_eq!(r.ahead_len(&pair), 2);
+        assert!(
+            !r.lock().revoked.contains(&tokens[3]),
+            "nothing left to remember"
+        );
+
+        // A slot frees: the oldest waiting task takes it, its deadline shortened by its wait.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(r.take_token(LeaseToken(tokens[0])).is_some());
+        let next = r.take_ahead(&pair, r.free_for(&pair));
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].key.lease_token, LeaseToken(tokens[2]));
+        let left = next[0].deadline.unwrap();
+        assert!(left < Duration::from_secs(30) && left > Duration::from_secs(29));
+        assert_eq!(r.assign(next).0.len(), 0);
+        assert_eq!((r.ahead_len(&pair), r.free_for(&pair)), (1, 0));
+
+        // Fresh ones stay; one older than the limit goes back.
+        assert!(r.expire_ahead(Duration::from_secs(60)).is_empty());
+        let stale = r.expire_ahead(Duration::from_millis(1));
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0].lease_token, LeaseToken(tokens[4]));
+        assert_eq!(r.ahead_len(&pair), 0);
+
+        // A task waiting for a kind no stream serves any more goes back at the next sweep.
+        let t = Uuid::new_v4();
+        r.assign_or_hold(vec![with_deadline(t)]);
+        assert_eq!(r.ahead_len(&pair), 1);
+        r.remove_stream(sid);
+        assert_eq!(
+            r.expire_ahead(Duration::from_secs(60))
+                .into_iter()
+                .map(|k| k.lease_token)
+                .collect::<Vec<_>>(),
+            [LeaseToken(t)]
+        );
+        // And with no stream serving the kind at all, nothing is held in the first place.
+        let (unplaced, _) = r.assign_or_hold(vec![outgoing(Uuid::new_v4())]);
+        assert_eq!((unplaced.len(), r.ahead_len(&pair)), (1, 0));
+
+        // The drain takes every waiting task, of every pair.
+        r.add_stream(StreamEntry {
+            max_inflight: 0,
+            ..entry("b", &[("vpc", 1)])
+        });
+        r.assign_or_hold(vec![outgoing(Uuid::new_v4()), outgoing(Uuid::new_v4())]);
+        assert_eq!(r.ahead_len(&pair), 2);
+        assert_eq!(r.take_all_ahead().len(), 2);
+        assert_eq!(r.ahead_len(&pair), 0);
+    }
+
+    /// A task held longer than a quarter of its deadline goes back even inside the age limit:
+    /// the claim's deadline clock runs while it waits.
+    #[test]
+    fn a_task_claimed_ahead_goes_back_before_a_quarter_of_its_deadline_has_passed() {
+        let r = Registry::default();
+        r.add_stream(StreamEntry {
+            max_inflight: 0,
+            ..entry("a", &[("vpc", 1)])
+        });
+        let t = Uuid::new_v4();
+        r.assign_or_hold(vec![Outgoing {
+            deadline: Some(Duration::from_millis(40)),
+            ..outgoing(t)
+        }]);
+        assert!(r.expire_ahead(Duration::from_secs(60)).is_empty());
+        std::thread::sleep(Duration::from_millis(15));
+        assert_eq!(r.expire_ahead(Duration::from_secs(60)).len(), 1);
     }
 
     #[tokio::test]

@@ -553,3 +553,76 @@ async fn control_and_two_brokers_share_a_database_survive_a_kill_and_drain_on_te
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Live leases of the hello kind (running, or claimed ahead and waiting for a slot).
+async fn hello_leases(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM work_queue WHERE kind = 'hello' AND lease_token IS NOT NULL",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Claims ahead of free slots (broker/src/ahead.rs) with the real processes: a broker whose
+/// one worker has 2 slots holds more than 2 leases while the worker keeps up (tasks claimed
+/// ahead, waiting in it); SIGTERM gives every waiting task back to the queue at once (no lease
+/// outlives the broker, none waits for LEASE_STALE_AFTER); a worker on the other process
+/// finishes the rest, and every resource ran exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broker_claims_ahead_of_its_slots_and_gives_the_waiting_back_when_it_drains() {
+    let c = Converge::start(&[]).await;
+    c.apply_manifest(&Converge::hello_manifest(30)).await;
+    let mut b = c.spawn_broker(&[]).await;
+    let dir = std::env::temp_dir().join(format!("converge-ahead-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (la, lb) = (dir.join("a.log"), dir.join("b.log"));
+    let names: Vec<String> = (0..400).map(|i| format!("ahead-{i}")).collect();
+    let items: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"kind": "hello", "kind_version": 1, "name": n, "spec": {"sleep_ms": 10}}))
+        .collect();
+    let api = Api::new(&c.http);
+    let (s, body) = api
+        .call(Method::POST, "resources:batch", Some(&json!(items)))
+        .await;
+    assert_eq!((s, &body["failed"]), (200, &json!(0)), "{body}");
+
+    let two_slots = [
+        ("WORKER_MAX_PARALLEL", "2"),
+        ("HELLO_LOG", la.to_str().unwrap()),
+    ];
+    let wa = Worker::hello(&b.broker, "wa", &two_slots);
+    wait_for(T, "more leases than the worker's 2 slots", || async {
+        (hello_leases(&c.db.pool).await > 2).then_some(())
+    })
+    .await;
+    let status = converge_testkit::terminate(&mut b.child, Duration::from_secs(15)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert_eq!(
+        hello_leases(&c.db.pool).await,
+        0,
+        "leases left behind by a broker that drained"
+    );
+    drop(wa);
+
+    let _wb = Worker::hello(
+        &c.broker,
+        "wb",
+        &[
+            ("WORKER_MAX_PARALLEL", "2"),
+            ("HELLO_LOG", lb.to_str().unwrap()),
+        ],
+    );
+    all_ready(&api, &names, "every resource Ready on the other process").await;
+    let runs = starts(&[&la, &lb]);
+    for n in &names {
+        assert_eq!(runs.get(n), Some(&1), "{n} ran {:?} times", runs.get(n));
+    }
+    assert!(
+        runs.len() == names.len() && std::fs::read_to_string(&la).is_ok_and(|t| !t.is_empty()),
+        "both workers ran tasks"
+    );
+    c.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

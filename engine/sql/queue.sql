@@ -62,9 +62,15 @@ $$;
 -- (stream rule 2), so a default written before the work was queued is always the one the
 -- task is merged with, however late the providerconfig_changed NOTIFY is handled. It is read
 -- in the statement that returns the rows, whose snapshot is no older than the pick's.
+--
+-- p_ahead: how many of the p_limit rows the broker asks for beyond its workers' free slots
+-- (it holds those until slots free: broker/src/ahead.rs). A capped kind gets none of them:
+-- its budget counts leases, and a task waiting in one broker would hold a slot of it that a
+-- worker elsewhere could use.
 DROP FUNCTION IF EXISTS work_claim(smallint, smallint, text, int, int, text);
+DROP FUNCTION IF EXISTS work_claim(smallint, smallint, text, int, int, text, int);
 CREATE FUNCTION work_claim(p_lo smallint, p_hi smallint, p_kind text, p_kind_version int,
-                                      p_limit int, p_broker text)
+                                      p_limit int, p_broker text, p_ahead int DEFAULT 0)
 RETURNS TABLE (resource_id uuid, shard_id smallint, task_type text, generation bigint,
                trigger text, attempt int, lease_token uuid, claim_epoch bigint,
                provider_config jsonb, provider_bundle bytea, task_deadline_secs int,
@@ -88,11 +94,15 @@ BEGIN
     SELECT kc.max_inflight INTO v_cap FROM kind_config kc
     WHERE kc.kind = p_kind AND kc.kind_version = p_kind_version;
     IF coalesce(v_cap, 0) > 0 THEN
+        v_limit := p_limit - greatest(coalesce(p_ahead, 0), 0);
+        IF v_limit <= 0 THEN
+            RETURN;
+        END IF;
         -- Serialises capped claims of this kind across brokers until this claim commits.
         PERFORM pg_advisory_xact_lock(hashtext('converge.kind_cap'), hashtext(p_kind || '/' || p_kind_version));
         SELECT count(*) INTO v_used FROM work_queue q
         WHERE q.kind = p_kind AND q.kind_version = p_kind_version AND q.lease_token IS NOT NULL;
-        v_limit := least(p_limit, v_cap - v_used);
+        v_limit := least(v_limit, v_cap - v_used);
         IF v_limit <= 0 THEN
             RETURN;
         END IF;

@@ -238,6 +238,51 @@ async fn claim(pool: &PgPool, n: i32) -> Vec<(Uuid, Uuid, i64)> {
         .collect()
 }
 
+/// A claim's rows beyond the broker's free slots (`p_ahead`, broker/src/ahead.rs) are taken
+/// for an uncapped kind and never for a capped one, whose budget is for running tasks.
+#[tokio::test]
+async fn a_capped_kind_is_never_claimed_ahead_of_free_slots() {
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    for i in 0..40 {
+        apply(&db.pool, &format!("r{i}"), json!({})).await;
+    }
+    let claim = |limit: i32, ahead: i32| {
+        let pool = db.pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM work_claim(0::smallint, 255::smallint, 'hello', 1, $1, 'b', $2)",
+            )
+            .bind(limit)
+            .bind(ahead)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n
+        }
+    };
+    let cap = |n: i32| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query("UPDATE kind_config SET max_inflight = $1 WHERE kind = 'hello'")
+                .bind(n)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    cap(8).await;
+    assert_eq!(claim(10, 6).await, 4, "capped: the free slots' part only");
+    assert_eq!(
+        claim(10, 10).await,
+        0,
+        "capped: nothing for a claim wholly ahead"
+    );
+    assert_eq!(claim(10, 0).await, 4, "and the cap still bounds the rest");
+    cap(0).await;
+    assert_eq!(claim(10, 6).await, 10, "uncapped: ahead included");
+}
+
 #[tokio::test]
 async fn concurrent_claims_never_return_the_same_row() {
     let db = TestDb::new().await;

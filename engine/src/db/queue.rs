@@ -104,22 +104,26 @@ impl ClaimedTask {
     }
 }
 
-/// Claims up to `limit` unleased tasks of `pair` in `shards` for broker `broker_id`.
-/// Exclusive: `FOR UPDATE SKIP LOCKED` means two concurrent claims never get the same row.
+/// Claims up to `limit` unleased tasks of `pair` in `shards` for broker `broker_id`, of
+/// which the last `ahead` are beyond the broker's free slots (a capped kind gets none of
+/// those). Exclusive: `FOR UPDATE SKIP LOCKED` means two concurrent claims never get the same
+/// row.
 pub async fn lease_claim(
     pool: &PgPool,
     shards: ShardRange,
     pair: &KindPair,
     limit: i32,
+    ahead: i32,
     broker_id: &str,
 ) -> Result<Vec<ClaimedTask>> {
-    sqlx::query_as::<_, ClaimedTask>("SELECT * FROM work_claim($1, $2, $3, $4, $5, $6)")
+    sqlx::query_as::<_, ClaimedTask>("SELECT * FROM work_claim($1, $2, $3, $4, $5, $6, $7)")
         .bind(shards.lo)
         .bind(shards.hi)
         .bind(&pair.kind)
         .bind(pair.version)
         .bind(limit)
         .bind(broker_id)
+        .bind(ahead)
         .fetch_all(pool)
         .await
 }
