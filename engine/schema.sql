@@ -553,6 +553,47 @@ END
 $$;
 
 --
+-- Name: engine_warm_up(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.engine_warm_up() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_kind text := 'converge-warm-up-' || pg_backend_pid();
+    v_id uuid;
+    v_shard smallint;
+    v_token uuid;
+    v_epoch bigint;
+BEGIN
+    BEGIN
+        PERFORM set_config('converge.warm_up', 'on', true);
+        INSERT INTO kind_manifest (kind, kind_version, manifest)
+        VALUES (v_kind, 1, jsonb_build_object('kind', v_kind, 'kind_version', 1, 'reactions',
+                jsonb_build_array(jsonb_build_object('name', 'work', 'trigger', 'specChange',
+                                                     'emits', jsonb_build_array('status')))));
+        SELECT a.id INTO v_id
+        FROM resource_apply_batch(ARRAY[v_kind], ARRAY[1], ARRAY['warm-up'], ARRAY['{}'::jsonb],
+                                  ARRAY['{}'::jsonb], ARRAY[NULL::text]) a;
+        SELECT c.shard_id, c.lease_token, c.claim_epoch INTO v_shard, v_token, v_epoch
+        FROM work_claim(0::smallint, 255::smallint, v_kind, 1, 1, 'warm-up') c;
+        PERFORM work_complete(ARRAY[v_id], ARRAY[v_shard], ARRAY['reconcile'], ARRAY[v_token],
+                              ARRAY[v_epoch], ARRAY[true], ARRAY[false], ARRAY[NULL::text],
+                              ARRAY['{}'::jsonb], ARRAY['[]'::jsonb], ARRAY[true], ARRAY[true]);
+        -- lo > hi: the picks of both lanes, over no shard.
+        PERFORM drain_outbox_batch(1, 1::smallint, 0::smallint, false);
+        PERFORM drain_outbox_batch(1, 1::smallint, 0::smallint, true);
+        PERFORM apply_results(ARRAY[v_id], ARRAY[1::bigint], ARRAY[true], ARRAY[false],
+                              ARRAY[NULL::text], ARRAY['{}'::jsonb], ARRAY['[]'::jsonb],
+                              ARRAY[true], ARRAY[true]);
+        RAISE EXCEPTION USING ERRCODE = 'CVWUP', MESSAGE = 'warm-up done, rolled back';
+    EXCEPTION WHEN SQLSTATE 'CVWUP' THEN
+        NULL;
+    END;
+END
+$$;
+
+--
 -- Name: flowed_specs(uuid[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -974,6 +1015,9 @@ CREATE FUNCTION public.notify_gated(p_channel text) RETURNS void
 DECLARE
     v_last timestamptz;
 BEGIN
+    IF current_setting('converge.warm_up', true) = 'on' THEN
+        RETURN;
+    END IF;
     SELECT last_at INTO v_last FROM wake_state WHERE channel = p_channel;
     IF v_last IS NOT NULL AND v_last > clock_timestamp() - interval '50 milliseconds' THEN
         RETURN;

@@ -200,6 +200,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     let settings = db::EngineSettings {
         retry_base: cfg.retry_base,
         retry_max: cfg.retry_max,
+        warm_up: true,
     };
     let security = Security::load(&cfg)?;
     // The keys of secrets at rest: a key that cannot be read stops the boot, before any
@@ -241,14 +242,30 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> anyhow::Result<()>
     if let Some(l) = &broker_listener {
         addresses.insert("grpc".into(), l.local_addr()?.to_string().into());
     }
+    // Migrations and engine files first, on a connection of their own: the serving pool's
+    // connections then all open on the engine functions they warm up (`db::EngineSettings`).
+    {
+        let (migrating, _) = db::connect_signed_in(
+            &url,
+            1,
+            &db::EngineSettings {
+                warm_up: false,
+                ..settings.clone()
+            },
+            &cfg.signin(),
+        )
+        .await
+        .map_err(signin_error)?;
+        db::migrate(&migrating)
+            .await
+            .context("applying migrations failed")?;
+        migrating.close().await;
+    }
+    tracing::info!(role = ?cfg.role, "migrations applied");
     let (pool, password_refresher) =
         db::connect_signed_in(&url, cfg.db_max_connections, &settings, &cfg.signin())
             .await
             .map_err(signin_error)?;
-    db::migrate(&pool)
-        .await
-        .context("applying migrations failed")?;
-    tracing::info!(role = ?cfg.role, "migrations applied");
 
     let loops = CancellationToken::new();
     let mut tasks = JoinSet::new();

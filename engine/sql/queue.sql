@@ -10,6 +10,7 @@
 -- Layer 1 is an unlocked read (almost every caller stops there); layer 2 a non-blocking
 -- advisory lock picks one winner; layer 3 the winner stamps the window and notifies.
 -- Listeners poll once more one window after each wake, so a suppressed notify is covered.
+-- A connection's warm-up (warmup.sql) notifies nobody and takes nothing here.
 CREATE OR REPLACE FUNCTION notify_gated(p_channel text) RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -19,6 +20,9 @@ AS $$
 DECLARE
     v_last timestamptz;
 BEGIN
+    IF current_setting('converge.warm_up', true) = 'on' THEN
+        RETURN;
+    END IF;
     SELECT last_at INTO v_last FROM wake_state WHERE channel = p_channel;
     IF v_last IS NOT NULL AND v_last > clock_timestamp() - interval '50 milliseconds' THEN
         RETURN;

@@ -2255,3 +2255,84 @@ async fn spec_history_is_recorded_trimmed_and_forgotten_by_statement() {
     left.sort();
     assert_eq!(left, want, "a's history is gone, b's and c's are kept");
 }
+
+/// A connection's warm-up (warmup.sql) runs the hot path on a resource of its own and leaves
+/// nothing behind: no row in any table it wrote, no wake-up sent, no gate window taken, and
+/// real work beside it (a queued task, a waiting result) untouched and still served after it.
+#[tokio::test]
+async fn the_warm_up_leaves_nothing_behind_and_wakes_nobody() {
+    let db = TestDb::new().await;
+    let p = &db.pool;
+    db.leaf_kind("hello").await;
+    let queued = apply(p, "queued", json!({})).await;
+    let waiting = apply(p, "waiting", json!({})).await;
+    // `waiting` has a result in the outbox; `queued` a claimable task.
+    let (token, epoch): (Uuid, i64) = sqlx::query_as(
+        "SELECT lease_token, claim_epoch FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 1, 'b')",
+    )
+    .fetch_one(p)
+    .await
+    .unwrap();
+    let first: Uuid =
+        sqlx::query_scalar("SELECT resource_id FROM work_queue WHERE lease_token = $1")
+            .bind(token)
+            .fetch_one(p)
+            .await
+            .unwrap();
+    let other = if first == queued { waiting } else { queued };
+    let done = converge_engine::db::queue::outbox_append(p, &[result_of(first, token, epoch)])
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    let snapshot = "SELECT (SELECT count(*) FROM kind_manifest), (SELECT count(*) FROM kind_config),
+                           (SELECT count(*) FROM resources), (SELECT count(*) FROM work_queue),
+                           (SELECT count(*) FROM work_outbox), (SELECT count(*) FROM resource_events),
+                           (SELECT count(*) FROM resource_lag), (SELECT count(*) FROM spec_versions),
+                           (SELECT string_agg(channel || ' ' || coalesce(last_at::text, ''), ',' ORDER BY channel)
+                            FROM wake_state)";
+    type Snap = (i64, i64, i64, i64, i64, i64, i64, i64, Option<String>);
+    let before: Snap = sqlx::query_as(snapshot).fetch_one(p).await.unwrap();
+    let mut l = sqlx::postgres::PgListener::connect_with(p).await.unwrap();
+    for ch in ["work_ready", "outbox_ready", "lease_revoked"] {
+        l.listen(ch).await.unwrap();
+    }
+
+    let mut conn = p.acquire().await.unwrap();
+    for _ in 0..2 {
+        sqlx::query("SELECT engine_warm_up()")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    let after: Snap = sqlx::query_as(snapshot).fetch_one(p).await.unwrap();
+    assert_eq!(after, before);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(300), l.recv())
+            .await
+            .is_err(),
+        "the warm-up sent a notice"
+    );
+
+    // The warmed connection serves the real work: the other task, then both results.
+    let (t2, e2): (Uuid, i64) = sqlx::query_as(
+        "SELECT lease_token, claim_epoch FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 5, 'b')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    converge_engine::db::queue::outbox_append(p, &[result_of(other, t2, e2)])
+        .await
+        .unwrap();
+    let popped: i32 = sqlx::query_scalar(
+        "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(popped, 2);
+    let ready: i64 = sqlx::query_scalar("SELECT count(*) FROM resources WHERE phase = 'Ready'")
+        .fetch_one(p)
+        .await
+        .unwrap();
+    assert_eq!(ready, 2);
+}

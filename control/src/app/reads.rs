@@ -177,7 +177,7 @@ impl Reads {
         let pool_opts = sqlx::postgres::PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(2));
-        db::signed_pool(base, pool_opts, signin, true).await
+        db::signed_pool(base, pool_opts, signin, true, false).await
     }
 
     /// Measures the replica's lag once and decides whether reads may use it. Returns the lag

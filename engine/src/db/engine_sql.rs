@@ -53,6 +53,7 @@ pub static ENGINE_FILES: &[EngineFile<'static>] = engine_files![
     "api.sql",
     "cluster.sql",
     "problems.sql",
+    "warmup.sql",
 ];
 
 /// Why a migrate failed.

@@ -150,6 +150,9 @@ pub struct EngineSettings {
     pub retry_base: Duration,
     /// Cap of the retry backoff.
     pub retry_max: Duration,
+    /// Run `engine_warm_up()` on every new connection (see [`warm_up`]): a serving process's
+    /// pool; off for tools and tests.
+    pub warm_up: bool,
 }
 
 impl Default for EngineSettings {
@@ -157,7 +160,23 @@ impl Default for EngineSettings {
         EngineSettings {
             retry_base: Duration::from_secs(2),
             retry_max: Duration::from_secs(300),
+            warm_up: false,
         }
+    }
+}
+
+/// Plans the hot path on a new connection before it serves anything: `engine_warm_up()`
+/// (`engine/sql/warmup.sql`) runs an apply, a claim, a completion and
+/// a drain of a resource of its own and takes all of it back. A backend plans each statement
+/// of an engine function the first time it runs it, and the claim and drain statements span
+/// the queue's 16 partitions: cold, the first claim on a connection took 10-13 ms against
+/// 0.8-1.3 warm, and since the pool hands its connections out in turn, an idle system's
+/// first dozens of applies each met a cold one (BENCHMARKS.md, "warm connections"). Never
+/// fails the connection: before the engine files exist (a first boot migrates on a pool of
+/// its own) or on any error it only logs.
+async fn warm_up(conn: &mut sqlx::PgConnection) {
+    if let Err(e) = sqlx::query("SELECT engine_warm_up()").execute(conn).await {
+        tracing::debug!(error = %e, "could not warm a new database connection");
     }
 }
 
@@ -210,14 +229,15 @@ pub async fn connect_signed_in(
     let pool_opts = PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10));
-    signed_pool(base, pool_opts, signin, false).await
+    signed_pool(base, pool_opts, signin, false, settings.warm_up).await
 }
 
 /// A pool of `pool_opts` on `base`, signing in as `signin` says: the password from its
 /// source (asked now, so a source that cannot answer fails here, naming its setting; the
 /// returned [`signin::PasswordRefresher`] keeps it fresh and must be run by the caller), and
 /// each connection retired at its share of the lifetime. `lazy`: no connection is opened
-/// until one is needed (a read replica down at boot is no error). Shared by the primary's
+/// until one is needed (a read replica down at boot is no error). `warm`: each new connection
+/// runs [`warm_up`] before it is handed out. Shared by the primary's
 /// pool ([`connect_signed_in`]) and the API's read replica's (`DATABASE_READ_URL`): one
 /// place signs in, whatever the pool.
 pub async fn signed_pool(
@@ -225,6 +245,7 @@ pub async fn signed_pool(
     pool_opts: PgPoolOptions,
     signin: &signin::SignIn,
     lazy: bool,
+    warm: bool,
 ) -> Result<(PgPool, Option<signin::PasswordRefresher>), ConnectError> {
     let minter = match &signin.password {
         Some(source) => Some(source.minter(&base).await?),
@@ -249,12 +270,19 @@ pub async fn signed_pool(
         .after_release(move |_conn, meta| {
             Box::pin(async move { Ok(!signin::outlived(meta.age, lifetime)) })
         });
-    if password.is_some() {
-        let hint = connected.clone();
-        pool_opts = pool_opts.after_connect(move |_conn, _meta| {
+    if password.is_some() || warm {
+        let hint = password.is_some().then(|| connected.clone());
+        pool_opts = pool_opts.after_connect(move |conn, _meta| {
             // The next connection gets a password minted after this one opened.
-            hint.notify_one();
-            Box::pin(async { Ok(()) })
+            if let Some(h) = &hint {
+                h.notify_one();
+            }
+            Box::pin(async move {
+                if warm {
+                    warm_up(conn).await;
+                }
+                Ok(())
+            })
         });
     }
     let pool = if lazy {
