@@ -15,15 +15,6 @@ use std::{
 use common::{Converge, Worker};
 use serde_json::json;
 
-async fn live_leases(pool: &sqlx::PgPool) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM work_queue WHERE kind = 'hello' AND lease_token IS NOT NULL",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap()
-}
-
 async fn ready(pool: &sqlx::PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM resources WHERE kind = 'hello' AND phase = 'Ready'")
         .fetch_one(pool)
@@ -50,7 +41,7 @@ async fn the_cap_bounds_concurrency_across_workers_and_is_live_editable() {
         );
         tokio::spawn(async move {
             loop {
-                let n = live_leases(&pool).await;
+                let n = common::hello_leases(&pool).await;
                 if raised.load(Ordering::SeqCst) {
                     after.fetch_max(n, Ordering::SeqCst);
                 } else {

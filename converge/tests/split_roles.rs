@@ -554,16 +554,6 @@ async fn control_and_two_brokers_share_a_database_survive_a_kill_and_drain_on_te
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Live leases of the hello kind (running, or claimed ahead and waiting for a slot).
-async fn hello_leases(pool: &sqlx::PgPool) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM work_queue WHERE kind = 'hello' AND lease_token IS NOT NULL",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap()
-}
-
 /// Claims ahead of free slots (broker/src/ahead.rs) with the real processes: a broker whose
 /// one worker has 2 slots holds more than 2 leases while the worker keeps up (tasks claimed
 /// ahead, waiting in it); SIGTERM gives every waiting task back to the queue at once (no lease
@@ -594,13 +584,13 @@ async fn a_broker_claims_ahead_of_its_slots_and_gives_the_waiting_back_when_it_d
     ];
     let wa = Worker::hello(&b.broker, "wa", &two_slots);
     wait_for(T, "more leases than the worker's 2 slots", || async {
-        (hello_leases(&c.db.pool).await > 2).then_some(())
+        (common::hello_leases(&c.db.pool).await > 2).then_some(())
     })
     .await;
     let status = converge_testkit::terminate(&mut b.child, Duration::from_secs(15)).await;
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
     assert_eq!(
-        hello_leases(&c.db.pool).await,
+        common::hello_leases(&c.db.pool).await,
         0,
         "leases left behind by a broker that drained"
     );

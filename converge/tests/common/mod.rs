@@ -325,6 +325,17 @@ impl Worker {
     }
 }
 
+/// Live leases of the hello kind: tasks running on workers, or claimed ahead and waiting in
+/// a broker for a slot.
+pub async fn hello_leases(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM work_queue WHERE kind = 'hello' AND lease_token IS NOT NULL",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
 /// This crate's directory: from the environment `cargo test` runs tests in, else where the
 /// test was built. A target directory shared by two checkouts keeps a test binary built in
 /// the first one, and with it the first checkout's path in `env!`.
