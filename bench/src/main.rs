@@ -243,8 +243,60 @@ impl Drop for Server {
     }
 }
 
-/// Starts `converge serve` with ROLE=broker on `server`'s database and waits for its probes.
+/// A converge process the bench started exited before it was ready. The ports it was given
+/// were free when the bench picked them, but only the child binds them, so another process
+/// can take one first ("Address already in use"): the start is tried again with new ports.
+#[derive(Debug)]
+struct EarlyExit(std::process::ExitStatus);
+
+impl std::fmt::Display for EarlyExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "converge exited before it was ready ({})", self.0)
+    }
+}
+
+impl std::error::Error for EarlyExit {}
+
+/// Starts of a converge process tried before giving up (see [`EarlyExit`]).
+const START_ATTEMPTS: usize = 3;
+
+/// Runs `start` until it succeeds, fails otherwise than by [`EarlyExit`], or has been tried
+/// [`START_ATTEMPTS`] times.
+async fn with_new_ports<T, F, Fut>(what: &str, mut start: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut attempt = 1;
+    loop {
+        match start().await {
+            Err(e) if attempt < START_ATTEMPTS && e.downcast_ref::<EarlyExit>().is_some() => {
+                eprintln!("{what}: {e}; starting it again on new ports");
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Starts `converge serve` with ROLE=broker on `server`'s database and waits for its probes,
+/// on new ports when it exits before it is ready.
 async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
+    let mut attempt = 1;
+    loop {
+        match start_broker_once(server).await {
+            Err(e) if attempt < START_ATTEMPTS && e.downcast_ref::<EarlyExit>().is_some() => {
+                eprintln!("broker: {e}; starting it again on new ports");
+                server.broker_children.pop();
+                server.brokers.pop();
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+async fn start_broker_once(server: &mut Server) -> anyhow::Result<()> {
     let (gp, hp) = (free_port(), free_port());
     let mut cmd = Command::new(sibling("converge")?);
     cmd.arg("serve")
@@ -287,6 +339,11 @@ async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
         if ready {
             return Ok(());
         }
+        if let Some(child) = server.broker_children.last_mut()
+            && let Some(status) = child.try_wait()?
+        {
+            return Err(EarlyExit(status).into());
+        }
         if Instant::now() > deadline {
             bail!("the broker did not become ready in 60 s");
         }
@@ -294,7 +351,13 @@ async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
     }
 }
 
+/// Starts `converge dev` (and the brokers `args` asks for), on new ports when it exits before
+/// it is ready.
 async fn start_server(args: &Args) -> anyhow::Result<Server> {
+    with_new_ports("converge dev", || start_server_once(args)).await
+}
+
+async fn start_server_once(args: &Args) -> anyhow::Result<Server> {
     let dir = std::env::temp_dir().join(format!("converge-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
@@ -367,6 +430,9 @@ async fn start_server(args: &Args) -> anyhow::Result<Server> {
                 start_broker(&mut s).await?;
             }
             return Ok(s);
+        }
+        if let Some(status) = s.child.try_wait()? {
+            return Err(EarlyExit(status).into());
         }
         if Instant::now() > deadline {
             bail!("converge dev did not become ready in 120 s");
