@@ -727,28 +727,10 @@ impl Registry {
     pub fn revoke(&self, tokens: &[LeaseToken], reason: &str) -> Vec<Inflight> {
         let mut s = self.lock();
         let mut out = Vec::new();
+        let mut not_in_flight = HashSet::new();
         for t in tokens {
             let Some(mut f) = s.take_inflight(*t) else {
-                // Claimed ahead and still waiting: dropped, never sent.
-                let mut dropped = false;
-                for q in s.ahead.values_mut() {
-                    if let Some(i) = q.iter().position(|a| a.task.key.lease_token == *t) {
-                        q.remove(i);
-                        dropped = true;
-                        break;
-                    }
-                }
-                if dropped {
-                    s.ahead.retain(|_, q| !q.is_empty());
-                    continue;
-                }
-                if s.revoked_order.len() == REVOKED_KEPT
-                    && let Some(old) = s.revoked_order.pop_front()
-                {
-                    s.revoked.remove(&old);
-                }
-                s.revoked_order.push_back(t.0);
-                s.revoked.insert(t.0);
+                not_in_flight.insert(t.0);
                 continue;
             };
             if let Some(timer) = f.timer.take() {
@@ -762,6 +744,24 @@ impl Registry {
                 }));
             }
             out.push(f);
+        }
+        // Claimed ahead and still waiting: dropped, never sent (one pass over the waiting
+        // tasks, whatever the notice's length: most of its tokens are other brokers').
+        if !s.ahead.is_empty() && !not_in_flight.is_empty() {
+            for q in s.ahead.values_mut() {
+                q.retain(|a| !not_in_flight.remove(&a.task.key.lease_token.0));
+            }
+            s.ahead.retain(|_, q| !q.is_empty());
+        }
+        // The rest are remembered in the notice's order (the oldest are forgotten first).
+        for t in tokens.iter().filter(|t| not_in_flight.remove(&t.0)) {
+            if s.revoked_order.len() == REVOKED_KEPT
+                && let Some(old) = s.revoked_order.pop_front()
+            {
+                s.revoked.remove(&old);
+            }
+            s.revoked_order.push_back(t.0);
+            s.revoked.insert(t.0);
         }
         out
     }
