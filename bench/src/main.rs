@@ -282,21 +282,14 @@ where
 /// Starts `converge serve` with ROLE=broker on `server`'s database and waits for its probes,
 /// on new ports when it exits before it is ready.
 async fn start_broker(server: &mut Server) -> anyhow::Result<()> {
-    let mut attempt = 1;
-    loop {
-        match start_broker_once(server).await {
-            Err(e) if attempt < START_ATTEMPTS && e.downcast_ref::<EarlyExit>().is_some() => {
-                eprintln!("broker: {e}; starting it again on new ports");
-                server.broker_children.pop();
-                server.brokers.pop();
-                attempt += 1;
-            }
-            r => return r,
-        }
-    }
+    let (child, url) = with_new_ports("broker", || start_broker_once(server)).await?;
+    server.broker_children.push(child);
+    server.brokers.push(url);
+    Ok(())
 }
 
-async fn start_broker_once(server: &mut Server) -> anyhow::Result<()> {
+/// One start of a broker on `server`'s database: its process and gRPC URL once ready.
+async fn start_broker_once(server: &Server) -> anyhow::Result<(Child, String)> {
     let (gp, hp) = (free_port(), free_port());
     let mut cmd = Command::new(sibling("converge")?);
     cmd.arg("serve")
@@ -314,15 +307,13 @@ async fn start_broker_once(server: &mut Server) -> anyhow::Result<()> {
     for (k, v) in server.secure.iter().flat_map(|s| s.broker_env()) {
         cmd.env(k, v);
     }
-    server
-        .broker_children
-        .push(cmd.spawn().context("starting a broker")?);
+    let mut child = cmd.spawn().context("starting a broker")?;
     let scheme = if server.secure.is_some() {
         "https"
     } else {
         "http"
     };
-    server.brokers.push(format!("{scheme}://127.0.0.1:{gp}"));
+    let url = format!("{scheme}://127.0.0.1:{gp}");
     let deadline = Instant::now() + Duration::from_secs(60);
     let client = reqwest::Client::new();
     loop {
@@ -337,11 +328,9 @@ async fn start_broker_once(server: &mut Server) -> anyhow::Result<()> {
                 .is_ok_and(|r| r.status().is_success()),
         };
         if ready {
-            return Ok(());
+            return Ok((child, url));
         }
-        if let Some(child) = server.broker_children.last_mut()
-            && let Some(status) = child.try_wait()?
-        {
+        if let Some(status) = child.try_wait()? {
             return Err(EarlyExit(status).into());
         }
         if Instant::now() > deadline {
