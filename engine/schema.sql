@@ -200,27 +200,29 @@ CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean
     AS $$
 DECLARE
     v_troubled uuid[];
-    v_old_ids uuid[];
     v_old_phases text[];
+    v_owners uuid[];
+    v_changed uuid[];
+    v_changed_from text[];
+    v_behind uuid[];
 BEGIN
-    -- Lock in ascending id order, and note which rows carried a failure or ill health before
-    -- this batch (only those can need a condition cleared).
-    SELECT array_agg(s.id) FILTER (WHERE s.failure_gen <> 0 OR NOT s.health_ok),
-           array_agg(s.id ORDER BY s.id), array_agg(s.phase ORDER BY s.id)
-    INTO v_troubled, v_old_ids, v_old_phases
-    FROM (SELECT r.id, r.failure_gen, r.health_ok, r.phase
-          FROM unnest(p_ids) AS b(id) JOIN resources r ON r.id = b.id
-          ORDER BY r.id FOR UPDATE OF r) s;
+    -- 1. Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
+    SELECT array_agg(b.id) FILTER (WHERE x.failure_gen <> 0 OR NOT x.health_ok),
+           array_agg(x.phase ORDER BY b.ord),
+           array_remove(array_agg(DISTINCT x.owner_id) || array_agg(DISTINCT x.root_id), NULL)
+    INTO v_troubled, v_old_phases, v_owners
+    FROM unnest(p_ids) WITH ORDINALITY AS b(id, ord)
+    LEFT JOIN LATERAL (SELECT r.failure_gen, r.health_ok, r.phase, r.owner_id, r.root_id
+                       FROM resources r WHERE r.id = b.id FOR UPDATE) x ON true;
 
-    -- This batch records its own phase changes in one statement (below); the per-row event
-    -- trigger stands aside for it.
+    -- 2. Update, record the phase changes, name what is still behind.
     PERFORM set_config('converge.batch_events', 'on', true);
-
     WITH o AS (
-        SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health, p_advance)
-            AS t(id, gen, ok, terminal, err, status, health, advance)
-    ), n AS (
-        SELECT r.id,
+        SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health,
+                             p_advance, v_old_phases)
+            AS t(id, gen, ok, terminal, err, status, health, advance, old_phase)
+    ), n AS MATERIALIZED (
+        SELECT r.id, o.old_phase, r.generation,
                CASE WHEN o.ok AND o.status IS NOT NULL THEN o.status ELSE r.status END AS status,
                CASE WHEN o.ok AND o.advance THEN greatest(r.synced_gen, o.gen) ELSE r.synced_gen END AS synced_gen,
                CASE WHEN o.ok THEN o.health ELSE r.health_ok END AS health_ok,
@@ -253,20 +255,31 @@ BEGIN
                OR r.failure_attempts <> n.failure_attempts
                OR r.failure_terminal <> n.failure_terminal
                OR r.failure_message IS DISTINCT FROM n.failure_message)
-        RETURNING r.kind, r.synced_gen >= r.generation AS synced, n.behind_since
+        RETURNING r.id, r.kind, r.name, r.phase, n.old_phase, r.generation, r.failure_message,
+                  r.synced_gen >= r.generation AS synced, n.behind_since
+    ), ev AS (
+        INSERT INTO resource_events (resource_id, kind, name, type, from_phase, to_phase,
+                                     generation, message)
+        SELECT u.id, u.kind, u.name, 'phase', u.old_phase, u.phase, u.generation,
+               CASE WHEN u.phase = 'Failed' THEN left(u.failure_message, 4096) END
+        FROM u WHERE u.phase IS DISTINCT FROM u.old_phase
+        ORDER BY u.id
     )
-    -- Behind before (a lag row), synced now.
-    SELECT array_agg(u.kind),
+    -- Synced now, behind before (a lag row): the reconcile duration.
+    SELECT array_agg(u.kind) FILTER (WHERE u.synced AND u.behind_since IS NOT NULL),
            array_agg(extract(epoch FROM clock_timestamp() - u.behind_since)::double precision)
-    INTO synced_kinds, synced_secs
-    FROM u WHERE u.synced AND u.behind_since IS NOT NULL;
-
+               FILTER (WHERE u.synced AND u.behind_since IS NOT NULL),
+           array_agg(u.id ORDER BY u.id) FILTER (WHERE u.phase IS DISTINCT FROM u.old_phase),
+           array_agg(u.old_phase ORDER BY u.id) FILTER (WHERE u.phase IS DISTINCT FROM u.old_phase),
+           (SELECT array_agg(n.id ORDER BY n.id) FROM n WHERE n.synced_gen < n.generation)
+    INTO synced_kinds, synced_secs, v_changed, v_changed_from, v_behind
+    FROM u;
     PERFORM set_config('converge.batch_events', 'off', true);
-    IF v_old_ids IS NOT NULL THEN
-        PERFORM record_phase_changes(v_old_ids, v_old_phases);
+    IF v_changed IS NOT NULL THEN
+        PERFORM emit_phase_lifecycle(v_changed, v_changed_from);
     END IF;
 
-    -- Conditions, on transition only.
+    -- 3. Conditions, on transition only.
     WITH o AS (
         SELECT * FROM unnest(p_ids, p_ok, p_terminal, p_errs, p_conds)
             AS t(id, ok, terminal, err, conds)
@@ -306,7 +319,7 @@ BEGIN
 
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
-    PERFORM cascade_on_ready_change(p_ids);
+    PERFORM cascade_on_ready_change(p_ids, v_behind, v_owners);
     RETURN NEXT;
 END
 $$;
@@ -338,10 +351,10 @@ END
 $$;
 
 --
--- Name: cascade_on_ready_change(uuid[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: cascade_on_ready_change(uuid[], uuid[], uuid[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.cascade_on_ready_change(p_ids uuid[]) RETURNS integer
+CREATE FUNCTION public.cascade_on_ready_change(p_ids uuid[], p_behind uuid[], p_owners uuid[]) RETURNS integer
     LANGUAGE plpgsql
     SET random_page_cost TO '1.1'
     SET enable_hashjoin TO 'off'
@@ -350,11 +363,13 @@ CREATE FUNCTION public.cascade_on_ready_change(p_ids uuid[]) RETURNS integer
     SET jit TO 'off'
     AS $$
 DECLARE
-    n int;
+    n int := 0;
     v_deps uuid[];
     v_owners uuid[];
 BEGIN
-    n := schedule_eligible(p_ids);
+    IF cardinality(p_behind) > 0 THEN
+        n := schedule_eligible(p_behind);
+    END IF;
 
     SELECT array_agg(DISTINCT d.dependent_id) INTO v_deps
     FROM unnest(p_ids) AS b(id)
@@ -369,9 +384,7 @@ BEGIN
         n := n + schedule_eligible(v_deps);
     END IF;
 
-    SELECT array_agg(DISTINCT o.id) INTO v_owners
-    FROM resources r, LATERAL (VALUES (r.owner_id), (r.root_id)) AS o(id)
-    WHERE r.id = ANY (p_ids) AND o.id IS NOT NULL;
+    SELECT array_agg(DISTINCT o) INTO v_owners FROM unnest(p_owners) AS o WHERE o IS NOT NULL;
     IF v_owners IS NOT NULL THEN
         n := n + schedule_eligible(v_owners) + schedule_rollup(v_owners);
         INSERT INTO rollup_recheck (root_id, shard_id)
@@ -549,6 +562,32 @@ BEGIN
                       WHERE w.resource_id = q.root_id AND w.shard_id = q.shard_id
                         AND w.task_type = 'reconcile' AND w.lease_token IS NOT NULL);
     RETURN n;
+END
+$$;
+
+--
+-- Name: emit_phase_lifecycle(uuid[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.emit_phase_lifecycle(p_ids uuid[], p_old_phases text[]) RETURNS void
+    LANGUAGE plpgsql
+    SET random_page_cost TO '1.1'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM reactor_bindings
+               WHERE enabled AND transition IN ('synced', 'degraded', 'failed')) THEN
+        PERFORM lifecycle_emit(array_agg(c.t), array_agg(c.snap))
+        FROM (SELECT CASE r.phase WHEN 'Ready' THEN 'synced' WHEN 'Degraded' THEN 'degraded'
+                                  ELSE 'failed' END AS t,
+                     to_jsonb(r) AS snap
+              FROM unnest(p_ids, p_old_phases) AS o(id, phase)
+              JOIN resources r ON r.id = o.id
+              WHERE r.phase IS DISTINCT FROM o.phase
+                AND r.phase IN ('Ready', 'Degraded', 'Failed')) c
+        HAVING count(*) > 0;
+    END IF;
 END
 $$;
 
@@ -1300,39 +1339,6 @@ BEGIN
         PERFORM pg_notify('work_ready', '');
     END IF;
     RETURN n;
-END
-$$;
-
---
--- Name: record_phase_changes(uuid[], text[]); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.record_phase_changes(p_ids uuid[], p_old_phases text[]) RETURNS void
-    LANGUAGE plpgsql
-    SET random_page_cost TO '1.1'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
-    AS $$
-BEGIN
-    INSERT INTO resource_events (resource_id, kind, name, type, from_phase, to_phase, generation, message)
-    SELECT r.id, r.kind, r.name, 'phase', o.phase, r.phase, r.generation,
-           CASE WHEN r.phase = 'Failed' THEN left(r.failure_message, 4096) END
-    FROM unnest(p_ids, p_old_phases) AS o(id, phase)
-    JOIN resources r ON r.id = o.id
-    WHERE r.phase IS DISTINCT FROM o.phase
-    ORDER BY r.id;
-    IF EXISTS (SELECT 1 FROM reactor_bindings
-               WHERE enabled AND transition IN ('synced', 'degraded', 'failed')) THEN
-        PERFORM lifecycle_emit(array_agg(c.t), array_agg(c.snap))
-        FROM (SELECT CASE r.phase WHEN 'Ready' THEN 'synced' WHEN 'Degraded' THEN 'degraded'
-                                  ELSE 'failed' END AS t,
-                     to_jsonb(r) AS snap
-              FROM unnest(p_ids, p_old_phases) AS o(id, phase)
-              JOIN resources r ON r.id = o.id
-              WHERE r.phase IS DISTINCT FROM o.phase
-                AND r.phase IN ('Ready', 'Degraded', 'Failed')) c
-        HAVING count(*) > 0;
-    END IF;
 END
 $$;
 

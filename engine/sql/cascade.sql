@@ -72,22 +72,29 @@ BEGIN
 END
 $$;
 
--- Reactive scheduling after drained results: retries and mid-flight edits; value flows into
--- the dependents of rows that are now synced (flowed_specs once per batch; a dependent's
--- generation bumps only when a flowed value changed) and their scheduling; the composites
--- owning changed rows (their rollup gate is re-evaluated, and each is armed in rollup_recheck
--- for the straddle case). Joins by key whatever the tables' size (the settings below).
-CREATE OR REPLACE FUNCTION cascade_on_ready_change(p_ids uuid[]) RETURNS int
+-- Reactive scheduling after drained results: retries and mid-flight edits among the rows
+-- still behind (p_behind: the rows of p_ids not synced after the batch; a synced row is never
+-- eligible, so it is not probed); value flows into the dependents of rows that are now
+-- synced (flowed_specs once per batch; a dependent's generation bumps only when a flowed
+-- value changed) and their scheduling; the composites owning the batch's rows (p_owners,
+-- read by the drain's lock read: their rollup gate is re-evaluated, and each is armed in
+-- rollup_recheck for the straddle case). Joins by key whatever the tables' size (the
+-- settings below).
+DROP FUNCTION IF EXISTS cascade_on_ready_change(uuid[]);
+CREATE OR REPLACE FUNCTION cascade_on_ready_change(p_ids uuid[], p_behind uuid[], p_owners uuid[])
+RETURNS int
 LANGUAGE plpgsql
 SET random_page_cost = 1.1 SET enable_hashjoin = off SET enable_mergejoin = off
 SET enable_seqscan = off SET jit = off
 AS $$
 DECLARE
-    n int;
+    n int := 0;
     v_deps uuid[];
     v_owners uuid[];
 BEGIN
-    n := schedule_eligible(p_ids);
+    IF cardinality(p_behind) > 0 THEN
+        n := schedule_eligible(p_behind);
+    END IF;
 
     SELECT array_agg(DISTINCT d.dependent_id) INTO v_deps
     FROM unnest(p_ids) AS b(id)
@@ -102,9 +109,7 @@ BEGIN
         n := n + schedule_eligible(v_deps);
     END IF;
 
-    SELECT array_agg(DISTINCT o.id) INTO v_owners
-    FROM resources r, LATERAL (VALUES (r.owner_id), (r.root_id)) AS o(id)
-    WHERE r.id = ANY (p_ids) AND o.id IS NOT NULL;
+    SELECT array_agg(DISTINCT o) INTO v_owners FROM unnest(p_owners) AS o WHERE o IS NOT NULL;
     IF v_owners IS NOT NULL THEN
         n := n + schedule_eligible(v_owners) + schedule_rollup(v_owners);
         INSERT INTO rollup_recheck (root_id, shard_id)

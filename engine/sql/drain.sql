@@ -112,12 +112,24 @@ BEGIN
 END
 $$;
 
--- Applies reconcile results to resources (one per resource, in ascending id order): one
--- UPDATE with a no-op gate sets status, synced_gen (unless a composite waits for its
--- children: `advance`), health_ok, failure_gen/attempts/terminal; conditions are written
--- only on transition (a failure sets Synced and Ready to False with its reason); the batch's phase changes are recorded; then the cascade runs. Called
--- by drain_outbox_batch for the rows it popped. Joins are primary-key probes (hash and merge
--- joins off) whatever the tables' size.
+-- Applies reconcile results to resources (one per resource, in ascending id order). Called
+-- by drain_outbox_batch for the rows it popped; every join is a primary-key probe (hash and
+-- merge joins off) whatever the tables' size. Three statements carry a batch:
+--
+-- 1. The lock read, in ascending id order: each row's phase before (aligned with p_ids), the
+--    rows that carried a failure or ill health (only those can need a condition cleared),
+--    and the composites that own these rows (for the cascade).
+-- 2. One statement that updates the rows and records their phase changes. The UPDATE has a
+--    no-op gate and sets status, synced_gen (unless a composite waits for its children:
+--    `advance`), health_ok, failure_gen/attempts/terminal; the events INSERT reads what the
+--    UPDATE returned, so a change costs no second probe of `resources`; the per-row event
+--    trigger stands aside (converge.batch_events). It also names the rows still behind
+--    afterwards: only those can be re-pended.
+-- 3. Conditions, written only on transition (a failure sets Synced and Ready to False with
+--    its reason).
+--
+-- Then the cascade, told which rows are still behind and which composites own the batch,
+-- so a leaf that synced and has no owner costs it no probe of `resources`.
 --
 -- Returns the kinds of the rows this call brought to synced and how long each had been
 -- behind: its resource_lag row's behind_since (set when the row fell behind: an apply, a
@@ -137,27 +149,29 @@ SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SE
 AS $$
 DECLARE
     v_troubled uuid[];
-    v_old_ids uuid[];
     v_old_phases text[];
+    v_owners uuid[];
+    v_changed uuid[];
+    v_changed_from text[];
+    v_behind uuid[];
 BEGIN
-    -- Lock in ascending id order, and note which rows carried a failure or ill health before
-    -- this batch (only those can need a condition cleared).
-    SELECT array_agg(s.id) FILTER (WHERE s.failure_gen <> 0 OR NOT s.health_ok),
-           array_agg(s.id ORDER BY s.id), array_agg(s.phase ORDER BY s.id)
-    INTO v_troubled, v_old_ids, v_old_phases
-    FROM (SELECT r.id, r.failure_gen, r.health_ok, r.phase
-          FROM unnest(p_ids) AS b(id) JOIN resources r ON r.id = b.id
-          ORDER BY r.id FOR UPDATE OF r) s;
+    -- 1. Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
+    SELECT array_agg(b.id) FILTER (WHERE x.failure_gen <> 0 OR NOT x.health_ok),
+           array_agg(x.phase ORDER BY b.ord),
+           array_remove(array_agg(DISTINCT x.owner_id) || array_agg(DISTINCT x.root_id), NULL)
+    INTO v_troubled, v_old_phases, v_owners
+    FROM unnest(p_ids) WITH ORDINALITY AS b(id, ord)
+    LEFT JOIN LATERAL (SELECT r.failure_gen, r.health_ok, r.phase, r.owner_id, r.root_id
+                       FROM resources r WHERE r.id = b.id FOR UPDATE) x ON true;
 
-    -- This batch records its own phase changes in one statement (below); the per-row event
-    -- trigger stands aside for it.
+    -- 2. Update, record the phase changes, name what is still behind.
     PERFORM set_config('converge.batch_events', 'on', true);
-
     WITH o AS (
-        SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health, p_advance)
-            AS t(id, gen, ok, terminal, err, status, health, advance)
-    ), n AS (
-        SELECT r.id,
+        SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health,
+                             p_advance, v_old_phases)
+            AS t(id, gen, ok, terminal, err, status, health, advance, old_phase)
+    ), n AS MATERIALIZED (
+        SELECT r.id, o.old_phase, r.generation,
                CASE WHEN o.ok AND o.status IS NOT NULL THEN o.status ELSE r.status END AS status,
                CASE WHEN o.ok AND o.advance THEN greatest(r.synced_gen, o.gen) ELSE r.synced_gen END AS synced_gen,
                CASE WHEN o.ok THEN o.health ELSE r.health_ok END AS health_ok,
@@ -190,20 +204,31 @@ BEGIN
                OR r.failure_attempts <> n.failure_attempts
                OR r.failure_terminal <> n.failure_terminal
                OR r.failure_message IS DISTINCT FROM n.failure_message)
-        RETURNING r.kind, r.synced_gen >= r.generation AS synced, n.behind_since
+        RETURNING r.id, r.kind, r.name, r.phase, n.old_phase, r.generation, r.failure_message,
+                  r.synced_gen >= r.generation AS synced, n.behind_since
+    ), ev AS (
+        INSERT INTO resource_events (resource_id, kind, name, type, from_phase, to_phase,
+                                     generation, message)
+        SELECT u.id, u.kind, u.name, 'phase', u.old_phase, u.phase, u.generation,
+               CASE WHEN u.phase = 'Failed' THEN left(u.failure_message, 4096) END
+        FROM u WHERE u.phase IS DISTINCT FROM u.old_phase
+        ORDER BY u.id
     )
-    -- Behind before (a lag row), synced now.
-    SELECT array_agg(u.kind),
+    -- Synced now, behind before (a lag row): the reconcile duration.
+    SELECT array_agg(u.kind) FILTER (WHERE u.synced AND u.behind_since IS NOT NULL),
            array_agg(extract(epoch FROM clock_timestamp() - u.behind_since)::double precision)
-    INTO synced_kinds, synced_secs
-    FROM u WHERE u.synced AND u.behind_since IS NOT NULL;
-
+               FILTER (WHERE u.synced AND u.behind_since IS NOT NULL),
+           array_agg(u.id ORDER BY u.id) FILTER (WHERE u.phase IS DISTINCT FROM u.old_phase),
+           array_agg(u.old_phase ORDER BY u.id) FILTER (WHERE u.phase IS DISTINCT FROM u.old_phase),
+           (SELECT array_agg(n.id ORDER BY n.id) FROM n WHERE n.synced_gen < n.generation)
+    INTO synced_kinds, synced_secs, v_changed, v_changed_from, v_behind
+    FROM u;
     PERFORM set_config('converge.batch_events', 'off', true);
-    IF v_old_ids IS NOT NULL THEN
-        PERFORM record_phase_changes(v_old_ids, v_old_phases);
+    IF v_changed IS NOT NULL THEN
+        PERFORM emit_phase_lifecycle(v_changed, v_changed_from);
     END IF;
 
-    -- Conditions, on transition only.
+    -- 3. Conditions, on transition only.
     WITH o AS (
         SELECT * FROM unnest(p_ids, p_ok, p_terminal, p_errs, p_conds)
             AS t(id, ok, terminal, err, conds)
@@ -243,7 +268,7 @@ BEGIN
 
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
-    PERFORM cascade_on_ready_change(p_ids);
+    PERFORM cascade_on_ready_change(p_ids, v_behind, v_owners);
     RETURN NEXT;
 END
 $$;

@@ -1,5 +1,6 @@
--- Events: what happened to a resource, in order. The drainer records its phase changes one
--- statement per batch; every other change is recorded by the row and statement triggers here.
+-- Events: what happened to a resource, in order. The drainer records its phase changes in
+-- the statement that makes them (apply_results in drain.sql); every other change is recorded
+-- by the row and statement triggers here.
 --
 -- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
 -- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
@@ -85,22 +86,18 @@ CREATE TRIGGER resource_operation_event AFTER INSERT OR UPDATE OF state ON resou
     WHEN (NEW.state IN ('pending', 'succeeded', 'failed'))
     EXECUTE FUNCTION resource_operation_event();
 
--- The drainer's phase changes for one batch: one events INSERT, and lifecycle deliveries for
--- the synced / degraded / failed edges when a binding could match.
-CREATE OR REPLACE FUNCTION record_phase_changes(p_ids uuid[], p_old_phases text[]) RETURNS void
+-- Lifecycle deliveries for the drainer's phase changes of one batch (p_ids changed phase;
+-- p_old_phases is what each was before): the synced / degraded / failed edges, when a
+-- binding could match. The drainer records the events themselves in the statement that
+-- makes the changes (apply_results in drain.sql).
+DROP FUNCTION IF EXISTS record_phase_changes(uuid[], text[]);
+CREATE OR REPLACE FUNCTION emit_phase_lifecycle(p_ids uuid[], p_old_phases text[]) RETURNS void
 LANGUAGE plpgsql
 SET random_page_cost = 1.1
 SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
 BEGIN
-    INSERT INTO resource_events (resource_id, kind, name, type, from_phase, to_phase, generation, message)
-    SELECT r.id, r.kind, r.name, 'phase', o.phase, r.phase, r.generation,
-           CASE WHEN r.phase = 'Failed' THEN left(r.failure_message, 4096) END
-    FROM unnest(p_ids, p_old_phases) AS o(id, phase)
-    JOIN resources r ON r.id = o.id
-    WHERE r.phase IS DISTINCT FROM o.phase
-    ORDER BY r.id;
     IF EXISTS (SELECT 1 FROM reactor_bindings
                WHERE enabled AND transition IN ('synced', 'degraded', 'failed')) THEN
         PERFORM lifecycle_emit(array_agg(c.t), array_agg(c.snap))
