@@ -84,7 +84,7 @@ BEGIN
     END IF;
 
     WITH fresh AS (
-        SELECT gen_random_uuid() AS id, d.* FROM compose_children d
+        SELECT uuid_v7() AS id, d.* FROM compose_children d
     ), up AS (
         INSERT INTO resources AS r (id, kind, kind_version, name, owner_id, root_id, shard_id, spec, labels)
         SELECT f.id, f.kind, f.kind_version, f.name, p_root, v_top, shard_of(f.id), f.spec, f.labels
@@ -1462,7 +1462,7 @@ BEGIN
     -- The LEFT JOIN on resources reads the snapshot from before the upsert: exactly the
     -- rows the upsert left alone (unchanged) are read there.
     WITH input AS MATERIALIZED (
-        SELECT t.ord, gen_random_uuid() AS new_id, t.kind, t.kind_version, t.name, t.spec,
+        SELECT t.ord, uuid_v7() AS new_id, t.kind, t.kind_version, t.name, t.spec,
                t.labels, t.pcr
         FROM unnest(p_kinds, p_kind_versions, p_names, p_specs, p_labels,
                     p_provider_config_refs)
@@ -2314,6 +2314,21 @@ CREATE FUNCTION public.teardown_tree(p_id uuid) RETURNS TABLE(id uuid)
         ) n
     )
     SELECT tree.id FROM tree
+$$;
+
+--
+-- Name: uuid_v7(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT encode(set_bit(set_bit(
+               overlay(uuid_send(gen_random_uuid())
+                       PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp())
+                                                        * 1000)::bigint) FROM 3)
+                       FROM 1 FOR 6),
+               52, 1), 53, 1), 'hex')::uuid
 $$;
 
 --

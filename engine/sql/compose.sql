@@ -101,7 +101,7 @@ BEGIN
     END IF;
 
     WITH fresh AS (
-        SELECT gen_random_uuid() AS id, d.* FROM compose_children d
+        SELECT uuid_v7() AS id, d.* FROM compose_children d
     ), up AS (
         INSERT INTO resources AS r (id, kind, kind_version, name, owner_id, root_id, shard_id, spec, labels)
         SELECT f.id, f.kind, f.kind_version, f.name, p_root, v_top, shard_of(f.id), f.spec, f.labels

@@ -2336,3 +2336,73 @@ async fn the_warm_up_leaves_nothing_behind_and_wakes_nobody() {
         .unwrap();
     assert_eq!(ready, 2);
 }
+
+/// New resources get UUIDv7 ids (uuid_v7 in api.sql), by both ways a resource is created: an
+/// apply and a composer's children. Resources created later get greater ids, so a batch's
+/// rows sit together in every index keyed by id; the last byte, which picks the shard, stays
+/// random, so 2,000 rows land in every one of the 256 shards.
+#[tokio::test]
+async fn new_resources_get_time_ordered_ids_over_every_shard() {
+    use converge_engine::db::resources::{ApplyItem, resource_apply_batch};
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    comp_kind(&db.pool).await;
+    let batch = |from: usize| -> Vec<ApplyItem> {
+        (from..from + 1000)
+            .map(|i| ApplyItem {
+                kind: "hello".into(),
+                kind_version: 1,
+                name: format!("r{i}"),
+                spec: json!({}),
+                labels: json!({}),
+                provider_config_ref: None,
+            })
+            .collect()
+    };
+    let first = resource_apply_batch(&db.pool, None, &batch(0))
+        .await
+        .unwrap();
+    // The timestamp counts milliseconds: let one pass, so the second batch's are later.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let second = resource_apply_batch(&db.pool, None, &batch(1000))
+        .await
+        .unwrap();
+    let ids = |a: &[converge_engine::db::resources::Applied]| -> Vec<Uuid> {
+        a.iter().map(|x| x.id).collect()
+    };
+    let (first, second) = (ids(&first), ids(&second));
+    assert!(
+        first
+            .iter()
+            .chain(&second)
+            .all(|id| id.get_version_num() == 7),
+        "every new id is a version 7 UUID"
+    );
+    let newest_first = first.iter().max().unwrap();
+    let oldest_second = second.iter().min().unwrap();
+    assert!(
+        oldest_second > newest_first,
+        "a later batch's ids are all greater: {oldest_second} <= {newest_first}"
+    );
+    let shards: i64 = sqlx::query_scalar("SELECT count(DISTINCT shard_id) FROM resources")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(shards, 256, "the shard byte is still random");
+
+    // A composer's children: created after the applies, so greater again, and version 7.
+    let mut conn = db.pool.acquire().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    compose_chains(&mut conn, "tree", 10).await;
+    let children: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM resources WHERE owner_id IS NOT NULL ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(children.len(), 30);
+    assert!(children.iter().all(|id| id.get_version_num() == 7));
+    assert!(
+        children[0] > *second.iter().max().unwrap(),
+        "children created later have greater ids"
+    );
+}
