@@ -40,6 +40,18 @@ async fn apply(pool: &PgPool, name: &str, spec: serde_json::Value) -> Uuid {
     id
 }
 
+/// A `hello` item for `resource_apply_batch`: `name` with `spec`, no labels, no config.
+fn hello_item(name: impl Into<String>, spec: Value) -> converge_engine::db::resources::ApplyItem {
+    converge_engine::db::resources::ApplyItem {
+        kind: "hello".into(),
+        kind_version: 1,
+        name: name.into(),
+        spec,
+        labels: json!({}),
+        provider_config_ref: None,
+    }
+}
+
 #[tokio::test]
 async fn phase_derivation_covers_all_seven_states() {
     let db = TestDb::new().await;
@@ -156,7 +168,7 @@ async fn spec_change_bumps_generation_and_labels_do_not() {
 /// keeps `resource_lag` and the events in step.
 #[tokio::test]
 async fn a_batch_apply_matches_the_single_apply_item_by_item() {
-    use converge_engine::db::resources::{ApplyItem, resource_apply_batch};
+    use converge_engine::db::resources::resource_apply_batch;
     let db = TestDb::new().await;
     db.leaf_kind("hello").await;
     apply(&db.pool, "same", json!({"x": 1})).await;
@@ -166,14 +178,7 @@ async fn a_batch_apply_matches_the_single_apply_item_by_item() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let item = |name: &str, x: i64| ApplyItem {
-        kind: "hello".into(),
-        kind_version: 1,
-        name: name.into(),
-        spec: json!({"x": x}),
-        labels: json!({}),
-        provider_config_ref: None,
-    };
+    let item = |name: &str, x: i64| hello_item(name, json!({"x": x}));
     let items = [
         item("new-b", 1),
         item("same", 1),
@@ -2340,7 +2345,7 @@ async fn the_warm_up_leaves_nothing_behind_and_wakes_nobody() {
 /// New resources get UUIDv7 ids (uuid_v7 in api.sql), by both ways a resource is created: an
 /// apply and a composer's children. Resources created later get greater ids, so a batch's
 /// rows sit together in every index keyed by id; the last byte, which picks the shard, stays
-/// random, so 2,000 rows land in every one of the 256 shards.
+/// random, so 2,000 rows land in nearly every one of the 256 shards.
 #[tokio::test]
 async fn new_resources_get_time_ordered_ids_over_every_shard() {
     use converge_engine::db::resources::{ApplyItem, resource_apply_batch};
@@ -2349,14 +2354,7 @@ async fn new_resources_get_time_ordered_ids_over_every_shard() {
     comp_kind(&db.pool).await;
     let batch = |from: usize| -> Vec<ApplyItem> {
         (from..from + 1000)
-            .map(|i| ApplyItem {
-                kind: "hello".into(),
-                kind_version: 1,
-                name: format!("r{i}"),
-                spec: json!({}),
-                labels: json!({}),
-                provider_config_ref: None,
-            })
+            .map(|i| hello_item(format!("r{i}"), json!({})))
             .collect()
     };
     let first = resource_apply_batch(&db.pool, None, &batch(0))
@@ -2388,7 +2386,12 @@ async fn new_resources_get_time_ordered_ids_over_every_shard() {
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    assert_eq!(shards, 256, "the shard byte is still random");
+    // 2,000 random bytes leave a given shard empty with probability (255/256)^2000, about
+    // 0.04 %, so some shard is empty in about one run in ten: ask for nearly all, not all.
+    assert!(
+        shards >= 240,
+        "the shard byte is still random: {shards} of 256 used"
+    );
 
     // A composer's children: created after the applies, so greater again, and version 7.
     let mut conn = db.pool.acquire().await.unwrap();
