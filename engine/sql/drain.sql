@@ -152,13 +152,13 @@ DECLARE
     v_old_phases text[];
     v_owners uuid[];
     v_changed uuid[];
-    v_changed_from text[];
     v_behind uuid[];
 BEGIN
     -- 1. Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
+    -- The owners go as they are (NULLs and repeats included): the cascade drops both.
     SELECT array_agg(b.id) FILTER (WHERE x.failure_gen <> 0 OR NOT x.health_ok),
            array_agg(x.phase ORDER BY b.ord),
-           array_remove(array_agg(DISTINCT x.owner_id) || array_agg(DISTINCT x.root_id), NULL)
+           array_agg(x.owner_id) || array_agg(x.root_id)
     INTO v_troubled, v_old_phases, v_owners
     FROM unnest(p_ids) WITH ORDINALITY AS b(id, ord)
     LEFT JOIN LATERAL (SELECT r.failure_gen, r.health_ok, r.phase, r.owner_id, r.root_id
@@ -219,13 +219,12 @@ BEGIN
            array_agg(extract(epoch FROM clock_timestamp() - u.behind_since)::double precision)
                FILTER (WHERE u.synced AND u.behind_since IS NOT NULL),
            array_agg(u.id ORDER BY u.id) FILTER (WHERE u.phase IS DISTINCT FROM u.old_phase),
-           array_agg(u.old_phase ORDER BY u.id) FILTER (WHERE u.phase IS DISTINCT FROM u.old_phase),
            (SELECT array_agg(n.id ORDER BY n.id) FROM n WHERE n.synced_gen < n.generation)
-    INTO synced_kinds, synced_secs, v_changed, v_changed_from, v_behind
+    INTO synced_kinds, synced_secs, v_changed, v_behind
     FROM u;
     PERFORM set_config('converge.batch_events', 'off', true);
     IF v_changed IS NOT NULL THEN
-        PERFORM emit_phase_lifecycle(v_changed, v_changed_from);
+        PERFORM emit_phase_lifecycle(v_changed);
     END IF;
 
     -- 3. Conditions, on transition only.

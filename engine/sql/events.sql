@@ -86,12 +86,12 @@ CREATE TRIGGER resource_operation_event AFTER INSERT OR UPDATE OF state ON resou
     WHEN (NEW.state IN ('pending', 'succeeded', 'failed'))
     EXECUTE FUNCTION resource_operation_event();
 
--- Lifecycle deliveries for the drainer's phase changes of one batch (p_ids changed phase;
--- p_old_phases is what each was before): the synced / degraded / failed edges, when a
--- binding could match. The drainer records the events themselves in the statement that
+-- Lifecycle deliveries for the drainer's phase changes of one batch (p_ids: the rows whose
+-- phase the batch changed): the synced / degraded / failed edges, when a binding could match. The drainer records the events themselves in the statement that
 -- makes the changes (apply_results in drain.sql).
 DROP FUNCTION IF EXISTS record_phase_changes(uuid[], text[]);
-CREATE OR REPLACE FUNCTION emit_phase_lifecycle(p_ids uuid[], p_old_phases text[]) RETURNS void
+DROP FUNCTION IF EXISTS emit_phase_lifecycle(uuid[], text[]);
+CREATE OR REPLACE FUNCTION emit_phase_lifecycle(p_ids uuid[]) RETURNS void
 LANGUAGE plpgsql
 SET random_page_cost = 1.1
 SET enable_hashjoin = off
@@ -104,10 +104,9 @@ BEGIN
         FROM (SELECT CASE r.phase WHEN 'Ready' THEN 'synced' WHEN 'Degraded' THEN 'degraded'
                                   ELSE 'failed' END AS t,
                      to_jsonb(r) AS snap
-              FROM unnest(p_ids, p_old_phases) AS o(id, phase)
+              FROM unnest(p_ids) AS o(id)
               JOIN resources r ON r.id = o.id
-              WHERE r.phase IS DISTINCT FROM o.phase
-                AND r.phase IN ('Ready', 'Degraded', 'Failed')) c
+              WHERE r.phase IN ('Ready', 'Degraded', 'Failed')) c
         HAVING count(*) > 0;
     END IF;
 END
