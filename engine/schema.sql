@@ -187,10 +187,10 @@ END
 $$;
 
 --
--- Name: apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_locked_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[], text[], uuid[], uuid[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[], p_terminal boolean[], p_errs text[], p_statuses jsonb[], p_conds jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(synced_kinds text[], synced_secs double precision[])
+CREATE FUNCTION public.apply_locked_results(p_ids uuid[], p_gens bigint[], p_ok boolean[], p_terminal boolean[], p_errs text[], p_statuses jsonb[], p_conds jsonb[], p_health boolean[], p_advance boolean[], p_old_phases text[], p_troubled uuid[], p_owners uuid[]) RETURNS TABLE(synced_kinds text[], synced_secs double precision[])
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -199,27 +199,14 @@ CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean
     SET jit TO 'off'
     AS $$
 DECLARE
-    v_troubled uuid[];
-    v_old_phases text[];
-    v_owners uuid[];
     v_changed uuid[];
     v_behind uuid[];
 BEGIN
-    -- 1. Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
-    -- The owners go as they are (NULLs and repeats included): the cascade drops both.
-    SELECT array_agg(b.id) FILTER (WHERE x.failure_gen <> 0 OR NOT x.health_ok),
-           array_agg(x.phase ORDER BY b.ord),
-           array_agg(x.owner_id) || array_agg(x.root_id)
-    INTO v_troubled, v_old_phases, v_owners
-    FROM unnest(p_ids) WITH ORDINALITY AS b(id, ord)
-    LEFT JOIN LATERAL (SELECT r.failure_gen, r.health_ok, r.phase, r.owner_id, r.root_id
-                       FROM resources r WHERE r.id = b.id FOR UPDATE) x ON true;
-
-    -- 2. Update, record the phase changes, name what is still behind.
+    -- 1. Update, record the phase changes, name what is still behind.
     PERFORM set_config('converge.batch_events', 'on', true);
     WITH o AS (
         SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health,
-                             p_advance, v_old_phases)
+                             p_advance, p_old_phases)
             AS t(id, gen, ok, terminal, err, status, health, advance, old_phase)
     ), n AS MATERIALIZED (
         SELECT r.id, o.old_phase, r.generation,
@@ -278,7 +265,7 @@ BEGIN
         PERFORM emit_phase_lifecycle(v_changed);
     END IF;
 
-    -- 3. Conditions, on transition only.
+    -- 2. Conditions, on transition only.
     WITH o AS (
         SELECT * FROM unnest(p_ids, p_ok, p_terminal, p_errs, p_conds)
             AS t(id, ok, terminal, err, conds)
@@ -308,18 +295,52 @@ BEGIN
               IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.reason, EXCLUDED.message);
 
     -- Recovery: a clean reconcile clears stored False conditions it did not re-report.
-    IF v_troubled IS NOT NULL THEN
+    IF p_troubled IS NOT NULL THEN
         DELETE FROM resource_conditions rc
         USING unnest(p_ids, p_ok, p_conds) AS o(id, ok, conds)
-        WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (v_troubled)
+        WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (p_troubled)
           AND rc.status = 'False'
           AND NOT (coalesce(o.conds, '[]'::jsonb) @> jsonb_build_array(jsonb_build_object('type', rc.type)));
     END IF;
 
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
-    PERFORM cascade_on_ready_change(p_ids, v_behind, v_owners);
+    PERFORM cascade_on_ready_change(p_ids, v_behind, p_owners);
     RETURN NEXT;
+END
+$$;
+
+--
+-- Name: apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[], p_terminal boolean[], p_errs text[], p_statuses jsonb[], p_conds jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(synced_kinds text[], synced_secs double precision[])
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_troubled uuid[];
+    v_old_phases text[];
+    v_owners uuid[];
+BEGIN
+    -- Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
+    -- The owners go as they are (NULLs and repeats included): the cascade drops both.
+    SELECT array_agg(b.id) FILTER (WHERE x.failure_gen <> 0 OR NOT x.health_ok),
+           array_agg(x.phase ORDER BY b.ord),
+           array_agg(x.owner_id) || array_agg(x.root_id)
+    INTO v_troubled, v_old_phases, v_owners
+    FROM unnest(p_ids) WITH ORDINALITY AS b(id, ord)
+    LEFT JOIN LATERAL (SELECT r.failure_gen, r.health_ok, r.phase, r.owner_id, r.root_id
+                       FROM resources r WHERE r.id = b.id FOR UPDATE) x ON true;
+
+    RETURN QUERY
+    SELECT * FROM apply_locked_results(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses,
+                                       p_conds, p_health, p_advance, v_old_phases,
+                                       v_troubled, v_owners);
 END
 $$;
 
@@ -2495,7 +2516,7 @@ $$;
 -- Name: work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[], boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[], p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[], p_terminal boolean[], p_errors text[], p_statuses jsonb[], p_conditions jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(resource_id uuid, task_type text, claim_epoch bigint)
+CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[], p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[], p_terminal boolean[], p_errors text[], p_statuses jsonb[], p_conditions jsonb[], p_health boolean[], p_advance boolean[]) RETURNS TABLE(accepted_ids uuid[], accepted_epochs bigint[], outboxed integer, owned boolean, synced_kinds text[], synced_secs double precision[])
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -2504,15 +2525,49 @@ CREATE FUNCTION public.work_complete(p_resource_ids uuid[], p_shard_ids smallint
     SET jit TO 'off'
     AS $$
 DECLARE
-    n int;
+    v_plain boolean[];
+    v_phases text[];
+    v_troubled boolean[];
+    v_owner uuid[];
+    v_root uuid[];
+    v_ids uuid[];
+    v_gens bigint[];
+    v_ok boolean[];
+    v_terminal boolean[];
+    v_errs text[];
+    v_statuses jsonb[];
+    v_conds jsonb[];
+    v_health boolean[];
+    v_advance boolean[];
+    v_old_phases text[];
+    v_troubled_ids uuid[];
+    v_owners uuid[];
 BEGIN
-    RETURN QUERY
+    -- 1. Lock the resources of the plain results, in the batch's (id) order; each row's
+    -- phase before, trouble and owners, aligned with the batch (NULL: not applied here).
+    SELECT array_agg(x.plain ORDER BY b.ord), array_agg(x.phase ORDER BY b.ord),
+           array_agg(x.troubled ORDER BY b.ord), array_agg(x.owner_id ORDER BY b.ord),
+           array_agg(x.root_id ORDER BY b.ord)
+    INTO v_plain, v_phases, v_troubled, v_owner, v_root
+    FROM unnest(p_resource_ids, p_task_types) WITH ORDINALITY AS b(id, task_type, ord)
+    LEFT JOIN LATERAL (
+        SELECT true AS plain, r.phase, r.failure_gen <> 0 OR NOT r.health_ok AS troubled,
+               r.owner_id, r.root_id
+        FROM resources r
+        WHERE r.id = b.id AND b.task_type = 'reconcile'
+          AND NOT EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = r.kind AND kc.has_rollup)
+        FOR UPDATE OF r) x ON true;
+
+    -- 2. Fence: remove the queue rows that still carry the lease; the results that are not
+    -- plain go to the outbox, the plain ones are gathered (in id order) to apply.
     WITH input AS (
         SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
                              p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
-                             p_conditions, p_health, p_advance)
+                             p_conditions, p_health, p_advance, v_plain, v_phases,
+                             v_troubled, v_owner, v_root)
             AS x(resource_id, shard_id, task_type, lease_token, claim_epoch, ok, terminal,
-                 error_message, status, conditions, health_ok, advance)
+                 error_message, status, conditions, health_ok, advance, plain, phase,
+                 troubled, owner_id, root_id)
     ), done AS (
         DELETE FROM work_queue w
         USING input i
@@ -2523,21 +2578,51 @@ BEGIN
           AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
                   i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, w.kind
+                  i.advance, w.kind, i.phase, i.troubled, i.owner_id, i.root_id,
+                  -- Locked above: a plain result whose resource is there.
+                  coalesce(i.plain, false) AS plain
     ), ins AS (
         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
                                  error_message, status, conditions, health_ok, advance, express)
         SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
                d.error_message, d.status, d.conditions, d.health_ok, d.advance,
                EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
-        FROM done d
+        FROM done d WHERE NOT d.plain
         RETURNING 1
     )
-    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
+    SELECT array_agg(d.resource_id), array_agg(d.claim_epoch),
+           (SELECT count(*) FROM ins)::int,
+           array_agg(d.resource_id ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.generation ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.ok ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.terminal ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.error_message ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.status ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.conditions ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.health_ok ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.advance ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.phase ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.resource_id) FILTER (WHERE d.plain AND d.troubled),
+           -- As they are (NULLs and repeats): the cascade drops both.
+           array_agg(d.owner_id) FILTER (WHERE d.plain) || array_agg(d.root_id) FILTER (WHERE d.plain)
+    INTO accepted_ids, accepted_epochs, outboxed, v_ids, v_gens, v_ok, v_terminal, v_errs,
+         v_statuses, v_conds, v_health, v_advance, v_old_phases, v_troubled_ids, v_owners
+    FROM done d;
+
+    owned := false;
+    IF v_ids IS NOT NULL THEN
+        -- 3. Apply the plain results where they were fenced.
+        SELECT a.synced_kinds, a.synced_secs INTO synced_kinds, synced_secs
+        FROM apply_locked_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses,
+                                  v_conds, v_health, v_advance, v_old_phases,
+                                  v_troubled_ids, v_owners) a;
+        owned := EXISTS (SELECT 1 FROM unnest(v_owners) o WHERE o IS NOT NULL);
+    END IF;
+    -- The drainers: results to apply, or straddles to close (their rollup_recheck rows).
+    IF outboxed > 0 OR owned THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
+    RETURN NEXT;
 END
 $$;
 

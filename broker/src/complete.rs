@@ -1,9 +1,11 @@
 //! The completion writer: batches task results from every stream into one fenced
-//! `work_complete` statement, then answers each worker with a `CompleteAck`.
+//! `work_complete` statement (which applies plain results where it fences them), then
+//! answers each worker with a `CompleteAck`.
 //!
 //! Batching is natural: while one statement runs, results queue up and the next statement
 //! takes them all (up to [`MAX_BATCH`]), so throughput grows with load and an idle system
-//! pays one round trip per result.
+//! pays one round trip per result. [`WRITERS`] writers run at once, each over its share of
+//! the shards.
 //!
 //! Shape: [`Completer::new`] returns the writer and its [`CompletionHandle`], the only way in
 //! (sessions, the dispatcher and pipelines submit through it); [`Completer::run`] owns the
@@ -27,7 +29,7 @@ use converge_auth::Principal;
 use converge_engine::{
     db::{
         self,
-        queue::{Completion, LeaseKey},
+        queue::{Completion, LeaseKey, Recorded},
     },
     ids::{ClaimEpoch, KindPair, LeaseToken},
     metrics::{LeaseUse, Refused, metrics},
@@ -42,6 +44,12 @@ use crate::{
 
 /// Most results written by one statement.
 pub(crate) const MAX_BATCH: usize = 1024;
+
+/// Writers running at once, each with its own connection and its own share of the shards.
+/// A plain result is applied where it is fenced, so a writer's statement does the drain's
+/// row work too and keeps one backend busy under load; two let the database use both cores
+/// of a small machine, and more mostly add lock crossings between their cascades.
+pub(crate) const WRITERS: usize = 2;
 
 /// One result to record.
 pub(crate) enum Job {
@@ -72,16 +80,19 @@ pub(crate) enum Job {
 /// the broker was built, by whoever runs the drainers.
 #[derive(Default)]
 struct Hooks {
-    /// Any result written.
+    /// Something for the drainers: results in the outbox, a stripped finalizer, or
+    /// composites armed for the straddle close-out.
     outbox: OnceLock<Arc<Notify>>,
     /// A composite's result written (the express drainer).
     express: OnceLock<Arc<Notify>>,
 }
 
-/// The way in to the completion writer; cheap to clone.
+/// The way in to the completion writers; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct CompletionHandle {
-    tx: mpsc::UnboundedSender<Job>,
+    /// One per writer. A resource's results always go to the same writer (by shard), so
+    /// they are written in the order they came.
+    txs: Vec<mpsc::UnboundedSender<Job>>,
     /// Results queued but not yet written (the drain waits for it to reach zero).
     pending: Arc<AtomicUsize>,
     hooks: Arc<Hooks>,
@@ -91,7 +102,14 @@ impl CompletionHandle {
     /// Queues a result for the writer.
     pub fn submit(&self, job: Job) {
         self.pending.fetch_add(1, Ordering::SeqCst);
-        if self.tx.send(job).is_err() {
+        // A resent result names no resource until its lease is looked up: the first writer.
+        let writer = match &job {
+            Job::Known { completion, .. } => {
+                usize::from(completion.key.shard_id.0.unsigned_abs()) % self.txs.len()
+            }
+            Job::Unknown { .. } => 0,
+        };
+        if self.txs[writer].send(job).is_err() {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             // Only after shutdown: the lease lapses and the task re-runs elsewhere.
             tracing::info!("broker stopped; late result dropped (the task will be retried)");
@@ -103,7 +121,8 @@ impl CompletionHandle {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Wakes `notify` whenever results land in the outbox. Only the first call counts.
+    /// Wakes `notify` whenever results leave work for the drainers. Only the first call
+    /// counts.
     pub fn set_outbox_hook(&self, notify: Arc<Notify>) {
         let _ = self.hooks.outbox.set(notify);
     }
@@ -115,14 +134,16 @@ impl CompletionHandle {
     }
 }
 
-/// The completion writer's loop and what it owns.
+/// The completion writers' loops and what they share.
 pub(crate) struct Completer {
     pool: PgPool,
     registry: Arc<Registry>,
     manifests: Arc<Manifests>,
-    rx: mpsc::UnboundedReceiver<Job>,
+    rxs: Vec<mpsc::UnboundedReceiver<Job>>,
     pending: Arc<AtomicUsize>,
     hooks: Arc<Hooks>,
+    /// The dispatcher's wake-up: a plain result applied here may have made work claimable.
+    dispatch: Arc<Notify>,
 }
 
 impl Completer {
@@ -131,12 +152,13 @@ impl Completer {
         pool: PgPool,
         registry: Arc<Registry>,
         manifests: Arc<Manifests>,
+        dispatch: Arc<Notify>,
     ) -> (Completer, CompletionHandle) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (txs, rxs) = (0..WRITERS).map(|_| mpsc::unbounded_channel()).unzip();
         let pending = Arc::new(AtomicUsize::new(0));
         let hooks = Arc::new(Hooks::default());
         let handle = CompletionHandle {
-            tx,
+            txs,
             pending: pending.clone(),
             hooks: hooks.clone(),
         };
@@ -144,20 +166,28 @@ impl Completer {
             pool,
             registry,
             manifests,
-            rx,
+            rxs,
             pending,
             hooks,
+            dispatch,
         };
         (completer, handle)
     }
 
-    /// Runs until every handle is gone (in practice: until the broker aborts it after the
-    /// drain).
+    /// Runs every writer until every handle is gone (in practice: until the broker aborts
+    /// it after the drain).
     pub async fn run(mut self) {
-        while let Some(first) = self.rx.recv().await {
+        let rxs = std::mem::take(&mut self.rxs);
+        let this = Arc::new(self);
+        futures::future::join_all(rxs.into_iter().map(|rx| this.clone().write(rx))).await;
+    }
+
+    /// One writer: whatever queued while its last statement ran is the next batch.
+    async fn write(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Job>) {
+        while let Some(first) = rx.recv().await {
             let mut jobs = vec![first];
             while jobs.len() < MAX_BATCH {
-                match self.rx.try_recv() {
+                match rx.try_recv() {
                     Ok(j) => jobs.push(j),
                     Err(_) => break,
                 }
@@ -225,13 +255,13 @@ impl Completer {
             return;
         }
         let completions: Vec<Completion> = items.iter().map(|(c, _)| c.clone()).collect();
-        let accepted = self.append_with_fallback(&completions).await;
-        let Some(accepted) = accepted else {
+        let recorded = self.record_with_fallback(&completions).await;
+        let Some(recorded) = recorded else {
             // The database is unreachable: no ack, so workers keep their results; the leases
             // lapse and the reaper re-runs the tasks (at-least-once, epoch-fenced).
             return;
         };
-        let set: HashSet<Uuid> = accepted.iter().map(|k| k.lease_token.0).collect();
+        let set: HashSet<Uuid> = recorded.accepted.iter().map(|k| k.lease_token.0).collect();
         if items
             .iter()
             .any(|(c, _)| c.composite && set.contains(&c.key.lease_token.0))
@@ -249,33 +279,36 @@ impl Completer {
                 );
             }
         }
-        if !accepted.is_empty()
+        if recorded.to_drain
             && let Some(n) = self.hooks.outbox.get()
         {
             n.notify_one();
+        }
+        if recorded.applied {
+            self.dispatch.notify_one();
         }
     }
 
     /// Writes the batch; if one row poisons it (a data error), writes rows one by one and
     /// turns each unstorable result into a terminal failure of its task. A deadlock or
     /// serialization failure is no data error: the whole batch is written again at once (a
-    /// task must never fail terminally because another transaction crossed it). Returns the
-    /// accepted keys, or `None` when the database could not be reached after retries.
-    async fn append_with_fallback(&self, batch: &[Completion]) -> Option<Vec<LeaseKey>> {
+    /// task must never fail terminally because another transaction crossed it). Returns what
+    /// was recorded, or `None` when the database could not be reached after retries.
+    async fn record_with_fallback(&self, batch: &[Completion]) -> Option<Recorded> {
         let pool = &self.pool;
         let mut delay = Duration::from_millis(100);
         for attempt in 0..6 {
-            match db::queue::outbox_append(pool, batch).await {
-                Ok(acc) => return Some(acc),
+            match db::queue::record_results(pool, batch).await {
+                Ok(r) => return Some(r),
                 Err(e) if db::is_conflict(&e) => {
                     tracing::warn!(error = %e, attempt, "result batch crossed another transaction; writing it again");
                 }
                 Err(sqlx::Error::Database(e)) => {
                     tracing::warn!(error = %e, "result batch refused; writing results one by one");
-                    let mut acc = Vec::new();
+                    let mut all = Recorded::default();
                     for c in batch {
-                        match db::queue::outbox_append(pool, std::slice::from_ref(c)).await {
-                            Ok(a) => acc.extend(a),
+                        match db::queue::record_results(pool, std::slice::from_ref(c)).await {
+                            Ok(r) => all.merge(r),
                             // Not this result's fault: left unacked, so the worker resends it
                             // (or the lease lapses and the task re-runs).
                             Err(e) if db::is_conflict(&e) => {}
@@ -285,13 +318,13 @@ impl Completer {
                                     format!("the task's result could not be stored: {e}"),
                                     true,
                                 );
-                                if let Ok(a) = db::queue::outbox_append(pool, &[f]).await {
-                                    acc.extend(a);
+                                if let Ok(r) = db::queue::record_results(pool, &[f]).await {
+                                    all.merge(r);
                                 }
                             }
                         }
                     }
-                    return Some(acc);
+                    return Some(all);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, attempt, "writing results failed; retrying");

@@ -188,8 +188,12 @@ impl Broker {
             registry.clone(),
             cfg.secrets.clone(),
         ));
-        let (completer, completions) =
-            complete::Completer::new(pool.clone(), registry.clone(), manifests.clone());
+        let (completer, completions) = complete::Completer::new(
+            pool.clone(),
+            registry.clone(),
+            manifests.clone(),
+            wake.clone(),
+        );
         let handout = handout::Handout::new(
             pool.clone(),
             registry.clone(),

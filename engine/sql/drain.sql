@@ -112,30 +112,10 @@ BEGIN
 END
 $$;
 
--- Applies reconcile results to resources (one per resource, in ascending id order). Called
--- by drain_outbox_batch for the rows it popped; every join is a primary-key probe (hash and
--- merge joins off) whatever the tables' size. Three statements carry a batch:
---
--- 1. The lock read, in ascending id order: each row's phase before (aligned with p_ids), the
---    rows that carried a failure or ill health (only those can need a condition cleared),
---    and the composites that own these rows (for the cascade).
--- 2. One statement that updates the rows and records their phase changes. The UPDATE has a
---    no-op gate and sets status, synced_gen (unless a composite waits for its children:
---    `advance`), health_ok, failure_gen/attempts/terminal; the events INSERT reads what the
---    UPDATE returned, so a change costs no second probe of `resources`; the per-row event
---    trigger stands aside (converge.batch_events). It also names the rows still behind
---    afterwards: only those can be re-pended.
--- 3. Conditions, written only on transition (a failure sets Synced and Ready to False with
---    its reason).
---
--- Then the cascade, told which rows are still behind and which composites own the batch,
--- so a leaf that synced and has no owner costs it no probe of `resources`.
---
--- Returns the kinds of the rows this call brought to synced and how long each had been
--- behind: its resource_lag row's behind_since (set when the row fell behind: an apply, a
--- compose, a flowed value) to now. The lag row is read by key in the statement that
--- updates the row, just before the lag trigger deletes it, so the figure costs one probe
--- of a page that trigger touches anyway.
+-- Applies reconcile results to resources (one per resource, in ascending id order): the
+-- drain's entry, for the rows it popped. It locks the rows and reads what the apply needs
+-- (lock_result_rows), then applies them (apply_locked_results). A plain result skips the
+-- outbox and is applied by work_complete (queue.sql), which takes its own locks first.
 DROP FUNCTION IF EXISTS apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[],
                                       jsonb[], boolean[], boolean[]);
 CREATE OR REPLACE FUNCTION apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[],
@@ -151,10 +131,8 @@ DECLARE
     v_troubled uuid[];
     v_old_phases text[];
     v_owners uuid[];
-    v_changed uuid[];
-    v_behind uuid[];
 BEGIN
-    -- 1. Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
+    -- Lock in ascending id order (p_ids is sorted); a row deleted since the pop has NULLs.
     -- The owners go as they are (NULLs and repeats included): the cascade drops both.
     SELECT array_agg(b.id) FILTER (WHERE x.failure_gen <> 0 OR NOT x.health_ok),
            array_agg(x.phase ORDER BY b.ord),
@@ -164,11 +142,58 @@ BEGIN
     LEFT JOIN LATERAL (SELECT r.failure_gen, r.health_ok, r.phase, r.owner_id, r.root_id
                        FROM resources r WHERE r.id = b.id FOR UPDATE) x ON true;
 
-    -- 2. Update, record the phase changes, name what is still behind.
+    RETURN QUERY
+    SELECT * FROM apply_locked_results(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses,
+                                       p_conds, p_health, p_advance, v_old_phases,
+                                       v_troubled, v_owners);
+END
+$$;
+
+-- Applies reconcile results to rows the caller has locked (in ascending id order, p_ids
+-- sorted), given what it read under the lock: each row's phase before (p_old_phases, aligned
+-- with p_ids), the rows that carried a failure or ill health (p_troubled: only those can need
+-- a condition cleared) and the composites that own the batch (p_owners, for the cascade).
+-- Callers: apply_results (the drain) and work_complete (a plain result, applied where it is
+-- fenced). Every join is a primary-key probe (hash and merge joins off) whatever the tables'
+-- size. Two statements carry a batch:
+--
+-- 1. One statement that updates the rows and records their phase changes. The UPDATE has a
+--    no-op gate and sets status, synced_gen (unless a composite waits for its children:
+--    `advance`), health_ok, failure_gen/attempts/terminal; the events INSERT reads what the
+--    UPDATE returned, so a change costs no second probe of `resources`; the per-row event
+--    trigger stands aside (converge.batch_events). It also names the rows still behind
+--    afterwards: only those can be re-pended.
+-- 2. Conditions, written only on transition (a failure sets Synced and Ready to False with
+--    its reason).
+--
+-- Then the cascade, told which rows are still behind and which composites own the batch,
+-- so a leaf that synced and has no owner costs it no probe of `resources`.
+--
+-- Returns the kinds of the rows this call brought to synced and how long each had been
+-- behind: its resource_lag row's behind_since (set when the row fell behind: an apply, a
+-- compose, a flowed value) to now. The lag row is read by key in the statement that
+-- updates the row, just before the lag trigger deletes it, so the figure costs one probe
+-- of a page that trigger touches anyway.
+CREATE OR REPLACE FUNCTION apply_locked_results(p_ids uuid[], p_gens bigint[], p_ok boolean[],
+                                                p_terminal boolean[], p_errs text[],
+                                                p_statuses jsonb[], p_conds jsonb[],
+                                                p_health boolean[], p_advance boolean[],
+                                                p_old_phases text[], p_troubled uuid[],
+                                                p_owners uuid[])
+RETURNS TABLE (synced_kinds text[], synced_secs double precision[])
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
+AS $$
+DECLARE
+    v_changed uuid[];
+    v_behind uuid[];
+BEGIN
+    -- 1. Update, record the phase changes, name what is still behind.
     PERFORM set_config('converge.batch_events', 'on', true);
     WITH o AS (
         SELECT * FROM unnest(p_ids, p_gens, p_ok, p_terminal, p_errs, p_statuses, p_health,
-                             p_advance, v_old_phases)
+                             p_advance, p_old_phases)
             AS t(id, gen, ok, terminal, err, status, health, advance, old_phase)
     ), n AS MATERIALIZED (
         SELECT r.id, o.old_phase, r.generation,
@@ -227,7 +252,7 @@ BEGIN
         PERFORM emit_phase_lifecycle(v_changed);
     END IF;
 
-    -- 3. Conditions, on transition only.
+    -- 2. Conditions, on transition only.
     WITH o AS (
         SELECT * FROM unnest(p_ids, p_ok, p_terminal, p_errs, p_conds)
             AS t(id, ok, terminal, err, conds)
@@ -257,17 +282,17 @@ BEGIN
               IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.reason, EXCLUDED.message);
 
     -- Recovery: a clean reconcile clears stored False conditions it did not re-report.
-    IF v_troubled IS NOT NULL THEN
+    IF p_troubled IS NOT NULL THEN
         DELETE FROM resource_conditions rc
         USING unnest(p_ids, p_ok, p_conds) AS o(id, ok, conds)
-        WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (v_troubled)
+        WHERE rc.resource_id = o.id AND o.ok AND o.id = ANY (p_troubled)
           AND rc.status = 'False'
           AND NOT (coalesce(o.conds, '[]'::jsonb) @> jsonb_build_array(jsonb_build_object('type', rc.type)));
     END IF;
 
     -- Re-pend what is still behind (failed transiently, edited mid-flight), flow values to
     -- dependents, and re-evaluate the composites that own these rows.
-    PERFORM cascade_on_ready_change(p_ids, v_behind, v_owners);
+    PERFORM cascade_on_ready_change(p_ids, v_behind, p_owners);
     RETURN NEXT;
 END
 $$;

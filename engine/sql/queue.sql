@@ -212,31 +212,82 @@ BEGIN
 END
 $$;
 
--- Records a batch of task results, fenced: a result lands in work_outbox (and its queue row
--- is removed) only if the queue row still carries that lease and claim_epoch. Returns the
--- accepted results; anything missing from the output was stale and changed nothing. The
--- finished rows are found by primary key, one nested-loop probe each, and a result of a kind
--- with a rollup goes to the express lane.
-CREATE OR REPLACE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
+-- Records a batch of reconcile results, fenced: a result counts only if its queue row still
+-- carries that lease and claim_epoch (the row is then removed); anything else was stale and
+-- changes nothing. The arrays come sorted by resource id (the broker sorts its batch).
+--
+-- A plain result (a kind without a rollup: a leaf, or a composite whose rollup is not
+-- declared) is applied to its resource here, in the transaction that fences it
+-- (apply_locked_results, drain.sql): no outbox row to write and pop, no second transaction.
+-- Any other result (a kind with a rollup: the express lane; a resource gone since its claim)
+-- goes to work_outbox for the drainer as before. A resource's results therefore take one
+-- path for as long as its kind's has_rollup holds, so they are applied in order.
+--
+-- Lock order: the plain results' resources first, in id order, and their queue rows after,
+-- the order an apply takes them (the row, then the gate's upsert of its queue row). Taking
+-- the queue row first would deadlock with an apply of the same resource.
+--
+-- Returns one row: the accepted results (ids and epochs, aligned), how many went to the
+-- outbox, whether a plain result's resource has an owner (its composites were re-pended
+-- and armed for the straddle close-out, which a drainer runs), and the kinds and
+-- seconds-behind of the resources this call brought to synced (for
+-- converge_reconcile_duration_seconds). Every join is a batch of keys against a primary key.
+DROP FUNCTION IF EXISTS work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[],
+                                      boolean[], text[], jsonb[], jsonb[], boolean[], boolean[]);
+CREATE FUNCTION work_complete(p_resource_ids uuid[], p_shard_ids smallint[], p_task_types text[],
                               p_lease_tokens uuid[], p_claim_epochs bigint[], p_ok boolean[],
                               p_terminal boolean[], p_errors text[], p_statuses jsonb[],
                               p_conditions jsonb[], p_health boolean[], p_advance boolean[])
-RETURNS TABLE (resource_id uuid, task_type text, claim_epoch bigint)
+RETURNS TABLE (accepted_ids uuid[], accepted_epochs bigint[], outboxed int, owned boolean,
+               synced_kinds text[], synced_secs double precision[])
 LANGUAGE plpgsql
--- Every join here is a batch of keys against work_queue's primary key (see 0011).
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 AS $$
 DECLARE
-    n int;
+    v_plain boolean[];
+    v_phases text[];
+    v_troubled boolean[];
+    v_owner uuid[];
+    v_root uuid[];
+    v_ids uuid[];
+    v_gens bigint[];
+    v_ok boolean[];
+    v_terminal boolean[];
+    v_errs text[];
+    v_statuses jsonb[];
+    v_conds jsonb[];
+    v_health boolean[];
+    v_advance boolean[];
+    v_old_phases text[];
+    v_troubled_ids uuid[];
+    v_owners uuid[];
 BEGIN
-    RETURN QUERY
+    -- 1. Lock the resources of the plain results, in the batch's (id) order; each row's
+    -- phase before, trouble and owners, aligned with the batch (NULL: not applied here).
+    SELECT array_agg(x.plain ORDER BY b.ord), array_agg(x.phase ORDER BY b.ord),
+           array_agg(x.troubled ORDER BY b.ord), array_agg(x.owner_id ORDER BY b.ord),
+           array_agg(x.root_id ORDER BY b.ord)
+    INTO v_plain, v_phases, v_troubled, v_owner, v_root
+    FROM unnest(p_resource_ids, p_task_types) WITH ORDINALITY AS b(id, task_type, ord)
+    LEFT JOIN LATERAL (
+        SELECT true AS plain, r.phase, r.failure_gen <> 0 OR NOT r.health_ok AS troubled,
+               r.owner_id, r.root_id
+        FROM resources r
+        WHERE r.id = b.id AND b.task_type = 'reconcile'
+          AND NOT EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = r.kind AND kc.has_rollup)
+        FOR UPDATE OF r) x ON true;
+
+    -- 2. Fence: remove the queue rows that still carry the lease; the results that are not
+    -- plain go to the outbox, the plain ones are gathered (in id order) to apply.
     WITH input AS (
         SELECT * FROM unnest(p_resource_ids, p_shard_ids, p_task_types, p_lease_tokens,
                              p_claim_epochs, p_ok, p_terminal, p_errors, p_statuses,
-                             p_conditions, p_health, p_advance)
+                             p_conditions, p_health, p_advance, v_plain, v_phases,
+                             v_troubled, v_owner, v_root)
             AS x(resource_id, shard_id, task_type, lease_token, claim_epoch, ok, terminal,
-                 error_message, status, conditions, health_ok, advance)
+                 error_message, status, conditions, health_ok, advance, plain, phase,
+                 troubled, owner_id, root_id)
     ), done AS (
         DELETE FROM work_queue w
         USING input i
@@ -247,21 +298,51 @@ BEGIN
           AND i.lease_token IS NOT NULL AND w.lease_token IS NOT DISTINCT FROM i.lease_token
         RETURNING w.resource_id, w.shard_id, w.task_type, w.generation, w.claim_epoch,
                   i.ok, i.terminal, i.error_message, i.status, i.conditions, i.health_ok,
-                  i.advance, w.kind
+                  i.advance, w.kind, i.phase, i.troubled, i.owner_id, i.root_id,
+                  -- Locked above: a plain result whose resource is there.
+                  coalesce(i.plain, false) AS plain
     ), ins AS (
         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, terminal,
                                  error_message, status, conditions, health_ok, advance, express)
         SELECT d.shard_id, d.resource_id, d.task_type, d.generation, d.ok, d.terminal,
                d.error_message, d.status, d.conditions, d.health_ok, d.advance,
                EXISTS (SELECT 1 FROM kind_config kc WHERE kc.kind = d.kind AND kc.has_rollup)
-        FROM done d
+        FROM done d WHERE NOT d.plain
         RETURNING 1
     )
-    SELECT d.resource_id, d.task_type, d.claim_epoch FROM done d;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
+    SELECT array_agg(d.resource_id), array_agg(d.claim_epoch),
+           (SELECT count(*) FROM ins)::int,
+           array_agg(d.resource_id ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.generation ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.ok ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.terminal ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.error_message ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.status ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.conditions ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.health_ok ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.advance ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.phase ORDER BY d.resource_id) FILTER (WHERE d.plain),
+           array_agg(d.resource_id) FILTER (WHERE d.plain AND d.troubled),
+           -- As they are (NULLs and repeats): the cascade drops both.
+           array_agg(d.owner_id) FILTER (WHERE d.plain) || array_agg(d.root_id) FILTER (WHERE d.plain)
+    INTO accepted_ids, accepted_epochs, outboxed, v_ids, v_gens, v_ok, v_terminal, v_errs,
+         v_statuses, v_conds, v_health, v_advance, v_old_phases, v_troubled_ids, v_owners
+    FROM done d;
+
+    owned := false;
+    IF v_ids IS NOT NULL THEN
+        -- 3. Apply the plain results where they were fenced.
+        SELECT a.synced_kinds, a.synced_secs INTO synced_kinds, synced_secs
+        FROM apply_locked_results(v_ids, v_gens, v_ok, v_terminal, v_errs, v_statuses,
+                                  v_conds, v_health, v_advance, v_old_phases,
+                                  v_troubled_ids, v_owners) a;
+        owned := EXISTS (SELECT 1 FROM unnest(v_owners) o WHERE o IS NOT NULL);
+    END IF;
+    -- The drainers: results to apply, or straddles to close (their rollup_recheck rows).
+    IF outboxed > 0 OR owned THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
+    RETURN NEXT;
 END
 $$;
 

@@ -1,7 +1,8 @@
 -- The warm-up of a new connection: engine_warm_up() runs the hot path once on a resource of
--- its own (an apply, a claim, a completion, a drain's pick and apply) and takes all of it back,
--- so the backend has planned those statements before it serves anything (the converge
--- process calls it from its pool's after_connect: engine/src/db/mod.rs, `warm_up`).
+-- its own (an apply, a claim, a completion that applies its plain result, a drain's pick and
+-- apply) and takes all of it back, so the backend has planned those statements before it
+-- serves anything (the converge process calls it from its pool's after_connect:
+-- engine/src/db/mod.rs, `warm_up`).
 --
 -- Why: a backend plans each statement of an engine function the first time it runs it, and
 -- the claim's and the drain's span the queue's 16 partitions. Cold, the first claim on a

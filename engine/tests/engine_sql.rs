@@ -557,28 +557,32 @@ async fn single_applies_probe_by_key_after_planning_on_an_empty_table() {
 }
 
 /// One reconcile result through work_complete: $1 id, $2 token, $3 epoch, $4 ok, $5 status.
-const COMPLETE_ONE: &str = "SELECT * FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true], ARRAY[true])";
+/// Answers how many results were accepted, and the synced kinds and seconds behind.
+const COMPLETE_ONE: &str = "SELECT coalesce(cardinality(accepted_ids), 0), synced_kinds, synced_secs FROM work_complete(ARRAY[$1]::uuid[], ARRAY[shard_of($1)]::smallint[], ARRAY['reconcile'], ARRAY[$2]::uuid[], ARRAY[$3]::bigint[], ARRAY[$4]::boolean[], ARRAY[false], ARRAY[NULL]::text[], ARRAY[$5]::jsonb[], ARRAY[NULL]::jsonb[], ARRAY[true], ARRAY[true])";
 
-/// [`COMPLETE_ONE`]'s rows.
-async fn complete_rows(
+/// [`COMPLETE_ONE`]'s answer: accepted, synced kinds, seconds behind.
+type Completed = (i32, Option<Vec<String>>, Option<Vec<f64>>);
+
+async fn complete_answer(
     pool: &PgPool,
     id: Uuid,
     token: Uuid,
     epoch: i64,
     ok: bool,
     status: serde_json::Value,
-) -> Vec<sqlx::postgres::PgRow> {
-    sqlx::query(COMPLETE_ONE)
+) -> Completed {
+    sqlx::query_as(COMPLETE_ONE)
         .bind(id)
         .bind(token)
         .bind(epoch)
         .bind(ok)
         .bind(status)
-        .fetch_all(pool)
+        .fetch_one(pool)
         .await
         .unwrap()
 }
 
+/// Records one result; answers how many were accepted (0 or 1).
 async fn complete(
     pool: &PgPool,
     id: Uuid,
@@ -587,9 +591,8 @@ async fn complete(
     ok: bool,
     status: serde_json::Value,
 ) -> usize {
-    complete_rows(pool, id, token, epoch, ok, status)
-        .await
-        .len()
+    let (accepted, _, _) = complete_answer(pool, id, token, epoch, ok, status).await;
+    usize::try_from(accepted).unwrap()
 }
 
 /// Dates `id`'s fall behind `secs` seconds back (its `resource_lag` row).
@@ -612,11 +615,34 @@ async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_beh
     db.leaf_kind("hello").await;
     let pool = &db.pool;
 
-    // Applied by the drain: reported by drain_outbox_batch.
+    // A plain result, applied where it is fenced: reported by work_complete.
     let solo = apply(pool, "solo", json!({})).await;
     behind_for(pool, solo, 7.0).await;
     let (_, token, epoch) = claim(pool, 1).await.pop().unwrap();
-    assert_eq!(complete(pool, solo, token, epoch, true, json!({})).await, 1);
+    let (accepted, kinds, secs) = complete_answer(pool, solo, token, epoch, true, json!({})).await;
+    assert_eq!((accepted, kinds), (1, Some(vec!["hello".to_string()])));
+    assert!(
+        secs.as_ref().is_some_and(|s| s.len() == 1 && s[0] >= 7.0),
+        "{secs:?}"
+    );
+
+    // A failure leaves its resource behind: accepted, nothing reported.
+    let lone = apply(pool, "lone", json!({})).await;
+    let (_, token, epoch) = claim(pool, 1).await.pop().unwrap();
+    let answer = complete_answer(pool, lone, token, epoch, false, json!(null)).await;
+    assert_eq!(answer, (1, None, None));
+
+    // A result in the outbox (any result that is not plain): reported by the drain.
+    let late = apply(pool, "late", json!({})).await;
+    behind_for(pool, late, 5.0).await;
+    sqlx::query(
+        "INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, advance)
+         SELECT shard_id, id, 'reconcile', generation, true, true FROM resources WHERE id = $1",
+    )
+    .bind(late)
+    .execute(pool)
+    .await
+    .unwrap();
     let (popped, kinds, secs): (i32, Option<Vec<String>>, Option<Vec<f64>>) =
         sqlx::query_as("SELECT * FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
             .fetch_one(pool)
@@ -624,22 +650,9 @@ async fn a_result_that_brings_a_resource_to_synced_reports_its_kind_and_time_beh
             .unwrap();
     assert_eq!((popped, kinds), (1, Some(vec!["hello".to_string()])));
     assert!(
-        secs.as_ref().is_some_and(|s| s.len() == 1 && s[0] >= 7.0),
+        secs.as_ref().is_some_and(|s| s.len() == 1 && s[0] >= 5.0),
         "{secs:?}"
     );
-
-    // A failure leaves its resource behind: drained, nothing reported.
-    let lone = apply(pool, "lone", json!({})).await;
-    let (_, token, epoch) = claim(pool, 1).await.pop().unwrap();
-    let rows = complete_rows(pool, lone, token, epoch, false, json!(null)).await;
-    assert_eq!(rows.len(), 1, "accepted");
-    let (popped, kinds): (i32, Option<Vec<String>>) = sqlx::query_as(
-        "SELECT popped, synced_kinds FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    assert_eq!((popped, kinds), (1, None));
 }
 
 #[tokio::test]
@@ -680,13 +693,12 @@ async fn stale_epoch_result_changes_nothing() {
         0,
         "a duplicate is refused"
     );
-    let drained: i32 = sqlx::query_scalar(
-        "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    assert_eq!(drained, 1);
+    // A plain result is applied where it is fenced: nothing waits in the outbox.
+    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM work_outbox")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(outbox, 0);
     let (phase, status): (String, serde_json::Value) =
         sqlx::query_as("SELECT phase, status FROM resources WHERE id = $1")
             .bind(id)
@@ -703,11 +715,10 @@ async fn conditions_are_written_on_transition_only() {
     db.leaf_kind("hello").await;
     let id = apply(&db.pool, "a", json!({})).await;
     let (_, token, epoch) = claim(&db.pool, 1).await.pop().unwrap();
-    complete(&db.pool, id, token, epoch, true, json!({"ok": 1})).await;
-    sqlx::query("SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    assert_eq!(
+        complete(&db.pool, id, token, epoch, true, json!({"ok": 1})).await,
+        1
+    );
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM resource_conditions")
         .fetch_one(&db.pool)
         .await
@@ -867,7 +878,9 @@ async fn a_result_batch_locks_queue_rows_in_id_order() {
         result_of(lo, lo_token, lo_epoch),
     ];
     let append =
-        tokio::spawn(async move { converge_engine::db::queue::outbox_append(&pool, &batch).await });
+        tokio::spawn(
+            async move { converge_engine::db::queue::record_results(&pool, &batch).await },
+        );
     // Wait until the batch blocks on the lower row ...
     for _ in 0.. {
         let waiting: i64 = sqlx::query_scalar(
@@ -890,8 +903,8 @@ async fn a_result_batch_locks_queue_rows_in_id_order() {
         .await
         .expect("the batch held the higher row while waiting for the lower one");
     other.commit().await.unwrap();
-    let accepted = append.await.unwrap().expect("the result batch failed");
-    assert_eq!(accepted.len(), 2, "both results recorded");
+    let recorded = append.await.unwrap().expect("the result batch failed");
+    assert_eq!(recorded.accepted.len(), 2, "both results recorded");
 }
 
 #[tokio::test]
@@ -969,8 +982,9 @@ async fn related_rows_decode_every_column_into_its_field() {
     assert_eq!(r.failure_message.as_deref(), Some("boom"));
 }
 
-/// Claims every queued `hello` task on `conn` and records each as a success with `status`.
-async fn claim_and_complete_all(conn: &mut sqlx::PgConnection, status: serde_json::Value) {
+/// Claims every queued `hello` task on `conn` and records each as a success with `status`;
+/// answers how many were accepted.
+async fn claim_and_complete_all(conn: &mut sqlx::PgConnection, status: serde_json::Value) -> i32 {
     let claimed: Vec<(Uuid, i16, Uuid, i64)> = sqlx::query_as(
         "SELECT resource_id, shard_id, lease_token, claim_epoch
          FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 1000, 'b')",
@@ -979,8 +993,9 @@ async fn claim_and_complete_all(conn: &mut sqlx::PgConnection, status: serde_jso
     .await
     .unwrap();
     let n = claimed.len();
-    sqlx::query(
-        "SELECT * FROM work_complete($1, $2, array_fill('reconcile'::text, ARRAY[$5]), $3, $4,
+    sqlx::query_scalar(
+        "SELECT coalesce(cardinality(accepted_ids), 0)
+         FROM work_complete($1, $2, array_fill('reconcile'::text, ARRAY[$5]), $3, $4,
                 array_fill(true, ARRAY[$5]), array_fill(false, ARRAY[$5]),
                 array_fill(NULL::text, ARRAY[$5]), array_fill($6::jsonb, ARRAY[$5]),
                 array_fill(NULL::jsonb, ARRAY[$5]), array_fill(true, ARRAY[$5]),
@@ -992,9 +1007,9 @@ async fn claim_and_complete_all(conn: &mut sqlx::PgConnection, status: serde_jso
     .bind(claimed.iter().map(|c| c.3).collect::<Vec<_>>())
     .bind(i32::try_from(n).unwrap())
     .bind(status)
-    .execute(&mut *conn)
+    .fetch_one(&mut *conn)
     .await
-    .unwrap();
+    .unwrap()
 }
 
 /// Drains the whole outbox on `conn`, both lanes; returns the results applied.
@@ -1049,19 +1064,22 @@ async fn flowing_pair(conn: &mut sqlx::PgConnection, root: Uuid, i: usize) {
     .unwrap();
 }
 
+/// A plain result is applied where it is fenced (work_complete → apply_locked_results), so
+/// those statements, the cascade's value flow among them, are the drain's hot path here.
 #[tokio::test]
-async fn drain_probes_by_key_after_planning_on_an_empty_table() {
+async fn result_apply_probes_by_key_after_planning_on_an_empty_table() {
     let db = TestDb::new().await;
     db.leaf_kind("hello").await;
     let mut conn = db.pool.acquire().await.unwrap();
     let root = apply(&db.pool, "root", json!({})).await;
     // Six small rounds (PL/pgSQL keeps a generic plan from the sixth call on) while the
-    // tables hold a handful of rows: every drain statement, the cascade's value flow among
-    // them, makes its cached plan now, as on a fresh install's first composites.
+    // tables hold a handful of rows: every statement that applies a result, the cascade's
+    // value flow among them, makes its cached plan now, as on a fresh install's first
+    // composites.
     for i in 0..6 {
         flowing_pair(&mut conn, root, i).await;
         claim_and_complete_all(&mut conn, json!({"x": i})).await;
-        assert!(drain_all(&mut conn).await > 0);
+        drain_all(&mut conn).await;
         sqlx::query("SELECT sweep_deletable(0::smallint, 255::smallint, 100)")
             .execute(&mut *conn)
             .await
@@ -1071,9 +1089,10 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
     for i in 6..306 {
         flowing_pair(&mut conn, root, i).await;
     }
-    claim_and_complete_all(&mut conn, json!({"x": "v"})).await;
     let before = seq_scans(&mut conn).await;
-    assert!(drain_all(&mut conn).await >= 600);
+    // Every new pair, and any dependent an earlier round's flow re-pended.
+    assert!(claim_and_complete_all(&mut conn, json!({"x": "v"})).await >= 600);
+    drain_all(&mut conn).await;
     sqlx::query("SELECT sweep_deletable(0::smallint, 255::smallint, 100)")
         .execute(&mut *conn)
         .await
@@ -1081,7 +1100,7 @@ async fn drain_probes_by_key_after_planning_on_an_empty_table() {
     let after = seq_scans(&mut conn).await;
     assert_eq!(
         after, before,
-        "(resources + resource_deps, work_queue + work_outbox) sequential scans by the drain"
+        "(resources + resource_deps, work_queue + work_outbox) sequential scans by the apply"
     );
     // The values flowed: every dependent's spec carries its upstream's status.
     let flowed: i64 = sqlx::query_scalar(
@@ -1371,10 +1390,6 @@ async fn a_claimed_task_carries_its_resources_provider_config_as_it_is_now() {
         "the config as it is at the claim, not as it was queued"
     );
     assert_eq!(complete(pool, id, token, epoch, true, json!({})).await, 1);
-    sqlx::query("SELECT * FROM drain_outbox_batch(100, 0::smallint, 255::smallint)")
-        .execute(pool)
-        .await
-        .unwrap();
     // A resync of the synced resource: the reaper queues it with no config of its own.
     let queued: i32 =
         sqlx::query_scalar("SELECT requeue_for_resync('hello', 1, interval '0', false, 10)")
@@ -1399,8 +1414,9 @@ async fn a_claimed_task_carries_its_resources_provider_config_as_it_is_now() {
 }
 
 /// Composites' results are drained in their own lane (0020): every result of a kind with a
-/// rollup goes to the express lane, which only the express drain takes; the bulk drain takes
-/// the rest and never an express row (so one drainer applies a resource's results, in order).
+/// rollup goes to the express lane, which only the express drain takes, and the bulk drain
+/// never takes an express row (so one drainer applies a resource's results, in order). A
+/// plain result (a leaf's) skips the outbox: work_complete applies it where it fences it.
 #[tokio::test]
 async fn composites_results_take_the_express_lane_and_only_it() {
     let db = TestDb::new().await;
@@ -1430,10 +1446,11 @@ async fn composites_results_take_the_express_lane_and_only_it() {
         .iter()
         .map(|&(id, token, epoch)| result_of(id, token, epoch))
         .collect();
-    let accepted = converge_engine::db::queue::outbox_append(&db.pool, &batch)
+    let recorded = converge_engine::db::queue::record_results(&db.pool, &batch)
         .await
         .unwrap();
-    assert_eq!(accepted.len(), 3);
+    assert_eq!(recorded.accepted.len(), 3);
+    assert!(recorded.to_drain && recorded.applied);
     let express: Vec<Uuid> =
         sqlx::query_scalar("SELECT resource_id FROM work_outbox WHERE express")
             .fetch_all(&db.pool)
@@ -1461,12 +1478,19 @@ async fn composites_results_take_the_express_lane_and_only_it() {
         ids.sort();
         ids
     };
+    // The leaves' results are plain: applied where they were fenced, never in the outbox.
+    let mut leaves: Vec<Uuid> = claimed
+        .iter()
+        .map(|c| c.0)
+        .filter(|&id| id != comp)
+        .collect();
+    leaves.sort();
+    assert_eq!(ready().await, leaves);
     assert_eq!(
         drained(false).await,
-        2,
-        "the bulk lane took the leaves' results"
+        0,
+        "the bulk lane left the composite's"
     );
-    assert_eq!(drained(false).await, 0, "and left the composite's");
     assert!(!ready().await.contains(&comp));
     assert_eq!(drained(true).await, 1, "the express lane took it");
     assert_eq!(drained(true).await, 0);
@@ -2271,8 +2295,9 @@ async fn the_warm_up_leaves_nothing_behind_and_wakes_nobody() {
     db.leaf_kind("hello").await;
     let queued = apply(p, "queued", json!({})).await;
     let waiting = apply(p, "waiting", json!({})).await;
-    // `waiting` has a result in the outbox; `queued` a claimable task.
-    let (token, epoch): (Uuid, i64) = sqlx::query_as(
+    // `waiting` has a result in the outbox (as work_complete leaves any result that is not
+    // plain); `queued` a claimable task.
+    let (token, _): (Uuid, i64) = sqlx::query_as(
         "SELECT lease_token, claim_epoch FROM work_claim(0::smallint, 255::smallint, 'hello', 1, 1, 'b')",
     )
     .fetch_one(p)
@@ -2285,10 +2310,17 @@ async fn the_warm_up_leaves_nothing_behind_and_wakes_nobody() {
             .await
             .unwrap();
     let other = if first == queued { waiting } else { queued };
-    let done = converge_engine::db::queue::outbox_append(p, &[result_of(first, token, epoch)])
-        .await
-        .unwrap();
-    assert_eq!(done.len(), 1);
+    let waits = sqlx::query(
+        "WITH d AS (DELETE FROM work_queue WHERE lease_token = $1
+                    RETURNING shard_id, resource_id, generation)
+         INSERT INTO work_outbox (shard_id, resource_id, task_type, generation, ok, advance)
+         SELECT shard_id, resource_id, 'reconcile', generation, true, true FROM d",
+    )
+    .bind(token)
+    .execute(p)
+    .await
+    .unwrap();
+    assert_eq!(waits.rows_affected(), 1);
     let snapshot = "SELECT (SELECT count(*) FROM kind_manifest), (SELECT count(*) FROM kind_config),
                            (SELECT count(*) FROM resources), (SELECT count(*) FROM work_queue),
                            (SELECT count(*) FROM work_outbox), (SELECT count(*) FROM resource_events),
@@ -2325,16 +2357,17 @@ async fn the_warm_up_leaves_nothing_behind_and_wakes_nobody() {
     .fetch_one(&mut *conn)
     .await
     .unwrap();
-    converge_engine::db::queue::outbox_append(p, &[result_of(other, t2, e2)])
+    let recorded = converge_engine::db::queue::record_results(p, &[result_of(other, t2, e2)])
         .await
         .unwrap();
+    assert_eq!(recorded.accepted.len(), 1);
     let popped: i32 = sqlx::query_scalar(
         "SELECT popped FROM drain_outbox_batch(100, 0::smallint, 255::smallint)",
     )
     .fetch_one(&mut *conn)
     .await
     .unwrap();
-    assert_eq!(popped, 2);
+    assert_eq!(popped, 1, "the waiting result");
     let ready: i64 = sqlx::query_scalar("SELECT count(*) FROM resources WHERE phase = 'Ready'")
         .fetch_one(p)
         .await

@@ -155,17 +155,41 @@ pub struct Completion {
     pub composite: bool,
 }
 
-/// Records a batch of results, fenced on lease and epoch, and returns the keys that were
-/// accepted. A stale result (released, reaped, re-pointed or already completed) is absent.
-/// Each task type has its own fenced statement: reconcile results go to the outbox for the
-/// drainer; teardown, operation and reactor results are applied at once (rare and small).
+/// What [`record_results`] did with a batch.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// The keys that were accepted. A stale result (released, reaped, re-pointed or already
+    /// completed) is absent.
+    pub accepted: Vec<LeaseKey>,
+    /// Something now waits for a drainer: results in the outbox, a teardown that stripped a
+    /// finalizer, or composites armed for the straddle close-out by a plain result.
+    pub to_drain: bool,
+    /// Some plain result was applied to its resource here (the cascade may have made work
+    /// claimable: retries, dependents, owners).
+    pub applied: bool,
+}
+
+impl Recorded {
+    /// Folds in what a later call on part of the same batch recorded.
+    pub fn merge(&mut self, other: Recorded) {
+        self.accepted.extend(other.accepted);
+        self.to_drain |= other.to_drain;
+        self.applied |= other.applied;
+    }
+}
+
+/// Records a batch of results, fenced on lease and epoch. Each task type has its own fenced
+/// statement: a plain reconcile result (a kind without a rollup) is applied to its resource
+/// in the statement that fences it, any other reconcile result goes to the outbox for the
+/// drainer (`work_complete`); teardown, operation and reactor results are applied at once
+/// (rare and small).
 ///
 /// The rows are locked in resource-id order, the order every scheduler takes them in
 /// (`schedule_eligible` and `schedule_rollup` insert `ORDER BY r.id`): in arrival order a
 /// batch finishing two composites could lock one's queue row while the drainer's rollup
 /// recheck held the other's and wanted the first, a deadlock PostgreSQL breaks only after
 /// `deadlock_timeout` (1 s), stalling every result behind it.
-pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<LeaseKey>> {
+pub async fn record_results(pool: &PgPool, batch: &[Completion]) -> Result<Recorded> {
     let mut sorted: Vec<&Completion> = batch.iter().collect();
     sorted.sort_by_key(|c| (c.key.resource_id.0, c.key.task_type.as_str()));
     let (reconcile, rest): (Vec<&Completion>, Vec<&Completion>) = sorted
@@ -177,11 +201,20 @@ pub async fn outbox_append(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Le
     let (react, operate): (Vec<&Completion>, Vec<&Completion>) = rest
         .into_iter()
         .partition(|c| c.key.task_type == TaskType::React);
-    let mut accepted = reconcile_append(pool, &reconcile).await?;
-    accepted.extend(teardown_append(pool, &delete).await?);
-    accepted.extend(operation_append(pool, &operate).await?);
-    accepted.extend(lifecycle_append(pool, &react).await?);
-    Ok(accepted)
+    let mut recorded = reconcile_complete(pool, &reconcile).await?;
+    let reconciled = recorded.accepted.len();
+    recorded
+        .accepted
+        .extend(teardown_append(pool, &delete).await?);
+    recorded
+        .accepted
+        .extend(operation_append(pool, &operate).await?);
+    recorded
+        .accepted
+        .extend(lifecycle_append(pool, &react).await?);
+    // Any other result accepted: a teardown's stripped finalizer wakes the sweep.
+    recorded.to_drain |= recorded.accepted.len() > reconciled;
+    Ok(recorded)
 }
 
 /// The keys of `batch` whose (resource, epoch) the engine returned as accepted.
@@ -284,10 +317,23 @@ pub async fn operation_start(pool: &PgPool, resource_id: Uuid) -> Result<Option<
         .await
 }
 
-/// Reconcile results: appended to the outbox for the drainer.
-async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<LeaseKey>> {
+/// One `work_complete` answer: accepted ids and epochs (aligned), rows sent to the outbox,
+/// whether a plain result had an owner, and the synced kinds and seconds behind.
+type CompleteRow = (
+    Option<Vec<Uuid>>,
+    Option<Vec<i64>>,
+    i32,
+    bool,
+    Option<Vec<String>>,
+    Option<Vec<f64>>,
+);
+
+/// Reconcile results (`work_complete`): plain ones applied where they are fenced, the rest
+/// appended to the outbox. The resources a plain result brought to synced are observed in
+/// `converge_reconcile_duration_seconds` here, as the drain does for the outbox's.
+async fn reconcile_complete(pool: &PgPool, batch: &[&Completion]) -> Result<Recorded> {
     if batch.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Recorded::default());
     }
     let n = batch.len();
     let mut ids = Vec::with_capacity(n);
@@ -316,7 +362,7 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
         health.push(c.health_ok);
         advance.push(c.advance);
     }
-    let rows: Vec<(Uuid, TaskType, i64)> = sqlx::query_as(
+    let (acc_ids, acc_epochs, outboxed, owned, kinds, secs): CompleteRow = sqlx::query_as(
         "SELECT * FROM work_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&ids)
@@ -331,19 +377,22 @@ async fn reconcile_append(pool: &PgPool, batch: &[&Completion]) -> Result<Vec<Le
     .bind(&conds)
     .bind(&health)
     .bind(&advance)
-    .fetch_all(pool)
+    .fetch_one(pool)
     .await?;
-    let accepted: HashMap<(Uuid, TaskType), i64> = rows
+    if let (Some(kinds), Some(secs)) = (&kinds, &secs) {
+        crate::metrics::metrics().synced(kinds, secs);
+    }
+    let rows: Vec<(Uuid, i64)> = acc_ids
+        .unwrap_or_default()
         .into_iter()
-        .map(|(id, tt, ep)| ((id, tt), ep))
+        .zip(acc_epochs.unwrap_or_default())
         .collect();
-    Ok(batch
-        .iter()
-        .filter(|c| {
-            accepted.get(&(c.key.resource_id.0, c.key.task_type)) == Some(&c.key.claim_epoch.0)
-        })
-        .map(|c| c.key.clone())
-        .collect())
+    let accepted = accepted_keys(batch, rows);
+    Ok(Recorded {
+        applied: accepted.len() > usize::try_from(outboxed).unwrap_or(0),
+        to_drain: outboxed > 0 || owned,
+        accepted,
+    })
 }
 
 /// One leased queue row: the key its lease is fenced on and the kind it belongs to.
