@@ -5,7 +5,7 @@
 //! Batching is natural: while one statement runs, results queue up and the next statement
 //! takes them all (up to [`MAX_BATCH`]), so throughput grows with load and an idle system
 //! pays one round trip per result. [`WRITERS`] writers run at once, each over its share of
-//! the shards.
+//! the shards, and one more takes composites' results.
 //!
 //! Shape: [`Completer::new`] returns the writer and its [`CompletionHandle`], the only way in
 //! (sessions, the dispatcher and pipelines submit through it); [`Completer::run`] owns the
@@ -45,10 +45,11 @@ use crate::{
 /// Most results written by one statement.
 pub(crate) const MAX_BATCH: usize = 1024;
 
-/// Writers running at once, each with its own connection and its own share of the shards.
-/// A plain result is applied where it is fenced, so a writer's statement does the drain's
-/// row work too and keeps one backend busy under load; two let the database use both cores
-/// of a small machine, and more mostly add lock crossings between their cascades.
+/// Writers of plain results running at once, each with its own connection and its own share
+/// of the shards. A plain result is applied where it is fenced, so a writer's statement does
+/// the drain's row work too and keeps one backend busy under load; two let the database use
+/// both cores of a small machine, and more mostly add lock crossings between their cascades.
+/// Composites' results have a writer of their own besides these (see [`CompletionHandle`]).
 pub(crate) const WRITERS: usize = 2;
 
 /// One result to record.
@@ -90,8 +91,10 @@ struct Hooks {
 /// The way in to the completion writers; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct CompletionHandle {
-    /// One per writer. A resource's results always go to the same writer (by shard), so
-    /// they are written in the order they came.
+    /// One per writer: [`WRITERS`] for plain results, by shard, then one for composites'
+    /// results, so a root's rollup never waits behind a batch of its children's (their
+    /// statements apply results, it only moves one to the express lane). A resource's results
+    /// always go to the same writer, so they are written in the order they came.
     txs: Vec<mpsc::UnboundedSender<Job>>,
     /// Results queued but not yet written (the drain waits for it to reach zero).
     pending: Arc<AtomicUsize>,
@@ -104,8 +107,9 @@ impl CompletionHandle {
         self.pending.fetch_add(1, Ordering::SeqCst);
         // A resent result names no resource until its lease is looked up: the first writer.
         let writer = match &job {
+            Job::Known { completion, .. } if completion.composite => WRITERS,
             Job::Known { completion, .. } => {
-                usize::from(completion.key.shard_id.0.unsigned_abs()) % self.txs.len()
+                usize::from(completion.key.shard_id.0.unsigned_abs()) % WRITERS
             }
             Job::Unknown { .. } => 0,
         };
@@ -154,7 +158,7 @@ impl Completer {
         manifests: Arc<Manifests>,
         dispatch: Arc<Notify>,
     ) -> (Completer, CompletionHandle) {
-        let (txs, rxs) = (0..WRITERS).map(|_| mpsc::unbounded_channel()).unzip();
+        let (txs, rxs) = (0..=WRITERS).map(|_| mpsc::unbounded_channel()).unzip();
         let pending = Arc::new(AtomicUsize::new(0));
         let hooks = Arc::new(Hooks::default());
         let handle = CompletionHandle {

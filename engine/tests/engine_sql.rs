@@ -851,6 +851,66 @@ fn shard_of(id: Uuid) -> i16 {
     i16::from(id.as_bytes()[15])
 }
 
+/// work_complete takes a plain result's resource row before its queue row, the order an
+/// apply takes them (the row, then the gate's upsert of its queue row). So an edit that holds
+/// the row and then re-points the leased queue row never waits for a completion that waits
+/// for it: the completion waits for the row, then finds its lease superseded.
+#[tokio::test]
+async fn a_plain_result_and_an_edit_of_its_resource_never_deadlock() {
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    let id = apply(&db.pool, "a", json!({"v": 1})).await;
+    let (_, token, epoch) = claim(&db.pool, 1).await.pop().unwrap();
+    // An edit holds the row (the generation bumps) ...
+    let mut edit = db.pool.begin().await.unwrap();
+    sqlx::query("UPDATE resources SET spec = '{\"v\": 2}' WHERE id = $1")
+        .bind(id)
+        .execute(&mut *edit)
+        .await
+        .unwrap();
+    // ... while the result comes in: it waits for the row.
+    let pool = db.pool.clone();
+    let done = tokio::spawn(async move {
+        complete(&pool, id, token, epoch, true, json!({"from": "first run"})).await
+    });
+    for _ in 0.. {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%work_complete%'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The edit's gate re-points the leased queue row: had the completion taken that row
+    // first, this would deadlock and one side would be aborted.
+    sqlx::query("SELECT schedule_eligible(ARRAY[$1]::uuid[])")
+        .bind(id)
+        .execute(&mut *edit)
+        .await
+        .expect("the completion held the queue row while waiting for the resource");
+    edit.commit().await.unwrap();
+    assert_eq!(done.await.unwrap(), 0, "the superseded result is refused");
+    let (generation, synced_gen, queued): (i64, i64, i64) = sqlx::query_as(
+        "SELECT generation, synced_gen,
+                (SELECT count(*) FROM work_queue WHERE resource_id = $1 AND lease_token IS NULL)
+         FROM resources WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (generation, synced_gen, queued),
+        (2, 0, 1),
+        "the edit waits for its run"
+    );
+}
+
 #[tokio::test]
 async fn a_result_batch_locks_queue_rows_in_id_order() {
     let db = TestDb::new().await;
