@@ -123,8 +123,8 @@ async fn every_family_is_exported_and_moves_after_a_reconcile() {
         json!({"kind": "hello", "kind_version": 1, "name": "world", "spec": {"greeting": "hi"}}),
     )
     .await;
-    // Children with dependents and owners go through the bulk drain; the root's results
-    // through the express lane, the last after its rollup.
+    // Children with dependents and owners are plain too, applied where they are fenced; the
+    // root's results go through the express lane, the last after its rollup.
     apply_ready(&c, bom()).await;
     let after = scrape(&c.client, &c.http).await;
     for f in FAMILIES {
@@ -140,7 +140,7 @@ async fn every_family_is_exported_and_moves_after_a_reconcile() {
             "{stage}"
         );
     }
-    // Histograms observed: apply → synced on each path (direct, bulk drain, express lane).
+    // Histograms observed: apply → synced on each path (where fenced, express lane).
     for kind in ["hello", "account", "classicbom"] {
         let n = total(
             &after,
@@ -159,10 +159,16 @@ async fn every_family_is_exported_and_moves_after_a_reconcile() {
         let n = total(&after, "converge_task_duration_seconds", &want);
         assert!(n >= 1.0, "no task duration for {kind} {stage}");
     }
-    for lane in ["bulk", "express"] {
-        let n = total(&after, "converge_drain_batch_seconds", &[("lane", lane)]);
-        assert!(n >= 1.0, "no drain batch in the {lane} lane");
-    }
+    // Only the composite's results waited in the outbox: the express lane drained them and
+    // the bulk lane had nothing to apply.
+    let n = total(
+        &after,
+        "converge_drain_batch_seconds",
+        &[("lane", "express")],
+    );
+    assert!(n >= 1.0, "no drain batch in the express lane");
+    let n = total(&after, "converge_drain_batch_seconds", &[("lane", "bulk")]);
+    assert_eq!(n, 0.0, "a plain result went through the bulk lane");
     let rollups = total(
         &after,
         "converge_rollup_latency_seconds",
@@ -238,12 +244,12 @@ async fn a_broker_only_process_serves_its_metrics_on_health_addr() {
     )
     .await;
 
-    // The broker's process dispatched and recorded the task (the drain, apply → synced and
-    // rollup families belong to processes that drain and compose: here the control one).
+    // The broker's process dispatched the task and applied its plain result where it fenced
+    // it, so it saw apply → synced (the drain and rollup families belong to processes that
+    // drain and compose: here the control one).
     let s = scrape(&c.client, &health).await;
     let drains = [
         "converge_drain_batch_seconds",
-        "converge_reconcile_duration_seconds",
         "converge_rollup_latency_seconds",
     ];
     for f in FAMILIES.iter().filter(|f| !drains.contains(f)) {
@@ -254,19 +260,25 @@ async fn a_broker_only_process_serves_its_metrics_on_health_addr() {
     let n = total(&s, "converge_task_duration_seconds", &[("kind", "hello")]);
     assert!(n >= 1.0);
     assert!(total(&s, "converge_broker_streams", &[]) >= 1.0);
+    let synced = total(
+        &s,
+        "converge_reconcile_duration_seconds",
+        &[("kind", "hello")],
+    );
+    assert!(synced >= 1.0);
     // Its own probes are counted by their routes.
     let probes = [("route", "/readyz"), ("code", "200")];
     assert!(total(&s, "converge_http_requests_total", &probes) >= 1.0);
 
-    // The control process ran no task (no worker reached its absent broker) but drained
-    // the result, so it saw the resource reach synced.
+    // The control process ran no task (no worker reached its absent broker) and applied no
+    // result.
     let control = scrape(&c.client, &c.http).await;
     let synced = total(
         &control,
         "converge_reconcile_duration_seconds",
         &[("kind", "hello")],
     );
-    assert!(synced >= 1.0);
+    assert_eq!(synced, 0.0);
     assert_eq!(total(&control, "converge_reconciles_total", &[]), 0.0);
     assert_eq!(total(&control, "converge_broker_streams", &[]), 0.0);
     c.stop().await;
