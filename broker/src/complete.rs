@@ -31,7 +31,8 @@ use converge_engine::{
         self,
         queue::{Completion, LeaseKey, Recorded},
     },
-    ids::{ClaimEpoch, KindPair, LeaseToken},
+    drainer,
+    ids::{ClaimEpoch, KindPair, LeaseToken, ShardRange},
     metrics::{LeaseUse, Refused, metrics},
 };
 use converge_proto::pb;
@@ -81,8 +82,7 @@ pub(crate) enum Job {
 /// the broker was built, by whoever runs the drainers.
 #[derive(Default)]
 struct Hooks {
-    /// Something for the drainers: results in the outbox, a stripped finalizer, or
-    /// composites armed for the straddle close-out.
+    /// Something for the drainers: results in the outbox, or a stripped finalizer.
     outbox: OnceLock<Arc<Notify>>,
     /// A composite's result written (the express drainer).
     express: OnceLock<Arc<Notify>>,
@@ -288,8 +288,26 @@ impl Completer {
         {
             n.notify_one();
         }
+        if recorded.armed {
+            self.close_straddles().await;
+        }
         if recorded.applied {
             self.dispatch.notify_one();
+        }
+    }
+
+    /// The straddle close-out after a commit that armed composites (a plain result with an
+    /// owner), as a drainer runs it after its own: re-evaluates the armed roots in a fresh
+    /// snapshot that sees every sibling settled, whichever writer or process applied them.
+    /// Over every shard: the roots a batch armed lie anywhere, and a recheck another process
+    /// takes meanwhile is skipped (SKIP LOCKED). A failure is only logged: the drainers'
+    /// failsafe pass runs the rechecks too.
+    async fn close_straddles(&self) {
+        if let Err(e) =
+            db::sweeps::rollup_recheck_drain(&self.pool, ShardRange::ALL, drainer::RECHECK_MAX)
+                .await
+        {
+            tracing::warn!(error = %e, "rollup recheck after a result batch failed");
         }
     }
 

@@ -229,7 +229,8 @@ $$;
 --
 -- Returns one row: the accepted results (ids and epochs, aligned), how many went to the
 -- outbox, whether a plain result's resource has an owner (its composites were re-pended
--- and armed for the straddle close-out, which a drainer runs), and the kinds and
+-- and armed for the straddle close-out, which the caller runs after its commit, as a
+-- drainer does after its own: drain_rollup_rechecks), and the kinds and
 -- seconds-behind of the resources this call brought to synced (for
 -- converge_reconcile_duration_seconds). Every join is a batch of keys against a primary key.
 DROP FUNCTION IF EXISTS work_complete(uuid[], smallint[], text[], uuid[], bigint[], boolean[],
@@ -338,8 +339,8 @@ BEGIN
                                   v_troubled_ids, v_owners) a;
         owned := EXISTS (SELECT 1 FROM unnest(v_owners) o WHERE o IS NOT NULL);
     END IF;
-    -- The drainers: results to apply, or straddles to close (their rollup_recheck rows).
-    IF outboxed > 0 OR owned THEN
+    -- The drainers: results to apply.
+    IF outboxed > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
     RETURN NEXT;

@@ -215,8 +215,9 @@ impl Drainer {
 }
 
 /// Armed roots taken per recheck: each drain batch arms at most one row per composite it
-/// touched, so this covers many batches' worth in one statement.
-const RECHECK_MAX: i32 = 10_000;
+/// touched, so this covers many batches' worth in one statement. (The broker's completion
+/// writers close their own batches' straddles with the same bound.)
+pub const RECHECK_MAX: i32 = 10_000;
 
 /// First pause after a failed drain batch.
 const RETRY_MIN: Duration = Duration::from_millis(200);

@@ -161,9 +161,12 @@ pub struct Recorded {
     /// The keys that were accepted. A stale result (released, reaped, re-pointed or already
     /// completed) is absent.
     pub accepted: Vec<LeaseKey>,
-    /// Something now waits for a drainer: results in the outbox, a teardown that stripped a
-    /// finalizer, or composites armed for the straddle close-out by a plain result.
+    /// Something now waits for a drainer: results in the outbox, or a teardown that
+    /// stripped a finalizer.
     pub to_drain: bool,
+    /// A plain result's owners were armed for the straddle close-out
+    /// (`drain_rollup_rechecks`), which the caller runs after this commit.
+    pub armed: bool,
     /// Some plain result was applied to its resource here (the cascade may have made work
     /// claimable: retries, dependents, owners).
     pub applied: bool,
@@ -174,6 +177,7 @@ impl Recorded {
     pub fn merge(&mut self, other: Recorded) {
         self.accepted.extend(other.accepted);
         self.to_drain |= other.to_drain;
+        self.armed |= other.armed;
         self.applied |= other.applied;
     }
 }
@@ -390,7 +394,8 @@ async fn reconcile_complete(pool: &PgPool, batch: &[&Completion]) -> Result<Reco
     let accepted = accepted_keys(batch, rows);
     Ok(Recorded {
         applied: accepted.len() > usize::try_from(outboxed).unwrap_or(0),
-        to_drain: outboxed > 0 || owned,
+        to_drain: outboxed > 0,
+        armed: owned,
         accepted,
     })
 }
