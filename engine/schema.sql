@@ -2618,8 +2618,8 @@ BEGIN
                                   v_troubled_ids, v_owners) a;
         owned := EXISTS (SELECT 1 FROM unnest(v_owners) o WHERE o IS NOT NULL);
     END IF;
-    -- The drainers: results to apply, or straddles to close (their rollup_recheck rows).
-    IF outboxed > 0 OR owned THEN
+    -- The drainers: results to apply.
+    IF outboxed > 0 THEN
         PERFORM notify_gated('outbox_ready');
     END IF;
     RETURN NEXT;
