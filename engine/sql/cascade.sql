@@ -72,14 +72,14 @@ BEGIN
 END
 $$;
 
--- Reactive scheduling after drained results: retries and mid-flight edits among the rows
+-- Reactive scheduling after applied results: retries and mid-flight edits among the rows
 -- still behind (p_behind: the rows of p_ids not synced after the batch; a synced row is never
 -- eligible, so it is not probed); value flows into the dependents of rows that are now
 -- synced (flowed_specs once per batch; a dependent's generation bumps only when a flowed
 -- value changed) and their scheduling; the composites owning the batch's rows (p_owners,
--- read by the drain's lock read: their rollup gate is re-evaluated, and each is armed in
--- rollup_recheck for the straddle case). Joins by key whatever the tables' size (the
--- settings below).
+-- read under the caller's lock, the drain's or work_complete's: their rollup gate is
+-- re-evaluated, and each is armed in rollup_recheck for the straddle case). Joins by key
+-- whatever the tables' size (the settings below).
 DROP FUNCTION IF EXISTS cascade_on_ready_change(uuid[]);
 CREATE OR REPLACE FUNCTION cascade_on_ready_change(p_ids uuid[], p_behind uuid[], p_owners uuid[])
 RETURNS int

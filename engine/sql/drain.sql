@@ -113,9 +113,9 @@ END
 $$;
 
 -- Applies reconcile results to resources (one per resource, in ascending id order): the
--- drain's entry, for the rows it popped. It locks the rows and reads what the apply needs
--- (lock_result_rows), then applies them (apply_locked_results). A plain result skips the
--- outbox and is applied by work_complete (queue.sql), which takes its own locks first.
+-- drain's entry, for the rows it popped. It locks the rows and reads what the apply needs,
+-- then applies them (apply_locked_results). A plain result skips the outbox and is applied
+-- by work_complete (queue.sql), which takes its own locks first.
 DROP FUNCTION IF EXISTS apply_results(uuid[], bigint[], boolean[], boolean[], text[], jsonb[],
                                       jsonb[], boolean[], boolean[]);
 CREATE OR REPLACE FUNCTION apply_results(p_ids uuid[], p_gens bigint[], p_ok boolean[],

@@ -1,6 +1,6 @@
--- Events: what happened to a resource, in order. The drainer records its phase changes in
--- the statement that makes them (apply_results in drain.sql); every other change is recorded
--- by the row and statement triggers here.
+-- Events: what happened to a resource, in order. A result's phase changes are recorded in
+-- the statement that makes them (apply_locked_results in drain.sql, from the drain and from
+-- work_complete); every other change is recorded by the row and statement triggers here.
 --
 -- Live engine code, applied at every boot whenever this file changed (engine/sql/README.md).
 -- Re-runnable: CREATE OR REPLACE, triggers dropped and re-created in the same transaction.
@@ -86,9 +86,10 @@ CREATE TRIGGER resource_operation_event AFTER INSERT OR UPDATE OF state ON resou
     WHEN (NEW.state IN ('pending', 'succeeded', 'failed'))
     EXECUTE FUNCTION resource_operation_event();
 
--- Lifecycle deliveries for the drainer's phase changes of one batch (p_ids: the rows whose
--- phase the batch changed): the synced / degraded / failed edges, when a binding could match. The drainer records the events themselves in the statement that
--- makes the changes (apply_results in drain.sql).
+-- Lifecycle deliveries for the phase changes one batch of results made (p_ids: the rows
+-- whose phase it changed): the synced / degraded / failed edges, when a binding could match.
+-- The events themselves are recorded in the statement that makes the changes
+-- (apply_locked_results in drain.sql).
 DROP FUNCTION IF EXISTS record_phase_changes(uuid[], text[]);
 DROP FUNCTION IF EXISTS emit_phase_lifecycle(uuid[], text[]);
 CREATE OR REPLACE FUNCTION emit_phase_lifecycle(p_ids uuid[]) RETURNS void

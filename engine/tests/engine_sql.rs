@@ -851,23 +851,6 @@ fn shard_of(id: Uuid) -> i16 {
     i16::from(id.as_bytes()[15])
 }
 
-/// Returns once a `work_complete` statement waits for a row lock.
-async fn wait_for_a_completion_to_block(pool: &PgPool) {
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE wait_event_type = 'Lock' AND query LIKE '%work_complete%'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-}
-
 /// work_complete takes a plain result's resource row before its queue row, the order an
 /// apply takes them (the row, then the gate's upsert of its queue row). So an edit that holds
 /// the row and then re-points the leased queue row never waits for a completion that waits
@@ -890,7 +873,7 @@ async fn a_plain_result_and_an_edit_of_its_resource_never_deadlock() {
     let done = tokio::spawn(async move {
         complete(&pool, id, token, epoch, true, json!({"from": "first run"})).await
     });
-    wait_for_a_completion_to_block(&db.pool).await;
+    wait_until_blocked(&db.pool, "work_complete").await;
     // The edit's gate re-points the leased queue row: had the completion taken that row
     // first, this would deadlock and one side would be aborted.
     sqlx::query("SELECT schedule_eligible(ARRAY[$1]::uuid[])")
@@ -947,7 +930,7 @@ async fn a_result_batch_locks_queue_rows_in_id_order() {
             async move { converge_engine::db::queue::record_results(&pool, &batch).await },
         );
     // Wait until the batch blocks on the lower row ...
-    wait_for_a_completion_to_block(&db.pool).await;
+    wait_until_blocked(&db.pool, "work_complete").await;
     // ... then take the higher one: had the batch locked it first (arrival order), this
     // would be a deadlock and one side would be aborted.
     sqlx::query(lock)

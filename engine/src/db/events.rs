@@ -163,8 +163,9 @@ pub async fn events_between(
 /// 2. `fence = xact_fence()`, afterwards: a transaction id newer than every transaction that
 ///    drew one of those ids. An event records a change its transaction made first to
 ///    `resources` or `resource_operations` (the triggers in events.sql run after that write;
-///    the drain's `apply_results` locks its rows in a statement before the one that inserts
-///    its events), and a transaction gets its id at its first write or row lock, so
+///    a result's rows are locked, by the drain's `apply_results` or by `work_complete`, in a
+///    statement before the one that inserts its events), and a transaction gets its id at
+///    its first write or row lock, so
 ///    the writer of an id `<= head` had its transaction id before `head` was read, below
 ///    `fence`.
 /// 3. Once `oldest_running_xact() >= fence`, no transaction below `fence` is still running: each
