@@ -169,10 +169,18 @@ impl DryRuns {
     /// Sends claimed request `c` to a dry-run stream of its kind, or answers why not.
     async fn send(self: Arc<Self>, c: ClaimedPlan) {
         let pair = KindPair::new(c.kind.clone(), c.kind_version);
-        let Some(kind) = self.manifests.get(&pair) else {
-            return self
-                .fail(c.id, format!("kind {pair} is not registered"))
-                .await;
+        let kind = match self.manifests.get_fresh(&pair).await {
+            Ok(Some(kind)) => kind,
+            Ok(None) => {
+                return self
+                    .fail(c.id, format!("kind {pair} is not registered"))
+                    .await;
+            }
+            Err(e) => {
+                return self
+                    .fail(c.id, format!("reading the kind {pair} failed: {e}"))
+                    .await;
+            }
         };
         let Some(reaction) = kind.compose_reaction.clone() else {
             return self

@@ -38,6 +38,20 @@ impl Manifests {
         self.catalog.get_pair(pair)
     }
 
+    /// `pair`'s kind, read from the database when the catalog does not hold it: a kind
+    /// registered a moment ago on another pod may not have reached this one's catalog yet,
+    /// and a refusal must not rest on that.
+    pub async fn get_fresh(&self, pair: &KindPair) -> Result<Option<Arc<Kind>>> {
+        if let Some(k) = self.get(pair) {
+            return Ok(Some(k));
+        }
+        self.catalog
+            .lookup(&self.pool, [(pair.kind.clone(), pair.version)], true)
+            .await
+            .map_err(Error::db("read kind manifests"))?;
+        Ok(self.get(pair))
+    }
+
     /// The kinds compose result `r` names (its children's, then its configs'), for
     /// `compose::validate`: the catalog's snapshot, after one read of every named kind it
     /// does not hold (it may have been registered a moment ago, its notice not heard yet).
@@ -251,6 +265,33 @@ mod tests {
         assert!(found.get("a", 2).is_none());
         // The catalog holds them now: every door sees the same copy.
         assert!(catalog.get("a", 1).is_some());
+    }
+
+    /// A dry run for a kind registered a moment ago (its notice not handled yet) finds the
+    /// kind instead of answering that it is not registered; a kind nobody registered is still
+    /// none, and asked again it is read again (another pod may have registered it since).
+    #[tokio::test]
+    async fn get_fresh_reads_a_kind_the_catalog_missed() {
+        let db = converge_engine::testing::TestDb::new().await;
+        let catalog = KindCatalog::new();
+        catalog.reload(&db.pool).await.unwrap();
+        let m = Manifests::new(db.pool.clone(), catalog.clone());
+        let pair = KindPair::new("late".to_string(), 1);
+        assert!(m.get_fresh(&pair).await.unwrap().is_none());
+        let doc = json!({"kind": "late", "kind_version": 1, "reactions": [
+            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]}],
+            "spec_schema": {"type": "object"}});
+        converge_engine::db::kinds::manifest_put(&db.pool, "late", 1, &doc)
+            .await
+            .unwrap();
+        assert!(m.get(&pair).is_none(), "the catalog has not heard of it");
+        let kind = m
+            .get_fresh(&pair)
+            .await
+            .unwrap()
+            .expect("read from the database");
+        assert_eq!(kind.pair, pair);
+        assert!(m.get(&pair).is_some(), "and the catalog holds it now");
     }
 
     #[test]
