@@ -230,21 +230,32 @@ mod tests {
         );
     }
 
+    /// A catalog loaded from `pool` and the broker's door onto it.
+    async fn door(pool: &sqlx::PgPool) -> (KindCatalog, Manifests) {
+        let catalog = KindCatalog::new();
+        catalog.reload(pool).await.unwrap();
+        (catalog.clone(), Manifests::new(pool.clone(), catalog))
+    }
+
+    /// Registers `kind` version 1 without telling the catalog (another pod's apply whose
+    /// notice has not been handled yet).
+    async fn register_behind_its_back(pool: &sqlx::PgPool, kind: &str) {
+        let doc = json!({"kind": kind, "kind_version": 1, "reactions": [
+            {"name": "work", "trigger": "specChange", "emits": ["status"]}],
+            "spec_schema": {"type": "object"}});
+        converge_engine::db::kinds::manifest_put(pool, kind, 1, &doc)
+            .await
+            .unwrap();
+    }
+
     /// A kind registered after the catalog's last reload (its notice not handled yet) is read
     /// from the database with the others the result names, in one lookup.
     #[tokio::test]
     async fn resolve_reads_the_kinds_the_catalog_missed() {
         let db = converge_engine::testing::TestDb::new().await;
-        let catalog = KindCatalog::new();
-        catalog.reload(&db.pool).await.unwrap();
-        let m = Manifests::new(db.pool.clone(), catalog.clone());
+        let (catalog, m) = door(&db.pool).await;
         for k in ["a", "b"] {
-            let doc = json!({"kind": k, "kind_version": 1, "reactions": [
-                {"name": "work", "trigger": "specChange", "emits": ["status"]}],
-                "spec_schema": {"type": "object"}});
-            converge_engine::db::kinds::manifest_put(&db.pool, k, 1, &doc)
-                .await
-                .unwrap();
+            register_behind_its_back(&db.pool, k).await;
         }
         let child = |kind: &str| pb::ChildSpec {
             kind: kind.into(),
@@ -273,17 +284,10 @@ mod tests {
     #[tokio::test]
     async fn get_fresh_reads_a_kind_the_catalog_missed() {
         let db = converge_engine::testing::TestDb::new().await;
-        let catalog = KindCatalog::new();
-        catalog.reload(&db.pool).await.unwrap();
-        let m = Manifests::new(db.pool.clone(), catalog.clone());
+        let (_, m) = door(&db.pool).await;
         let pair = KindPair::new("late".to_string(), 1);
         assert!(m.get_fresh(&pair).await.unwrap().is_none());
-        let doc = json!({"kind": "late", "kind_version": 1, "reactions": [
-            {"name": "compose", "trigger": "specChange", "emits": ["children", "status"]}],
-            "spec_schema": {"type": "object"}});
-        converge_engine::db::kinds::manifest_put(&db.pool, "late", 1, &doc)
-            .await
-            .unwrap();
+        register_behind_its_back(&db.pool, "late").await;
         assert!(m.get(&pair).is_none(), "the catalog has not heard of it");
         let kind = m
             .get_fresh(&pair)
