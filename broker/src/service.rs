@@ -10,7 +10,7 @@ use std::{collections::HashSet, net::SocketAddr, sync::Arc, time::Duration};
 
 use prost::Message;
 use sqlx::PgPool;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -152,6 +152,52 @@ struct Shared {
 /// The database applies compose writes about two at a time on a small machine anyway, so
 /// 8 MB (a dozen 5,000-child results) loses no throughput.
 pub(crate) const STAGE_RESULT_BUDGET: usize = 8 << 20;
+
+/// A stage result of more encoded bytes than this that has to wait for its share of
+/// [`STAGE_RESULT_BUDGET`] waits encoded (see [`budget_share`]).
+const WAIT_ENCODED_OVER: usize = 256 << 10;
+
+/// Takes stage result `c`'s share of `budget` (its encoded size, at most all of it) and gives
+/// `c` back with it. tonic has decoded `c` already, and a large compose result decoded is
+/// about eight times its size on the wire (a 50,000-child result: 4.7 MB encoded, ~38 MB of
+/// structs and strings), so each stream waiting behind a large apply used to hold one such
+/// result. One that must wait and is larger than [`WAIT_ENCODED_OVER`] is encoded again for
+/// the wait and decoded once its share is granted: milliseconds of CPU against tens of MB of
+/// peak RSS (issue 44, BENCHMARKS.md). `None` only if this process cannot decode what it
+/// just encoded.
+async fn budget_share(
+    budget: &Arc<Semaphore>,
+    c: pb::StageComplete,
+) -> (OwnedSemaphorePermit, Option<pb::StageComplete>) {
+    let weight = c.encoded_len().clamp(1, STAGE_RESULT_BUDGET);
+    let permits = u32::try_from(weight).unwrap_or(u32::MAX);
+    // Queued at once, in arrival order, as before this wait was encoded: the one polled
+    // `acquire` says whether it waits. (A `try_acquire` first put the 1M BOM's roots Ready
+    // 4-7 % later in three interleaved pairs; queued at once, no difference.)
+    let acquire = Arc::clone(budget).acquire_many_owned(permits);
+    tokio::pin!(acquire);
+    let granted = tokio::select! {
+        biased;
+        share = &mut acquire => Some(share),
+        () = std::future::ready(()) => None,
+    };
+    if let Some(share) = granted {
+        return (share.expect("the budget is never closed"), Some(c));
+    }
+    if weight <= WAIT_ENCODED_OVER {
+        return (acquire.await.expect("the budget is never closed"), Some(c));
+    }
+    let wire = c.encode_to_vec();
+    drop(c);
+    let share = acquire.await.expect("the budget is never closed");
+    match pb::StageComplete::decode(wire.as_slice()) {
+        Ok(c) => (share, Some(c)),
+        Err(e) => {
+            tracing::error!(error = %e, "a stage result encoded for its wait did not decode");
+            (share, None)
+        }
+    }
+}
 
 impl Workers {
     /// The service over `parts`.
@@ -672,11 +718,12 @@ async fn handle(
                     parts.dispatch.wake();
                     if f.pipeline.is_some() {
                         let h = parts.handout.clone();
-                        let weight = c.encoded_len().clamp(1, STAGE_RESULT_BUDGET);
-                        let share = Arc::clone(&w.inner.stage_budget)
-                            .acquire_many_owned(u32::try_from(weight).unwrap_or(u32::MAX))
-                            .await
-                            .expect("the budget is never closed");
+                        let (share, c) = budget_share(&w.inner.stage_budget, c).await;
+                        let Some(c) = c else {
+                            // Unreachable in practice (see budget_share): the lease is left to
+                            // its deadline and the task runs again.
+                            return Ok(());
+                        };
                         tokio::spawn(async move {
                             h.stage_result(f, c, sid).await;
                             drop(share);
@@ -740,4 +787,78 @@ async fn handle(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compose result of `n` children with a spec each, as a worker sends it.
+    fn compose_result(n: usize) -> pb::StageComplete {
+        pb::StageComplete {
+            lease_token: "00000000-0000-0000-0000-000000000001".into(),
+            stage: pb::Stage::Compose as i32,
+            compose: Some(pb::ComposeResult {
+                desired: (0..n)
+                    .map(|i| pb::ChildSpec {
+                        kind: "node".into(),
+                        name: format!("node-{i}"),
+                        spec: format!("{{\"i\": {i}}}").into_bytes(),
+                        kind_version: 1,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A large result that has to wait for its share waits (it is not handed on while the
+    /// budget is held) and comes back whole once the share is granted, with the share sized
+    /// to it; one the budget has room for goes on at once.
+    #[tokio::test]
+    async fn a_stage_result_waiting_for_its_share_comes_back_whole() {
+        let budget = Arc::new(Semaphore::new(STAGE_RESULT_BUDGET));
+        let big = compose_result(20_000);
+        let size = big.encoded_len();
+        assert!(
+            size > WAIT_ENCODED_OVER && size < STAGE_RESULT_BUDGET,
+            "{size}"
+        );
+
+        let (share, got) = budget_share(&budget, big.clone()).await;
+        assert_eq!(
+            got.as_ref(),
+            Some(&big),
+            "room in the budget: handed on as it is"
+        );
+        assert_eq!(share.num_permits(), size);
+
+        // The rest of the budget is held too: the next one waits, encoded, until the first
+        // share is dropped.
+        let rest = Arc::clone(&budget)
+            .acquire_many_owned(u32::try_from(STAGE_RESULT_BUDGET - size).unwrap())
+            .await
+            .unwrap();
+        let waiting = tokio::spawn({
+            let budget = Arc::clone(&budget);
+            let big = big.clone();
+            async move { budget_share(&budget, big).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "it waits while the budget is held");
+        drop(share);
+        let (share, got) = waiting.await.unwrap();
+        assert_eq!(got, Some(big), "decoded again, whole");
+        assert_eq!(share.num_permits(), size);
+
+        // Larger than the whole budget: it takes all of it.
+        let huge = compose_result(300_000);
+        drop((share, rest));
+        assert!(huge.encoded_len() > STAGE_RESULT_BUDGET);
+        let (share, got) = budget_share(&budget, huge.clone()).await;
+        assert_eq!(share.num_permits(), STAGE_RESULT_BUDGET);
+        assert_eq!(got, Some(huge));
+    }
 }
