@@ -31,7 +31,6 @@ use converge_engine::{
         self,
         queue::{Completion, LeaseKey, Recorded},
     },
-    drainer,
     ids::{ClaimEpoch, KindPair, LeaseToken, ShardRange},
     metrics::{LeaseUse, Refused, metrics},
 };
@@ -303,10 +302,7 @@ impl Completer {
     /// takes meanwhile is skipped (SKIP LOCKED). A failure is only logged: the drainers'
     /// failsafe pass runs the rechecks too.
     async fn close_straddles(&self) {
-        if let Err(e) =
-            db::sweeps::rollup_recheck_drain(&self.pool, ShardRange::ALL, drainer::RECHECK_MAX)
-                .await
-        {
+        if let Err(e) = db::sweeps::rollup_recheck_drain(&self.pool, ShardRange::ALL).await {
             tracing::warn!(error = %e, "rollup recheck after a result batch failed");
         }
     }

@@ -201,9 +201,7 @@ impl Drainer {
     /// Re-evaluates every root armed in this drainer's shards (the straddle close-out);
     /// returns 1 when one was re-pended, for the pass's "did anything" total.
     async fn recheck_rollups(&self) -> i64 {
-        match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards.current(), RECHECK_MAX)
-            .await
-        {
+        match db::sweeps::rollup_recheck_drain(&self.pool, self.cfg.shards.current()).await {
             Ok(n) if n > 0 => 1,
             Ok(_) => 0,
             Err(e) => {
@@ -213,11 +211,6 @@ impl Drainer {
         }
     }
 }
-
-/// Armed roots taken per recheck: each drain batch arms at most one row per composite it
-/// touched, so this covers many batches' worth in one statement. (The broker's completion
-/// writers close their own batches' straddles with the same bound.)
-pub const RECHECK_MAX: i32 = 10_000;
 
 /// First pause after a failed drain batch.
 const RETRY_MIN: Duration = Duration::from_millis(200);

@@ -83,15 +83,16 @@ pub async fn server_started_at(
         .await
 }
 
-/// Re-evaluates composites armed by concurrent drains (the straddle case) in a fresh
-/// snapshot; returns how many were re-pended.
-pub async fn rollup_recheck_drain(
-    pool: &PgPool,
-    shards: ShardRange,
-    max: i32,
-) -> Result<i32, sqlx::Error> {
+/// Armed roots taken per recheck: each batch of results arms at most one row per composite
+/// it touched, so this covers many batches' worth in one statement.
+const RECHECK_MAX: i32 = 10_000;
+
+/// Re-evaluates composites armed by concurrent result batches (the straddle case) in a
+/// fresh snapshot, at most [`RECHECK_MAX`] of them; returns how many were re-pended. Run by
+/// a drainer and by a completion writer after their own commits.
+pub async fn rollup_recheck_drain(pool: &PgPool, shards: ShardRange) -> Result<i32, sqlx::Error> {
     sqlx::query_scalar("SELECT drain_rollup_rechecks($1, $2, $3)")
-        .bind(max)
+        .bind(RECHECK_MAX)
         .bind(shards.lo)
         .bind(shards.hi)
         .fetch_one(pool)
