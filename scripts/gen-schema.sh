@@ -5,6 +5,7 @@
 #   scripts/gen-schema.sh                 # needs CONVERGE_TEST_DATABASE_URL (an admin URL)
 #   scripts/gen-schema.sh --check         # exits 1 and prints the diff if schema.sql is stale
 #   scripts/gen-schema.sh --dump URL      # prints the normalised dump of an existing database
+#   scripts/gen-schema.sh --build URL     # builds the schema into an existing empty database
 #
 # The database is built here with psql, the same files in the same order as the binary applies
 # them (engine/sql/ORDER); engine/tests/schema.rs checks that a real `migrate` agrees. Start a
@@ -33,8 +34,24 @@ dump() {
         --exclude-table=public._sqlx_migrations "$1" | normalise
 }
 
+# migrations/, then engine/sql/ in its apply order, into the empty database at $1.
+build() {
+    local f name
+    for f in migrations/[0-9]*.sql; do
+        "${psql[@]}" -1 "$1" -f "$f"
+    done
+    while read -r name; do
+        [[ -z "$name" || "$name" == \#* ]] && continue
+        "${psql[@]}" -1 "$1" -f "engine/sql/$name"
+    done < engine/sql/ORDER
+}
+
 if [[ "${1:-}" == "--dump" ]]; then
     dump "$2"
+    exit 0
+fi
+if [[ "${1:-}" == "--build" ]]; then
+    build "$2"
     exit 0
 fi
 
@@ -45,13 +62,7 @@ url="${admin%/*}/$db"
 "${psql[@]}" "$admin" -c "CREATE DATABASE $db"
 trap '"${psql[@]}" "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null' EXIT
 
-for f in migrations/[0-9]*.sql; do
-    "${psql[@]}" -1 "$url" -f "$f"
-done
-while read -r name; do
-    [[ -z "$name" || "$name" == \#* ]] && continue
-    "${psql[@]}" -1 "$url" -f "engine/sql/$name"
-done < engine/sql/ORDER
+build "$url"
 
 out=$(mktemp)
 dump "$url" > "$out"

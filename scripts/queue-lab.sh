@@ -8,7 +8,7 @@
 #
 # It starts a private cluster (scripts/pg-test-cluster.sh, with pg_stat_statements and
 # track_commit_timestamp as converge-bench's cluster has them), builds a template database
-# from migrations/ and engine/sql/ (as scripts/gen-schema.sh does), registers the bench's
+# from migrations/ and engine/sql/ (scripts/gen-schema.sh --build), registers the bench's
 # leaf kind and applies 100,000 resources through resource_apply_batch in batches of 1,000.
 # Each run copies the template, applies PATCH.sql if given (CREATE OR REPLACE of engine
 # functions, an index dropped, ...), VACUUM ANALYZEs, then runs 400 rounds of work_claim(250)
@@ -48,11 +48,7 @@ if [[ "$(id -un)" == "$owner" ]]; then "${restart[@]}" >/dev/null; else su "$own
 
 echo "queue-lab: building the template ($N resources)" >&2
 "${P[@]}" "$admin" -c "CREATE DATABASE lab"
-for f in migrations/[0-9]*.sql; do "${P[@]}" -1 "$base/lab" -f "$f"; done
-while read -r name; do
-    [[ -z "$name" || "$name" == \#* ]] && continue
-    "${P[@]}" -1 "$base/lab" -f "engine/sql/$name"
-done < engine/sql/ORDER
+PG_BIN_DIR="$bindir" scripts/gen-schema.sh --build "$base/lab"
 "${P[@]}" "$base/lab" <<'SQL'
 INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('benchleaf', 1,
  '{"kind": "benchleaf", "kind_version": 1, "spec_schema": {"type": "object"},
