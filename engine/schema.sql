@@ -697,7 +697,7 @@ DECLARE
 BEGIN
     DELETE FROM resource_events
     WHERE id IN (SELECT id FROM resource_events WHERE at < now() - p_older_than
-                 ORDER BY at LIMIT p_limit);
+                 LIMIT p_limit);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
@@ -3055,7 +3055,7 @@ END) STORED,
     CONSTRAINT resources_shard CHECK ((shard_id = public.shard_of(id))),
     CONSTRAINT resources_shard_id_check CHECK (((shard_id >= 0) AND (shard_id <= 255)))
 )
-WITH (fillfactor='85');
+WITH (fillfactor='50');
 
 --
 -- Name: rollup_recheck; Type: TABLE; Schema: public; Owner: -
@@ -4585,7 +4585,7 @@ CREATE INDEX idx_resource_deps_owner ON public.resource_deps USING btree (owner_
 -- Name: idx_resource_events_at; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_resource_events_at ON public.resource_events USING btree (at);
+CREATE INDEX idx_resource_events_at ON public.resource_events USING brin (at);
 
 --
 -- Name: idx_resource_events_name; Type: INDEX; Schema: public; Owner: -

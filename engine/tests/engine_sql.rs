@@ -3,8 +3,9 @@
 //! flows over a batch, key probes from plans cached while the tables were empty (and the
 //! settings that keep generic plans on keys), the lock order of a result batch, the lag table
 //! kept by triggers, a compose's key lookups whatever the statistics say, the provider config
-//! a claimed task carries, the problem ranks that must not slow a reconcile, and the spec
-//! history kept by statement triggers.
+//! a claimed task carries, the problem ranks that must not slow a reconcile, the spec
+//! history kept by statement triggers, the event GC, and result updates that stay on their
+//! page (HOT).
 
 use std::collections::HashSet;
 
@@ -2476,5 +2477,93 @@ async fn new_resources_get_time_ordered_ids_over_every_shard() {
     assert!(
         children[0] > *second.iter().max().unwrap(),
         "children created later have greater ids"
+    );
+}
+
+/// The reaper's event GC (`gc_resource_events`, over the BRIN index on `at` since 0010):
+/// removes only events older than the cutoff, at most `limit` a call, until none is left.
+#[tokio::test]
+async fn event_gc_removes_only_old_events_a_bounded_number_a_call() {
+    let db = TestDb::new().await;
+    sqlx::query(
+        "INSERT INTO resource_events (resource_id, kind, name, type, at)
+         SELECT gen_random_uuid(), 'hello', 'e-' || i, 'created',
+                now() - CASE WHEN i <= 250 THEN interval '2 days' ELSE interval '1 minute' END
+         FROM generate_series(1, 400) i",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    let gc = converge_engine::db::sweeps::events_gc;
+    assert_eq!(
+        gc(&db.pool, day, 100).await.unwrap(),
+        100,
+        "bounded by the limit"
+    );
+    assert_eq!(gc(&db.pool, day, 100).await.unwrap(), 100);
+    assert_eq!(
+        gc(&db.pool, day, 100).await.unwrap(),
+        50,
+        "the rest of the old ones"
+    );
+    assert_eq!(
+        gc(&db.pool, day, 100).await.unwrap(),
+        0,
+        "nothing old is left"
+    );
+    let (left, oldest): (i64, bool) = sqlx::query_as(
+        "SELECT count(*), bool_and(at > now() - interval '1 hour') FROM resource_events",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((left, oldest), (150, true), "every recent event is kept");
+}
+
+/// A reconcile's result update is HOT when a batch updates every row of a page at once (the
+/// shape time-ordered ids give): `resources` keeps half of each page free (0010) and no index
+/// names a column the result writes. A HOT version stays on its page, so the rows that moved
+/// to another page are the updates that were not HOT.
+#[tokio::test]
+async fn a_result_batch_over_whole_pages_stays_on_its_pages() {
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    let items: Vec<_> = (0..500)
+        .map(|i| {
+            hello_item(
+                format!("hot-{i:03}"),
+                json!({"i": i, "region": "eu-west-1"}),
+            )
+        })
+        .collect();
+    converge_engine::db::resources::resource_apply_batch(&db.pool, None, &items)
+        .await
+        .unwrap();
+    const PAGES: &str = "SELECT id, (ctid::text::point)[0]::bigint FROM resources ORDER BY id";
+    let before: Vec<(Uuid, i64)> = sqlx::query_as(PAGES).fetch_all(&db.pool).await.unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let status =
+        json!({"endpoint": "https://hot.example/leaf", "observedAt": "2026-12-07T21:00:00Z"});
+    assert_eq!(claim_and_complete_all(&mut conn, status).await, 500);
+    let after: Vec<(Uuid, i64)> = sqlx::query_as(PAGES).fetch_all(&db.pool).await.unwrap();
+    let synced: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM resources WHERE synced_gen = generation")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(synced, 500, "every result was applied");
+    let pages = before.iter().map(|b| b.1).collect::<HashSet<_>>().len();
+    assert!(pages > 10, "the batch spans many pages ({pages})");
+    let moved = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b.1 != a.1)
+        .count();
+    // 87 of 500 here at fillfactor 50 (a status makes each new version longer than the
+    // old), 431 at 85.
+    assert!(
+        moved <= 125,
+        "{moved} of 500 result updates left their page (not HOT) over {pages} pages"
     );
 }
