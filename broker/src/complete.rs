@@ -247,7 +247,7 @@ impl Completer {
                     // refused and the task re-runs.
                     Some(f) if self.is_single_stage_result(&f.key, &f.pair, msg.stage) => {
                         let c = convert::completion(f.key.clone(), 0, &msg);
-                        let c = self.manifests.enforce(&f.pair, f.verb.as_deref(), c);
+                        let c = self.manifests.enforce(&f.pair, f.verb.as_deref(), c).await;
                         items.push((c, Some(reply)));
                     }
                     _ => self.registry.ack(reply, token, epoch, false),

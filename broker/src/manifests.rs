@@ -86,15 +86,36 @@ impl Manifests {
     }
 
     /// `c` (a result for a task of `pair`; `verb` for an operation) as it may be stored;
-    /// see [`enforce`].
-    pub fn enforce(&self, pair: &KindPair, verb: Option<&str>, c: Completion) -> Completion {
+    /// see [`enforce`]. A kind the catalog misses is read from the database first (its
+    /// notice may not have been handled yet). A result that still cannot be checked (the
+    /// kind is gone, or the read failed) is never stored as a success: it becomes a
+    /// transient failure, so the task runs again and is checked then.
+    pub async fn enforce(&self, pair: &KindPair, verb: Option<&str>, c: Completion) -> Completion {
         // Most results carry nothing to check (failures, teardowns): they skip the lookup.
         if checked(&c).is_none() {
             return c;
         }
-        match self.get(pair) {
-            Some(kind) => enforce(&kind, verb, c),
-            None => c,
+        let why = match self.get_fresh(pair).await {
+            Ok(Some(kind)) => return enforce(&kind, verb, c),
+            Ok(None) => "is not registered",
+            Err(e) => {
+                // The database's words stay in the log; the resource's message says only what
+                // its reader can act on.
+                tracing::warn!(%pair, error = %e, "could not read a kind to check a result");
+                "could not be read"
+            }
+        };
+        tracing::warn!(%pair, resource = %c.key.resource_id.0, "a result was not stored: its kind {why}");
+        Completion {
+            composite: c.composite,
+            ..convert::failure(
+                c.key,
+                format!(
+                    "the result was not checked: kind {} v{} {why}",
+                    pair.kind, pair.version
+                ),
+                false,
+            )
         }
     }
 
@@ -296,6 +317,56 @@ mod tests {
             .expect("read from the database");
         assert_eq!(kind.pair, pair);
         assert!(m.get(&pair).is_some(), "and the catalog holds it now");
+    }
+
+    /// A result for a kind the catalog has not heard of yet is checked against the kind
+    /// read from the database; one for a kind nobody registered is not stored as a success.
+    #[tokio::test]
+    async fn a_result_for_a_kind_the_catalog_missed_is_still_checked() {
+        let db = converge_engine::testing::TestDb::new().await;
+        let (_, m) = door(&db.pool).await;
+        let doc = json!({"kind": "strict", "kind_version": 1, "reactions": [
+            {"name": "work", "trigger": "specChange", "emits": ["status"]}],
+            "status_schema": {"type": "object", "required": ["message"],
+                              "properties": {"message": {"type": "string"}}}});
+        converge_engine::db::kinds::manifest_put(&db.pool, "strict", 1, &doc)
+            .await
+            .unwrap();
+        let strict = KindPair::new("strict".to_string(), 1);
+        assert!(m.get(&strict).is_none(), "the catalog has not heard of it");
+        let bad = convert::success(key("reconcile"), Some(json!({"message": 1})), vec![], true);
+        let c = m.enforce(&strict, None, bad).await;
+        assert!(!c.ok && c.terminal, "checked against the kind read: {c:?}");
+        assert!(
+            c.error_message
+                .unwrap()
+                .contains("status_schema of strict v1")
+        );
+        let good = convert::success(
+            key("reconcile"),
+            Some(json!({"message": "hi"})),
+            vec![],
+            true,
+        );
+        assert!(m.enforce(&strict, None, good).await.ok);
+
+        let ghost = KindPair::new("ghost".to_string(), 1);
+        let any = convert::success(key("reconcile"), Some(json!({"message": 1})), vec![], true);
+        let c = m.enforce(&ghost, None, any).await;
+        assert!(
+            !c.ok && !c.terminal,
+            "not stored as a success, and retried: {c:?}"
+        );
+        assert!(
+            c.error_message
+                .unwrap()
+                .contains("kind ghost v1 is not registered"),
+            "says why"
+        );
+        // Nothing to check: no lookup, passed as it came.
+        let failed = convert::failure(key("reconcile"), "boom", false);
+        let c = m.enforce(&ghost, None, failed).await;
+        assert_eq!(c.error_message.as_deref(), Some("boom"));
     }
 
     #[test]

@@ -729,11 +729,14 @@ async fn handle(
                             drop(share);
                         });
                     } else {
-                        let completion = parts.manifests.enforce(
-                            &f.pair,
-                            f.verb.as_deref(),
-                            convert::completion(f.key, f.stage, &c),
-                        );
+                        let completion = parts
+                            .manifests
+                            .enforce(
+                                &f.pair,
+                                f.verb.as_deref(),
+                                convert::completion(f.key, f.stage, &c),
+                            )
+                            .await;
                         parts.completions.submit(Job::Known {
                             completion,
                             reply: Some(sid),
