@@ -2567,3 +2567,68 @@ async fn a_result_batch_over_whole_pages_stays_on_its_pages() {
         "{moved} of 500 result updates left their page (not HOT) over {pages} pages"
     );
 }
+
+/// The owner key (`resources.owner_id`): deleting a resource deletes its children and
+/// theirs, with their edges and lag rows, each deletion recorded; a statement naming an owner
+/// that is not there is refused whole.
+#[tokio::test]
+async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
+    let db = TestDb::new().await;
+    db.leaf_kind("hello").await;
+    comp_kind(&db.pool).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let (root, _, _) = compose_chains(&mut conn, "tree", 4).await;
+    // A grandchild under the first child (a composite's own children are owned by it).
+    let child: Uuid = sqlx::query_scalar(
+        "SELECT id FROM resources WHERE owner_id = $1 ORDER BY name LIMIT 1",
+    )
+    .bind(root)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO resources (id, kind, name, owner_id, root_id, shard_id)
+         SELECT u, 'hello', 'grandchild', $1, $2, shard_of(u) FROM uuid_v7() u",
+    )
+    .bind(child)
+    .bind(root)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let count = |sql: &'static str| {
+        let pool = db.pool.clone();
+        async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool).await.unwrap() }
+    };
+    assert_eq!(count("SELECT count(*) FROM resources").await, 1 + 12 + 1);
+    assert!(count("SELECT count(*) FROM resource_deps").await > 0);
+
+    // An owner that is not there, alone or among good rows: refused with the key's code.
+    let err = sqlx::query(
+        "INSERT INTO resources (id, kind, name, owner_id, root_id, shard_id)
+         SELECT u, 'hello', 'stray-' || i, CASE WHEN i = 2 THEN gen_random_uuid() ELSE $1 END,
+                $1, shard_of(u)
+         FROM (SELECT uuid_v7() AS u, i FROM generate_series(1, 3) i) x",
+    )
+    .bind(root)
+    .execute(&mut *conn)
+    .await
+    .unwrap_err();
+    let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.into_owned());
+    assert_eq!(code.as_deref(), Some("23503"), "{err}");
+    assert_eq!(count("SELECT count(*) FROM resources").await, 14, "none of the three stayed");
+
+    // The root goes, and its whole subtree with it.
+    sqlx::query("DELETE FROM resources WHERE id = $1")
+        .bind(root)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(count("SELECT count(*) FROM resources").await, 0);
+    assert_eq!(count("SELECT count(*) FROM resource_deps").await, 0);
+    assert_eq!(count("SELECT count(*) FROM resource_lag").await, 0);
+    assert_eq!(
+        count("SELECT count(*) FROM resource_events WHERE type = 'deleted'").await,
+        14,
+        "every deleted row is recorded"
+    );
+}
