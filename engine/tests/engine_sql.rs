@@ -2579,13 +2579,12 @@ async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
     let mut conn = db.pool.acquire().await.unwrap();
     let (root, _, _) = compose_chains(&mut conn, "tree", 4).await;
     // A grandchild under the first child (a composite's own children are owned by it).
-    let child: Uuid = sqlx::query_scalar(
-        "SELECT id FROM resources WHERE owner_id = $1 ORDER BY name LIMIT 1",
-    )
-    .bind(root)
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap();
+    let child: Uuid =
+        sqlx::query_scalar("SELECT id FROM resources WHERE owner_id = $1 ORDER BY name LIMIT 1")
+            .bind(root)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
     sqlx::query(
         "INSERT INTO resources (id, kind, name, owner_id, root_id, shard_id)
          SELECT u, 'hello', 'grandchild', $1, $2, shard_of(u) FROM uuid_v7() u",
@@ -2597,7 +2596,12 @@ async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
     .unwrap();
     let count = |sql: &'static str| {
         let pool = db.pool.clone();
-        async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool).await.unwrap() }
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(count("SELECT count(*) FROM resources").await, 1 + 12 + 1);
     assert!(count("SELECT count(*) FROM resource_deps").await > 0);
@@ -2613,9 +2617,16 @@ async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
     .execute(&mut *conn)
     .await
     .unwrap_err();
-    let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.into_owned());
+    let code = err
+        .as_database_error()
+        .and_then(|e| e.code())
+        .map(|c| c.into_owned());
     assert_eq!(code.as_deref(), Some("23503"), "{err}");
-    assert_eq!(count("SELECT count(*) FROM resources").await, 14, "none of the three stayed");
+    assert_eq!(
+        count("SELECT count(*) FROM resources").await,
+        14,
+        "none of the three stayed"
+    );
 
     // The root goes, and its whole subtree with it.
     sqlx::query("DELETE FROM resources WHERE id = $1")
