@@ -695,6 +695,7 @@ CREATE FUNCTION public.gc_resource_events(p_older_than interval, p_limit integer
 DECLARE
     n int;
 BEGIN
+    PERFORM brin_summarize_new_values('idx_resource_events_at'::regclass);
     DELETE FROM resource_events
     WHERE id IN (SELECT id FROM resource_events WHERE at < now() - p_older_than
                  LIMIT p_limit);

@@ -116,12 +116,18 @@ $$;
 -- Removes events older than p_older_than, at most p_limit per call (the reaper's GC). In no
 -- particular order: the `at` index is BRIN (0010), which finds the old block ranges but
 -- cannot return them sorted; every call removes old events until none is left.
+--
+-- A block range BRIN has not summarized yet matches any condition, so every page appended
+-- since the last VACUUM would be read by each call (120 ms for 1M events with nothing old,
+-- 1.6 ms once summarized). Each call first summarizes the ranges appended since the last
+-- one: the new pages are read once, and the scan reads only the old ranges' pages.
 CREATE OR REPLACE FUNCTION gc_resource_events(p_older_than interval, p_limit int) RETURNS int
 LANGUAGE plpgsql
 AS $$
 DECLARE
     n int;
 BEGIN
+    PERFORM brin_summarize_new_values('idx_resource_events_at'::regclass);
     DELETE FROM resource_events
     WHERE id IN (SELECT id FROM resource_events WHERE at < now() - p_older_than
                  LIMIT p_limit);

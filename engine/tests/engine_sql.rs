@@ -2481,7 +2481,8 @@ async fn new_resources_get_time_ordered_ids_over_every_shard() {
 }
 
 /// The reaper's event GC (`gc_resource_events`, over the BRIN index on `at` since 0010):
-/// removes only events older than the cutoff, at most `limit` a call, until none is left.
+/// removes only events older than the cutoff, at most `limit` a call, until none is left,
+/// and leaves the index summarized.
 #[tokio::test]
 async fn event_gc_removes_only_old_events_a_bounded_number_a_call() {
     let db = TestDb::new().await;
@@ -2519,6 +2520,23 @@ async fn event_gc_removes_only_old_events_a_bounded_number_a_call() {
     .await
     .unwrap();
     assert_eq!((left, oldest), (150, true), "every recent event is kept");
+    // Each call leaves no full block range unsummarized, so the next one reads only old
+    // ranges' pages, not every page appended since the last VACUUM (30,000 events fill a few
+    // ranges of 128 pages).
+    sqlx::query(
+        "INSERT INTO resource_events (resource_id, kind, name, type)
+         SELECT gen_random_uuid(), 'hello', 'r-' || i, 'created' FROM generate_series(1, 30000) i",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(gc(&db.pool, day, 100).await.unwrap(), 0);
+    let unsummarized: i32 =
+        sqlx::query_scalar("SELECT brin_summarize_new_values('idx_resource_events_at'::regclass)")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(unsummarized, 0, "the GC summarized what was appended");
 }
 
 /// A reconcile's result update is HOT when a batch updates every row of a page at once (the
