@@ -363,7 +363,7 @@ mod tests {
                 .contains("kind ghost v1 is not registered"),
             "says why"
         );
-        // Nothing to check: no lookup, passed as it came.
+        // Nothing to check (a failure): passed as it came, whatever its kind.
         let failed = convert::failure(key("reconcile"), "boom", false);
         let c = m.enforce(&ghost, None, failed).await;
         assert_eq!(c.error_message.as_deref(), Some("boom"));

@@ -49,13 +49,6 @@ async fn boot(db: &TestDb) -> (Child, String, String) {
     )
 }
 
-async fn count(db: &TestDb, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
 async fn history(db: &TestDb) -> Vec<(i64, String)> {
     sqlx::query_as("SELECT version, description FROM _sqlx_migrations ORDER BY version")
         .fetch_all(&db.pool)
@@ -80,14 +73,11 @@ async fn a_database_from_before_the_baseline_boots_and_every_resource_converges(
             .await
             .unwrap();
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM work_queue WHERE lease_token IS NOT NULL"
-        )
-        .await,
+        db.count("SELECT count(*) FROM work_queue WHERE lease_token IS NOT NULL")
+            .await,
         1
     );
-    assert_eq!(count(&db, "SELECT count(*) FROM work_outbox").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM work_outbox").await, 1);
 
     let (_converge, http, broker) = boot(&db).await;
     assert_eq!(history(&db).await, landed());
@@ -119,10 +109,9 @@ async fn a_database_from_before_the_baseline_boots_and_every_resource_converges(
             .await
             .unwrap();
     assert_eq!(ids_after, ids_before);
-    assert_eq!(count(&db, "SELECT count(*) FROM resource_deps").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM resource_deps").await, 1);
     assert_eq!(
-        count(
-            &db,
+        db.count(
             "SELECT count(*) FROM resources c JOIN resources r ON r.id = c.owner_id
              WHERE r.name = 'upg-root' AND c.root_id = r.id"
         )
@@ -131,7 +120,7 @@ async fn a_database_from_before_the_baseline_boots_and_every_resource_converges(
     );
     assert_eq!(db.lag_mismatches().await, 0);
     assert_eq!(
-        count(&db, "SELECT count(*) FROM engine_sql").await,
+        db.count("SELECT count(*) FROM engine_sql").await,
         i64::try_from(converge_engine::db::engine_sql::ENGINE_FILES.len()).unwrap()
     );
 

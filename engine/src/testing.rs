@@ -126,6 +126,17 @@ impl TestDb {
             .expect("register a leaf kind");
     }
 
+    /// The one number `sql` answers (a `count(*)`, typically).
+    ///
+    /// # Panics
+    /// If the query fails, naming it.
+    pub async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     /// Rows on which `resource_lag` and `resources` disagree (migration 0021: it must hold
     /// exactly the rows behind their spec, with their root, owner and gate flags): 0 when
     /// they agree.

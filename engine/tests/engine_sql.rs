@@ -2612,17 +2612,8 @@ async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
     .execute(&mut *conn)
     .await
     .unwrap();
-    let count = |sql: &'static str| {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    assert_eq!(count("SELECT count(*) FROM resources").await, 1 + 12 + 1);
-    assert!(count("SELECT count(*) FROM resource_deps").await > 0);
+    assert_eq!(db.count("SELECT count(*) FROM resources").await, 1 + 12 + 1);
+    assert!(db.count("SELECT count(*) FROM resource_deps").await > 0);
 
     // An owner that is not there, alone or among good rows: refused with the key's code.
     let err = sqlx::query(
@@ -2641,7 +2632,7 @@ async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
         .map(|c| c.into_owned());
     assert_eq!(code.as_deref(), Some("23503"), "{err}");
     assert_eq!(
-        count("SELECT count(*) FROM resources").await,
+        db.count("SELECT count(*) FROM resources").await,
         14,
         "none of the three stayed"
     );
@@ -2652,11 +2643,12 @@ async fn the_owner_key_cascades_deletes_and_refuses_a_missing_owner() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    assert_eq!(count("SELECT count(*) FROM resources").await, 0);
-    assert_eq!(count("SELECT count(*) FROM resource_deps").await, 0);
-    assert_eq!(count("SELECT count(*) FROM resource_lag").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM resources").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM resource_deps").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM resource_lag").await, 0);
     assert_eq!(
-        count("SELECT count(*) FROM resource_events WHERE type = 'deleted'").await,
+        db.count("SELECT count(*) FROM resource_events WHERE type = 'deleted'")
+            .await,
         14,
         "every deleted row is recorded"
     );

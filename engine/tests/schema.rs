@@ -129,15 +129,6 @@ async fn restore_pre_baseline(db: &TestDb) {
 async fn a_database_from_before_the_baseline_is_adopted_with_nothing_lost() {
     let db = TestDb::empty().await;
     restore_pre_baseline(&db).await;
-    let count = |sql: &'static str| {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
     let tables = [
         "SELECT count(*) FROM resources",
         "SELECT count(*) FROM resource_deps",
@@ -152,15 +143,15 @@ async fn a_database_from_before_the_baseline_is_adopted_with_nothing_lost() {
     ];
     let mut before = Vec::new();
     for sql in tables {
-        before.push(count(sql).await);
+        before.push(db.count(sql).await);
     }
-    assert_eq!(count("SELECT count(*) FROM _sqlx_migrations").await, 25);
+    assert_eq!(db.count("SELECT count(*) FROM _sqlx_migrations").await, 25);
 
     migrate(&db.pool).await.expect("migrate the old database");
 
     let mut after = Vec::new();
     for sql in tables {
-        after.push(count(sql).await);
+        after.push(db.count(sql).await);
     }
     assert_eq!(after, before, "rows of {tables:?}");
     assert_eq!(before[0], 5);
@@ -177,7 +168,7 @@ async fn a_database_from_before_the_baseline_is_adopted_with_nothing_lost() {
     assert_eq!(history.first(), Some(&(1, "baseline".to_owned())));
     assert_eq!(history, want);
     assert_eq!(
-        count("SELECT count(*) FROM engine_sql").await,
+        db.count("SELECT count(*) FROM engine_sql").await,
         i64::try_from(ENGINE_FILES.len()).unwrap()
     );
     assert_eq!(db.lag_mismatches().await, 0);
