@@ -2565,12 +2565,12 @@ async fn a_result_batch_over_whole_pages_stays_on_its_pages() {
         json!({"endpoint": "https://hot.example/leaf", "observedAt": "2026-12-07T21:00:00Z"});
     assert_eq!(claim_and_complete_all(&mut conn, status).await, 500);
     let after: Vec<(Uuid, i64)> = sqlx::query_as(PAGES).fetch_all(&db.pool).await.unwrap();
-    let synced: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM resources WHERE synced_gen = generation")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!(synced, 500, "every result was applied");
+    assert_eq!(
+        db.count("SELECT count(*) FROM resources WHERE synced_gen = generation")
+            .await,
+        500,
+        "every result was applied"
+    );
     let pages = before.iter().map(|b| b.1).collect::<HashSet<_>>().len();
     assert!(pages > 10, "the batch spans many pages ({pages})");
     let moved = before
