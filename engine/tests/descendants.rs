@@ -142,3 +142,54 @@ async fn summary_and_pages_cover_the_live_subtree_exactly_once() {
         None
     );
 }
+
+/// The summary names refs only when its groups say there are some, and then names the first
+/// [`descendants::SUMMARY_REFS`] of each list: a settled subtree (the usual rollup) carries
+/// counts and no refs; a troubled one the same refs the full read's summary names.
+#[tokio::test]
+async fn the_summary_names_refs_only_when_there_are_some() {
+    let db = TestDb::new().await;
+    let pool = &db.pool;
+    for k in ["top", "leaf"] {
+        kind(pool, k).await;
+    }
+    let root = nodes(pool, "top", "root", 1, None, None).await[0];
+    let leaves = nodes(pool, "leaf", "l", 150, Some(root), Some(root)).await;
+    sqlx::query("UPDATE resources SET synced_gen = generation WHERE root_id = $1")
+        .bind(root)
+        .execute(pool)
+        .await
+        .unwrap();
+
+    let settled = descendants::summary(pool, root, None).await.unwrap();
+    assert_eq!(settled, Summary::of(&related(pool, root, None, true).await.unwrap()));
+    assert_eq!((settled.total, settled.unsettled, settled.not_ready_total), (150, 0, 0));
+    assert!(settled.failed.is_empty() && settled.not_ready.is_empty());
+
+    // 120 progressing again: the not-ready list, cut at the cap, and no failed one.
+    sqlx::query("UPDATE resources SET generation = generation + 1 WHERE id = ANY ($1)")
+        .bind(&leaves[..120])
+        .execute(pool)
+        .await
+        .unwrap();
+    let progressing = descendants::summary(pool, root, None).await.unwrap();
+    assert_eq!(progressing, Summary::of(&related(pool, root, None, true).await.unwrap()));
+    assert_eq!((progressing.not_ready_total, progressing.unsettled), (120, 120));
+    assert_eq!(progressing.not_ready.len(), descendants::SUMMARY_REFS as usize);
+    assert!(progressing.failed.is_empty());
+
+    // 2 of them failed: both lists.
+    sqlx::query(
+        "UPDATE resources SET failure_message = 'boom', failure_gen = generation WHERE id = ANY ($1)",
+    )
+    .bind(&leaves[..2])
+    .execute(pool)
+    .await
+    .unwrap();
+    let troubled = descendants::summary(pool, root, None).await.unwrap();
+    assert_eq!(troubled, Summary::of(&related(pool, root, None, true).await.unwrap()));
+    assert_eq!((troubled.not_ready_total, troubled.unsettled), (120, 118));
+    assert_eq!(troubled.failed.len(), 2);
+    assert_eq!(troubled.failed[0].failure_message.as_deref(), Some("boom"));
+    assert_eq!(troubled.not_ready.len(), descendants::SUMMARY_REFS as usize);
+}
