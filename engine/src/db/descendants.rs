@@ -62,38 +62,24 @@ pub struct Summary {
 ///
 /// Like the full read, it retires the composite's rollup rechecks its snapshot can see
 /// ([`RETIRE_RECHECKS`]): the changes that armed them are counted in it. One statement, one
-/// snapshot; the rows are read for narrow columns, never their spec or status.
-///
-/// The subtree is scanned once, straight into its groups (kind, phase, readiness); the rows
-/// the ref lists may name (not ready, or failed) are read a second time, and kept, only when
-/// a group says there are some (a one-time filter on the groups). A rollup is almost always
-/// of a settled subtree, all Ready: one scan, nothing kept. The earlier form kept every row
-/// of the subtree and read that copy three times: a 50,000-child root's summary took
-/// 58-86 ms alone against 27-32 now, and that read is most of a rollup's latency at the 1M
-/// BOM (BENCHMARKS.md, "the rollup's summary in one scan"). The kept rows carry no order
-/// or limit into their scan, so the planner cannot walk `(kind, name)` across every
-/// resource to find the first hundred of this subtree.
+/// snapshot; the rows are read for five narrow columns, never their spec or status.
 pub async fn summary(pool: &PgPool, id: Uuid, root_id: Option<Uuid>) -> Result<Summary> {
     let sql = format!(
-        "{RETIRE_RECHECKS}, g AS MATERIALIZED ( \
-           SELECT kind, phase, is_ready, count(*) AS n, \
-                  count(*) FILTER (WHERE synced_gen < generation AND phase <> 'Failed') AS u \
-           FROM resources {filter} GROUP BY kind, phase, is_ready), \
-         t AS MATERIALIZED ( \
-           SELECT kind, name, phase, is_ready, failure_message FROM resources {filter} \
-             AND (NOT is_ready OR phase = 'Failed') \
-             AND EXISTS (SELECT 1 FROM g WHERE NOT g.is_ready OR g.phase = 'Failed')) \
+        "{RETIRE_RECHECKS}, sub AS MATERIALIZED ( \
+           SELECT kind, name, phase, is_ready, failure_message, \
+                  (synced_gen < generation AND phase <> 'Failed') AS unsettled \
+           FROM resources {filter}) \
          SELECT \
            (SELECT coalesce(jsonb_agg(jsonb_build_array(kind, phase, n, u)), '[]') FROM \
-              (SELECT kind, phase, sum(n)::bigint AS n, sum(u)::bigint AS u \
-               FROM g GROUP BY kind, phase) x), \
+              (SELECT kind, phase, count(*) AS n, count(*) FILTER (WHERE unsettled) AS u \
+               FROM sub GROUP BY kind, phase) g), \
            (SELECT coalesce(jsonb_agg(jsonb_build_array(kind, name, failure_message)), '[]') FROM \
-              (SELECT kind, name, failure_message FROM t WHERE phase = 'Failed' \
+              (SELECT kind, name, failure_message FROM sub WHERE phase = 'Failed' \
                ORDER BY kind COLLATE \"C\", name COLLATE \"C\" LIMIT {SUMMARY_REFS}) f), \
            (SELECT coalesce(jsonb_agg(jsonb_build_array(kind, name)), '[]') FROM \
-              (SELECT kind, name FROM t WHERE NOT is_ready \
+              (SELECT kind, name FROM sub WHERE NOT is_ready \
                ORDER BY kind COLLATE \"C\", name COLLATE \"C\" LIMIT {SUMMARY_REFS}) r), \
-           (SELECT coalesce(sum(n), 0)::bigint FROM g WHERE NOT is_ready)",
+           (SELECT count(*) FROM sub WHERE NOT is_ready)",
         filter = subtree_filter(root_id),
     );
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
