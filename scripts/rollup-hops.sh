@@ -57,7 +57,7 @@ done
 "${psql[@]}" <<'SQL'
 CREATE TABLE hops_queue (rid uuid, enq timestamptz, claimed timestamptz, deleted timestamptz);
 CREATE TABLE hops_outbox (rid uuid, deleted timestamptz);
-CREATE TABLE hops_released (rid uuid, claimed timestamptz, at timestamptz);
+CREATE TABLE hops_released (rid uuid, claimed timestamptz, at timestamptz, query text);
 CREATE FUNCTION hops_queue_deleted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
     INSERT INTO hops_queue VALUES (old.resource_id, old.enqueued_at, old.claimed_at, clock_timestamp());
     RETURN NULL; END $$;
@@ -65,7 +65,7 @@ CREATE FUNCTION hops_outbox_deleted() RETURNS trigger LANGUAGE plpgsql AS $$ BEG
     INSERT INTO hops_outbox VALUES (old.resource_id, clock_timestamp());
     RETURN NULL; END $$;
 CREATE FUNCTION hops_released() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-    INSERT INTO hops_released VALUES (old.resource_id, old.claimed_at, clock_timestamp());
+    INSERT INTO hops_released VALUES (old.resource_id, old.claimed_at, clock_timestamp(), left(current_query(), 60));
     RETURN NULL; END $$;
 CREATE TRIGGER hops_queue AFTER DELETE ON work_queue FOR EACH ROW
     WHEN (old.kind = 'benchbom') EXECUTE FUNCTION hops_queue_deleted();
@@ -111,6 +111,7 @@ SELECT count(*) AS root_leases_given_back,
        round(avg(extract(epoch FROM at - claimed)) * 1000) AS held_ms_avg,
        round(max(extract(epoch FROM at - claimed)) * 1000) AS held_ms_max
 FROM hops_released;
+SELECT query AS given_back_by, count(*) FROM hops_released GROUP BY 1 ORDER BY 2 DESC;
 SQL
 # How many times each stage ran (a compose run again shows here) and the rollup's own time.
 http=$(tr '\0' '\n' < "/proc/$pid/environ" | sed -n 's/^LISTEN_ADDR=//p')

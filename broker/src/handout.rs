@@ -25,6 +25,46 @@ use crate::{
     registry::{Inflight, Outgoing, Registry, StreamId},
 };
 
+/// How often the broker refreshes leases it keeps alive itself: well inside the shortest
+/// `LEASE_STALE_AFTER` it accepts (11 s).
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(3);
+
+/// Leases the broker heartbeats itself, because their worker's heartbeats cannot reach it or
+/// no worker holds them (see [`Handout::keep_stream_alive`], [`Handout::keep_alive`]). Stops
+/// when dropped.
+pub(crate) struct KeptAlive(tokio::task::AbortHandle);
+
+impl Drop for KeptAlive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Refreshes the heartbeats of the leases `keys` names, read again at each refresh, every
+/// `every` (the first after one period) until the guard is dropped. A refresh that fails is
+/// logged; the next one tries again.
+fn keep_alive(
+    pool: PgPool,
+    every: Duration,
+    keys: impl Fn() -> Vec<LeaseKey> + Send + 'static,
+) -> KeptAlive {
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let keys = keys();
+            if keys.is_empty() {
+                continue;
+            }
+            if let Err(e) = db::queue::lease_heartbeat(&pool, &keys).await {
+                tracing::warn!(error = %e, leases = keys.len(), "could not refresh leases the broker keeps alive");
+            }
+        }
+    });
+    KeptAlive(task.abort_handle())
+}
+
 /// Places tasks and runs what a pipeline decides; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Handout {
@@ -60,6 +100,28 @@ impl Handout {
             dispatch,
             keepalive_round,
         }
+    }
+
+    /// Keeps the leases in flight on stream `sid` alive while its read loop waits for a
+    /// stage result's share of the budget: the worker's heartbeats for them are queued
+    /// behind that message, unread. At the 1M BOM a root's compose result (4.7 MB of the
+    /// 8 MB budget) waited while other roots' composes were applied, and the reaper took back
+    /// leases whose heartbeats sat behind it: 19 of 25 root leases given back in a run were
+    /// the reaper's, and 48 composes ran for 20 roots.
+    pub fn keep_stream_alive(&self, sid: StreamId) -> KeptAlive {
+        let registry = Arc::clone(&self.registry);
+        keep_alive(self.pool.clone(), KEEP_ALIVE_EVERY, move || {
+            registry.leases_on(sid)
+        })
+    }
+
+    /// Keeps `key`'s lease alive while the broker holds its task between a pipeline's stages
+    /// (from a stage result's arrival through its compose apply to its next send or its
+    /// result handed to the completion writer), when no worker holds it.
+    pub fn keep_alive(&self, key: LeaseKey) -> KeptAlive {
+        keep_alive(self.pool.clone(), KEEP_ALIVE_EVERY, move || {
+            vec![key.clone()]
+        })
     }
 
     /// Hands each task to the ready stream with the most free slots, arms the deadlines of
@@ -293,5 +355,114 @@ impl Handout {
         if let Err(e) = self.place(vec![out]).await {
             tracing::warn!(error = %e, "could not release a pipeline lease; the reaper will");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use converge_engine::{
+        ids::{ClaimEpoch, ResourceId, ShardId},
+        testing::TestDb,
+        words::TaskType,
+    };
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// One claimed task of a fresh kind: its lease key.
+    async fn claimed(pool: &PgPool, name: &str) -> LeaseKey {
+        sqlx::query(
+            "INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('held', 1,
+             '{\"kind\": \"held\", \"kind_version\": 1, \"reactions\":
+               [{\"name\": \"work\", \"trigger\": \"specChange\", \"emits\": [\"status\"]}]}')
+             ON CONFLICT DO NOTHING",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "SELECT count(*) FROM resource_apply_batch(ARRAY['held'], ARRAY[1], ARRAY[$1],
+             ARRAY['{}'::jsonb], ARRAY['{}'::jsonb], ARRAY[NULL::text])",
+        )
+        .bind(name)
+        .execute(pool)
+        .await
+        .unwrap();
+        let (id, shard, token, epoch): (Uuid, i16, Uuid, i64) = sqlx::query_as(
+            "SELECT resource_id, shard_id, lease_token, claim_epoch
+             FROM work_claim(0::smallint, 255::smallint, 'held', 1, 1, 'test')",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        LeaseKey {
+            resource_id: ResourceId(id),
+            shard_id: ShardId(shard),
+            task_type: TaskType::Reconcile,
+            lease_token: LeaseToken(token),
+            claim_epoch: ClaimEpoch(epoch),
+        }
+    }
+
+    async fn heartbeat_at(pool: &PgPool, key: &LeaseKey) -> f64 {
+        sqlx::query_scalar(
+            "SELECT extract(epoch FROM heartbeat_at)::float8 FROM work_queue WHERE resource_id = $1",
+        )
+        .bind(key.resource_id.0)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    }
+
+    /// Waits (up to 20 s) until `key`'s heartbeat is later than `than`.
+    async fn refreshed_after(pool: &PgPool, key: &LeaseKey, than: f64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while heartbeat_at(pool, key).await <= than {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the lease was never refreshed"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The leases kept alive are refreshed while the guard lives, read again at each refresh
+    /// (a lease that joins the set is kept too), and no more once the guard is dropped (the
+    /// reaper judges a lease by its heartbeat).
+    #[tokio::test]
+    async fn kept_leases_are_refreshed_until_the_guard_is_dropped() {
+        let db = TestDb::new().await;
+        let first = claimed(&db.pool, "h-1").await;
+        let second = claimed(&db.pool, "h-2").await;
+        let (first_at, second_at) = (
+            heartbeat_at(&db.pool, &first).await,
+            heartbeat_at(&db.pool, &second).await,
+        );
+        let set = Arc::new(Mutex::new(vec![first.clone()]));
+        let read = Arc::clone(&set);
+        let kept = keep_alive(db.pool.clone(), Duration::from_millis(20), move || {
+            read.lock().unwrap().clone()
+        });
+        refreshed_after(&db.pool, &first, first_at).await;
+        assert_eq!(
+            heartbeat_at(&db.pool, &second).await,
+            second_at,
+            "not in the set yet"
+        );
+        set.lock().unwrap().push(second.clone());
+        refreshed_after(&db.pool, &second, second_at).await;
+
+        drop(kept);
+        // A refresh already sent when the guard dropped may still land: wait it out.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let after_drop = heartbeat_at(&db.pool, &first).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            heartbeat_at(&db.pool, &first).await,
+            after_drop,
+            "refreshed after the drop"
+        );
     }
 }

@@ -952,6 +952,17 @@ impl Registry {
         self.lock().inflight.len()
     }
 
+    /// The leases in flight on stream `id` (their tasks sent to its worker, no result read
+    /// yet).
+    pub fn leases_on(&self, id: StreamId) -> Vec<LeaseKey> {
+        self.lock()
+            .inflight
+            .values()
+            .filter(|f| f.stream == id)
+            .map(|f| f.key.clone())
+            .collect()
+    }
+
     /// Takes every lease out of the in-flight set (the drain window is over) for release.
     pub fn take_all_inflight(&self) -> Vec<LeaseKey> {
         let mut s = self.lock();

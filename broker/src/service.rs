@@ -718,7 +718,13 @@ async fn handle(
                     parts.dispatch.wake();
                     if f.pipeline.is_some() {
                         let h = parts.handout.clone();
+                        // No worker holds the task from here to its next stage, and while
+                        // this loop waits for the budget none of this stream's heartbeats
+                        // is read: the broker refreshes those leases meanwhile.
+                        let held = h.keep_alive(f.key.clone());
+                        let waiting = h.keep_stream_alive(sid);
                         let (share, c) = budget_share(&w.inner.stage_budget, c).await;
+                        drop(waiting);
                         let Some(c) = c else {
                             // Unreachable in practice (see budget_share): the lease is left to
                             // its deadline and the task runs again.
@@ -727,6 +733,7 @@ async fn handle(
                         tokio::spawn(async move {
                             h.stage_result(f, c, sid).await;
                             drop(share);
+                            drop(held);
                         });
                     } else {
                         let completion = parts

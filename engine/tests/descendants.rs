@@ -162,8 +162,14 @@ async fn the_summary_names_refs_only_when_there_are_some() {
         .unwrap();
 
     let settled = descendants::summary(pool, root, None).await.unwrap();
-    assert_eq!(settled, Summary::of(&related(pool, root, None, true).await.unwrap()));
-    assert_eq!((settled.total, settled.unsettled, settled.not_ready_total), (150, 0, 0));
+    assert_eq!(
+        settled,
+        Summary::of(&related(pool, root, None, true).await.unwrap())
+    );
+    assert_eq!(
+        (settled.total, settled.unsettled, settled.not_ready_total),
+        (150, 0, 0)
+    );
     assert!(settled.failed.is_empty() && settled.not_ready.is_empty());
 
     // 120 progressing again: the not-ready list, cut at the cap, and no failed one.
@@ -173,9 +179,18 @@ async fn the_summary_names_refs_only_when_there_are_some() {
         .await
         .unwrap();
     let progressing = descendants::summary(pool, root, None).await.unwrap();
-    assert_eq!(progressing, Summary::of(&related(pool, root, None, true).await.unwrap()));
-    assert_eq!((progressing.not_ready_total, progressing.unsettled), (120, 120));
-    assert_eq!(progressing.not_ready.len(), descendants::SUMMARY_REFS as usize);
+    assert_eq!(
+        progressing,
+        Summary::of(&related(pool, root, None, true).await.unwrap())
+    );
+    assert_eq!(
+        (progressing.not_ready_total, progressing.unsettled),
+        (120, 120)
+    );
+    assert_eq!(
+        progressing.not_ready.len(),
+        descendants::SUMMARY_REFS as usize
+    );
     assert!(progressing.failed.is_empty());
 
     // 2 of them failed: both lists.
@@ -187,7 +202,10 @@ async fn the_summary_names_refs_only_when_there_are_some() {
     .await
     .unwrap();
     let troubled = descendants::summary(pool, root, None).await.unwrap();
-    assert_eq!(troubled, Summary::of(&related(pool, root, None, true).await.unwrap()));
+    assert_eq!(
+        troubled,
+        Summary::of(&related(pool, root, None, true).await.unwrap())
+    );
     assert_eq!((troubled.not_ready_total, troubled.unsettled), (120, 118));
     assert_eq!(troubled.failed.len(), 2);
     assert_eq!(troubled.failed[0].failure_message.as_deref(), Some("boom"));
