@@ -143,9 +143,17 @@ async fn summary_and_pages_cover_the_live_subtree_exactly_once() {
     );
 }
 
-/// The summary names refs only when its groups say there are some, and then names the first
-/// [`descendants::SUMMARY_REFS`] of each list: a settled subtree (the usual rollup) carries
-/// counts and no refs; a troubled one the same refs the full read's summary names.
+/// `root`'s summary, checked against the summary of its full read.
+async fn summary_as_full_read(pool: &PgPool, root: Uuid) -> Summary {
+    let s = descendants::summary(pool, root, None).await.unwrap();
+    let full = related(pool, root, None, true).await.unwrap();
+    assert_eq!(s, Summary::of(&full), "SQL and in-memory summaries agree");
+    s
+}
+
+/// The summary's ref lists: none for a settled subtree (the usual rollup), and otherwise the
+/// first [`descendants::SUMMARY_REFS`] of each list, as the full read's summary names them
+/// (not-ready refs with no failed one, then both).
 #[tokio::test]
 async fn the_summary_names_refs_only_when_there_are_some() {
     let db = TestDb::new().await;
@@ -161,11 +169,7 @@ async fn the_summary_names_refs_only_when_there_are_some() {
         .await
         .unwrap();
 
-    let settled = descendants::summary(pool, root, None).await.unwrap();
-    assert_eq!(
-        settled,
-        Summary::of(&related(pool, root, None, true).await.unwrap())
-    );
+    let settled = summary_as_full_read(pool, root).await;
     assert_eq!(
         (settled.total, settled.unsettled, settled.not_ready_total),
         (150, 0, 0)
@@ -178,11 +182,7 @@ async fn the_summary_names_refs_only_when_there_are_some() {
         .execute(pool)
         .await
         .unwrap();
-    let progressing = descendants::summary(pool, root, None).await.unwrap();
-    assert_eq!(
-        progressing,
-        Summary::of(&related(pool, root, None, true).await.unwrap())
-    );
+    let progressing = summary_as_full_read(pool, root).await;
     assert_eq!(
         (progressing.not_ready_total, progressing.unsettled),
         (120, 120)
@@ -201,11 +201,7 @@ async fn the_summary_names_refs_only_when_there_are_some() {
     .execute(pool)
     .await
     .unwrap();
-    let troubled = descendants::summary(pool, root, None).await.unwrap();
-    assert_eq!(
-        troubled,
-        Summary::of(&related(pool, root, None, true).await.unwrap())
-    );
+    let troubled = summary_as_full_read(pool, root).await;
     assert_eq!((troubled.not_ready_total, troubled.unsettled), (120, 118));
     assert_eq!(troubled.failed.len(), 2);
     assert_eq!(troubled.failed[0].failure_message.as_deref(), Some("boom"));
