@@ -371,17 +371,8 @@ mod tests {
 
     use super::*;
 
-    /// One claimed task of a fresh kind: its lease key.
+    /// One claimed task of kind `held` (registered by the caller): its lease key.
     async fn claimed(pool: &PgPool, name: &str) -> LeaseKey {
-        sqlx::query(
-            "INSERT INTO kind_manifest (kind, kind_version, manifest) VALUES ('held', 1,
-             '{\"kind\": \"held\", \"kind_version\": 1, \"reactions\":
-               [{\"name\": \"work\", \"trigger\": \"specChange\", \"emits\": [\"status\"]}]}')
-             ON CONFLICT DO NOTHING",
-        )
-        .execute(pool)
-        .await
-        .unwrap();
         sqlx::query(
             "SELECT count(*) FROM resource_apply_batch(ARRAY['held'], ARRAY[1], ARRAY[$1],
              ARRAY['{}'::jsonb], ARRAY['{}'::jsonb], ARRAY[NULL::text])",
@@ -434,6 +425,7 @@ mod tests {
     #[tokio::test]
     async fn kept_leases_are_refreshed_until_the_guard_is_dropped() {
         let db = TestDb::new().await;
+        db.leaf_kind("held").await;
         let first = claimed(&db.pool, "h-1").await;
         let second = claimed(&db.pool, "h-2").await;
         let (first_at, second_at) = (
